@@ -1,0 +1,9 @@
+"""seqattn: attention and Transformer models for scientific signals, in Numba, on xarray data.
+
+Importing seqattn compiles nothing: kernels compile lazily, once per signature, on first use.
+"""
+from .ops import attention, attention_backward, attention_weights
+
+__version__ = "0.1.0"
+
+__all__ = ["attention", "attention_backward", "attention_weights", "__version__"]

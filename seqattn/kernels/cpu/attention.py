@@ -1,0 +1,410 @@
+"""Fused attention on the CPU: tiled forward with online softmax, backward from the saved lse.
+
+Legend: q (B, H, N, D); k, v (B, Hkv, M, D); query head h reads key/value head h // (H // Hkv);
+off = M - N aligns the last query with the last key. Arguments are an ``AttentionCall`` already
+checked by ``seqattn.attention_inputs`` (see its docstring for the canonical form).
+
+Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
+* forward: parallel over (batch, head, query block). For each key block one tile of scores
+  S = (scale q) k^T comes from BLAS, the score modifications are applied to it, and the softmax is
+  folded in online (running max, running sum, accumulator rescaled by exp(m_old - m_new)). Only
+  the log-sum-exp per row is stored: memory is O(N + M) per batch and head.
+* backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
+  in registers of the task; scores are recomputed from the lse; dQ is added into a partial buffer
+  owned by the chunk, so no two threads write the same memory (deterministic, no atomics).
+* bias gradient: a separate pass parallel over the bias's own tiles, so broadcast dims are summed
+  by the one task that owns each output element.
+
+Score modifications all live in :func:`_modify_scores`; a new kind of bias (a function of
+per-token coordinates, a learnable table indexed by pair codes) is one more block there plus one
+more entry in the ``mods`` tuple.
+"""
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+from ..blas_threads import single_threaded_blas
+from ..fast_exp import FASTMATH, exp_shifted
+
+NEG_INF = -np.inf
+# Tile sizes, measured on the 2-core Zen 4 machine (BENCHMARKS.md): a score tile of
+# BLOCK_Q x BLOCK_K floats stays in L2 and is large enough for BLAS to run near peak.
+BLOCK_Q = 64
+BLOCK_K = 512
+
+
+@njit(cache=True)
+def _ceil_div(a, b):
+    return (a + b - 1) // b
+
+
+@njit(cache=True)
+def _visible_keys(i0, i1, off, left, right, M):
+    """[lo, hi): the keys any query in [i0, i1) may see through the band."""
+    return max(0, i0 + off - left), min(M, i1 - 1 + off + right + 1)
+
+
+@njit(cache=True)
+def _visible_queries(j0, j1, off, left, right, N):
+    """[lo, hi): the queries that may see any key in [j0, j1) through the band."""
+    return max(0, j0 - off - right), min(N, j1 - 1 - off + left + 1)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _modify_scores(s, b, h, i0, j0, off, mods):
+    """Add biases to the score tile s (rows i0.., cols j0..) and set invisible scores to -inf."""
+    bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
+        has_bias, has_mask, has_kpm, has_alibi = mods
+    rows, cols = s.shape
+    inside_band = j0 >= i0 + rows - 1 + off - left and j0 + cols - 1 <= i0 + off + right
+    if inside_band and not (has_bias or has_mask or has_kpm or has_alibi):
+        return
+    for r in range(rows):
+        i = i0 + r
+        row = s[r]
+        if has_bias:
+            # A dim of size 1 broadcasts: index 0 there.
+            brow = bias[b if bias.shape[0] > 1 else 0, h if bias.shape[1] > 1 else 0,
+                        i if bias.shape[2] > 1 else 0]
+            if brow.shape[0] > 1:
+                for c in range(cols):
+                    row[c] += brow[j0 + c]
+            else:
+                for c in range(cols):
+                    row[c] += brow[0]
+        if has_alibi:
+            slope = alibi_slopes[h]
+            for c in range(cols):
+                row[c] -= slope * abs(i + off - j0 - c)
+        if not inside_band:
+            first = i + off - left - j0  # visible columns: first <= c <= last
+            last = i + off + right - j0
+            for c in range(0, min(max(first, 0), cols)):
+                row[c] = NEG_INF
+            for c in range(max(last + 1, 0), cols):
+                row[c] = NEG_INF
+        if has_mask:
+            mrow = attn_mask[b if attn_mask.shape[0] > 1 else 0,
+                             h if attn_mask.shape[1] > 1 else 0,
+                             i if attn_mask.shape[2] > 1 else 0]
+            for c in range(cols):
+                if not mrow[j0 + c if mrow.shape[0] > 1 else 0]:
+                    row[c] = NEG_INF
+        if has_kpm:
+            for c in range(cols):
+                if key_padding_mask[b, j0 + c]:
+                    row[c] = NEG_INF
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _score_tile(s, q_scaled, k_rows, b, h, i0, j0, off, mods):
+    """s (rows, cols) = q_scaled @ k_rows^T with every score modification applied."""
+    np.dot(q_scaled, k_rows.T, s)
+    _modify_scores(s, b, h, i0, j0, off, mods)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _row_max(row):
+    m = NEG_INF
+    for c in range(row.shape[0]):
+        m = max(m, row[c])
+    return m
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _row_sum(row):
+    total = row.dtype.type(0)
+    for c in range(row.shape[0]):
+        total += row[c]
+    return total
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _probabilities_from_lse(s, lse_rows, bits):
+    """In place: s[r] = exp(s[r] - lse[r]), and 0 for rows that see no key (lse = -inf)."""
+    for r in range(s.shape[0]):
+        if lse_rows[r] == NEG_INF:
+            s[r, :] = 0
+        else:
+            exp_shifted(s[r], lse_rows[r], s[r], bits)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _scaled_rows(buf, x, scale):
+    """buf holds scale * x (rows, D) as a C-contiguous view of the front of a flat buffer."""
+    out = buf[:x.size].reshape(x.shape)
+    for r in range(x.shape[0]):
+        for d in range(x.shape[1]):
+            out[r, d] = x[r, d] * scale
+    return out
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
+    """Online-softmax attention of queries [i0, i1) of (b, h) over all visible keys."""
+    N, D = q.shape[2], q.shape[3]
+    M = k.shape[2]
+    off = M - N
+    hk = h // (q.shape[1] // k.shape[1])
+    rows = i1 - i0
+    dtype = q.dtype
+    left, right = mods[4], mods[5]
+    q_scaled = _scaled_rows(np.empty(rows * D, dtype), q[b, h, i0:i1], scale)
+    acc = np.zeros((rows, D), dtype)
+    pv = np.empty((rows, D), dtype)
+    row_max = np.full(rows, NEG_INF, dtype)
+    row_sum = np.zeros(rows, dtype)
+    s_buf = np.empty(rows * block_k, dtype)
+    bits = np.empty(block_k, np.int32)
+    j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
+    for j0 in range(j_lo, j_hi, block_k):
+        j1 = min(j0 + block_k, j_hi)
+        s = s_buf[:rows * (j1 - j0)].reshape((rows, j1 - j0))
+        _score_tile(s, q_scaled, k[b, hk, j0:j1], b, h, i0, j0, off, mods)
+        for r in range(rows):
+            m_new = max(row_max[r], _row_max(s[r]))
+            if m_new == NEG_INF:  # nothing visible yet: contribute nothing (test: empty rows)
+                s[r, :] = 0
+                continue
+            correction = np.exp(row_max[r] - m_new)
+            exp_shifted(s[r], m_new, s[r], bits)
+            row_sum[r] = row_sum[r] * correction + _row_sum(s[r])
+            if correction != 1:
+                acc[r] *= correction
+            row_max[r] = m_new
+        np.dot(s, v[b, hk, j0:j1], pv)
+        acc += pv
+    for r in range(rows):
+        if row_sum[r] > 0:
+            out[b, h, i0 + r] = acc[r] / row_sum[r]
+            lse[b, h, i0 + r] = row_max[r] + np.log(row_sum[r])
+        else:  # a row that sees no key returns zeros, never NaN
+            out[b, h, i0 + r] = 0
+            lse[b, h, i0 + r] = NEG_INF
+
+
+@njit(cache=True, parallel=True)
+def _forward_tasks(out, lse, q, k, v, scale, block_q, block_k, mods):
+    B, H, N = q.shape[0], q.shape[1], q.shape[2]
+    n_blocks = _ceil_div(N, block_q)
+    for t in prange(B * H * n_blocks):
+        bh, u = t // n_blocks, t % n_blocks
+        # Pair block u with block n-1-u: with causal masks their costs add up to a constant, so
+        # prange's equal static split gives each thread the same work.
+        qb = u // 2 if u % 2 == 0 else n_blocks - 1 - u // 2
+        i0 = qb * block_q
+        _forward_query_block(out, lse, q, k, v, scale, bh // H, bh % H, i0,
+                             min(i0 + block_q, N), block_k, mods)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _score_gradients(ds, p, dout_rows, v_rows, delta_rows):
+    """ds = p * (dout v^T - delta): gradient of the loss w.r.t. the modified scores."""
+    np.dot(dout_rows, v_rows.T, ds)
+    for r in range(ds.shape[0]):
+        for c in range(ds.shape[1]):
+            ds[r, c] = p[r, c] * (ds[r, c] - delta_rows[r])
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _backward_key_chunk(dq_part, dk, dv, dout, lse, delta, q, k, v, scale, b, hk, chunk,
+                        n_chunks, block_q, block_k, mods):
+    """dK, dV of the key blocks chunk, chunk + n_chunks, ... of (b, hk); their dQ into dq_part."""
+    H, N, D = q.shape[1], q.shape[2], q.shape[3]
+    M = k.shape[2]
+    off = M - N
+    group = H // k.shape[1]
+    dtype = q.dtype
+    left, right = mods[4], mods[5]
+    s_buf = np.empty(block_q * block_k, dtype)
+    ds_buf = np.empty(block_q * block_k, dtype)
+    q_buf = np.empty(block_q * D, dtype)
+    bits = np.empty(block_k, np.int32)
+    dk_acc = np.empty((block_k, D), dtype)
+    dv_acc = np.empty((block_k, D), dtype)
+    key_tmp = np.empty((block_k, D), dtype)
+    query_tmp = np.empty((block_q, D), dtype)
+    for kb in range(chunk, _ceil_div(M, block_k), n_chunks):
+        j0 = kb * block_k
+        j1 = min(j0 + block_k, M)
+        cols = j1 - j0
+        k_rows, v_rows = k[b, hk, j0:j1], v[b, hk, j0:j1]
+        dk_blk, dv_blk = dk_acc[:cols], dv_acc[:cols]
+        dk_blk[:] = 0
+        dv_blk[:] = 0
+        i_lo, i_hi = _visible_queries(j0, j1, off, left, right, N)
+        for h in range(hk * group, (hk + 1) * group):
+            for i0 in range(i_lo, i_hi, block_q):
+                i1 = min(i0 + block_q, i_hi)
+                rows = i1 - i0
+                q_rows, dout_rows = q[b, h, i0:i1], dout[b, h, i0:i1]
+                p = s_buf[:rows * cols].reshape((rows, cols))
+                ds = ds_buf[:rows * cols].reshape((rows, cols))
+                # forward: S = scale q k^T + mods; P = exp(S - lse)
+                _score_tile(p, _scaled_rows(q_buf, q_rows, scale), k_rows, b, h, i0, j0, off,
+                            mods)
+                _probabilities_from_lse(p, lse[b, h, i0:i1], bits)
+                # forward: out = P v  =>  dV += P^T dout
+                np.dot(p.T, dout_rows, key_tmp[:cols])
+                dv_blk += key_tmp[:cols]
+                _score_gradients(ds, p, dout_rows, v_rows, delta[b, h, i0:i1])
+                # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q
+                np.dot(ds, k_rows, query_tmp[:rows])
+                dq_rows = dq_part[b, h, i0:i1]
+                for r in range(rows):
+                    for d in range(D):
+                        dq_rows[r, d] += scale * query_tmp[r, d]
+                np.dot(ds.T, q_rows, key_tmp[:cols])
+                dk_blk += key_tmp[:cols]
+        for c in range(cols):
+            for d in range(D):
+                dk[b, hk, j0 + c, d] = scale * dk_blk[c, d]
+                dv[b, hk, j0 + c, d] = dv_blk[c, d]
+
+
+@njit(cache=True, parallel=True)
+def _backward_tasks(dq_parts, dk, dv, dout, lse, delta, q, k, v, scale, block_q, block_k, mods):
+    n_chunks = dq_parts.shape[0]
+    B, Hkv = k.shape[0], k.shape[1]
+    for t in prange(B * Hkv * n_chunks):
+        bhk, chunk = t // n_chunks, t % n_chunks
+        _backward_key_chunk(dq_parts[chunk], dk, dv, dout, lse, delta, q, k, v, scale,
+                            bhk // Hkv, bhk % Hkv, chunk, n_chunks, block_q, block_k, mods)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, delta, q, k, v,
+                    scale, block_q, block_k, mods):
+    """dbias[bb, hb] over rows [i_start, i_stop) x cols [j_start, j_stop) of the bias's own
+    shape, summing dS over every batch, head, row or column that the bias broadcasts over."""
+    B, H, N, D = q.shape
+    M = k.shape[2]
+    off = M - N
+    group = H // k.shape[1]
+    Bb, Hb, Nb, Mb = dbias.shape
+    dtype = q.dtype
+    left, right = mods[4], mods[5]
+    s_buf = np.empty(block_q * block_k, dtype)
+    ds_buf = np.empty(block_q * block_k, dtype)
+    q_buf = np.empty(block_q * D, dtype)
+    bits = np.empty(block_k, np.int32)
+    out = dbias[bb, hb]
+    out[i_start:i_stop if Nb > 1 else 1, j_start:j_stop if Mb > 1 else 1] = 0
+    for b in range(0 if Bb == 1 else bb, B if Bb == 1 else bb + 1):
+        for h in range(0 if Hb == 1 else hb, H if Hb == 1 else hb + 1):
+            for i0 in range(i_start, i_stop, block_q):
+                i1 = min(i0 + block_q, i_stop)
+                j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
+                for j0 in range(max(j_start, j_lo), min(j_stop, j_hi), block_k):
+                    j1 = min(j0 + block_k, j_stop, j_hi)
+                    rows, cols = i1 - i0, j1 - j0
+                    p = s_buf[:rows * cols].reshape((rows, cols))
+                    ds = ds_buf[:rows * cols].reshape((rows, cols))
+                    hk = h // group
+                    _score_tile(p, _scaled_rows(q_buf, q[b, h, i0:i1], scale),
+                                k[b, hk, j0:j1], b, h, i0, j0, off, mods)
+                    _probabilities_from_lse(p, lse[b, h, i0:i1], bits)
+                    _score_gradients(ds, p, dout[b, h, i0:i1], v[b, hk, j0:j1],
+                                     delta[b, h, i0:i1])
+                    # forward: S = ... + bias[broadcast]  =>  dbias = dS summed over broadcasts
+                    for r in range(rows):
+                        for c in range(cols):
+                            out[i0 + r if Nb > 1 else 0, j0 + c if Mb > 1 else 0] += ds[r, c]
+
+
+@njit(cache=True, parallel=True)
+def _bias_grad_tasks(dbias, dout, lse, delta, q, k, v, scale, block_q, block_k, mods):
+    N, M = q.shape[2], k.shape[2]
+    Bb, Hb, Nb, Mb = dbias.shape
+    n_row_tiles = _ceil_div(N, block_q) if Nb > 1 else 1
+    n_col_tiles = _ceil_div(M, block_k) if Mb > 1 else 1
+    tiles = n_row_tiles * n_col_tiles
+    for t in prange(Bb * Hb * tiles):
+        bh, tile = t // tiles, t % tiles
+        rt, ct = tile // n_col_tiles, tile % n_col_tiles
+        i_start = rt * block_q if Nb > 1 else 0
+        j_start = ct * block_k if Mb > 1 else 0
+        i_stop = min(i_start + block_q, N) if Nb > 1 else N
+        j_stop = min(j_start + block_k, M) if Mb > 1 else M
+        _bias_grad_tile(dbias, bh // Hb, bh % Hb, i_start, i_stop, j_start, j_stop, dout, lse,
+                        delta, q, k, v, scale, block_q, block_k, mods)
+
+
+@njit(cache=True, parallel=True, fastmath=FASTMATH)
+def _weights_tasks(weights, q, k, scale, block_q, mods):
+    B, H, N, D = q.shape
+    M = k.shape[2]
+    group = H // k.shape[1]
+    n_blocks = _ceil_div(N, block_q)
+    for t in prange(B * H * n_blocks):
+        bh, qb = t // n_blocks, t % n_blocks
+        b, h = bh // H, bh % H
+        i0 = qb * block_q
+        i1 = min(i0 + block_q, N)
+        s = weights[b, h, i0:i1]
+        _score_tile(s, _scaled_rows(np.empty((i1 - i0) * D, q.dtype), q[b, h, i0:i1], scale),
+                    k[b, h // group], b, h, i0, 0, M - N, mods)
+        bits = np.empty(M, np.int32)
+        for r in range(i1 - i0):
+            m = _row_max(s[r])
+            if m == NEG_INF:
+                s[r, :] = 0
+                continue
+            exp_shifted(s[r], m, s[r], bits)
+            s[r] /= _row_sum(s[r])
+
+
+def _mods(call):
+    """The score modifications of a prepared call, as the tuple the kernels unpack."""
+    return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes,
+            call.left, call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi)
+
+
+def _scale(call):
+    return call.q.dtype.type(call.scale)
+
+
+def attention_forward(out, lse, call, block_q=BLOCK_Q, block_k=BLOCK_K):
+    """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call."""
+    with single_threaded_blas():
+        _forward_tasks(out, lse, call.q, call.k, call.v, _scale(call), block_q, block_k,
+                       _mods(call))
+
+
+def _row_deltas(dout, out):
+    """delta[b, h, i] = sum_d dout * out: the softmax backward's row term, computed once."""
+    return np.einsum("bhnd,bhnd->bhn", dout, out)
+
+
+def _dq_chunks(call, block_k):
+    """How many key chunks each (batch, kv head) is split into, so every thread has work."""
+    B, Hkv, M = call.k.shape[:3]
+    wanted = -(-2 * get_num_threads() // (B * Hkv))
+    return max(1, min(wanted, -(-M // block_k)))
+
+
+def attention_backward(dq, dk, dv, dout, out, lse, call, block_q=BLOCK_Q, block_k=BLOCK_K):
+    """Fill dq, dk, dv for a prepared call, given the forward's out and lse."""
+    n_chunks = _dq_chunks(call, block_k)
+    if n_chunks == 1:
+        dq[...] = 0
+        dq_parts = dq.reshape((1,) + dq.shape)
+    else:
+        dq_parts = np.zeros((n_chunks,) + dq.shape, dq.dtype)
+    with single_threaded_blas():
+        _backward_tasks(dq_parts, dk, dv, dout, lse, _row_deltas(dout, out), call.q, call.k,
+                        call.v, _scale(call), block_q, block_k, _mods(call))
+    if n_chunks > 1:
+        np.sum(dq_parts, axis=0, out=dq)
+
+
+def attention_bias_grad(dbias, dout, out, lse, call, block_q=BLOCK_Q, block_k=BLOCK_K):
+    """Fill dbias, shaped like call.bias (4-D, broadcast dims of size 1)."""
+    with single_threaded_blas():
+        _bias_grad_tasks(dbias, dout, lse, _row_deltas(dout, out), call.q, call.k, call.v,
+                         _scale(call), block_q, block_k, _mods(call))
+
+
+def attention_weights(weights, call, block_q=BLOCK_Q):
+    """Fill weights (B, H, N, M) with the attention probabilities."""
+    with single_threaded_blas():
+        _weights_tasks(weights, call.q, call.k, _scale(call), block_q, _mods(call))

@@ -1,0 +1,118 @@
+"""The fused attention operator on the CPU against the NumPy reference, finite differences and torch."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import seqattn
+from seqattn.attention_inputs import prepare_attention, shapes_of
+from seqattn.kernels.cpu import attention as cpu_attention
+
+from attention_cases import (CASES, Case, check_backward, check_forward, check_weights,
+                             finite_difference_check)
+
+DTYPES = [np.float32, np.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_forward_matches_reference(case, dtype):
+    check_forward(seqattn.attention, case, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_backward_matches_reference(case, dtype):
+    check_backward(seqattn.attention, seqattn.attention_backward, case, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_weights_match_reference(case, dtype):
+    check_weights(seqattn.attention_weights, case, dtype)
+
+
+# Tiny tiles make every case cross many tile edges and split keys into several dQ chunks.
+TINY_Q, TINY_K = 3, 4
+
+
+def tiny_tile_attention(q, k, v, return_lse=False, **opts):
+    call = prepare_attention(q, k, v, **opts)
+    B, H, Hkv, N, M, D = shapes_of(call)
+    out, lse = np.empty((B, H, N, D), q.dtype), np.empty((B, H, N), q.dtype)
+    cpu_attention.attention_forward(out, lse, call, TINY_Q, TINY_K)
+    return (out, lse) if return_lse else out
+
+
+def tiny_tile_backward(dout, q, k, v, out, lse, bias_requires_grad=False, **opts):
+    call = prepare_attention(q, k, v, **opts)
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    cpu_attention.attention_backward(dq, dk, dv, dout, out, lse, call, TINY_Q, TINY_K)
+    dbias = None
+    if bias_requires_grad:
+        dbias = np.empty(call.bias.shape, q.dtype)
+        cpu_attention.attention_bias_grad(dbias, dout, out, lse, call, TINY_Q, TINY_K)
+        dbias = dbias.reshape(call.bias_shape)
+    return dq, dk, dv, dbias
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.small], ids=str)
+def test_tiny_tiles_match_reference(case):
+    check_forward(tiny_tile_attention, case, np.float32)
+    check_backward(tiny_tile_attention, tiny_tile_backward, case, np.float32)
+
+
+FD_CASES = [c for c in CASES if c.name in ("basic", "cross_shorter_keys_causal", "gqa_2_groups",
+                                           "bias_per_head", "bias_key_only", "everything")]
+
+
+@pytest.mark.parametrize("case", FD_CASES, ids=str)
+def test_backward_matches_finite_differences(case):
+    finite_difference_check(seqattn.attention, seqattn.attention_backward, case)
+
+
+def test_empty_rows_give_zeros_and_zero_gradients():
+    case = Case("all_keys_padded", B=1, key_padding="empty_row")
+    q, k, v, opts = case.inputs(np.float32)
+    out, lse = seqattn.attention(q, k, v, return_lse=True, **opts)
+    assert np.all(out == 0), "a row with nothing to attend to must return zeros"
+    assert np.all(np.isneginf(lse)), "its lse must be -inf"
+    dq, dk, dv, _ = seqattn.attention_backward(np.ones_like(out), q, k, v, out, lse, **opts)
+    for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert np.all(g == 0), f"{name} must be zero when nothing is attended"
+
+
+def test_inputs_are_not_modified():
+    q, k, v, opts = CASES[-3].inputs(np.float32)
+    before = [a.copy() for a in (q, k, v, opts["bias"])]
+    out, lse = seqattn.attention(q, k, v, return_lse=True, **opts)
+    seqattn.attention_backward(np.ones_like(out), q, k, v, out, lse, bias_requires_grad=True,
+                               **opts)
+    for a, b in zip((q, k, v, opts["bias"]), before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_non_contiguous_inputs_are_accepted():
+    q, k, v, _ = Case("basic").inputs(np.float64)
+    q_t = np.ascontiguousarray(q.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(seqattn.attention(q_t, k, v), seqattn.attention(q, k, v))
+
+
+@settings(max_examples=15, deadline=None)
+@given(B=st.integers(1, 2), Hkv=st.integers(1, 2), groups=st.integers(1, 2),
+       N=st.integers(1, 9), M=st.integers(1, 9), D=st.integers(1, 5), causal=st.booleans(),
+       left=st.one_of(st.none(), st.integers(0, 4)), right=st.one_of(st.none(),
+                                                                      st.integers(0, 4)))
+def test_random_shapes_and_bands_match_reference(B, Hkv, groups, N, M, D, causal, left, right):
+    case = Case("random", B=B, H=Hkv * groups, Hkv=Hkv, N=N, M=M, D=D, causal=causal,
+                window=(left, right))
+    check_forward(seqattn.attention, case, np.float64)
+    check_backward(seqattn.attention, seqattn.attention_backward, case, np.float64)
+
+
+def test_import_compiles_nothing():
+    code = ("import sys, seqattn; "
+            "assert 'seqattn.kernels.cpu.attention' not in sys.modules, 'kernels imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)

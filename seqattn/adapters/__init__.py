@@ -1,0 +1,15 @@
+"""xarray <-> sequences of vectors: adapters, batches, and putting predictions back.
+
+* :class:`GridAdapter` gridded fields, :class:`SignalAdapter` time series and audio.
+* :class:`Batch` what they produce; :class:`BatchIterator` lazy batches over large datasets.
+* :func:`predict` a model over a Dataset (lazy and chunk-parallel on dask data).
+* :class:`Normalizer` per-variable statistics; importing this package registers ``ds.seqattn``.
+"""
+from .batch import Batch, Placement, Template
+from .batching import BatchIterator
+from .grid import GridAdapter
+from .normalize import Normalizer
+from .stitch import PutBack, Stitcher
+
+__all__ = ["Batch", "BatchIterator", "GridAdapter", "Normalizer", "Placement", "PutBack",
+           "Stitcher", "Template"]

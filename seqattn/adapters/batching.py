@@ -1,0 +1,206 @@
+"""BatchIterator: lazy batches of encoded samples over a Dataset, and the way back.
+
+It covers what xbatcher's BatchGenerator does and adds what its users ask for:
+
+* ``input_dims``: window size per dim (a sample's extent), ``input_overlap``: how much
+  neighbouring windows share. Windows cover the whole dim: when the stride does not land on the
+  end, one last window is aligned to the end (xbatcher leaves the remainder out).
+* ``batch_dims``: dims whose every index is a separate sample (one time step); the number given
+  is how many consecutive indices are read together (the read block). Sample dims of the adapter
+  that are not named get blocks of the dask chunk size (or ``batch_size``) along them.
+* ``shuffle`` with a ``seed`` (a new, reproducible order every epoch), ``drop_last``.
+* Outputs go back on the original coordinates: :meth:`put_back`.
+
+Memory stays bounded by the read block, not the dataset: samples are grouped in blocks (the read
+block along batch dims, the dask chunk along input dims, else the whole dim) and only the region
+covering the samples of one block is read at a time. Shuffling permutes the blocks and the
+samples inside each block, which keeps that bound; larger blocks mix more.
+"""
+
+import numpy as np
+
+from .batch import Placement, Template
+from .checks import require_dims, require_positive_sizes
+from .stitch import PutBack
+
+
+def window_starts(size, window, overlap, dim):
+    """Starts of windows of `window` cells overlapping by `overlap` along a dim of `size` cells,
+    the last one aligned to the end so every cell is covered."""
+    if window > size:
+        raise ValueError(f"input_dims[{dim!r}] = {window} is larger than the dataset along {dim!r} "
+                         f"({size}); use a smaller window")
+    if not 0 <= overlap < window:
+        raise ValueError(f"input_overlap[{dim!r}] = {overlap}; expected 0 <= overlap < "
+                         f"input_dims[{dim!r}] = {window}")
+    starts = np.arange(0, size - window + 1, window - overlap)
+    if starts[-1] + window < size:
+        starts = np.append(starts, size - window)
+    return starts
+
+
+def chunk_size(ds, dim):
+    """The largest dask chunk of `ds` along `dim`, or None when it is not dask-backed there."""
+    chunks = ds.chunksizes.get(dim)
+    return max(chunks) if chunks else None
+
+
+class BatchIterator:
+    """Iterate over `ds` in batches of `batch_size` samples encoded by `adapter`.
+
+    `batch_size=None` puts all samples in one batch. Iterating reads the data lazily; every
+    iteration (epoch) with ``shuffle=True`` draws a new order from `seed` and the epoch number.
+    """
+
+    def __init__(self, ds, adapter, input_dims=None, input_overlap=None, batch_dims=None,
+                 batch_size=32, shuffle=False, seed=None, drop_last=False):
+        adapter.check(ds)
+        if batch_size is not None and (not isinstance(batch_size, (int, np.integer))
+                                       or batch_size < 1):
+            raise ValueError(f"batch_size = {batch_size!r}; expected a positive integer or None")
+        input_dims = dict(input_dims or {})
+        input_overlap = dict(input_overlap or {})
+        batch_dims = dict(batch_dims or {})
+        require_dims(ds, input_dims, "input_dims")
+        require_dims(ds, batch_dims, "batch_dims")
+        require_positive_sizes(input_dims, "input_dims")
+        require_positive_sizes(batch_dims, "batch_dims")
+        for d in input_overlap:
+            if d not in input_dims:
+                raise ValueError(f"input_overlap names {d!r}, which is not in input_dims "
+                                 f"{sorted(input_dims)}")
+        sample_dims = adapter.sample_dims(ds)
+        for d in batch_dims:
+            if d in input_dims or d not in sample_dims:
+                raise ValueError(f"batch_dims[{d!r}]: {d!r} is not a sample dim of the adapter "
+                                 f"(sample dims: {sample_dims}); give windows over patch or "
+                                 "channel dims in input_dims")
+        for d in input_dims:
+            if d in sample_dims and input_dims[d] != 1:
+                raise ValueError(f"input_dims[{d!r}] = {input_dims[d]}, but {d!r} is a sample dim "
+                                 "of the adapter (each index is one sample); put it in batch_dims "
+                                 "or make it a channel dim of the adapter")
+        for d in sample_dims:
+            if d not in batch_dims and d not in input_dims:
+                batch_dims[d] = chunk_size(ds, d) or batch_size or ds.sizes[d]
+
+        self.ds = ds[adapter.variables]
+        self.adapter = adapter
+        self.template = Template.of(self.ds)
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self._epoch = 0
+
+        self.dims = tuple(input_dims) + tuple(batch_dims)
+        self.sizes = tuple(input_dims.values()) + (1,) * len(batch_dims)
+        self.overlap = tuple(input_overlap.get(d, 0) for d in input_dims) + (0,) * len(batch_dims)
+        per_dim = [window_starts(ds.sizes[d], w, o, d)
+                   for d, w, o in zip(self.dims, self.sizes, self.overlap)]
+        grid = np.meshgrid(*per_dim, indexing="ij") if per_dim else []
+        self.starts = (np.stack([g.ravel() for g in grid], axis=1) if per_dim
+                       else np.zeros((1, 0), dtype=np.int64)).astype(np.int64)
+        extent = [batch_dims[d] if d in batch_dims
+                  else max(chunk_size(ds, d) or ds.sizes[d], w)
+                  for d, w in zip(self.dims, self.sizes)]
+        blocks = self.starts // np.asarray(extent, dtype=np.int64)
+        # One integer per block, so samples can be grouped (and sorted) by block.
+        self.block = (np.ravel_multi_index(blocks.T, blocks.max(axis=0) + 1)
+                      if per_dim else np.zeros(1, dtype=np.int64))
+        self._coords = {d: np.asarray(ds[d].values) for d in ds.dims
+                        if d in ds.coords and ds[d].ndim == 1}
+
+    @property
+    def n_samples(self):
+        return len(self.starts)
+
+    def __len__(self):
+        if self.batch_size is None:
+            return 1
+        whole, rest = divmod(self.n_samples, self.batch_size)
+        return whole if self.drop_last or not rest else whole + 1
+
+    def _order(self):
+        """Sample indices in the order they are emitted, grouped by block."""
+        index = np.arange(self.n_samples)
+        if not self.shuffle:
+            return index[np.argsort(self.block, kind="stable")]
+        rng = np.random.default_rng(None if self.seed is None else [self.seed, self._epoch])
+        blocks = np.unique(self.block)
+        rank = np.empty(self.block.max() + 1, dtype=np.int64)
+        rank[rng.permutation(blocks)] = np.arange(len(blocks))
+        within = rng.permutation(self.n_samples)
+        return within[np.lexsort((np.arange(self.n_samples), rank[self.block[within]]))]
+
+    def __iter__(self):
+        order = self._order()
+        self._epoch += 1
+        size = self.batch_size or self.n_samples
+        pending = []  # (arrays, coords, starts) of samples read but not yet emitted
+        count = 0
+        for run in np.split(order, np.flatnonzero(np.diff(self.block[order])) + 1):
+            pending.append(self._read(run))
+            count += len(run)
+            while count >= size:
+                batch, pending = _take(pending, size)
+                count -= size
+                yield self._encode(*batch)
+        if count and not self.drop_last:
+            batch, _ = _take(pending, count)
+            yield self._encode(*batch)
+
+    def _read(self, samples):
+        """Load the region covering `samples` (one block) and cut out their windows."""
+        starts = self.starts[samples]
+        lo = starts.min(axis=0)
+        hi = (starts + np.asarray(self.sizes)).max(axis=0)
+        region = self.ds.isel({d: slice(a, b) for d, a, b in zip(self.dims, lo, hi)}).compute()
+        if self.adapter.normalizer is not None:
+            region = self.adapter.normalizer.apply(region)
+        rel = starts - lo
+        arrays = {}
+        for name in self.adapter.variables:
+            da = region[name]
+            values = np.asarray(da.values)
+            axes = [(da.dims.index(d), i) for i, d in enumerate(self.dims) if d in da.dims]
+            windows = []
+            for r in rel:
+                index = [slice(None)] * values.ndim
+                for axis, i in axes:
+                    index[axis] = slice(r[i], r[i] + self.sizes[i])
+                windows.append(values[tuple(index)])
+            arrays[name] = np.stack(windows)
+        coords = {}
+        for d, values in self._coords.items():
+            if d in self.dims:
+                i = self.dims.index(d)
+                offsets = np.arange(self.sizes[i])
+                taken = values[starts[:, i, None] + offsets]
+                coords[d] = taken[:, 0] if self.sizes[i] == 1 and d not in self.adapter.patch \
+                    else taken
+            else:
+                coords[d] = np.broadcast_to(values, (len(samples), len(values)))
+        return arrays, coords, starts
+
+    def _encode(self, arrays, coords, starts):
+        placement = Placement(self.template, self.dims, self.sizes, self.overlap, starts)
+        return self.adapter.encode_samples(arrays, self.template.var_dims,
+                                           placement.window_sizes(), coords, placement)
+
+    def put_back(self, variables=None, mask_missing=True):
+        """A :class:`PutBack` for this iterator's batches: ``add(batch, predictions)`` for each
+        batch, then ``result()`` is a Dataset on the source's coordinates."""
+        return PutBack(self.adapter, self.template, variables, mask_missing)
+
+
+def _take(pending, size):
+    """Split `size` samples off the front of the pending reads; return them and the rest."""
+    arrays = {k: np.concatenate([p[0][k] for p in pending]) for k in pending[0][0]}
+    coords = {k: np.concatenate([p[1][k] for p in pending]) for k in pending[0][1]}
+    starts = np.concatenate([p[2] for p in pending])
+    head = ({k: v[:size] for k, v in arrays.items()}, {k: v[:size] for k, v in coords.items()},
+            starts[:size])
+    rest = [({k: v[size:] for k, v in arrays.items()}, {k: v[size:] for k, v in coords.items()},
+             starts[size:])] if len(starts) > size else []
+    return head, rest

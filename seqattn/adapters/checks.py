@@ -1,0 +1,35 @@
+"""Checks on user data shared by the adapters. Each raises an error that names the offending
+dim or variable and says what was expected."""
+import numpy as np
+
+
+def require_variables(ds, variables, role="variable"):
+    have = list(ds.data_vars)
+    for name in variables:
+        if name not in have:
+            raise ValueError(f"{role} {name!r} is not in the dataset (it has {sorted(map(str, have))}); "
+                             "the adapter must see the same variables it was built/fitted with")
+
+
+def require_dims(ds, dims, role):
+    for d in dims:
+        if d not in ds.dims:
+            raise ValueError(f"{role} dim {d!r} is not in the dataset (it has dims {tuple(ds.dims)})")
+
+
+def require_monotonic(ds, dim):
+    """A dimension coordinate used to place tokens must be strictly increasing or decreasing."""
+    if dim not in ds.coords or ds[dim].ndim != 1 or ds.sizes[dim] < 2:
+        return
+    values = np.asarray(ds[dim].values)
+    step = np.diff(values)
+    zero = step.dtype.type(0)
+    if not (np.all(step > zero) or np.all(step < zero)):
+        raise ValueError(f"coordinate {dim!r} is not monotonic; sort it first "
+                         f"(ds.sortby({dim!r})) so that tokens are contiguous patches")
+
+
+def require_positive_sizes(sizes, role):
+    for d, s in sizes.items():
+        if not isinstance(s, (int, np.integer)) or s < 1:
+            raise ValueError(f"{role}[{d!r}] = {s!r}; expected a positive integer")

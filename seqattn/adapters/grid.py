@@ -1,0 +1,317 @@
+"""GridAdapter: gridded fields (weather, climate, ocean; images are a special case) as tokens.
+
+Every dim of the adapter's variables plays one of three roles:
+
+* **token dims** (the keys of ``patch``): cut into patches of the given sizes; each patch is one
+  token. ``patch={"lat": 4, "lon": 4}`` makes 4 x 4 patches; ``patch={"level": 1, ...}`` makes each
+  pressure level a separate token.
+* **channel dims** (``channel_dims``): folded into each token's features (pressure levels as
+  channels, a history of time steps as channels).
+* **sample dims**: every other dim; each index along them is one sample (one time step).
+
+A variable that lacks a sample dim (a land-sea mask, orography) is a static field: it is repeated
+in every sample. Features of a token are ``[var0 patch cells x channels, var1 ..., validity]`` with
+``variables_as="channels"``; with ``variables_as="tokens"`` each variable makes its own tokens
+(then all variables need the same number of features) and ``coords["variable"]`` says which.
+
+A grid not divisible by the patch is padded (NaN, or wrapped for ``periodic`` dims such as
+longitude) and the padding is masked; ``strict=True`` refuses it instead. NaNs become masks: a
+token without any valid value is padded out in ``key_padding_mask``; with ``validity_channel`` each
+token also carries, per variable, the fraction of its cells that are valid.
+"""
+import math
+
+import numpy as np
+import xarray as xr
+
+from .batch import Batch
+from .checks import require_dims, require_monotonic, require_positive_sizes, require_variables
+from .coords import as_float, patch_centres
+from .normalize import Normalizer
+from .persistence import Persistable
+from .stitch import PutBack
+
+VARIABLES_AS = ("channels", "tokens")
+
+
+class GridAdapter(Persistable):
+    """Gridded Dataset <-> (B, N, F) tokens. See the module docstring for the roles of dims."""
+
+    def __init__(self, variables, patch, channel_dims=(), variables_as="channels", per_dims=(),
+                 periodic=(), lon="lon", validity_channel=True, strict=False, dtype="float32",
+                 normalizer=None):
+        if isinstance(variables, str) or not variables:
+            raise TypeError("variables must be a non-empty list of variable names, "
+                            f"got {variables!r}")
+        if not isinstance(patch, dict) or not patch:
+            raise TypeError(f"patch must be a dict like {{'lat': 4, 'lon': 4}}, got {patch!r}")
+        require_positive_sizes(patch, "patch")
+        if variables_as not in VARIABLES_AS:
+            raise ValueError(f"variables_as={variables_as!r}; expected one of {VARIABLES_AS}")
+        both = set(patch) & set(channel_dims)
+        if both:
+            raise ValueError(f"dims {sorted(both)} are both patch (token) dims and channel dims; "
+                             "each dim plays one role")
+        if normalizer is not None and not isinstance(normalizer, Normalizer):
+            raise TypeError(f"normalizer must be a Normalizer, got {type(normalizer).__name__}")
+        self.variables = list(variables)
+        self.patch = {d: int(s) for d, s in patch.items()}
+        self.channel_dims = tuple(channel_dims)
+        self.variables_as = variables_as
+        self.per_dims = tuple(per_dims)
+        self.periodic = tuple(periodic)
+        self.lon = lon
+        self.validity_channel = bool(validity_channel)
+        self.strict = bool(strict)
+        self.dtype = np.dtype(dtype)
+        self.normalizer = normalizer
+
+    @property
+    def token_dims(self):
+        return tuple(self.patch)
+
+    def config(self):
+        return {"variables": self.variables, "patch": self.patch,
+                "channel_dims": list(self.channel_dims), "variables_as": self.variables_as,
+                "per_dims": list(self.per_dims), "periodic": list(self.periodic), "lon": self.lon,
+                "validity_channel": self.validity_channel, "strict": self.strict,
+                "dtype": self.dtype.name}
+
+    # ---- fitting and checking ------------------------------------------------------------------
+
+    def fit(self, ds):
+        """Compute the normalization statistics (lazily on dask data, one pass); returns self."""
+        self.check(ds)
+        self.normalizer = Normalizer.fit(ds, self.variables, self.per_dims)
+        return self
+
+    def check(self, ds):
+        """Raise a clear error if `ds` cannot be encoded by this adapter."""
+        if not isinstance(ds, xr.Dataset):
+            raise TypeError(f"expected an xarray.Dataset, got {type(ds).__name__}")
+        require_variables(ds, self.variables)
+        require_dims(ds, self.token_dims, "patch")
+        require_dims(ds, self.channel_dims, "channel")
+        if self.normalizer is not None:
+            extra = sorted(set(self.variables) - set(self.normalizer.variables))
+            if extra:
+                raise ValueError(f"variables {extra} have no normalization statistics; "
+                                 "refit the adapter on data that has them")
+        for name in self.variables:
+            lacking = [d for d in self.token_dims if d not in ds[name].dims]
+            if lacking:
+                raise ValueError(f"variable {name!r} lacks patch dim(s) {lacking}; make them "
+                                 "channel dims or select variables that have them")
+        for d in self.token_dims:
+            require_monotonic(ds, d)
+            self.check_window(d, ds.sizes[d])
+
+    def check_window(self, dim, size):
+        """A window of `size` cells along patch dim `dim` must hold at least one patch."""
+        p = self.patch[dim]
+        if p > size:
+            raise ValueError(f"patch[{dim!r}] = {p} is larger than the grid/window along {dim!r} "
+                             f"({size} cells); use a smaller patch")
+        if self.strict and size % p:
+            raise ValueError(f"{dim!r} has {size} cells, not divisible by patch[{dim!r}] = {p} "
+                             "(strict=True); crop the grid or pass strict=False to pad and mask")
+
+    def sample_dims(self, ds):
+        """Dims of the adapter's variables that are neither patch nor channel dims, in ds order."""
+        used = {d for name in self.variables for d in ds[name].dims}
+        role = set(self.token_dims) | set(self.channel_dims)
+        return tuple(d for d in ds.dims if d in used and d not in role)
+
+    # ---- whole-dataset encode/decode -----------------------------------------------------------
+
+    def encode(self, ds):
+        """All samples of an in-memory Dataset as one Batch (use :class:`BatchIterator` for data
+        that does not fit in memory)."""
+        from .batching import BatchIterator
+
+        iterator = BatchIterator(ds, self, batch_size=None)
+        return next(iter(iterator))
+
+    def decode(self, batch, values=None, variables=None, mask_missing=True):
+        """Put a batch back on its source's coordinates as a Dataset.
+
+        Without `values` this decodes the batch's own inputs (the exact inverse of encoding, up to
+        the token dtype and the normalization round trip). With `values` (B, N, F), a model's
+        predictions in the layout of `variables` (default: all the adapter's variables) are
+        decoded; `mask_missing` makes them NaN where the input was missing. Cells no sample
+        covered are NaN; overlapping windows are blended.
+        """
+        put_back = PutBack(self, batch.placement.template, variables, mask_missing)
+        put_back.add(batch, values)
+        return put_back.result()
+
+    def denormalize(self, ds):
+        return ds if self.normalizer is None else self.normalizer.invert(ds)
+
+    # ---- the core: stacked sample arrays <-> tokens --------------------------------------------
+
+    def _var_layout(self, name, dims, sizes):
+        """Axes order and sizes of variable `name` (dims `dims`) in token layout."""
+        channels = [d for d in self.channel_dims if d in dims]
+        samples = [d for d in dims if d not in self.patch and d not in channels]
+        order = list(self.token_dims) + channels
+        for d in samples:
+            if sizes[d] != 1:
+                raise ValueError(f"variable {name!r}: sample dim {d!r} has size {sizes[d]} in a "
+                                 "window; each sample takes one index of it")
+        return order, samples, channels
+
+    def _grid_shape(self, sizes):
+        """Tokens along each patch dim, and the padded size."""
+        n = [math.ceil(sizes[d] / self.patch[d]) for d in self.token_dims]
+        return n, [k * self.patch[d] for k, d in zip(n, self.token_dims)]
+
+    def encode_samples(self, arrays, var_dims, sizes, coords, placement):
+        """Tokens of stacked sample windows.
+
+        `arrays[v]` is (B, *window sizes of v's dims, in v's order); `sizes` are the window sizes
+        per dim; `coords[d]` (B, sizes[d]) the coordinate values of each sample along window dim d
+        (patch dims) or (B,) for sample dims.
+        """
+        for d in self.token_dims:
+            self.check_window(d, sizes[d])
+        n, padded = self._grid_shape(sizes)
+        k = len(self.token_dims)
+        pieces = []
+        for name in self.variables:
+            dims = var_dims[name]
+            order, samples, channels = self._var_layout(name, dims, sizes)
+            a = arrays[name]
+            batch = a.shape[0]
+            # (B, *dims) -> (B, *token dims, *channel dims); size-1 sample axes go to the end.
+            perm = [0] + [1 + dims.index(d) for d in order + samples]
+            a = a.transpose(perm).reshape(a.shape[0], *[sizes[d] for d in order])
+            a = self._pad(np.asarray(a, dtype=self.dtype), padded)
+            c = int(np.prod([sizes[d] for d in channels], dtype=np.int64))
+            # (B, n0*p0, n1*p1, .., C) -> (B, n0, p0, n1, p1, .., C) -> (B, n0, n1, .., p0, p1, .., C)
+            split = [x for nd, d in zip(n, self.token_dims) for x in (nd, self.patch[d])]
+            a = a.reshape(batch, *split, c)
+            perm = [0] + [1 + 2 * i for i in range(k)] + [2 + 2 * i for i in range(k)] + [1 + 2 * k]
+            pieces.append(a.transpose(perm).reshape(batch, int(np.prod(n)), -1))
+        valid = [~np.isnan(p) for p in pieces]
+        axis = 2 if self.variables_as == "channels" else 1
+        if axis == 1:
+            widths = {name: p.shape[-1] for name, p in zip(self.variables, pieces)}
+            if len(set(widths.values())) > 1:
+                raise ValueError(f"variables_as='tokens' needs the same number of features per "
+                                 f"variable, got {widths}; use variables_as='channels'")
+        values = np.concatenate(pieces, axis=axis)
+        valid_all = np.concatenate(valid, axis=axis)
+        tokens = np.where(valid_all, values, 0).astype(self.dtype)
+        if self.validity_channel:
+            fractions = [v.mean(axis=-1, keepdims=True, dtype=np.float64) for v in valid]
+            tokens = np.concatenate(
+                [tokens, np.concatenate(fractions, axis=axis).astype(self.dtype)], axis=-1)
+        return Batch(tokens=tokens, key_padding_mask=~valid_all.any(axis=-1), valid=valid_all,
+                     coords=self._token_coords(coords, sizes, n, padded), placement=placement)
+
+    def _pad(self, a, padded):
+        widths = [(0, 0)] + [(0, p - s) for p, s in zip(padded, a.shape[1:])]
+        widths += [(0, 0)] * (a.ndim - len(widths))
+        if not any(w for _, w in widths):
+            return a
+        for i, d in enumerate(self.token_dims):
+            if widths[1 + i][1] and d in self.periodic:
+                one = [(0, 0)] * a.ndim
+                one[1 + i] = widths[1 + i]
+                a = np.pad(a, one, mode="wrap")
+                widths[1 + i] = (0, 0)
+        return np.pad(a, widths, constant_values=np.nan)
+
+    def _token_coords(self, coords, sizes, n, padded):
+        """(B, N) float64 coordinates per token: patch centres along patch dims, the sample's
+        coordinate along sample dims; `variable` index when variables are separate tokens."""
+        out = {}
+        k = len(self.token_dims)
+        for i, d in enumerate(self.token_dims):
+            if d not in coords:
+                continue
+            c = as_float(coords[d])
+            extra = padded[i] - sizes[d]
+            if extra:
+                fill = c[:, :extra] if d in self.periodic else np.full((c.shape[0], extra), np.nan)
+                c = np.concatenate([c, fill], axis=1)
+            centre = patch_centres(c, self.patch[d], circular=(d == self.lon))
+            shape = [1] * k
+            shape[i] = n[i]
+            out[d] = centre.reshape(c.shape[0], *shape)
+        batch = next(iter(coords.values())).shape[0] if coords else None
+        grid = (batch, *n)
+        out = {d: np.broadcast_to(v, grid).reshape(batch, -1) for d, v in out.items()}
+        for d, v in coords.items():
+            if d not in self.patch and np.ndim(v) == 1:
+                out[d] = np.repeat(as_float(v)[:, None], int(np.prod(n)), axis=1)
+        if self.variables_as == "tokens":
+            out = {d: np.tile(v, (1, len(self.variables))) for d, v in out.items()}
+            out["variable"] = np.repeat(np.arange(len(self.variables), dtype=np.float64),
+                                        int(np.prod(n)))[None].repeat(batch, axis=0)
+        return out
+
+    def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
+        """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}.
+
+        `values` default to the batch's own value features (missing ones NaN again)."""
+        placement = batch.placement
+        sizes = placement.window_sizes()
+        var_dims = placement.template.var_dims
+        variables = list(variables or self.variables)
+        unknown = [v for v in variables if v not in self.variables]
+        if unknown:
+            raise ValueError(f"variables {unknown} are not among the adapter's {self.variables}")
+        n, padded = self._grid_shape(sizes)
+        k = len(self.token_dims)
+        ntok = int(np.prod(n))
+        patch_cells = int(np.prod([self.patch[d] for d in self.token_dims]))
+        widths = {name: patch_cells * int(np.prod(
+            [sizes[d] for d in self._var_layout(name, var_dims[name], sizes)[2]], dtype=np.int64))
+            for name in self.variables}
+        if values is None:
+            values, variables, mask_missing = batch.values, self.variables, True
+        else:
+            values = self._check_values(values, batch, variables, widths, ntok)
+        out = {}
+        for name in variables:
+            dims = var_dims[name]
+            order, samples, _ = self._var_layout(name, dims, sizes)
+            a = values[self._features_of(name, variables, widths, ntok)]
+            at_source = self._features_of(name, self.variables, widths, ntok)
+            if mask_missing:
+                a = np.where(batch.valid[at_source], a, np.nan)
+            padded_out = batch.key_padding_mask[at_source[:2]]
+            a = np.where(padded_out[..., None], np.nan, a)
+            b = a.shape[0]
+            # (B, N, P*C) -> (B, n0, n1, .., p0, p1, .., C) -> (B, n0, p0, n1, p1, .., C)
+            a = a.reshape(b, *n, *[self.patch[d] for d in self.token_dims], -1)
+            perm = [0] + [x for i in range(k) for x in (1 + i, 1 + k + i)] + [1 + 2 * k]
+            a = a.transpose(perm).reshape(b, *padded, -1)
+            a = a[(slice(None),) + tuple(slice(0, sizes[d]) for d in self.token_dims)]
+            a = a.reshape(b, *[sizes[d] for d in order], *[1] * len(samples))
+            layout = order + samples
+            out[name] = a.transpose([0] + [1 + layout.index(d) for d in dims])
+        return out
+
+    def _features_of(self, name, names, widths, ntok):
+        """Index of variable `name`'s tokens/features in a layout holding variables `names`."""
+        i = names.index(name)
+        if self.variables_as == "channels":
+            start = sum(widths[v] for v in names[:i])
+            return slice(None), slice(None), slice(start, start + widths[name])
+        return slice(None), slice(i * ntok, (i + 1) * ntok), slice(None)
+
+    def _check_values(self, values, batch, variables, widths, ntok):
+        values = np.asarray(values)
+        b = len(batch)
+        if self.variables_as == "channels":
+            want = (b, ntok, sum(widths[v] for v in variables))
+        else:
+            want = (b, ntok * len(variables), widths[variables[0]])
+        if values.shape != want:
+            raise ValueError(f"values have shape {values.shape}; expected {want} = (B, N, F) for "
+                             f"variables {variables} with {[widths[v] for v in variables]} "
+                             "features each (pass variables=[...] to decode a subset)")
+        return values

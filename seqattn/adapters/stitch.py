@@ -1,0 +1,62 @@
+"""Putting sample windows back on their source's coordinates (the inverse of batching)."""
+import numpy as np
+import xarray as xr
+
+from .blend import Blender, taper
+
+
+class Stitcher:
+    """Collects decoded sample windows of `variables` and blends them into one Dataset on the
+    template's coordinates. Feed it batch after batch (``add``), then call ``result``."""
+
+    def __init__(self, template, variables):
+        self.template = template
+        sizes = template.sizes
+        self._blenders = {v: Blender(tuple(sizes[d] for d in template.var_dims[v]))
+                          for v in variables}
+
+    def add(self, arrays, placement):
+        """`arrays[v]` (B, *window sizes of v's dims in v's order), placed by `placement`."""
+        window = placement.window_sizes()
+        overlap = dict(zip(placement.dims, placement.overlap))
+        at = {d: i for i, d in enumerate(placement.dims)}
+        for name, blender in self._blenders.items():
+            dims = self.template.var_dims[name]
+            weights = np.ones(())
+            for d in dims:
+                weights = np.multiply.outer(weights, taper(window[d], overlap.get(d, 0)))
+            for b, values in enumerate(arrays[name]):
+                index = tuple(slice(placement.starts[b, at[d]], placement.starts[b, at[d]] + window[d])
+                              if d in at else slice(None) for d in dims)
+                blender.add(index, values, weights)
+
+    def result(self):
+        t = self.template
+        data = {}
+        for name, blender in self._blenders.items():
+            dtype = t.var_dtypes[name]
+            values = blender.result()
+            if np.issubdtype(dtype, np.floating):
+                values = values.astype(dtype)
+            data[name] = xr.Variable(t.var_dims[name], values, t.var_attrs[name])
+        return xr.Dataset(data, coords=t.coords.coords, attrs=t.coords.attrs)
+
+
+class PutBack:
+    """Puts a stream of batches (their inputs, or a model's predictions for them) back on the
+    source's coordinates through an adapter: ``add(batch, values)`` for each batch, then
+    ``result()`` is a Dataset on the source's coordinates, in physical units again."""
+
+    def __init__(self, adapter, template, variables=None, mask_missing=True):
+        self.adapter = adapter
+        self.variables = list(variables or adapter.variables)
+        self.mask_missing = mask_missing
+        self._stitcher = Stitcher(template, self.variables)
+
+    def add(self, batch, values=None):
+        variables = None if values is None else self.variables
+        arrays = self.adapter.decode_samples(batch, values, variables, self.mask_missing)
+        self._stitcher.add(arrays, batch.placement)
+
+    def result(self):
+        return self.adapter.denormalize(self._stitcher.result())

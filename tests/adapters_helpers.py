@@ -1,0 +1,47 @@
+"""Shared data makers and checks for the adapter tests (tests/test_adapters_*.py)."""
+import numpy as np
+import xarray as xr
+from hypothesis import strategies as st
+
+
+def make_grid(seed=0, time=3, level=0, lat=6, lon=8, nan_fraction=0.0, dtype="float64",
+              static=True):
+    """A small (time, [level,] lat, lon) Dataset with attrs, descending latitudes, longitudes on
+    [0, 360) and optionally a static land-sea mask and NaNs."""
+    rng = np.random.default_rng(seed)
+    dims = ("time", "level", "lat", "lon") if level else ("time", "lat", "lon")
+    shape = tuple(n for n in (time, level, lat, lon) if n)
+    coords = {"time": np.datetime64("2020-01-01T00") + np.arange(time) * np.timedelta64(6, "h"),
+              "lat": np.linspace(80, -80, lat), "lon": np.arange(lon) * (360.0 / lon)}
+    if level:
+        coords["level"] = np.linspace(1000, 100, level)
+    data = {}
+    for i, name in enumerate(["t", "u"]):
+        values = (rng.normal(size=shape) * (i + 1) + 10 * i).astype(dtype)
+        values[rng.random(shape) < nan_fraction] = np.nan
+        data[name] = (dims, values, {"units": f"unit_{name}"})
+    if static:
+        data["lsm"] = (("lat", "lon"), (rng.random((lat, lon)) > 0.5).astype(dtype))
+    return xr.Dataset(data, coords=coords, attrs={"title": "test grid"})
+
+
+def put_back_all(iterator, values_of=None):
+    """Feed every batch of `iterator` (or `values_of(batch)`) to its put_back; the Dataset."""
+    put_back = iterator.put_back()
+    for batch in iterator:
+        put_back.add(batch, None if values_of is None else values_of(batch))
+    return put_back.result()
+
+
+@st.composite
+def grid_cases(draw):
+    """A random grid, a patch that may not divide it, a window and an overlap."""
+    lat, lon = draw(st.integers(2, 9)), draw(st.integers(2, 9))
+    level = draw(st.sampled_from([0, 2]))
+    ds = make_grid(seed=draw(st.integers(0, 2**16)), time=draw(st.integers(1, 3)), level=level,
+                   lat=lat, lon=lon, nan_fraction=draw(st.sampled_from([0.0, 0.3, 1.0])),
+                   dtype=draw(st.sampled_from(["float32", "float64"])))
+    window = {"lat": draw(st.integers(1, lat)), "lon": draw(st.integers(1, lon))}
+    patch = {d: draw(st.integers(1, window[d])) for d in window}
+    overlap = {d: draw(st.integers(0, window[d] - 1)) for d in window}
+    return ds, patch, window, overlap, level

@@ -1,0 +1,95 @@
+"""BatchIterator: windows, batch dims, shuffling, laziness, putting outputs back."""
+import dask.array as dsa
+import numpy as np
+import pytest
+import xarray as xr
+
+from adapters_helpers import make_grid, put_back_all
+from seqattn.adapters import BatchIterator, GridAdapter
+
+ADAPTER = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64")
+
+
+def sample_keys(iterator):
+    return [tuple(s) for batch in iterator for s in batch.placement.starts]
+
+
+def test_windows_cover_every_sample_once_in_batches_of_the_asked_size():
+    ds = make_grid(time=5, lat=6, lon=8)
+    it = BatchIterator(ds, ADAPTER, input_dims={"lat": 4, "lon": 4}, batch_size=4)
+    # lat windows start at 0 and 2 (the last aligned to the end), lon at 0 and 4; 5 times
+    assert it.n_samples == 2 * 2 * 5 and len(it) == 5
+    keys = sample_keys(it)
+    assert len(keys) == len(set(keys)) == 20
+    assert [len(b) for b in it] == [4] * 5
+    assert [len(b) for b in BatchIterator(ds, ADAPTER, batch_size=3)] == [3, 2]
+    assert [len(b) for b in BatchIterator(ds, ADAPTER, batch_size=3, drop_last=True)] == [3]
+
+
+def test_shuffle_is_reproducible_from_the_seed_and_new_each_epoch():
+    ds = make_grid(time=8, lat=4, lon=4)
+    make = lambda seed: BatchIterator(ds, ADAPTER, batch_dims={"time": 4}, batch_size=2,
+                                      shuffle=True, seed=seed)
+    first, again = make(7), make(7)
+    epoch1 = sample_keys(first)
+    assert epoch1 == sample_keys(again)
+    assert sample_keys(first) != epoch1                       # epoch 2 draws a new order
+    assert sorted(epoch1) == sorted(sample_keys(BatchIterator(ds, ADAPTER, batch_size=2)))
+    assert epoch1 != sorted(epoch1)
+
+
+def test_overlapping_windows_are_blended_when_put_back():
+    ds = make_grid(time=2, lat=6, lon=6)
+    it = BatchIterator(ds, ADAPTER, input_dims={"lat": 4, "lon": 4},
+                       input_overlap={"lat": 2, "lon": 2}, batch_size=5, shuffle=True, seed=0)
+    xr.testing.assert_identical(put_back_all(it), ds[["t", "u"]])
+    # predict each window's lat start everywhere: rows seen by two windows get a tapered mix
+    lat_start = lambda b: np.broadcast_to(
+        b.placement.starts[:, 0, None, None].astype(float), b.values.shape)
+    out = put_back_all(BatchIterator(ds, ADAPTER, input_dims={"lat": 4}, input_overlap={"lat": 2}),
+                       lat_start)
+    np.testing.assert_allclose(out.t.values[0, :, 0], [0, 0, 2 / 3, 4 / 3, 2, 2])
+
+
+def test_same_windows_as_xbatcher():
+    xbatcher = pytest.importorskip("xbatcher")
+    ds = make_grid(time=2, lat=6, lon=8, static=False)
+    ours = BatchIterator(ds, ADAPTER, input_dims={"lat": 2, "lon": 4},
+                         input_overlap={"lon": 2}, batch_dims={"time": 1}, batch_size=1)
+    theirs = xbatcher.BatchGenerator(ds, input_dims={"lat": 2, "lon": 4},
+                                     input_overlap={"lon": 2}, batch_dims={"time": 1})
+    ours_windows = sorted(
+        (str(ds.time.values[s[2]]), ds.lat.values[s[0]], ds.lon.values[s[1]])
+        for b in ours for s in b.placement.starts)
+    theirs_windows = sorted((str(w.time.values[0]), w.lat.values[0], w.lon.values[0])
+                            for w in theirs)
+    assert ours_windows == theirs_windows
+
+
+def test_dask_data_is_read_lazily_one_block_at_a_time():
+    reads = []
+
+    def block(x, block_info=None):
+        reads.append(block_info[None]["chunk-location"])
+        return x
+
+    ds = make_grid(time=12, lat=4, lon=4, static=False).chunk({"time": 3})
+    ds["t"] = ds.t.copy(data=dsa.map_blocks(block, ds.t.data, dtype=ds.t.dtype))
+    it = BatchIterator(ds, ADAPTER, batch_size=3)
+    next(iter(it))
+    assert len(reads) == 1                                    # one chunk of 3 time steps
+    assert len(it) == 4
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"input_dims": {"lat": 9}}, r"input_dims\['lat'\] = 9 is larger than the dataset"),
+    ({"input_dims": {"lat": 2}, "input_overlap": {"lat": 2}}, r"input_overlap\['lat'\] = 2"),
+    ({"input_overlap": {"lat": 1}}, "input_overlap names 'lat', which is not in input_dims"),
+    ({"batch_dims": {"lat": 2}}, r"batch_dims\['lat'\]: 'lat' is not a sample dim"),
+    ({"input_dims": {"time": 2}}, r"'time' is a sample dim of the adapter"),
+    ({"input_dims": {"depth": 2}}, "input_dims dim 'depth' is not in the dataset"),
+    ({"batch_size": 0}, "batch_size = 0"),
+])
+def test_bad_iterator_arguments_name_the_dim(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BatchIterator(make_grid(time=2, lat=4, lon=4), ADAPTER, **kwargs)

@@ -1,0 +1,30 @@
+"""Splitting token vectors into attention heads and merging them back, on the CPU.
+
+Shapes: tokens (B, N, H * D) <-> heads (B, H, N, D). Merging is the backward of splitting
+and vice versa, so each direction serves both passes.
+"""
+from numba import njit, prange
+
+
+@njit(parallel=True, cache=True)
+def split_heads_forward(out, x):
+    """out (B, H, N, D) from x (B, N, H * D)."""
+    B, H, N, D = out.shape
+    for bn in prange(B * N):
+        b = bn // N
+        n = bn % N
+        for h in range(H):
+            for d in range(D):
+                out[b, h, n, d] = x[b, n, h * D + d]
+
+
+@njit(parallel=True, cache=True)
+def split_heads_backward(dx, dout):
+    """dx (B, N, H * D) from dout (B, H, N, D): the merge."""
+    B, H, N, D = dout.shape
+    for bn in prange(B * N):
+        b = bn // N
+        n = bn % N
+        for h in range(H):
+            for d in range(D):
+                dx[b, n, h * D + d] = dout[b, h, n, d]

@@ -1,0 +1,34 @@
+"""Sums over repeated rows on the CPU: the backward of broadcasting (bias, positional tables).
+
+Shapes: x (G, S) is G repeats of a block of S values; out (S,).
+"""
+import numba
+import numpy as np
+from numba import njit, prange
+
+
+@njit(parallel=True, cache=True)
+def _sum_over_rows(out, x, accumulate, threads):
+    G, S = x.shape
+    # Each thread sums a contiguous range of rows into its own partial row, so no two threads
+    # write the same memory and the reads stay sequential.
+    chunks = min(G, threads)
+    partial = np.zeros((chunks, S), dtype=np.float64)
+    for c in prange(chunks):
+        for g in range(c * G // chunks, (c + 1) * G // chunks):
+            for s in range(S):
+                partial[c, s] += x[g, s]
+    for s in range(S):
+        total = out[s] if accumulate else 0.0
+        for c in range(chunks):
+            total += partial[c, s]
+        out[s] = total
+
+
+def sum_over_rows(out, x, accumulate):
+    """out (S,) = sum over g of x (G, S); added to ``out`` when ``accumulate``."""
+    if x.shape[0] == 0:
+        if not accumulate:
+            out[:] = 0
+        return
+    _sum_over_rows(out, x, accumulate, numba.get_num_threads())

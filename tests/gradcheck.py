@@ -1,0 +1,72 @@
+"""Shared helpers for gradient and device checks: finite differences, tolerances, CUDA runs.
+
+Every backward in seqattn is checked the same way: a scalar loss L = sum(f(inputs) * dout) with a
+fixed random ``dout``, its analytic gradient from the backward pass, and central differences of L
+in float64, compared with one named assertion per gradient.
+"""
+import numpy as np
+
+FD_STEP = 1e-6
+
+
+def numerical_gradient(loss, x, samples=None, rng=None, step=FD_STEP):
+    """Central differences of the scalar ``loss()`` with respect to array ``x`` (float64).
+
+    ``x`` is perturbed in place and restored. With ``samples``, only that many randomly chosen
+    entries are differenced (the rest stay NaN), which keeps checks of large parameters cheap.
+    """
+    grad = np.full(x.shape, np.nan)
+    flat_x = x.reshape(-1)
+    indices = np.arange(x.size)
+    if samples is not None and samples < x.size:
+        indices = (rng or np.random.default_rng(0)).choice(x.size, samples, replace=False)
+    for i in indices:
+        original = flat_x[i]
+        flat_x[i] = original + step
+        up = loss()
+        flat_x[i] = original - step
+        down = loss()
+        flat_x[i] = original
+        grad.reshape(-1)[i] = (up - down) / (2 * step)
+    return grad
+
+
+def assert_gradient(name, analytic, numeric, rtol=1e-6, atol=1e-8):
+    """One named assertion: analytic matches numeric wherever numeric was computed."""
+    analytic = np.asarray(analytic, dtype=np.float64)
+    assert analytic.shape == numeric.shape, f"{name}: shape {analytic.shape} != {numeric.shape}"
+    checked = ~np.isnan(numeric)
+    err = np.abs(analytic[checked] - numeric[checked])
+    bound = atol + rtol * np.abs(numeric[checked]).max(initial=0.0)
+    assert err.max(initial=0.0) <= bound, (
+        f"gradient {name}: max error {err.max():.3e} exceeds {bound:.3e}")
+
+
+def assert_float32_close(name, got, reference, naive32):
+    """A float32 result may err from the float64 reference by at most a small multiple of what a
+    naive NumPy float32 computation of the same thing errs (plus a few ulps of the scale)."""
+    reference = np.asarray(reference, np.float64)
+    scale = np.abs(reference).max(initial=0.0)
+    naive_err = np.abs(np.asarray(naive32, np.float64) - reference).max(initial=0.0)
+    bound = 8 * naive_err + 8 * np.finfo(np.float32).eps * scale
+    err = np.abs(np.asarray(got, np.float64) - reference).max(initial=0.0)
+    assert err <= bound, f"{name}: float32 error {err:.3e} exceeds {bound:.3e}"
+
+
+def to_host(x):
+    """A NumPy copy of a device array (NumPy arrays and None pass through)."""
+    return x.copy_to_host() if hasattr(x, "copy_to_host") else x
+
+
+def on_cuda(fn, *args, **kwargs):
+    """Run ``fn`` with every NumPy array argument moved to the GPU (or the CUDA simulator) and
+    return its results on the host, so they can be compared with the CPU run."""
+    from numba import cuda
+
+    def move(a):
+        return cuda.to_device(a) if isinstance(a, np.ndarray) else a
+
+    result = fn(*(move(a) for a in args), **{k: move(v) for k, v in kwargs.items()})
+    if isinstance(result, tuple):
+        return tuple(to_host(r) for r in result)
+    return to_host(result)

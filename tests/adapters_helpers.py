@@ -45,3 +45,29 @@ def grid_cases(draw):
     patch = {d: draw(st.integers(1, window[d])) for d in window}
     overlap = {d: draw(st.integers(0, window[d] - 1)) for d in window}
     return ds, patch, window, overlap, level
+
+
+def make_signal(seed=0, length=50, stations=2, channels=0, rate=100.0, nan_fraction=0.0,
+                dtype="float64", start=None):
+    """Station series 'x' (station, time) and, with channels, 'y' (time, channel). The time axis
+    is in seconds at `rate` Hz, or hourly datetimes from `start`."""
+    rng = np.random.default_rng(seed)
+    time = (np.arange(length) / rate if start is None
+            else np.datetime64(start) + np.arange(length) * np.timedelta64(1, "h"))
+    x = rng.normal(size=(stations, length)).astype(dtype)
+    x[rng.random(x.shape) < nan_fraction] = np.nan
+    data = {"x": (("station", "time"), x, {"units": "m"})}
+    if channels:
+        data["y"] = (("time", "channel"), rng.normal(size=(length, channels)).astype(dtype))
+    return xr.Dataset(data, coords={"time": time}, attrs={"source": "test"})
+
+
+@st.composite
+def signal_cases(draw):
+    """A random signal and a frame (window, hop <= window) that may not divide it."""
+    window = draw(st.integers(1, 8))
+    ds = make_signal(seed=draw(st.integers(0, 2**16)), length=draw(st.integers(1, 40)),
+                     stations=draw(st.integers(1, 3)), channels=draw(st.sampled_from([0, 2])),
+                     nan_fraction=draw(st.sampled_from([0.0, 0.3])),
+                     dtype=draw(st.sampled_from(["float32", "float64"])))
+    return ds, window, draw(st.integers(1, window))

@@ -9,7 +9,8 @@ from .batch import Batch, Placement, Template
 from .batching import BatchIterator
 from .grid import GridAdapter
 from .normalize import Normalizer
+from .signal import SignalAdapter
 from .stitch import PutBack, Stitcher
 
 __all__ = ["Batch", "BatchIterator", "GridAdapter", "Normalizer", "Placement", "PutBack",
-           "Stitcher", "Template"]
+           "SignalAdapter", "Stitcher", "Template"]

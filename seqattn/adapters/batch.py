@@ -18,6 +18,10 @@ Shapes (B samples, N tokens, F features per token):
   centres in lat/lon/level, sample time in seconds since 1970-01-01, ...).
 * ``targets`` / ``target_valid`` (B, N, Ft): what a forecasting adapter asks the model to predict,
   or None; ``lead`` (B,) the lead time of each sample in steps of the time dim, or None.
+
+A batch of series of different lengths (:meth:`Batch.concat`) pads every part to the longest N;
+its ``placement`` is then a tuple with one Placement per part and ``parts`` says which rows and
+how many tokens belong to each, so that decoding gives one Dataset per part.
 """
 from dataclasses import dataclass
 
@@ -34,6 +38,7 @@ class Template:
     var_dims: dict
     var_attrs: dict
     var_dtypes: dict
+    dim_sizes: dict
 
     @classmethod
     def of(cls, ds):
@@ -43,11 +48,12 @@ class Template:
             var_dims={v: tuple(ds[v].dims) for v in names},
             var_attrs={v: dict(ds[v].attrs) for v in names},
             var_dtypes={v: ds[v].dtype for v in names},
+            dim_sizes=dict(ds.sizes),
         )
 
     @property
     def sizes(self):
-        return dict(self.coords.sizes)
+        return dict(self.dim_sizes)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class Batch:
     targets: np.ndarray = None
     target_valid: np.ndarray = None
     lead: np.ndarray = None
+    parts: tuple = ()  # ((rows slice, n_tokens), ...) for a concatenation of ragged batches
 
     def __len__(self):
         return self.tokens.shape[0]
@@ -93,3 +100,34 @@ class Batch:
     def values(self):
         """The value features of ``tokens`` (without validity or calendar channels)."""
         return self.tokens[..., : self.valid.shape[-1]]
+
+    @classmethod
+    def concat(cls, batches):
+        """Stack batches whose samples have different numbers of tokens: tokens are padded to the
+        longest (0, masked out in key_padding_mask), coordinates with NaN."""
+        if any(b.parts for b in batches):
+            raise ValueError("Batch.concat takes batches of one source each, not concatenations")
+        n = max(b.tokens.shape[1] for b in batches)
+
+        def pad(a, fill):
+            extra = np.full((a.shape[0], n - a.shape[1], *a.shape[2:]), fill, dtype=a.dtype)
+            return np.concatenate([a, extra], axis=1)
+
+        shared = set.intersection(*(set(b.coords) for b in batches))
+        rows, parts = 0, []
+        for b in batches:
+            parts.append((slice(rows, rows + len(b)), b.tokens.shape[1]))
+            rows += len(b)
+        return cls(tokens=np.concatenate([pad(b.tokens, 0) for b in batches]),
+                   key_padding_mask=np.concatenate([pad(b.key_padding_mask, True) for b in batches]),
+                   valid=np.concatenate([pad(b.valid, False) for b in batches]),
+                   coords={k: np.concatenate([pad(b.coords[k], np.nan) for b in batches])
+                           for k in sorted(shared)},
+                   placement=tuple(b.placement for b in batches), parts=tuple(parts))
+
+    def split(self):
+        """The batches :meth:`concat` was given (padding removed)."""
+        return [Batch(tokens=self.tokens[rows, :n], key_padding_mask=self.key_padding_mask[rows, :n],
+                      valid=self.valid[rows, :n],
+                      coords={k: v[rows, :n] for k, v in self.coords.items()}, placement=p)
+                for p, (rows, n) in zip(self.placement, self.parts)]

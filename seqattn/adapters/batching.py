@@ -177,7 +177,7 @@ class BatchIterator:
                 i = self.dims.index(d)
                 offsets = np.arange(self.sizes[i])
                 taken = values[starts[:, i, None] + offsets]
-                coords[d] = taken[:, 0] if self.sizes[i] == 1 and d not in self.adapter.patch \
+                coords[d] = taken[:, 0] if self.sizes[i] == 1 and d not in self.adapter.token_dims \
                     else taken
             else:
                 coords[d] = np.broadcast_to(values, (len(samples), len(values)))

@@ -1,0 +1,281 @@
+"""SignalAdapter: audio, station time series and time courses as sequences of frames.
+
+A frame of ``window`` steps, taken every ``hop`` steps along ``time_dim``, is one token; its
+features are ``[var0 window x channels, var1 ..., validity, calendar]``. Window and hop are given
+in steps (int) or in the coordinate's units: a float for numeric coordinates (0.025 and 0.01 on a
+time axis in seconds make the 25 ms frames every 10 ms, 100 tokens per second, of speech models),
+a string or timedelta ("1h") for datetime coordinates. ``channel_dims`` fold into the features;
+every other dim (station, recording) is a sample dim. The last frame is padded and masked.
+
+With ``calendar=True`` each token gets sin/cos of the hour of day and of the day of year of its
+first step (datetime coordinates only). Series of different lengths go in one batch with
+``encode([ds_a, ds_b])``: shorter ones are padded out in ``key_padding_mask``; decoding such a
+batch gives back the list. Overlapping frames are blended when put back.
+"""
+import datetime
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .batch import Batch
+from .blend import Blender, taper
+from .checks import require_dims, require_monotonic, require_variables
+from .coords import as_float, calendar_features
+from .normalize import Normalizer
+from .persistence import Persistable
+from .stitch import PutBack
+
+N_CALENDAR = 4
+
+
+class SignalAdapter(Persistable):
+    """Signals on a time dim <-> (B, N, F) frame tokens. See the module docstring."""
+
+    def __init__(self, variables, window, hop=None, time_dim="time", channel_dims=(),
+                 calendar=False, per_dims=(), validity_channel=True, dtype="float32",
+                 normalizer=None):
+        if isinstance(variables, str) or not variables:
+            raise TypeError("variables must be a non-empty list of variable names, "
+                            f"got {variables!r}")
+        if time_dim in channel_dims:
+            raise ValueError(f"time_dim {time_dim!r} is also in channel_dims; it holds the frames")
+        if normalizer is not None and not isinstance(normalizer, Normalizer):
+            raise TypeError(f"normalizer must be a Normalizer, got {type(normalizer).__name__}")
+        self.variables = list(variables)
+        self.window = window
+        self.hop = window if hop is None else hop
+        self.time_dim = time_dim
+        self.channel_dims = tuple(channel_dims)
+        self.calendar = bool(calendar)
+        self.per_dims = tuple(per_dims)
+        self.validity_channel = bool(validity_channel)
+        self.dtype = np.dtype(dtype)
+        self.normalizer = normalizer
+        self.frame = None  # (window, hop) in steps, resolved against the data's coordinate
+
+    @property
+    def token_dims(self):
+        return (self.time_dim,)
+
+    def config(self):
+        as_json = lambda x: x if isinstance(x, (int, float, str)) else str(pd.Timedelta(x))
+        return {"variables": self.variables, "window": as_json(self.window),
+                "hop": as_json(self.hop), "time_dim": self.time_dim,
+                "channel_dims": list(self.channel_dims), "calendar": self.calendar,
+                "per_dims": list(self.per_dims), "validity_channel": self.validity_channel,
+                "dtype": self.dtype.name}
+
+    # ---- fitting and checking ------------------------------------------------------------------
+
+    def fit(self, ds):
+        """Compute the normalization statistics (lazily on dask data); returns self."""
+        datasets = ds if isinstance(ds, (list, tuple)) else [ds]
+        for d in datasets:
+            self.check(d)
+        merged = xr.concat([d[self.variables] for d in datasets], dim="__series__")
+        self.normalizer = Normalizer.fit(merged, self.variables, self.per_dims)
+        return self
+
+    def check(self, ds):
+        """Raise a clear error if `ds` cannot be encoded; resolve window and hop to steps."""
+        if not isinstance(ds, xr.Dataset):
+            raise TypeError(f"expected an xarray.Dataset, got {type(ds).__name__}")
+        require_variables(ds, self.variables)
+        require_dims(ds, (self.time_dim,), "time")
+        require_dims(ds, self.channel_dims, "channel")
+        require_monotonic(ds, self.time_dim)
+        if self.normalizer is not None:
+            extra = sorted(set(self.variables) - set(self.normalizer.variables))
+            if extra:
+                raise ValueError(f"variables {extra} have no normalization statistics; "
+                                 "refit the adapter on data that has them")
+        for name in self.variables:
+            if self.time_dim not in ds[name].dims:
+                raise ValueError(f"variable {name!r} lacks the time dim {self.time_dim!r}")
+        window = self._steps(self.window, ds, "window")
+        hop = self._steps(self.hop, ds, "hop")
+        if self.frame is not None and self.frame != (window, hop):
+            raise ValueError(f"window/hop are {(window, hop)} steps on this data but were "
+                             f"{self.frame} steps on the data seen first; resample to one rate")
+        if self.calendar and not np.issubdtype(ds[self.time_dim].dtype, np.datetime64):
+            raise ValueError(f"calendar=True needs a datetime coordinate {self.time_dim!r}, got "
+                             f"dtype {ds[self.time_dim].dtype}")
+        self.frame = (window, hop)
+
+    def _steps(self, value, ds, name):
+        """`value` (steps, or coordinate units) as a whole number of steps of the time dim."""
+        if isinstance(value, (str, np.timedelta64, datetime.timedelta)):
+            value = pd.Timedelta(value).to_timedelta64()
+        if isinstance(value, (int, np.integer)) and not isinstance(value, np.timedelta64):
+            steps = int(value)
+        else:
+            if self.time_dim not in ds.coords or ds.sizes[self.time_dim] < 2:
+                raise ValueError(f"{name}={value!r} is in coordinate units, which needs a "
+                                 f"coordinate {self.time_dim!r} with at least 2 values; "
+                                 "or give it in steps (an int)")
+            t = ds[self.time_dim].values
+            step = np.diff(t)
+            if np.any(step != step[0]) and not np.allclose(as_float(step), as_float(step[0])):
+                raise ValueError(f"coordinate {self.time_dim!r} is not evenly spaced, so {name}="
+                                 f"{value!r} has no size in steps; give it in steps (an int)")
+            ratio = as_float(value) / as_float(step[0])
+            steps = int(round(float(ratio)))
+            if not np.isclose(ratio, steps):
+                raise ValueError(f"{name}={value!r} is {ratio:g} steps of {self.time_dim!r}; "
+                                 "expected a whole number")
+        if steps < 1:
+            raise ValueError(f"{name}={value!r} is {steps} steps; expected at least 1")
+        return steps
+
+    def sample_dims(self, ds):
+        """Dims of the adapter's variables other than the time and channel dims, in ds order."""
+        used = {d for name in self.variables for d in ds[name].dims}
+        role = {self.time_dim, *self.channel_dims}
+        return tuple(d for d in ds.dims if d in used and d not in role)
+
+    # ---- whole-dataset encode/decode -----------------------------------------------------------
+
+    def encode(self, ds):
+        """All samples of an in-memory Dataset (or a list of Datasets with series of different
+        lengths, padded and masked) as one Batch."""
+        from .batching import BatchIterator
+
+        if isinstance(ds, (list, tuple)):
+            return Batch.concat([self.encode(d) for d in ds])
+        return next(iter(BatchIterator(ds, self, batch_size=None)))
+
+    def decode(self, batch, values=None, variables=None, mask_missing=True):
+        """Put a batch (its inputs, or `values` (B, N, F) predictions for `variables`) back on
+        the time coordinate; a list of Datasets for a batch of several series."""
+        if batch.parts:
+            return [self.decode(part, None if values is None else values[rows, :n], variables,
+                                mask_missing)
+                    for part, (rows, n) in zip(batch.split(), batch.parts)]
+        put_back = PutBack(self, batch.placement.template, variables, mask_missing)
+        put_back.add(batch, values)
+        return put_back.result()
+
+    def denormalize(self, ds):
+        return ds if self.normalizer is None else self.normalizer.invert(ds)
+
+    # ---- the core: stacked sample arrays <-> frame tokens --------------------------------------
+
+    def _n_frames(self, length):
+        window, hop = self.frame
+        return 1 + -(-max(length - window, 0) // hop)
+
+    def _var_layout(self, name, dims, sizes):
+        channels = [d for d in self.channel_dims if d in dims]
+        samples = [d for d in dims if d != self.time_dim and d not in channels]
+        for d in samples:
+            if sizes[d] != 1:
+                raise ValueError(f"variable {name!r}: sample dim {d!r} has size {sizes[d]} in a "
+                                 "window; each sample takes one index of it")
+        return [self.time_dim] + channels, samples, channels
+
+    def encode_samples(self, arrays, var_dims, sizes, coords, placement):
+        """Frame tokens of stacked sample windows (see GridAdapter.encode_samples)."""
+        if self.frame is None:
+            raise ValueError("window and hop are not resolved yet; call check(ds) first")
+        window, hop = self.frame
+        length = sizes[self.time_dim]
+        n = self._n_frames(length)
+        padded = (n - 1) * hop + window
+        pieces = []
+        for name in self.variables:
+            dims = var_dims[name]
+            order, samples, _ = self._var_layout(name, dims, sizes)
+            a = arrays[name]
+            b = a.shape[0]
+            a = a.transpose([0] + [1 + dims.index(d) for d in order + samples])
+            a = np.asarray(a.reshape(b, length, -1), dtype=self.dtype)
+            a = np.pad(a, [(0, 0), (0, padded - length), (0, 0)], constant_values=np.nan)
+            # (B, T, C) -> (B, n, C, window) -> (B, n, window, C) -> (B, n, window * C)
+            frames = sliding_window_view(a, window, axis=1)[:, ::hop]
+            pieces.append(frames.transpose(0, 1, 3, 2).reshape(b, n, -1))
+        values = np.concatenate(pieces, axis=2)
+        valid = ~np.isnan(values)
+        channels = [np.where(valid, values, 0).astype(self.dtype)]
+        if self.validity_channel:
+            channels += [(~np.isnan(p)).mean(axis=-1, keepdims=True).astype(self.dtype)
+                         for p in pieces]
+        times = self._frame_times(coords, n, padded)
+        if self.calendar:
+            channels.append(calendar_features(times[0]).astype(self.dtype))
+        return Batch(tokens=np.concatenate(channels, axis=-1), key_padding_mask=~valid.any(-1),
+                     valid=valid, coords=self._token_coords(coords, times[1], n),
+                     placement=placement)
+
+    def _frame_times(self, coords, n, padded):
+        """(first step, centre) of every frame, as coordinate values and as float64."""
+        window, hop = self.frame
+        t = coords.get(self.time_dim)
+        if t is None:
+            return None, None
+        if padded > t.shape[1]:
+            # extend the coordinate at its own step so padded frames still get times
+            step = t[:, -1:] - t[:, -2:-1] if t.shape[1] > 1 else np.ones_like(t[:, :1])
+            extra = t[:, -1:] + step * np.arange(1, padded - t.shape[1] + 1)
+            t = np.concatenate([t, extra], axis=1)
+        starts = t[:, : (n - 1) * hop + 1: hop]
+        f = as_float(t)
+        centres = sliding_window_view(f, window, axis=1)[:, ::hop].mean(axis=-1)
+        return starts, centres
+
+    def _token_coords(self, coords, centres, n):
+        out = {} if centres is None else {self.time_dim: centres}
+        for d, v in coords.items():
+            if d != self.time_dim and np.ndim(v) == 1:
+                out[d] = np.repeat(as_float(v)[:, None], n, axis=1)
+        return out
+
+    def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
+        """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}."""
+        window, hop = self.frame
+        sizes = batch.placement.window_sizes()
+        var_dims = batch.placement.template.var_dims
+        length = sizes[self.time_dim]
+        n = self._n_frames(length)
+        padded = (n - 1) * hop + window
+        variables = list(variables or self.variables)
+        widths = {}
+        for name in self.variables:
+            _, _, channels = self._var_layout(name, var_dims[name], sizes)
+            widths[name] = window * int(np.prod([sizes[d] for d in channels], dtype=np.int64))
+        starts = {}
+        offset = 0
+        for name in self.variables:
+            starts[name] = offset
+            offset += widths[name]
+        if values is None:
+            values, variables, mask_missing = batch.values, self.variables, True
+        else:
+            values = np.asarray(values)
+            want = (len(batch), n, sum(widths[v] for v in variables))
+            if values.shape != want:
+                raise ValueError(f"values have shape {values.shape}; expected {want} = (B, N, F) "
+                                 f"for variables {variables}")
+        weights = taper(window, window - hop)[None, :, None]
+        out = {}
+        offset = 0
+        for name in variables:
+            dims = var_dims[name]
+            order, samples, _ = self._var_layout(name, dims, sizes)
+            a = values[:, :, offset: offset + widths[name]]
+            offset += widths[name]
+            if mask_missing:
+                source = slice(starts[name], starts[name] + widths[name])
+                a = np.where(batch.valid[:, :, source], a, np.nan)
+            a = np.where(batch.key_padding_mask[..., None], np.nan, a)
+            b = a.shape[0]
+            frames = a.reshape(b, n, window, -1)
+            blender = Blender((b, padded, frames.shape[-1]))
+            for f in range(n):
+                blender.add((slice(None), slice(f * hop, f * hop + window)), frames[:, f], weights)
+            a = blender.result()[:, :length]
+            a = a.reshape(b, *[sizes[d] for d in order], *[1] * len(samples))
+            layout = order + samples
+            out[name] = a.transpose([0] + [1 + layout.index(d) for d in dims])
+        return out

@@ -71,3 +71,19 @@ def signal_cases(draw):
                      nan_fraction=draw(st.sampled_from([0.0, 0.3])),
                      dtype=draw(st.sampled_from(["float32", "float64"])))
     return ds, window, draw(st.integers(1, window))
+
+
+class ScaleModel:
+    """A tiny NumPy model obeying seqattn's predict protocol: it returns `scale` times the first
+    `features` value features of every token, and counts its calls."""
+
+    def __init__(self, features, scale=2.0):
+        self.features = features
+        self.scale = scale
+        self.calls = 0
+
+    def predict(self, tokens, key_padding_mask, coords):
+        self.calls += 1
+        assert key_padding_mask.shape == tokens.shape[:2]
+        assert all(c.shape == key_padding_mask.shape for c in coords.values())
+        return self.scale * tokens[..., : self.features]

@@ -5,12 +5,14 @@
 * :func:`predict` a model over a Dataset (lazy and chunk-parallel on dask data).
 * :class:`Normalizer` per-variable statistics; importing this package registers ``ds.seqattn``.
 """
+from . import accessor  # noqa: F401  (registers ds.seqattn)
 from .batch import Batch, Placement, Template
 from .batching import BatchIterator
 from .grid import GridAdapter
 from .normalize import Normalizer
+from .predict import predict
 from .signal import SignalAdapter
 from .stitch import PutBack, Stitcher
 
 __all__ = ["Batch", "BatchIterator", "GridAdapter", "Normalizer", "Placement", "PutBack",
-           "SignalAdapter", "Stitcher", "Template"]
+           "SignalAdapter", "Stitcher", "Template", "predict"]

@@ -1,0 +1,84 @@
+"""predict: run a model over a whole Dataset and get its predictions back on the same coordinates.
+
+The model protocol (no dependency on seqattn's model classes, so any NumPy code fits)::
+
+    model(tokens, key_padding_mask, coords) -> predictions
+
+with ``tokens`` (B, N, F), ``key_padding_mask`` (B, N) bool (True = padded), ``coords`` a dict of
+(B, N) float64 arrays, and ``predictions`` (B, N, F_out) in the token layout of the adapter's
+``variables`` (N -> N: a value for every cell the tokens came from). An object with a ``predict``
+method of that signature works too, and is preferred over ``__call__`` when it has both.
+
+On dask-backed data the prediction is lazy and chunk-parallel: ``xarray.map_blocks`` runs the model
+on each chunk, chunks being kept along the adapter's sample dims (time steps, stations) and made
+whole along the dims a sample spans (patch, channel and windowed dims), so every window is
+complete. With a dask.distributed client active, the chunks run on its workers (the model and
+adapter are shipped to them, so they must be picklable); ``store`` writes the result to zarr.
+"""
+import numpy as np
+import xarray as xr
+
+from .batching import BatchIterator
+
+
+def as_model_function(model):
+    """The callable behind `model` (its ``predict`` method if it has one)."""
+    run = getattr(model, "predict", None)
+    if callable(run):
+        return run
+    if callable(model):
+        return model
+    raise TypeError(f"model must be callable as model(tokens, key_padding_mask, coords) or have "
+                    f"such a predict method; got {type(model).__name__}")
+
+
+def predict(model, ds, adapter, *, input_dims=None, input_overlap=None, batch_size=64,
+            variables=None, mask_missing=True, store=None):
+    """Predictions of `model` for every sample of `ds`, as a Dataset on `ds`'s coordinates.
+
+    `input_dims`/`input_overlap` window the samples as in :class:`BatchIterator` (overlapping
+    predictions are blended); `variables` are the variables the predictions stand for (default:
+    the adapter's); `mask_missing` makes a prediction NaN where its input cell was missing.
+    Lazy when `ds` is dask-backed; with `store` (a path or zarr store) the result is written there
+    and the opened store is returned.
+    """
+    run = as_model_function(model)
+    adapter.check(ds)
+    variables = list(variables or adapter.variables)
+    options = dict(input_dims=input_dims, input_overlap=input_overlap, batch_size=batch_size,
+                   variables=variables, mask_missing=mask_missing)
+    source = ds[adapter.variables]
+    if any(source[v].chunks is not None for v in adapter.variables):
+        result = _predict_lazily(run, source, adapter, options)
+    else:
+        result = _predict_in_memory(source, run=run, adapter=adapter, **options)
+    if store is None:
+        return result
+    result.to_zarr(store, mode="w")
+    return xr.open_zarr(store)
+
+
+def _predict_in_memory(ds, run, adapter, input_dims, input_overlap, batch_size, variables,
+                       mask_missing):
+    iterator = BatchIterator(ds, adapter, input_dims=input_dims, input_overlap=input_overlap,
+                             batch_size=batch_size)
+    put_back = iterator.put_back(variables, mask_missing)
+    for batch in iterator:
+        predictions = np.asarray(run(batch.tokens, batch.key_padding_mask, batch.coords))
+        if predictions.ndim != 3 or predictions.shape[:2] != batch.key_padding_mask.shape:
+            raise ValueError(f"the model returned shape {predictions.shape} for tokens of shape "
+                             f"{batch.tokens.shape}; expected (B, N, F_out) = "
+                             f"{batch.key_padding_mask.shape + ('F_out',)}")
+        put_back.add(batch, predictions)
+    return put_back.result()
+
+
+def _predict_lazily(run, ds, adapter, options):
+    spanned = set(adapter.token_dims) | set(adapter.channel_dims) | set(options["input_dims"] or ())
+    whole = {d: -1 for d in ds.dims if d in spanned}
+    ds = ds.chunk(whole)
+    template = xr.Dataset(
+        {v: ds[v].astype(ds[v].dtype if np.issubdtype(ds[v].dtype, np.floating) else np.float64)
+         for v in options["variables"]}, attrs=ds.attrs)
+    return xr.map_blocks(_predict_in_memory, ds, kwargs=dict(run=run, adapter=adapter, **options),
+                         template=template)

@@ -1,0 +1,73 @@
+"""predict: in memory, lazily on dask, on a 2-worker LocalCluster, to zarr."""
+import numpy as np
+import pytest
+import xarray as xr
+
+import adapters_helpers
+from adapters_helpers import ScaleModel, make_grid, make_signal
+from seqattn.adapters import GridAdapter, SignalAdapter, predict
+
+GRID = dict(variables=["t", "u"], patch={"lat": 2, "lon": 2})
+
+
+def doubled(ds, adapter):
+    """What ScaleModel(scale=2) predicts, in physical units: 2 * (x - mean) / std * std + mean."""
+    mean = adapter.normalizer.stats.sel(stat="mean", drop=True)
+    return (2 * ds[adapter.variables] - mean).astype("float32")
+
+
+def test_predictions_come_back_on_the_input_coordinates_with_missing_cells_masked():
+    ds = make_grid(time=3, lat=6, lon=6, nan_fraction=0.1, dtype="float32")
+    adapter = GridAdapter(**GRID).fit(ds)
+    out = predict(ScaleModel(8), ds, adapter, input_dims={"lat": 4, "lon": 4},
+                  input_overlap={"lat": 2, "lon": 2}, batch_size=5)
+    xr.testing.assert_allclose(out, doubled(ds, adapter), rtol=1e-5, atol=1e-5)
+    assert out.t.attrs == ds.t.attrs and list(out.t.dims) == list(ds.t.dims)
+    np.testing.assert_array_equal(np.isnan(out.t.values), np.isnan(ds.t.values))
+
+
+def test_plain_callables_work_and_bad_outputs_are_explained():
+    ds = make_signal(length=30)
+    adapter = SignalAdapter(["x"], 4, 2)
+    out = predict(lambda tokens, mask, coords: tokens[..., :4], ds, adapter)
+    xr.testing.assert_allclose(out, ds.astype("float32"))
+    with pytest.raises(ValueError, match=r"the model returned shape \(2, 14\)"):
+        predict(lambda tokens, mask, coords: tokens[..., 0], ds, adapter)
+    with pytest.raises(TypeError, match="model must be callable"):
+        predict(3, ds, adapter)
+
+
+def test_dask_input_is_predicted_lazily_chunk_by_chunk():
+    ds = make_grid(time=6, lat=4, lon=6, dtype="float32")
+    adapter = GridAdapter(**GRID).fit(ds)
+    model = ScaleModel(8)
+    lazy = predict(model, ds.chunk({"time": 2, "lat": 2}), adapter)
+    assert model.calls == 0 and lazy.t.chunks == ((2, 2, 2), (4,), (6,))
+    xr.testing.assert_allclose(lazy.compute(), predict(model, ds, adapter))
+
+
+def test_on_a_local_cluster_of_two_workers_written_to_zarr(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("zarr")
+    cloudpickle = pytest.importorskip("cloudpickle")
+    # the workers cannot import the tests folder: ship the helper model by value
+    cloudpickle.register_pickle_by_value(adapters_helpers)
+    ds = make_grid(time=4, lat=4, lon=4, dtype="float32")
+    adapter = GridAdapter(**GRID).fit(ds)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        out = predict(ScaleModel(8), ds.chunk({"time": 1}), adapter,
+                      store=str(tmp_path / "predictions.zarr"))
+        assert len(client.scheduler_info()["workers"]) == 2
+        xr.testing.assert_allclose(out.load(), doubled(ds, adapter), rtol=1e-5, atol=1e-5)
+    cloudpickle.unregister_pickle_by_value(adapters_helpers)
+
+
+def test_accessor_forwards_the_common_calls():
+    ds = make_grid(time=2, lat=4, lon=4, dtype="float32")
+    adapter = GridAdapter(**GRID)
+    np.testing.assert_array_equal(ds.seqattn.encode(adapter).tokens, adapter.encode(ds).tokens)
+    assert len(ds.seqattn.batches(adapter, batch_size=1)) == 2
+    xr.testing.assert_allclose(ds.seqattn.predict(ScaleModel(8, scale=1.0), adapter),
+                               ds[["t", "u"]])

@@ -70,3 +70,26 @@ def on_cuda(fn, *args, **kwargs):
     if isinstance(result, tuple):
         return tuple(to_host(r) for r in result)
     return to_host(result)
+
+
+def check_module_gradients(module, call, backward, inputs, samples=6, seed=0):
+    """Every gradient a module's backward produces against finite differences (float64).
+
+    ``call(**inputs)`` runs the forward, ``backward(dout)`` returns {input name: gradient}. Each
+    input gradient and each parameter gradient gets its own named assertion; ``samples`` entries
+    per array are differenced.
+    """
+    rng = np.random.default_rng(seed)
+    module.train()
+    module.zero_grad()
+    dout = rng.normal(size=call(**inputs).shape)
+    grads = backward(dout)
+
+    def loss():
+        return float((call(**inputs) * dout).sum())
+
+    for name, grad in grads.items():
+        assert_gradient(f"d{name}", grad, numerical_gradient(loss, inputs[name], samples, rng))
+    for name, param in module.named_parameters():
+        assert_gradient(f"d{name}", param.grad,
+                        numerical_gradient(loss, param.data, samples, rng))

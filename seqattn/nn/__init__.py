@@ -1,0 +1,27 @@
+"""Layers with forward and hand-written backward passes, on the CPU and the GPU.
+
+Parameter names and shapes follow torch.nn, so state dicts move between the two.
+"""
+from .activations import GELU, ReLU, SiLU
+from .containers import ModuleList, Residual, Sequential
+from .dropout import Dropout
+from .embedding import Embedding
+from .feed_forward import FeedForward, SwiGLUFeedForward
+from .layer_norm import LayerNorm
+from .linear import Linear
+from .module import Module
+from .multihead_attention import MultiheadAttention
+from .parameter import Parameter
+from .rms_norm import RMSNorm
+from .transformer import Transformer
+from .transformer_decoder_layer import TransformerDecoderLayer
+from .transformer_decoder import TransformerDecoder
+from .transformer_encoder import TransformerEncoder
+from .transformer_encoder_layer import TransformerEncoderLayer
+
+__all__ = [
+    "Dropout", "Embedding", "FeedForward", "GELU", "LayerNorm", "Linear", "Module",
+    "ModuleList", "MultiheadAttention", "Parameter", "RMSNorm", "ReLU", "Residual", "SiLU",
+    "Sequential", "SwiGLUFeedForward", "Transformer", "TransformerDecoder",
+    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
+]

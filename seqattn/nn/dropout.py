@@ -1,0 +1,38 @@
+"""Inverted dropout: active in training mode, the identity in evaluation mode."""
+from .. import ops
+from .init import generator
+from .module import Module
+
+SEED_LIMIT = 2**63  # seeds are non-negative int64 values for the kernels
+
+
+class Dropout(Module):
+    """Each forward draws a fresh mask seed from the module's generator; backward reuses it, so
+    the mask is recomputed rather than stored (see ``seqattn.ops.dropout``)."""
+
+    def __init__(self, p=0.5, seed=None):
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"p must be in [0, 1), got {p!r}")
+        self.p = p
+        self._rng = generator(seed)
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            self.save_for_backward(seed=None)
+            return x
+        seed = int(self._rng.integers(SEED_LIMIT))
+        self.save_for_backward(seed=seed)
+        return ops.dropout(x, self.p, seed)
+
+    def backward(self, dout):
+        seed = self.saved()["seed"]
+        return dout if seed is None else ops.dropout_backward(dout, self.p, seed)
+
+
+def reseed_dropouts(module, index):
+    """Give every Dropout inside ``module`` a generator of its own, derived from ``index`` and its
+    own stream, so deep copies of one layer do not draw identical masks."""
+    for _, m in module.named_modules():
+        if isinstance(m, Dropout):
+            m._rng = generator([index, int(m._rng.integers(SEED_LIMIT))])

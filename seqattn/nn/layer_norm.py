@@ -1,0 +1,26 @@
+"""Layer normalisation over the last axis, as torch.nn.LayerNorm (weight and bias of shape (E,))."""
+import numpy as np
+
+from .. import ops
+from .module import Module
+from .parameter import Parameter
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps=1e-5, dtype=np.float32, seed=None):
+        super().__init__()
+        self.normalized_shape = int(normalized_shape)
+        self.eps = eps
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype))
+        self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype))
+
+    def forward(self, x):
+        self.check_device(x=x)
+        out, mean, rstd = ops.layer_norm(x, self.weight.data, self.bias.data, self.eps)
+        self.save_for_backward(x=x, mean=mean, rstd=rstd)
+        return out
+
+    def backward(self, dout):
+        s = self.saved()
+        return ops.layer_norm_backward(dout, s["x"], s["mean"], s["rstd"], self.weight.data,
+                                       weight_grad=self.weight.grad, bias_grad=self.bias.grad)

@@ -1,0 +1,30 @@
+"""Learned absolute position embeddings: one trained vector per position, added to the tokens."""
+import numpy as np
+
+from ... import ops
+from ..init import generator, normal
+from ..module import Module
+from ..parameter import Parameter
+
+
+class LearnedPositionalEmbedding(Module):
+    """weight (max_len, E), N(0, 0.02) as in GPT-2; tokens (B, N, E) with N <= max_len."""
+
+    def __init__(self, max_len, dim, dtype=np.float32, seed=None):
+        super().__init__()
+        self.weight = Parameter(normal(generator(seed), (max_len, dim), dtype, std=0.02))
+
+    def forward(self, x):
+        self.check_device(x=x)
+        N = int(x.shape[1])
+        if N > self.weight.shape[0]:
+            raise ValueError(f"x has {N} positions but the embedding has max_len = "
+                             f"{self.weight.shape[0]}")
+        self.save_for_backward(N=N)
+        return ops.add(x, self.weight.data[:N])
+
+    def backward(self, dout):
+        # out = x + weight[:N] broadcast over the batch  ->  dweight[:N] += sum over the batch
+        N = self.saved()["N"]
+        ops.sum_leading(dout, (N, self.weight.shape[1]), out=self.weight.grad[:N])
+        return dout

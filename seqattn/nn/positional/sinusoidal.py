@@ -1,0 +1,39 @@
+"""Fixed sinusoidal position tables (Vaswani et al., 2017) and the layer that adds a table."""
+import numpy as np
+
+from ... import ops
+from ..module import Module
+
+MAX_WAVELENGTH = 10000.0
+
+
+def sinusoidal_table(positions, dim, max_wavelength=MAX_WAVELENGTH):
+    """(N, dim) table for N positions (integers or any real coordinate): even features
+    sin(p / w^(2i/dim)), odd features cos of the same angle."""
+    if dim % 2:
+        raise ValueError(f"dim must be even, got {dim}")
+    positions = np.asarray(positions, dtype=np.float64).reshape(-1)
+    angles = positions[:, None] / max_wavelength ** (np.arange(0, dim, 2) / dim)
+    table = np.empty((positions.size, dim))
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles)
+    return table
+
+
+class PositionalTable(Module):
+    """Adds a fixed (N, E) table to tokens (B, N, E): sinusoidal, grid or any precomputed one.
+
+    The table is a buffer (moves with ``.to()``, not in the state dict); backward passes the
+    gradient through unchanged.
+    """
+
+    def __init__(self, table, dtype=np.float32):
+        super().__init__()
+        self.register_buffer("table", np.ascontiguousarray(table, dtype=dtype))
+
+    def forward(self, x):
+        self.check_device(x=x)
+        return ops.add(x, self.table)
+
+    def backward(self, dout):
+        return dout

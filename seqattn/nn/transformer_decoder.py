@@ -1,0 +1,38 @@
+"""A stack of decoder layers with an optional final norm (torch names: layers.0..., norm)."""
+import copy
+
+from .. import ops
+from .containers import ModuleList
+from .dropout import reseed_dropouts
+from .module import Module
+
+
+class TransformerDecoder(Module):
+    """``num_layers`` deep copies of ``decoder_layer``; backward returns (dtgt, dmemory) with the
+    memory gradients of all layers summed."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        layers = [copy.deepcopy(decoder_layer) for _ in range(num_layers)]
+        for i, layer in enumerate(layers):
+            reseed_dropouts(layer, i)
+        self.layers = ModuleList(layers)
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False):
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=tgt_is_causal)
+        return x if self.norm is None else self.norm(x)
+
+    def backward(self, dout):
+        d = dout if self.norm is None else self.norm.backward(dout)
+        dmemory = None
+        for layer in reversed(list(self.layers)):
+            d, dm = layer.backward(d)
+            dmemory = dm if dmemory is None else ops.add_into(dmemory, dm)
+        return d, dmemory

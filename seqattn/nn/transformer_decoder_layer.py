@@ -1,0 +1,93 @@
+"""One Transformer decoder layer (self-attention, cross-attention to the encoder's memory,
+feed-forward), batch-first, with the parameter names of torch.nn.TransformerDecoderLayer:
+self_attn, multihead_attn, linear1, linear2, norm1, norm2, norm3."""
+import numpy as np
+
+from .. import ops
+from .activations import activation_named
+from .dropout import Dropout
+from .init import generator
+from .layer_norm import LayerNorm
+from .linear import Linear
+from .module import Module
+from .multihead_attention import MultiheadAttention
+
+
+class TransformerDecoderLayer(Module):
+    """Post-norm or pre-norm (``norm_first``), dropout as in :class:`TransformerEncoderLayer`."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
+                 dtype=np.float32, seed=None):
+        super().__init__()
+        if not batch_first:
+            raise ValueError("seqattn is batch-first: tokens are (B, N, E); pass batch_first=True")
+        rng = generator(seed)
+        self.norm_first = norm_first
+        self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, dtype=dtype, seed=rng)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, bias=bias, dtype=dtype, seed=rng)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype, rng)
+        self.dropout = Dropout(dropout, rng)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype, rng)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, dtype)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, dtype)
+        self.norm3 = LayerNorm(d_model, layer_norm_eps, dtype)
+        self.dropout1 = Dropout(dropout, rng)
+        self.dropout2 = Dropout(dropout, rng)
+        self.dropout3 = Dropout(dropout, rng)
+        self.activation = activation_named(activation)
+
+    def _self_block(self, x, mask, padding, causal):
+        out, _ = self.self_attn(x, x, x, key_padding_mask=padding, attn_mask=mask,
+                                is_causal=causal)
+        return self.dropout1(out)
+
+    def _self_block_backward(self, dout):
+        dq, dk, dv = self.self_attn.backward(self.dropout1.backward(dout))
+        return ops.add_into(ops.add_into(dq, dk), dv)
+
+    def _cross_block(self, x, memory, mask, padding):
+        out, _ = self.multihead_attn(x, memory, memory, key_padding_mask=padding,
+                                     attn_mask=mask)
+        return self.dropout2(out)
+
+    def _cross_block_backward(self, dout):
+        """Returns (dx, dmemory)."""
+        dq, dk, dv = self.multihead_attn.backward(self.dropout2.backward(dout))
+        return dq, ops.add_into(dk, dv)
+
+    def _feed_forward_block(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def _feed_forward_block_backward(self, dout):
+        d = self.dropout.backward(self.linear2.backward(self.dropout3.backward(dout)))
+        return self.linear1.backward(self.activation.backward(d))
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False):
+        """tgt (B, N, E), memory (B, M, E) -> (B, N, E). Masks are bool "may attend" masks."""
+        x = tgt
+        if self.norm_first:
+            x = ops.add(x, self._self_block(self.norm1(x), tgt_mask, tgt_key_padding_mask,
+                                            tgt_is_causal))
+            x = ops.add(x, self._cross_block(self.norm2(x), memory, memory_mask,
+                                             memory_key_padding_mask))
+            return ops.add(x, self._feed_forward_block(self.norm3(x)))
+        x = self.norm1(ops.add(x, self._self_block(x, tgt_mask, tgt_key_padding_mask,
+                                                   tgt_is_causal)))
+        x = self.norm2(ops.add(x, self._cross_block(x, memory, memory_mask,
+                                                    memory_key_padding_mask)))
+        return self.norm3(ops.add(x, self._feed_forward_block(x)))
+
+    def backward(self, dout):
+        """Returns (dtgt, dmemory); adds the parameter gradients."""
+        if self.norm_first:
+            d = ops.add_into(self.norm3.backward(self._feed_forward_block_backward(dout)), dout)
+            dx, dmemory = self._cross_block_backward(d)
+            d = ops.add_into(self.norm2.backward(dx), d)
+            return ops.add_into(self.norm1.backward(self._self_block_backward(d)), d), dmemory
+        d = self.norm3.backward(dout)
+        d = self.norm2.backward(ops.add_into(self._feed_forward_block_backward(d), d))
+        dx, dmemory = self._cross_block_backward(d)
+        d = self.norm1.backward(ops.add_into(dx, d))
+        return ops.add_into(self._self_block_backward(d), d), dmemory

@@ -1,0 +1,33 @@
+"""A stack of encoder layers with an optional final norm (torch names: layers.0..., norm)."""
+import copy
+
+from .containers import ModuleList
+from .dropout import reseed_dropouts
+from .module import Module
+
+
+class TransformerEncoder(Module):
+    """``num_layers`` deep copies of ``encoder_layer`` (identical initial weights, as in torch;
+    each copy's dropout draws its own masks)."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None):
+        super().__init__()
+        layers = [copy.deepcopy(encoder_layer) for _ in range(num_layers)]
+        for i, layer in enumerate(layers):
+            reseed_dropouts(layer, i)
+        self.layers = ModuleList(layers)
+        self.norm = norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_key_padding_mask=src_key_padding_mask, src_mask=mask,
+                      is_causal=is_causal)
+        return x if self.norm is None else self.norm(x)
+
+    def backward(self, dout):
+        d = dout if self.norm is None else self.norm.backward(dout)
+        for layer in reversed(list(self.layers)):
+            d = layer.backward(d)
+        return d
+

@@ -1,0 +1,74 @@
+"""One Transformer encoder layer (self-attention and feed-forward), batch-first, with the
+parameter names of torch.nn.TransformerEncoderLayer: self_attn, linear1, linear2, norm1, norm2."""
+import numpy as np
+
+from .. import ops
+from .activations import activation_named
+from .dropout import Dropout
+from .init import generator
+from .layer_norm import LayerNorm
+from .linear import Linear
+from .module import Module
+from .multihead_attention import MultiheadAttention
+
+
+class TransformerEncoderLayer(Module):
+    """Post-norm (``norm_first=False``, torch's default) or pre-norm. Dropout applies to the
+    feed-forward hidden layer and to both residual branches; attention weights are not dropped
+    (see :class:`MultiheadAttention`)."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
+                 dtype=np.float32, seed=None):
+        super().__init__()
+        if not batch_first:
+            raise ValueError("seqattn is batch-first: tokens are (B, N, E); pass batch_first=True")
+        rng = generator(seed)
+        self.norm_first = norm_first
+        self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, dtype=dtype, seed=rng)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype, rng)
+        self.dropout = Dropout(dropout, rng)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype, rng)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, dtype)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, dtype)
+        self.dropout1 = Dropout(dropout, rng)
+        self.dropout2 = Dropout(dropout, rng)
+        self.activation = activation_named(activation)
+
+    def _attention_block(self, x, key_padding_mask, attn_mask, is_causal):
+        out, _ = self.self_attn(x, x, x, key_padding_mask=key_padding_mask,
+                                attn_mask=attn_mask, is_causal=is_causal)
+        return self.dropout1(out)
+
+    def _attention_block_backward(self, dout):
+        dq, dk, dv = self.self_attn.backward(self.dropout1.backward(dout))
+        return ops.add_into(ops.add_into(dq, dk), dv)
+
+    def _feed_forward_block(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def _feed_forward_block_backward(self, dout):
+        d = self.dropout.backward(self.linear2.backward(self.dropout2.backward(dout)))
+        return self.linear1.backward(self.activation.backward(d))
+
+    def forward(self, src, src_key_padding_mask=None, src_mask=None, is_causal=False):
+        """src (B, N, E) -> (B, N, E). ``src_mask`` is a bool "may attend" mask."""
+        x = src
+        if self.norm_first:
+            x = ops.add(x, self._attention_block(self.norm1(x), src_key_padding_mask, src_mask,
+                                                 is_causal))
+            return ops.add(x, self._feed_forward_block(self.norm2(x)))
+        x = self.norm1(ops.add(x, self._attention_block(x, src_key_padding_mask, src_mask,
+                                                        is_causal)))
+        return self.norm2(ops.add(x, self._feed_forward_block(x)))
+
+    def backward(self, dout):
+        """Returns dsrc; adds the parameter gradients."""
+        if self.norm_first:
+            # x2 = x1 + ff(norm2(x1)): the residual passes dout on, the branch adds to it
+            d = ops.add_into(self.norm2.backward(self._feed_forward_block_backward(dout)), dout)
+            return ops.add_into(self.norm1.backward(self._attention_block_backward(d)), d)
+        d = self.norm2.backward(dout)
+        d = ops.add_into(self._feed_forward_block_backward(d), d)
+        d = self.norm1.backward(d)
+        return ops.add_into(self._attention_block_backward(d), d)

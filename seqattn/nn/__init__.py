@@ -3,6 +3,7 @@
 Parameter names and shapes follow torch.nn, so state dicts move between the two.
 """
 from .activations import GELU, ReLU, SiLU
+from .additive_attention import AdditiveAttention
 from .containers import ModuleList, Residual, Sequential
 from .dropout import Dropout
 from .embedding import Embedding
@@ -18,10 +19,13 @@ from .transformer_decoder_layer import TransformerDecoderLayer
 from .transformer_decoder import TransformerDecoder
 from .transformer_encoder import TransformerEncoder
 from .transformer_encoder_layer import TransformerEncoderLayer
+from . import positional
+from .serialization import load, save
 
 __all__ = [
-    "Dropout", "Embedding", "FeedForward", "GELU", "LayerNorm", "Linear", "Module",
-    "ModuleList", "MultiheadAttention", "Parameter", "RMSNorm", "ReLU", "Residual", "SiLU",
+    "AdditiveAttention", "Dropout", "Embedding", "FeedForward", "GELU", "LayerNorm", "Linear",
+    "Module", "ModuleList", "MultiheadAttention", "Parameter", "RMSNorm", "ReLU", "Residual", "SiLU",
     "Sequential", "SwiGLUFeedForward", "Transformer", "TransformerDecoder",
-    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
+    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "load",
+    "positional", "save",
 ]

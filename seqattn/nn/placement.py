@@ -35,3 +35,10 @@ def check_same_device(owner, device, **arrays):
                 f"{name} is on {DEVICE_NAMES[device_of(x)]} but {owner}'s parameters are on "
                 f"{DEVICE_NAMES[device]}; move the input (numba.cuda.to_device(x) or "
                 f"x.copy_to_host()) or the module (.to('{device_of(x)}')) so they match")
+
+
+def check_tokens(name, x, width, what="d_model"):
+    """Raise unless x is batch-first tokens (B, N, width)."""
+    if x.ndim != 3 or int(x.shape[2]) != width:
+        raise ValueError(f"{name} has shape {tuple(int(s) for s in x.shape)}; expected (B, N, "
+                         f"{what}) with {what} = {width} (batch-first tokens)")

@@ -11,6 +11,7 @@ from .layer_norm import LayerNorm
 from .linear import Linear
 from .module import Module
 from .multihead_attention import MultiheadAttention
+from .placement import check_tokens
 
 
 class TransformerDecoderLayer(Module):
@@ -23,7 +24,7 @@ class TransformerDecoderLayer(Module):
         if not batch_first:
             raise ValueError("seqattn is batch-first: tokens are (B, N, E); pass batch_first=True")
         rng = generator(seed)
-        self.norm_first = norm_first
+        self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, dtype=dtype, seed=rng)
         self.multihead_attn = MultiheadAttention(d_model, nhead, bias=bias, dtype=dtype, seed=rng)
         self.linear1 = Linear(d_model, dim_feedforward, bias, dtype, rng)
@@ -66,6 +67,9 @@ class TransformerDecoderLayer(Module):
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False):
         """tgt (B, N, E), memory (B, M, E) -> (B, N, E). Masks are bool "may attend" masks."""
+        self.check_device(tgt=tgt, memory=memory)
+        check_tokens("tgt", tgt, self.d_model)
+        check_tokens("memory", memory, self.d_model)
         x = tgt
         if self.norm_first:
             x = ops.add(x, self._self_block(self.norm1(x), tgt_mask, tgt_key_padding_mask,

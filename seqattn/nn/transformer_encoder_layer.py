@@ -10,6 +10,7 @@ from .layer_norm import LayerNorm
 from .linear import Linear
 from .module import Module
 from .multihead_attention import MultiheadAttention
+from .placement import check_tokens
 
 
 class TransformerEncoderLayer(Module):
@@ -24,7 +25,7 @@ class TransformerEncoderLayer(Module):
         if not batch_first:
             raise ValueError("seqattn is batch-first: tokens are (B, N, E); pass batch_first=True")
         rng = generator(seed)
-        self.norm_first = norm_first
+        self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, dtype=dtype, seed=rng)
         self.linear1 = Linear(d_model, dim_feedforward, bias, dtype, rng)
         self.dropout = Dropout(dropout, rng)
@@ -53,6 +54,8 @@ class TransformerEncoderLayer(Module):
 
     def forward(self, src, src_key_padding_mask=None, src_mask=None, is_causal=False):
         """src (B, N, E) -> (B, N, E). ``src_mask`` is a bool "may attend" mask."""
+        self.check_device(src=src)
+        check_tokens("src", src, self.d_model)
         x = src
         if self.norm_first:
             x = ops.add(x, self._attention_block(self.norm1(x), src_key_padding_mask, src_mask,

@@ -1,0 +1,728 @@
+"""Fused attention on NVIDIA GPUs (numba.cuda): forward, backward, bias gradient and weights.
+
+The CUDA twin of ``seqattn/kernels/cpu/attention.py``: the same launchers with the same semantics
+(see :class:`seqattn.attention_inputs.AttentionCall`). Shapes: q (B, H, N, D); k, v (B, Hkv, M, D).
+The plan is FlashAttention-2's, on CUDA cores (Numba has no tensor-core intrinsics):
+
+* forward: one block per (batch x head, query tile); key/value tiles stream through shared memory,
+  an online softmax keeps each row's running max and sum, and only the log-sum-exp is stored.
+* backward: delta = rowsum(dout * out) first; then a dK/dV pass parallel over key tiles (the query
+  heads sharing a kv head are summed inside the block) and a dQ pass parallel over query tiles, both
+  recomputing the probabilities from the lse. No atomics: the results are deterministic.
+* bias gradient: one block per tile of the bias's own (broadcast) shape, looping over the dims it
+  was broadcast along, so every dbias element has exactly one writer.
+
+Tile products are register-blocked: the 128 threads of a block form a 16 x 8 grid over a
+(query x key) tile; each thread owns ``rows_per_thread`` contiguous rows and every 8th column, so
+neighbouring threads read neighbouring shared-memory words. Keys and values are stored transposed
+with an odd row stride, which makes both q.k (along a key row) and p.v (down a key column) free of
+bank conflicts. Tile sizes are picked per kernel and head dim to fit 48 KiB of static shared memory.
+
+Kernels compile lazily, once per (dtype, head tile, tile shape), from :func:`_tile_kernels`, which
+bakes dtype-typed constants into the code so that float32 kernels never promote to float64.
+"""
+from collections import namedtuple
+import functools
+import math
+
+import numba
+import numpy as np
+from numba import cuda
+
+from ...attention_inputs import shapes_of
+
+THREADS = 128
+THREAD_COLS = 8  # threads across a tile's columns (keys, or head dims of an accumulator)
+THREAD_ROWS = THREADS // THREAD_COLS  # 16 threads across a tile's rows
+SHARED_BYTES = 48 * 1024  # the static shared memory one block may declare
+# (query rows, key columns) per tile, largest first; the first whose buffers fit is used.
+TILE_SHAPES = ((64, 32), (32, 32), (32, 16), (16, 16))
+LARGEST_HEAD_TILE = 256
+NEG_INF = -math.inf  # score of a key a query may not see; lse of a row that sees no key
+
+Tiles = namedtuple("Tiles", "head_tile block_q block_k")
+
+
+def _head_tile(D):
+    """Shared-memory width for head dim D: padded with zeros to a multiple of THREAD_COLS.
+
+    Powers of two up to 32, then multiples of 32, to keep the number of compiled variants small.
+    """
+    if D <= 32:
+        return max(THREAD_COLS, 1 << (D - 1).bit_length())
+    return 32 * -(-D // 32)
+
+
+def _buffer_sizes(kind, head_tile, block_q, block_k):
+    """Elements of each shared-memory buffer a kernel kind uses, in layout order."""
+    rows = block_q * (head_tile + 1)  # a query-side tile, [row][d]
+    keys = head_tile * (block_k + 1)  # a key-side tile stored transposed, [d][key]
+    scores = block_q * (block_k + 1)  # a score tile, [row][key]
+    partials = block_q * THREAD_COLS  # each thread's partial row statistic, [row][thread col]
+    return {
+        "forward": {"q": rows, "kt": keys, "vt": keys, "p": scores, "partial": partials},
+        "weights": {"q": rows, "kt": keys, "partial": partials},
+        "dq": {"q": rows, "do": rows, "kt": keys, "vt": keys, "ds": scores},
+        "dkdv": {"q": rows, "do": rows, "kt": keys, "vt": keys, "p": scores, "ds": scores},
+        "dbias": {"q": rows, "do": rows, "kt": keys, "vt": keys, "ds": scores},
+    }[kind]
+
+
+def _layout(kind, tiles):
+    """(offsets by buffer name, total elements) of a kernel's one flat shared array."""
+    offsets, total = {}, 0
+    for name, size in _buffer_sizes(kind, *tiles).items():
+        offsets[name] = total
+        total += size
+    return offsets, total
+
+
+def _fitting_tiles(kind, itemsize, head_tile):
+    for block_q, block_k in TILE_SHAPES:
+        tiles = Tiles(head_tile, block_q, block_k)
+        if _layout(kind, tiles)[1] * itemsize <= SHARED_BYTES:
+            return tiles
+    return None
+
+
+def _largest_head_dim(kind, itemsize):
+    supported = [t for t in range(THREAD_COLS, LARGEST_HEAD_TILE + 1, THREAD_COLS)
+                 if _head_tile(t) == t and _fitting_tiles(kind, itemsize, t) is not None]
+    return max(supported)
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(kind, dtype_name, D):
+    """The tiles kernel ``kind`` uses for head dim D, or a ValueError if its buffers cannot fit."""
+    itemsize = np.dtype(dtype_name).itemsize
+    tiles = _fitting_tiles(kind, itemsize, _head_tile(D))
+    if D > LARGEST_HEAD_TILE or tiles is None:
+        raise ValueError(
+            f"q has head dim D={D}, but the CUDA attention kernels ({kind}) hold their "
+            f"{dtype_name} tiles in {SHARED_BYTES // 1024} KiB of shared memory and support "
+            f"D <= {_largest_head_dim(kind, itemsize)}; split the heads further or use float32"
+        )
+    return tiles
+
+
+def _kernels(kind, dtype, D):
+    """(kernel family, tiles) for kernel ``kind`` at this dtype and head dim."""
+    tiles = _plan(kind, np.dtype(dtype).name, D)
+    return _tile_kernels(np.dtype(dtype).name, *tiles), tiles
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _launch(kernel, grid, *args):
+    """Launch over ``grid`` blocks of THREADS threads; an empty grid has nothing to compute."""
+    if min(grid) > 0:
+        kernel[grid, THREADS](*args)
+
+
+def _score_args(call):
+    """The kernel arguments that define each score (see ``score_at``), scale in the q dtype."""
+    scale = np.dtype(call.q.dtype).type(call.scale)
+    return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes, scale,
+            call.left, call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi)
+
+
+@functools.lru_cache(maxsize=None)
+def _tile_kernels(dtype_name, head_tile, block_q, block_k):
+    """Compile-on-first-launch kernels for one dtype and tiling, as a namespace of kernels."""
+    dtype = np.dtype(dtype_name)
+    ftype = dtype.type  # casts ints and literals so float32 code stays float32
+    element = numba.from_dtype(dtype)
+    zero, one, neg_inf = ftype(0), ftype(1), ftype(NEG_INF)
+
+    DT = head_tile
+    BQ, BK = block_q, block_k
+    TR = BQ // THREAD_ROWS  # score rows per thread
+    TC = BK // THREAD_COLS  # score columns per thread
+    TD = DT // THREAD_COLS  # head dims per thread in an accumulator
+    TK = BK // THREAD_ROWS  # key rows per thread in the dK/dV accumulators
+    QS, KS, PS = DT + 1, BK + 1, BK + 1  # odd row strides: no shared-memory bank conflicts
+    TX = THREAD_COLS
+    tiles = Tiles(head_tile, block_q, block_k)
+    F, F_SIZE = _layout("forward", tiles)
+    W, W_SIZE = _layout("weights", tiles)
+    G, G_SIZE = _layout("dq", tiles)
+    KV, KV_SIZE = _layout("dkdv", tiles)
+    DB, DB_SIZE = _layout("dbias", tiles)
+    F_Q, F_KT, F_VT, F_P, F_PART = F["q"], F["kt"], F["vt"], F["p"], F["partial"]
+    W_Q, W_KT, W_PART = W["q"], W["kt"], W["partial"]
+    G_Q, G_DO, G_KT, G_VT, G_DS = G["q"], G["do"], G["kt"], G["vt"], G["ds"]
+    KV_Q, KV_DO, KV_KT, KV_VT, KV_P, KV_DS = (KV["q"], KV["do"], KV["kt"], KV["vt"], KV["p"],
+                                               KV["ds"])
+    DB_Q, DB_DO, DB_KT, DB_VT, DB_DS = DB["q"], DB["do"], DB["kt"], DB["vt"], DB["ds"]
+
+    device = cuda.jit(device=True, inline="always")
+
+    @device
+    def score_at(dot, b, h, i, j, n_q, n_k, bias, attn_mask, key_padding_mask, alibi_slopes,
+                 scale, left, right, has_bias, has_mask, has_kpm, has_alibi):
+        """Score of query i and key j from their dot product, or NEG_INF where j is hidden.
+
+        The one place a score is modified: structured biases join the dense bias here. A dim of
+        size 1 in bias or attn_mask is broadcast by clamping the index to 0.
+        """
+        aligned = i + n_k - n_q  # the query's position on the key axis (bottom-right alignment)
+        if j < aligned - left or j > aligned + right:
+            return neg_inf
+        if has_kpm and key_padding_mask[b, j]:
+            return neg_inf
+        if has_mask and not attn_mask[min(b, attn_mask.shape[0] - 1),
+                                      min(h, attn_mask.shape[1] - 1),
+                                      min(i, attn_mask.shape[2] - 1),
+                                      min(j, attn_mask.shape[3] - 1)]:
+            return neg_inf
+        score = scale * dot
+        if has_bias:
+            score += bias[min(b, bias.shape[0] - 1), min(h, bias.shape[1] - 1),
+                          min(i, bias.shape[2] - 1), min(j, bias.shape[3] - 1)]
+        if has_alibi:
+            score -= alibi_slopes[h] * ftype(abs(aligned - j))
+        return score
+
+    @device
+    def key_tiles(q0, n_q, n_k, left, right):
+        """(first tile start, stop) of the key tiles any row of query tile q0 may see."""
+        first = max(0, q0 + n_k - n_q - left)
+        last = min(n_k - 1, min(q0 + BQ, n_q) - 1 + n_k - n_q + right)
+        if last < first:
+            return 0, 0
+        return first - first % BK, last + 1
+
+    @device
+    def query_tiles(k0, n_q, n_k, left, right):
+        """(first tile start, stop) of the query tiles whose rows may see a key of tile k0."""
+        first = max(0, k0 - (n_k - n_q) - right)
+        last = min(n_q - 1, min(k0 + BK, n_k) - 1 - (n_k - n_q) + left)
+        if last < first:
+            return 0, 0
+        return first - first % BQ, last + 1
+
+    @device
+    def load_rows(smem, at, src, b, h, row0, n_rows, D):
+        """smem[at + r*QS + d] = src[b, h, row0 + r, d], zero outside the array."""
+        for idx in range(cuda.threadIdx.x, BQ * DT, THREADS):
+            r = idx // DT
+            d = idx - r * DT
+            value = zero
+            if row0 + r < n_rows and d < D:
+                value = src[b, h, row0 + r, d]
+            smem[at + r * QS + d] = value
+
+    @device
+    def load_transposed(smem, at, src, b, h, col0, n_cols, D):
+        """smem[at + d*KS + j] = src[b, h, col0 + j, d], zero outside the array."""
+        for idx in range(cuda.threadIdx.x, BK * DT, THREADS):
+            j = idx // DT
+            d = idx - j * DT
+            value = zero
+            if col0 + j < n_cols and d < D:
+                value = src[b, h, col0 + j, d]
+            smem[at + d * KS + j] = value
+
+    @device
+    def dot_tile(acc, smem, rows_at, cols_at, ty, tx, has_work):
+        """acc[r, c] = rows[ty*TR + r] . cols[tx + c*TX] (rows [row][d], cols transposed)."""
+        a = cuda.local.array(TR, element)
+        w = cuda.local.array(TC, element)
+        for r in range(TR):
+            for c in range(TC):
+                acc[r, c] = zero
+        if has_work:
+            for d in range(DT):
+                for r in range(TR):
+                    a[r] = smem[rows_at + (ty * TR + r) * QS + d]
+                for c in range(TC):
+                    w[c] = smem[cols_at + d * KS + tx + c * TX]
+                for r in range(TR):
+                    for c in range(TC):
+                        acc[r, c] += a[r] * w[c]
+
+    @device
+    def scores_tile(s, smem, q_at, kt_at, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
+                    key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
+                    has_kpm, has_alibi):
+        """s[r, c] = score of query q0 + ty*TR + r and key k0 + tx + c*TX, NEG_INF outside."""
+        row0 = q0 + ty * TR
+        dot_tile(s, smem, q_at, kt_at, ty, tx, row0 < n_q and k0 + tx < n_k)
+        for r in range(TR):
+            for c in range(TC):
+                i = row0 + r
+                j = k0 + tx + c * TX
+                score = neg_inf
+                if i < n_q and j < n_k:
+                    score = score_at(s[r, c], b, h, i, j, n_q, n_k, bias, attn_mask,
+                                     key_padding_mask, alibi_slopes, scale, left, right,
+                                     has_bias, has_mask, has_kpm, has_alibi)
+                s[r, c] = score
+
+    @device
+    def softmax_step(s, row_max, row_sum, rescale, smem, part_at, ty, tx):
+        """Online softmax over one score tile: s becomes exp(s - new row max).
+
+        row_sum gathers this thread's columns only (rescaled like everything else) and is totalled
+        across the row's threads once, at the end, by ``total_rows``.
+        """
+        for r in range(TR):
+            tile_max = neg_inf
+            for c in range(TC):
+                tile_max = max(tile_max, s[r, c])
+            smem[part_at + (ty * TR + r) * TX + tx] = tile_max
+        cuda.syncthreads()
+        for r in range(TR):
+            new_max = row_max[r]
+            for t in range(TX):
+                new_max = max(new_max, smem[part_at + (ty * TR + r) * TX + t])
+            # A row that has seen no visible key keeps max -inf; shifting by 0 instead keeps
+            # exp's argument at -inf rather than NaN (-inf - -inf), so its weights stay 0.
+            shift = new_max if new_max != neg_inf else zero
+            rescale[r] = math.exp(row_max[r] - shift)
+            row_max[r] = new_max
+            total = row_sum[r] * rescale[r]
+            for c in range(TC):
+                p = math.exp(s[r, c] - shift)
+                s[r, c] = p
+                total += p
+            row_sum[r] = total
+
+    @device
+    def total_rows(row_sum, smem, part_at, ty, tx):
+        """Sum each row's per-thread partial sums across the row's TX threads."""
+        cuda.syncthreads()  # other threads may still be reading the last tile's partial maxima
+        for r in range(TR):
+            smem[part_at + (ty * TR + r) * TX + tx] = row_sum[r]
+        cuda.syncthreads()
+        for r in range(TR):
+            total = zero
+            for t in range(TX):
+                total += smem[part_at + (ty * TR + r) * TX + t]
+            row_sum[r] = total
+
+    @device
+    def accumulate_times_keys(acc, smem, tile_at, kt_at, ty, tx, n_cols):
+        """acc[r, c] += sum_kk tile[ty*TR + r][kk] * keys[kk][tx + c*TX] over a tile's keys.
+
+        ``keys`` is a transposed key-side buffer (values for p.v, keys for dS.k).
+        """
+        a = cuda.local.array(TR, element)
+        for kk in range(n_cols):
+            for r in range(TR):
+                a[r] = smem[tile_at + (ty * TR + r) * PS + kk]
+            for c in range(TD):
+                w = smem[kt_at + (tx + c * TX) * KS + kk]
+                for r in range(TR):
+                    acc[r, c] += a[r] * w
+
+    @device
+    def load_row_stats(row_lse, row_delta, lse, delta, b, h, row0, n_q):
+        """This thread's rows of lse and delta; rows past the end count as empty."""
+        for r in range(TR):
+            row_lse[r] = neg_inf
+            row_delta[r] = zero
+            if row0 + r < n_q:
+                row_lse[r] = lse[b, h, row0 + r]
+                row_delta[r] = delta[b, h, row0 + r]
+
+    @device
+    def score_gradient_tile(ds, p, smem, q_at, do_at, kt_at, vt_at, row_lse, row_delta, b, h,
+                            q0, k0, n_q, n_k, ty, tx, bias, attn_mask, key_padding_mask,
+                            alibi_slopes, scale, left, right, has_bias, has_mask, has_kpm,
+                            has_alibi):
+        """p = softmax probabilities recomputed from lse; ds = p * (dout.v - delta)."""
+        scores_tile(p, smem, q_at, kt_at, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
+                    key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
+                    has_kpm, has_alibi)
+        dot_tile(ds, smem, do_at, vt_at, ty, tx, q0 + ty * TR < n_q and k0 + tx < n_k)
+        for r in range(TR):
+            for c in range(TC):
+                prob = zero
+                if row_lse[r] != neg_inf:  # a row that sees no key has no gradient
+                    prob = math.exp(p[r, c] - row_lse[r])
+                p[r, c] = prob
+                ds[r, c] = prob * (ds[r, c] - row_delta[r])
+
+    @cuda.jit
+    def attention_forward_kernel(out, lse, q, k, v, bias, attn_mask, key_padding_mask,
+                                 alibi_slopes, scale, left, right, has_bias, has_mask, has_kpm,
+                                 has_alibi):
+        """Grid (B*H, query tiles): out (B, H, N, D) and lse (B, H, N) of one query tile."""
+        smem = cuda.shared.array(F_SIZE, element)
+        s = cuda.local.array((TR, TC), element)
+        acc = cuda.local.array((TR, TD), element)
+        row_max = cuda.local.array(TR, element)
+        row_sum = cuda.local.array(TR, element)
+        rescale = cuda.local.array(TR, element)
+        n_heads, n_q, D = q.shape[1], q.shape[2], q.shape[3]
+        n_k = k.shape[2]
+        b = cuda.blockIdx.x // n_heads
+        h = cuda.blockIdx.x - b * n_heads
+        kv_h = h // (n_heads // k.shape[1])
+        # Last query tile first: under a causal mask it has the most keys to visit.
+        q0 = (cuda.gridDim.y - 1 - cuda.blockIdx.y) * BQ
+        ty = cuda.threadIdx.x // TX
+        tx = cuda.threadIdx.x - ty * TX
+        row0 = q0 + ty * TR
+        for r in range(TR):
+            row_max[r] = neg_inf
+            row_sum[r] = zero
+            for c in range(TD):
+                acc[r, c] = zero
+        load_rows(smem, F_Q, q, b, h, q0, n_q, D)
+        first, stop = key_tiles(q0, n_q, n_k, left, right)
+        for k0 in range(first, stop, BK):
+            cuda.syncthreads()  # the previous tile's p and v are no longer read
+            load_transposed(smem, F_KT, k, b, kv_h, k0, n_k, D)
+            load_transposed(smem, F_VT, v, b, kv_h, k0, n_k, D)
+            cuda.syncthreads()
+            scores_tile(s, smem, F_Q, F_KT, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
+                        key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
+                        has_kpm, has_alibi)
+            softmax_step(s, row_max, row_sum, rescale, smem, F_PART, ty, tx)
+            for r in range(TR):
+                for c in range(TD):
+                    acc[r, c] *= rescale[r]
+                for c in range(TC):
+                    smem[F_P + (ty * TR + r) * PS + tx + c * TX] = s[r, c]
+            cuda.syncthreads()
+            if row0 < n_q and tx < D:
+                accumulate_times_keys(acc, smem, F_P, F_VT, ty, tx, min(BK, n_k - k0))
+        total_rows(row_sum, smem, F_PART, ty, tx)
+        for r in range(TR):
+            i = row0 + r
+            if i < n_q:
+                total = row_sum[r]
+                inverse = one / total if total > zero else zero  # no visible key: out = 0
+                for c in range(TD):
+                    d = tx + c * TX
+                    if d < D:
+                        out[b, h, i, d] = acc[r, c] * inverse
+                if tx == 0:
+                    lse[b, h, i] = row_max[r] + math.log(total) if total > zero else neg_inf
+
+    @cuda.jit
+    def attention_weights_kernel(weights, q, k, bias, attn_mask, key_padding_mask, alibi_slopes,
+                                 scale, left, right, has_bias, has_mask, has_kpm, has_alibi):
+        """Grid (B*H, query tiles): weights (B, H, N, M) of one query tile, in two passes."""
+        smem = cuda.shared.array(W_SIZE, element)
+        s = cuda.local.array((TR, TC), element)
+        row_max = cuda.local.array(TR, element)
+        row_sum = cuda.local.array(TR, element)
+        rescale = cuda.local.array(TR, element)
+        n_heads, n_q, D = q.shape[1], q.shape[2], q.shape[3]
+        n_k = k.shape[2]
+        b = cuda.blockIdx.x // n_heads
+        h = cuda.blockIdx.x - b * n_heads
+        kv_h = h // (n_heads // k.shape[1])
+        q0 = cuda.blockIdx.y * BQ
+        ty = cuda.threadIdx.x // TX
+        tx = cuda.threadIdx.x - ty * TX
+        row0 = q0 + ty * TR
+        for r in range(TR):
+            row_max[r] = neg_inf
+            row_sum[r] = zero
+        load_rows(smem, W_Q, q, b, h, q0, n_q, D)
+        first, stop = key_tiles(q0, n_q, n_k, left, right)
+        # Pass 1: each row's max and sum, as in the forward pass.
+        for k0 in range(first, stop, BK):
+            cuda.syncthreads()
+            load_transposed(smem, W_KT, k, b, kv_h, k0, n_k, D)
+            cuda.syncthreads()
+            scores_tile(s, smem, W_Q, W_KT, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
+                        key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
+                        has_kpm, has_alibi)
+            softmax_step(s, row_max, row_sum, rescale, smem, W_PART, ty, tx)
+        total_rows(row_sum, smem, W_PART, ty, tx)
+        # Pass 2: every key tile, hidden ones included, so that each weight is written.
+        for k0 in range(0, n_k, BK):
+            cuda.syncthreads()
+            load_transposed(smem, W_KT, k, b, kv_h, k0, n_k, D)
+            cuda.syncthreads()
+            scores_tile(s, smem, W_Q, W_KT, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
+                        key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
+                        has_kpm, has_alibi)
+            for r in range(TR):
+                i = row0 + r
+                for c in range(TC):
+                    j = k0 + tx + c * TX
+                    if i < n_q and j < n_k:
+                        p = zero
+                        if row_sum[r] > zero:
+                            p = math.exp(s[r, c] - row_max[r]) / row_sum[r]
+                        weights[b, h, i, j] = p
+
+    @cuda.jit
+    def attention_dq_kernel(dq, dout, lse, delta, q, k, v, bias, attn_mask, key_padding_mask,
+                            alibi_slopes, scale, left, right, has_bias, has_mask, has_kpm,
+                            has_alibi):
+        """Grid (B*H, query tiles): dq = scale * dS k for one query tile, over its key tiles."""
+        smem = cuda.shared.array(G_SIZE, element)
+        p = cuda.local.array((TR, TC), element)
+        ds = cuda.local.array((TR, TC), element)
+        acc = cuda.local.array((TR, TD), element)
+        row_lse = cuda.local.array(TR, element)
+        row_delta = cuda.local.array(TR, element)
+        n_heads, n_q, D = q.shape[1], q.shape[2], q.shape[3]
+        n_k = k.shape[2]
+        b = cuda.blockIdx.x // n_heads
+        h = cuda.blockIdx.x - b * n_heads
+        kv_h = h // (n_heads // k.shape[1])
+        q0 = (cuda.gridDim.y - 1 - cuda.blockIdx.y) * BQ
+        ty = cuda.threadIdx.x // TX
+        tx = cuda.threadIdx.x - ty * TX
+        row0 = q0 + ty * TR
+        for r in range(TR):
+            for c in range(TD):
+                acc[r, c] = zero
+        load_rows(smem, G_Q, q, b, h, q0, n_q, D)
+        load_rows(smem, G_DO, dout, b, h, q0, n_q, D)
+        load_row_stats(row_lse, row_delta, lse, delta, b, h, row0, n_q)
+        first, stop = key_tiles(q0, n_q, n_k, left, right)
+        for k0 in range(first, stop, BK):
+            cuda.syncthreads()
+            load_transposed(smem, G_KT, k, b, kv_h, k0, n_k, D)
+            load_transposed(smem, G_VT, v, b, kv_h, k0, n_k, D)
+            cuda.syncthreads()
+            score_gradient_tile(ds, p, smem, G_Q, G_DO, G_KT, G_VT, row_lse, row_delta, b, h,
+                                q0, k0, n_q, n_k, ty, tx, bias, attn_mask, key_padding_mask,
+                                alibi_slopes, scale, left, right, has_bias, has_mask, has_kpm,
+                                has_alibi)
+            for r in range(TR):
+                for c in range(TC):
+                    smem[G_DS + (ty * TR + r) * PS + tx + c * TX] = ds[r, c]
+            cuda.syncthreads()
+            if row0 < n_q and tx < D:
+                accumulate_times_keys(acc, smem, G_DS, G_KT, ty, tx, min(BK, n_k - k0))
+        for r in range(TR):
+            if row0 + r < n_q:
+                for c in range(TD):
+                    d = tx + c * TX
+                    if d < D:
+                        dq[b, h, row0 + r, d] = scale * acc[r, c]
+
+    @cuda.jit
+    def attention_dkdv_kernel(dk, dv, dout, lse, delta, q, k, v, bias, attn_mask,
+                              key_padding_mask, alibi_slopes, scale, left, right, has_bias,
+                              has_mask, has_kpm, has_alibi):
+        """Grid (B*Hkv, key tiles): dk = scale * dS^T q and dv = P^T dout for one key tile,
+        summed over the query heads that share the kv head and over their query tiles."""
+        smem = cuda.shared.array(KV_SIZE, element)
+        p = cuda.local.array((TR, TC), element)
+        ds = cuda.local.array((TR, TC), element)
+        acc_dk = cuda.local.array((TK, TD), element)
+        acc_dv = cuda.local.array((TK, TD), element)
+        row_lse = cuda.local.array(TR, element)
+        row_delta = cuda.local.array(TR, element)
+        p_col = cuda.local.array(TK, element)
+        ds_col = cuda.local.array(TK, element)
+        n_heads, n_q, D = q.shape[1], q.shape[2], q.shape[3]
+        n_kv_heads, n_k = k.shape[1], k.shape[2]
+        group = n_heads // n_kv_heads
+        b = cuda.blockIdx.x // n_kv_heads
+        kv_h = cuda.blockIdx.x - b * n_kv_heads
+        k0 = cuda.blockIdx.y * BK
+        ty = cuda.threadIdx.x // TX
+        tx = cuda.threadIdx.x - ty * TX
+        key0 = k0 + ty * TK  # this thread's first key row in the accumulators
+        for r in range(TK):
+            for c in range(TD):
+                acc_dk[r, c] = zero
+                acc_dv[r, c] = zero
+        load_transposed(smem, KV_KT, k, b, kv_h, k0, n_k, D)
+        load_transposed(smem, KV_VT, v, b, kv_h, k0, n_k, D)
+        first, stop = query_tiles(k0, n_q, n_k, left, right)
+        for h in range(kv_h * group, (kv_h + 1) * group):
+            for q0 in range(first, stop, BQ):
+                cuda.syncthreads()  # the previous query tile is no longer read
+                load_rows(smem, KV_Q, q, b, h, q0, n_q, D)
+                load_rows(smem, KV_DO, dout, b, h, q0, n_q, D)
+                load_row_stats(row_lse, row_delta, lse, delta, b, h, q0 + ty * TR, n_q)
+                cuda.syncthreads()
+                score_gradient_tile(ds, p, smem, KV_Q, KV_DO, KV_KT, KV_VT, row_lse, row_delta,
+                                    b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
+                                    key_padding_mask, alibi_slopes, scale, left, right,
+                                    has_bias, has_mask, has_kpm, has_alibi)
+                for r in range(TR):
+                    for c in range(TC):
+                        at = (ty * TR + r) * PS + tx + c * TX
+                        smem[KV_P + at] = p[r, c]
+                        smem[KV_DS + at] = ds[r, c]
+                cuda.syncthreads()
+                if key0 < n_k and tx < D:
+                    for ii in range(min(BQ, n_q - q0)):
+                        for r in range(TK):
+                            p_col[r] = smem[KV_P + ii * PS + ty * TK + r]
+                            ds_col[r] = smem[KV_DS + ii * PS + ty * TK + r]
+                        for c in range(TD):
+                            dout_value = smem[KV_DO + ii * QS + tx + c * TX]
+                            q_value = smem[KV_Q + ii * QS + tx + c * TX]
+                            for r in range(TK):
+                                acc_dv[r, c] += p_col[r] * dout_value
+                                acc_dk[r, c] += ds_col[r] * q_value
+        for r in range(TK):
+            if key0 + r < n_k:
+                for c in range(TD):
+                    d = tx + c * TX
+                    if d < D:
+                        dk[b, kv_h, key0 + r, d] = scale * acc_dk[r, c]
+                        dv[b, kv_h, key0 + r, d] = acc_dv[r, c]
+
+    @cuda.jit
+    def attention_bias_grad_kernel(dbias, dout, lse, delta, q, k, v, bias, attn_mask,
+                                   key_padding_mask, alibi_slopes, scale, left, right, has_bias,
+                                   has_mask, has_kpm, has_alibi):
+        """Grid (Bb*Hb, bias tiles): dbias (Bb, Hb, Nb, Mb) = dS summed over broadcast dims.
+
+        A block owns one tile of dbias (a single row or column where that dim is broadcast) and
+        loops over every (b, h, query tile, key tile) that maps onto it, so it is the only writer.
+        """
+        smem = cuda.shared.array(DB_SIZE, element)
+        p = cuda.local.array((TR, TC), element)
+        ds = cuda.local.array((TR, TC), element)
+        acc = cuda.local.array((TR, TC), element)
+        row_lse = cuda.local.array(TR, element)
+        row_delta = cuda.local.array(TR, element)
+        n_batch, n_heads, n_q, D = q.shape[0], q.shape[1], q.shape[2], q.shape[3]
+        n_kv_heads, n_k = k.shape[1], k.shape[2]
+        group = n_heads // n_kv_heads
+        bias_b, bias_h, bias_n, bias_m = dbias.shape[0], dbias.shape[1], dbias.shape[2], \
+            dbias.shape[3]
+        rows_summed = bias_n == 1
+        cols_summed = bias_m == 1
+        tiles_m = (bias_m + BK - 1) // BK
+        bb = cuda.blockIdx.x // bias_h
+        hb = cuda.blockIdx.x - bb * bias_h
+        tile_i = cuda.blockIdx.y // tiles_m
+        tile_j = cuda.blockIdx.y - tile_i * tiles_m
+        ty = cuda.threadIdx.x // TX
+        tx = cuda.threadIdx.x - ty * TX
+        for r in range(TR):
+            for c in range(TC):
+                acc[r, c] = zero
+        b_first, b_stop = (0, n_batch) if bias_b == 1 else (bb, bb + 1)
+        h_first, h_stop = (0, n_heads) if bias_h == 1 else (hb, hb + 1)
+        q_first, q_stop = (0, n_q) if rows_summed else (tile_i * BQ, tile_i * BQ + 1)
+        k_first, k_stop = (0, n_k) if cols_summed else (tile_j * BK, tile_j * BK + 1)
+        for b in range(b_first, b_stop):
+            for h in range(h_first, h_stop):
+                kv_h = h // group
+                for q0 in range(q_first, q_stop, BQ):
+                    visible_first, visible_stop = key_tiles(q0, n_q, n_k, left, right)
+                    for k0 in range(k_first, k_stop, BK):
+                        if k0 + BK <= visible_first or k0 >= visible_stop:
+                            continue  # the whole tile is outside the band: dS = 0
+                        cuda.syncthreads()
+                        load_rows(smem, DB_Q, q, b, h, q0, n_q, D)
+                        load_rows(smem, DB_DO, dout, b, h, q0, n_q, D)
+                        load_transposed(smem, DB_KT, k, b, kv_h, k0, n_k, D)
+                        load_transposed(smem, DB_VT, v, b, kv_h, k0, n_k, D)
+                        load_row_stats(row_lse, row_delta, lse, delta, b, h, q0 + ty * TR, n_q)
+                        cuda.syncthreads()
+                        score_gradient_tile(ds, p, smem, DB_Q, DB_DO, DB_KT, DB_VT, row_lse,
+                                            row_delta, b, h, q0, k0, n_q, n_k, ty, tx, bias,
+                                            attn_mask, key_padding_mask, alibi_slopes, scale,
+                                            left, right, has_bias, has_mask, has_kpm, has_alibi)
+                        for r in range(TR):
+                            for c in range(TC):
+                                acc[r, c] += ds[r, c]
+        cuda.syncthreads()
+        for r in range(TR):
+            for c in range(TC):
+                smem[DB_DS + (ty * TR + r) * PS + tx + c * TX] = acc[r, c]
+        cuda.syncthreads()
+        # Each output element sums its share of the tile in a fixed order: deterministic.
+        out_rows = 1 if rows_summed else BQ
+        out_cols = 1 if cols_summed else BK
+        for idx in range(cuda.threadIdx.x, out_rows * out_cols, THREADS):
+            rr = idx // out_cols
+            cc = idx - rr * out_cols
+            i = tile_i * BQ + rr
+            j = tile_j * BK + cc
+            if i < bias_n and j < bias_m:
+                r_first, r_stop = (0, BQ) if rows_summed else (rr, rr + 1)
+                c_first, c_stop = (0, BK) if cols_summed else (cc, cc + 1)
+                total = zero
+                for r in range(r_first, r_stop):
+                    for c in range(c_first, c_stop):
+                        total += smem[DB_DS + r * PS + c]
+                dbias[bb, hb, i, j] = total
+
+    return _KernelFamily(attention_forward_kernel, attention_weights_kernel,
+                         attention_dq_kernel, attention_dkdv_kernel, attention_bias_grad_kernel)
+
+
+_KernelFamily = namedtuple("_KernelFamily", "forward weights dq dkdv bias_grad")
+
+
+@functools.lru_cache(maxsize=None)
+def _row_delta_kernel(dtype_name):
+    zero = np.dtype(dtype_name).type(0)
+
+    @cuda.jit
+    def row_delta_kernel(delta, dout, out):
+        """delta (B, H, N) = rowsum(dout * out): the softmax backward's per-row term."""
+        n_heads, n_q, D = out.shape[1], out.shape[2], out.shape[3]
+        row = cuda.grid(1)
+        if row < out.shape[0] * n_heads * n_q:
+            b = row // (n_heads * n_q)
+            h = (row // n_q) - b * n_heads
+            i = row - (row // n_q) * n_q
+            total = zero
+            for d in range(D):
+                total += dout[b, h, i, d] * out[b, h, i, d]
+            delta[b, h, i] = total
+
+    return row_delta_kernel
+
+
+def _row_delta(dout, out, call):
+    B, H, Hkv, N, M, D = shapes_of(call)
+    delta = cuda.device_array((B, H, N), dtype=call.q.dtype)
+    rows = B * H * N
+    if rows > 0:
+        _row_delta_kernel(np.dtype(call.q.dtype).name)[_cdiv(rows, THREADS), THREADS](
+            delta, dout, out)
+    return delta
+
+
+def attention_forward(out, lse, call):
+    """out (B, H, N, D) and lse (B, H, N) for a prepared call; empty rows get 0 and -inf."""
+    B, H, Hkv, N, M, D = shapes_of(call)
+    kernels, tiles = _kernels("forward", call.q.dtype, D)
+    _launch(kernels.forward, (B * H, _cdiv(N, tiles.block_q)), out, lse, call.q, call.k, call.v,
+            *_score_args(call))
+
+
+def attention_backward(dq, dk, dv, dout, out, lse, call):
+    """dq (B, H, N, D), dk and dv (B, Hkv, M, D) given dout and the forward's out and lse."""
+    B, H, Hkv, N, M, D = shapes_of(call)
+    delta = _row_delta(dout, out, call)
+    kernels, tiles = _kernels("dq", call.q.dtype, D)
+    _launch(kernels.dq, (B * H, _cdiv(N, tiles.block_q)), dq, dout, lse, delta, call.q, call.k,
+            call.v, *_score_args(call))
+    kernels, tiles = _kernels("dkdv", call.q.dtype, D)
+    _launch(kernels.dkdv, (B * Hkv, _cdiv(M, tiles.block_k)), dk, dv, dout, lse, delta, call.q,
+            call.k, call.v, *_score_args(call))
+
+
+def attention_bias_grad(dbias, dout, out, lse, call):
+    """dbias, shaped like call.bias (each dim full or 1): dS summed over the broadcast dims."""
+    B, H, Hkv, N, M, D = shapes_of(call)
+    delta = _row_delta(dout, out, call)
+    kernels, tiles = _kernels("dbias", call.q.dtype, D)
+    bias_b, bias_h, bias_n, bias_m = (int(s) for s in dbias.shape)
+    grid = (bias_b * bias_h, _cdiv(bias_n, tiles.block_q) * _cdiv(bias_m, tiles.block_k))
+    _launch(kernels.bias_grad, grid, dbias, dout, lse, delta, call.q, call.k, call.v,
+            *_score_args(call))
+
+
+def attention_weights(weights, call):
+    """weights (B, H, N, M): the attention probabilities."""
+    B, H, Hkv, N, M, D = shapes_of(call)
+    kernels, tiles = _kernels("weights", call.q.dtype, D)
+    _launch(kernels.weights, (B * H, _cdiv(N, tiles.block_q)), weights, call.q, call.k,
+            *_score_args(call))

@@ -1,0 +1,107 @@
+"""The CUDA attention kernels against the NumPy reference, through seqattn's public ops.
+
+Runs under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) at the small shapes of
+``attention_cases.SMALL_CASES``; the simulator runs every thread in Python, so float64 and the
+finite-difference checks use a subset. Tests marked ``gpu`` run at larger shapes on a real GPU only.
+"""
+import numba
+import numpy as np
+import pytest
+
+cuda = pytest.importorskip("numba.cuda")
+if not cuda.is_available():
+    pytest.skip("numba.cuda has no GPU and the simulator is off (NUMBA_ENABLE_CUDASIM=1)",
+                allow_module_level=True)
+
+import seqattn  # noqa: E402
+from seqattn.backend import is_device_array  # noqa: E402
+from attention_cases import (  # noqa: E402
+    SMALL_CASES, Case, check_backward, check_forward, check_weights, finite_difference_check,
+)
+
+ON_SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
+
+
+def _on_device(op):
+    """op taking NumPy arrays: inputs go to the device, results come back to the host."""
+    def run(*arrays, **options):
+        moved = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in arrays]
+        options = {name: cuda.to_device(x) if isinstance(x, np.ndarray) else x
+                   for name, x in options.items()}
+        result = op(*moved, **options)
+        if isinstance(result, tuple):
+            return tuple(None if r is None else r.copy_to_host() for r in result)
+        return result.copy_to_host()
+    return run
+
+
+attention = _on_device(seqattn.attention)
+attention_backward = _on_device(seqattn.attention_backward)
+attention_weights = _on_device(seqattn.attention_weights)
+
+FLOAT64_CASES = [c for c in SMALL_CASES if c.name in (
+    "basic", "cross_shorter_keys_causal", "gqa_2_groups", "key_padding_empty_row", "bias_key_only",
+    "everything")]
+FINITE_DIFFERENCE_CASES = [c for c in SMALL_CASES if c.name in ("bias_query_only", "everything")]
+
+
+def _cases(dtype):
+    return SMALL_CASES if dtype == np.float32 else FLOAT64_CASES
+
+
+def _case_params():
+    return [pytest.param(case, dtype, id=f"{case}-{np.dtype(dtype).name}")
+            for dtype in (np.float32, np.float64) for case in _cases(dtype)]
+
+
+@pytest.mark.parametrize("case, dtype", _case_params())
+def test_forward_matches_reference(case, dtype):
+    check_forward(attention, case, dtype)
+
+
+@pytest.mark.parametrize("case, dtype", _case_params())
+def test_backward_matches_reference(case, dtype):
+    check_backward(attention, attention_backward, case, dtype)
+
+
+@pytest.mark.parametrize("case, dtype", _case_params())
+def test_weights_match_reference(case, dtype):
+    check_weights(attention_weights, case, dtype)
+
+
+@pytest.mark.parametrize("case", FINITE_DIFFERENCE_CASES, ids=str)
+def test_backward_matches_finite_differences(case):
+    finite_difference_check(attention, attention_backward, case, coords_per_input=2)
+
+
+def test_results_stay_on_the_device():
+    q, k, v, options = Case("bias", bias_shape=(1, 2, 5, 5)).inputs(np.float32)
+    q, k, v, bias = (cuda.to_device(a) for a in (q, k, v, options["bias"]))
+    out, lse = seqattn.attention(q, k, v, bias=bias, return_lse=True)
+    grads = seqattn.attention_backward(out, q, k, v, out, lse, bias=bias, bias_requires_grad=True)
+    weights = seqattn.attention_weights(q, k, bias=bias)
+    for result in (out, lse, *grads, weights):
+        assert is_device_array(result), f"{type(result).__name__} is not a device array"
+    assert grads[3].shape == (1, 2, 5, 5)
+
+
+def test_host_and_device_arrays_mixed_raise():
+    q, k, v, _ = Case("basic").inputs(np.float32)
+    with pytest.raises(ValueError, match="different devices"):
+        seqattn.attention(cuda.to_device(q), k, cuda.to_device(v))
+
+
+def test_head_dim_beyond_shared_memory_tiles_raises():
+    q, k, v, _ = Case("wide_heads", B=1, H=1, Hkv=1, N=2, M=2, D=300).inputs(np.float32)
+    with pytest.raises(ValueError, match="D=300"):
+        seqattn.attention(*(cuda.to_device(a) for a in (q, k, v)))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(ON_SIMULATOR, reason="needs a real GPU; the simulator is too slow here")
+@pytest.mark.parametrize("causal", [False, True])
+def test_large_shape_on_gpu(causal):
+    case = Case("large", B=2, H=4, Hkv=2, N=1000, M=1000, D=64, causal=causal,
+                key_padding="some", bias_shape=(1, 4, 1000, 1000), small=False)
+    check_forward(attention, case, np.float32)
+    check_backward(attention, attention_backward, case, np.float32)

@@ -18,6 +18,7 @@ samples inside each block, which keeps that bound; larger blocks mix more.
 """
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from .batch import Placement, Template
 from .checks import require_dims, require_positive_sizes
@@ -159,18 +160,7 @@ class BatchIterator:
         if self.adapter.normalizer is not None:
             region = self.adapter.normalizer.apply(region)
         rel = starts - lo
-        arrays = {}
-        for name in self.adapter.variables:
-            da = region[name]
-            values = np.asarray(da.values)
-            axes = [(da.dims.index(d), i) for i, d in enumerate(self.dims) if d in da.dims]
-            windows = []
-            for r in rel:
-                index = [slice(None)] * values.ndim
-                for axis, i in axes:
-                    index[axis] = slice(r[i], r[i] + self.sizes[i])
-                windows.append(values[tuple(index)])
-            arrays[name] = np.stack(windows)
+        arrays = {name: self._windows(region[name], rel) for name in self.adapter.variables}
         coords = {}
         for d, values in self._coords.items():
             if d in self.dims:
@@ -182,6 +172,20 @@ class BatchIterator:
             else:
                 coords[d] = np.broadcast_to(values, (len(samples), len(values)))
         return arrays, coords, starts
+
+    def _windows(self, da, rel):
+        """(B, *window sizes of da's dims) gathered at window starts `rel`, in one indexing."""
+        values = np.asarray(da.values)
+        axes = [(da.dims.index(d), i) for i, d in enumerate(self.dims) if d in da.dims]
+        if not axes:  # a static field: the same array for every sample, so no copy
+            return np.broadcast_to(values, (len(rel), *values.shape))
+        front = np.moveaxis(values, [a for a, _ in axes], range(len(axes)))
+        views = sliding_window_view(front, [self.sizes[i] for _, i in axes],
+                                    axis=list(range(len(axes))))
+        taken = views[tuple(rel[:, i] for _, i in axes)]  # (B, *other dims, *window dims)
+        other = [a for a in range(values.ndim) if a not in {a for a, _ in axes}]
+        layout = other + [a for a, _ in axes]
+        return taken.transpose([0] + [1 + layout.index(a) for a in range(values.ndim)])
 
     def _encode(self, arrays, coords, starts):
         placement = Placement(self.template, self.dims, self.sizes, self.overlap, starts)
@@ -195,12 +199,16 @@ class BatchIterator:
 
 
 def _take(pending, size):
-    """Split `size` samples off the front of the pending reads; return them and the rest."""
-    arrays = {k: np.concatenate([p[0][k] for p in pending]) for k in pending[0][0]}
-    coords = {k: np.concatenate([p[1][k] for p in pending]) for k in pending[0][1]}
-    starts = np.concatenate([p[2] for p in pending])
+    """Split `size` samples off the front of the pending reads; return them and the rest.
+    Views when the first read holds them all (the usual case), one concatenation otherwise."""
+    if len(pending[0][2]) < size:
+        merged = ({k: np.concatenate([p[0][k] for p in pending]) for k in pending[0][0]},
+                  {k: np.concatenate([p[1][k] for p in pending]) for k in pending[0][1]},
+                  np.concatenate([p[2] for p in pending]))
+        pending = [merged]
+    arrays, coords, starts = pending[0]
     head = ({k: v[:size] for k, v in arrays.items()}, {k: v[:size] for k, v in coords.items()},
             starts[:size])
-    rest = [({k: v[size:] for k, v in arrays.items()}, {k: v[size:] for k, v in coords.items()},
-             starts[size:])] if len(starts) > size else []
-    return head, rest
+    rest = ({k: v[size:] for k, v in arrays.items()}, {k: v[size:] for k, v in coords.items()},
+            starts[size:])
+    return head, ([rest] if len(rest[2]) else []) + pending[1:]

@@ -177,7 +177,8 @@ class GridAdapter(Persistable):
             self.check_window(d, sizes[d])
         n, padded = self._grid_shape(sizes)
         k = len(self.token_dims)
-        pieces = []
+        ntok = int(np.prod(n))
+        patches = []  # per variable: (B, n0, n1, .., p0, p1, .., C) views of the data
         for name in self.variables:
             dims = var_dims[name]
             order, samples, channels = self._var_layout(name, dims, sizes)
@@ -185,29 +186,42 @@ class GridAdapter(Persistable):
             batch = a.shape[0]
             # (B, *dims) -> (B, *token dims, *channel dims); size-1 sample axes go to the end.
             perm = [0] + [1 + dims.index(d) for d in order + samples]
-            a = a.transpose(perm).reshape(a.shape[0], *[sizes[d] for d in order])
-            a = self._pad(np.asarray(a, dtype=self.dtype), padded)
+            a = self._pad(a.transpose(perm).reshape(batch, *[sizes[d] for d in order]), padded)
             c = int(np.prod([sizes[d] for d in channels], dtype=np.int64))
             # (B, n0*p0, n1*p1, .., C) -> (B, n0, p0, n1, p1, .., C) -> (B, n0, n1, .., p0, p1, .., C)
             split = [x for nd, d in zip(n, self.token_dims) for x in (nd, self.patch[d])]
-            a = a.reshape(batch, *split, c)
             perm = [0] + [1 + 2 * i for i in range(k)] + [2 + 2 * i for i in range(k)] + [1 + 2 * k]
-            pieces.append(a.transpose(perm).reshape(batch, int(np.prod(n)), -1))
-        valid = [~np.isnan(p) for p in pieces]
-        axis = 2 if self.variables_as == "channels" else 1
-        if axis == 1:
-            widths = {name: p.shape[-1] for name, p in zip(self.variables, pieces)}
-            if len(set(widths.values())) > 1:
-                raise ValueError(f"variables_as='tokens' needs the same number of features per "
-                                 f"variable, got {widths}; use variables_as='channels'")
-        values = np.concatenate(pieces, axis=axis)
-        valid_all = np.concatenate(valid, axis=axis)
-        tokens = np.where(valid_all, values, 0).astype(self.dtype)
+            patches.append(a.reshape(batch, *split, c).transpose(perm))
+        widths = [int(np.prod(p.shape[1 + k:])) for p in patches]
+        by_tokens = self.variables_as == "tokens"
+        if by_tokens and len(set(widths)) > 1:
+            raise ValueError(f"variables_as='tokens' needs the same number of features per "
+                             f"variable, got {dict(zip(self.variables, widths))}; use "
+                             "variables_as='channels'")
+        nvar = len(self.variables)
+        n_values = widths[0] if by_tokens else sum(widths)
+        n_total = ntok * nvar if by_tokens else ntok
+        n_validity = (1 if by_tokens else nvar) if self.validity_channel else 0
+        tokens = np.empty((batch, n_total, n_values + n_validity), dtype=self.dtype)
+        # Copy each variable's patches straight into its place in `tokens`: one pass per variable.
+        for j, (p, w) in enumerate(zip(patches, widths)):
+            rows, cols = ((slice(j * ntok, (j + 1) * ntok), slice(0, w)) if by_tokens else
+                          (slice(None), slice(sum(widths[:j]), sum(widths[:j]) + w)))
+            place = tokens[:, rows, cols].reshape(batch, *n, *p.shape[1 + k:], copy=False)
+            np.copyto(place, p, casting="unsafe")
+        values = tokens[..., :n_values]
+        missing = np.isnan(values)
+        any_missing = missing.any()
+        if any_missing:
+            np.copyto(values, 0, where=missing)
+        valid = ~missing
         if self.validity_channel:
-            fractions = [v.mean(axis=-1, keepdims=True, dtype=np.float64) for v in valid]
-            tokens = np.concatenate(
-                [tokens, np.concatenate(fractions, axis=axis).astype(self.dtype)], axis=-1)
-        return Batch(tokens=tokens, key_padding_mask=~valid_all.any(axis=-1), valid=valid_all,
+            for j, w in enumerate(widths):
+                rows, cols = ((slice(j * ntok, (j + 1) * ntok), slice(0, w)) if by_tokens else
+                              (slice(None), slice(sum(widths[:j]), sum(widths[:j]) + w)))
+                column = n_values if by_tokens else n_values + j
+                tokens[:, rows, column] = valid[:, rows, cols].mean(axis=-1) if any_missing else 1
+        return Batch(tokens=tokens, key_padding_mask=~valid.any(axis=-1), valid=valid,
                      coords=self._token_coords(coords, sizes, n, padded), placement=placement)
 
     def _pad(self, a, padded):

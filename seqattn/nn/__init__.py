@@ -24,8 +24,8 @@ from .serialization import load, save
 
 __all__ = [
     "AdditiveAttention", "Dropout", "Embedding", "FeedForward", "GELU", "LayerNorm", "Linear",
-    "Module", "ModuleList", "MultiheadAttention", "Parameter", "RMSNorm", "ReLU", "Residual", "SiLU",
-    "Sequential", "SwiGLUFeedForward", "Transformer", "TransformerDecoder",
+    "Module", "ModuleList", "MultiheadAttention", "Parameter", "RMSNorm", "ReLU", "Residual",
+    "SiLU", "Sequential", "SwiGLUFeedForward", "Transformer", "TransformerDecoder",
     "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "load",
     "positional", "save",
 ]

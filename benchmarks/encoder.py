@@ -1,0 +1,107 @@
+"""Benchmark forward + backward of a Transformer encoder against the same model in torch.nn.
+
+The issue's model: 4 pre-norm GELU layers, d_model 256, 8 heads, FFN 1024, batch 8, N 1024,
+float32. Both models get the same weights; torch runs on the same number of threads (CPU) or
+the same GPU in float32. Prints tokens per second (median of the timed repeats, after a warm-up
+that compiles the kernels) and the ratio seqattn / torch.
+
+    python benchmarks/encoder.py                  # the issue's size on 2 CPU threads
+    python benchmarks/encoder.py --quick          # N=128, a smoke run
+    python benchmarks/encoder.py --device cuda    # both on the GPU
+"""
+import argparse
+import platform
+import statistics
+import time
+
+import numpy as np
+
+import seqattn.nn as nn
+
+
+def build(args):
+    layer = nn.TransformerEncoderLayer(args.d_model, args.heads, args.ffn, dropout=0.0,
+                                       activation="gelu", norm_first=True, seed=0)
+    return nn.TransformerEncoder(layer, args.layers)
+
+
+def torch_twin(ours, args, device):
+    import torch
+
+    layer = torch.nn.TransformerEncoderLayer(args.d_model, args.heads, args.ffn, dropout=0.0,
+                                             activation="gelu", norm_first=True,
+                                             batch_first=True)
+    theirs = torch.nn.TransformerEncoder(layer, args.layers, enable_nested_tensor=False)
+    theirs.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
+    return theirs.to(device).train()
+
+
+def median_seconds(step, repeats, synchronize):
+    step()  # warm-up: compilation, allocator
+    synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    args.layers, args.d_model, args.heads, args.ffn, args.batch = 4, 256, 8, 1024, 8
+    args.n = 128 if args.quick else 1024
+
+    import numba
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    numba.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
+    ours = build(args).train()
+    theirs = torch_twin(ours, args, args.device)
+    x = np.random.default_rng(0).normal(size=(args.batch, args.n, args.d_model))
+    x = x.astype(np.float32)
+    dout = np.random.default_rng(1).normal(size=x.shape).astype(np.float32)
+
+    if args.device == "cuda":
+        from numba import cuda
+
+        ours.to("cuda")
+        x_ours, dout_ours = cuda.to_device(x), cuda.to_device(dout)
+        sync_ours, sync_torch = cuda.synchronize, torch.cuda.synchronize
+    else:
+        x_ours, dout_ours = x, dout
+        sync_ours = sync_torch = lambda: None  # noqa: E731
+    x_torch = torch.from_numpy(x).to(args.device).requires_grad_()
+    dout_torch = torch.from_numpy(dout).to(args.device)
+
+    def step_ours():
+        ours(x_ours, is_causal=False)
+        ours.backward(dout_ours)
+
+    def step_torch():
+        theirs(x_torch).backward(dout_torch)
+
+    with threadpool_limits(args.threads):
+        t_ours = median_seconds(step_ours, args.repeats, sync_ours)
+        t_torch = median_seconds(step_torch, args.repeats, sync_torch)
+    tokens = args.batch * args.n
+    print(f"machine: {platform.processor() or platform.machine()}, device {args.device}, "
+          f"{args.threads} threads, torch {torch.__version__}")
+    print(f"encoder {args.layers} x pre-norm GELU, d_model {args.d_model}, {args.heads} heads, "
+          f"FFN {args.ffn}, batch {args.batch}, N {args.n}, float32, forward+backward, "
+          f"median of {args.repeats}")
+    print(f"seqattn {tokens / t_ours:10.0f} tokens/s ({t_ours:.3f} s/step)")
+    print(f"torch   {tokens / t_torch:10.0f} tokens/s ({t_torch:.3f} s/step)")
+    print(f"ratio seqattn/torch: {t_torch / t_ours:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -16,8 +16,6 @@ Shapes (B samples, N tokens, F features per token):
 * ``valid`` (B, N, Fv) bool: which value features were present in the data.
 * ``coords``: name -> (B, N) float64 per-token coordinates for positional encodings (patch
   centres in lat/lon/level, sample time in seconds since 1970-01-01, ...).
-* ``targets`` / ``target_valid`` (B, N, Ft): what a forecasting adapter asks the model to predict,
-  or None; ``lead`` (B,) the lead time of each sample in steps of the time dim, or None.
 
 A batch of series of different lengths (:meth:`Batch.concat`) pads every part to the longest N;
 its ``placement`` is then a tuple with one Placement per part and ``parts`` says which rows and
@@ -88,9 +86,6 @@ class Batch:
     valid: np.ndarray
     coords: dict
     placement: Placement
-    targets: np.ndarray = None
-    target_valid: np.ndarray = None
-    lead: np.ndarray = None
     parts: tuple = ()  # ((rows slice, n_tokens), ...) for a concatenation of ragged batches
 
     def __len__(self):

@@ -23,13 +23,17 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from ..blas_threads import single_threaded_blas
-from ..fast_exp import FASTMATH, exp_shifted
+from ..softmax_rows import FASTMATH, exp_shifted, row_max
 
 NEG_INF = -np.inf
-# Tile sizes, measured on the 2-core Zen 4 machine (BENCHMARKS.md): a score tile of
-# BLOCK_Q x BLOCK_K floats stays in L2 and is large enough for BLAS to run near peak.
-BLOCK_Q = 64
+# Tile sizes, measured on the 2-core Zen 4 machine (BENCHMARKS.md): a 256 x 512 float32 score
+# tile (512 KiB) stays in L2 and makes both BLAS products run near peak; 64 x 512 was 20 % slower.
+BLOCK_Q = 256
 BLOCK_K = 512
+# Smallest query block worth a task: below it the per-tile overheads dominate.
+MIN_BLOCK_Q = 32
+# Tasks per thread wanted before query blocks are made smaller, so no thread idles.
+TASKS_PER_THREAD = 4
 
 
 @njit(cache=True)
@@ -103,29 +107,13 @@ def _score_tile(s, q_scaled, k_rows, b, h, i0, j0, off, mods):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _row_max(row):
-    m = NEG_INF
-    for c in range(row.shape[0]):
-        m = max(m, row[c])
-    return m
-
-
-@njit(cache=True, fastmath=FASTMATH)
-def _row_sum(row):
-    total = row.dtype.type(0)
-    for c in range(row.shape[0]):
-        total += row[c]
-    return total
-
-
-@njit(cache=True, fastmath=FASTMATH)
 def _probabilities_from_lse(s, lse_rows, bits):
     """In place: s[r] = exp(s[r] - lse[r]), and 0 for rows that see no key (lse = -inf)."""
     for r in range(s.shape[0]):
         if lse_rows[r] == NEG_INF:
             s[r, :] = 0
         else:
-            exp_shifted(s[r], lse_rows[r], s[r], bits)
+            exp_shifted(s[r], lse_rows[r], bits)
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -151,8 +139,8 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
     q_scaled = _scaled_rows(np.empty(rows * D, dtype), q[b, h, i0:i1], scale)
     acc = np.zeros((rows, D), dtype)
     pv = np.empty((rows, D), dtype)
-    row_max = np.full(rows, NEG_INF, dtype)
-    row_sum = np.zeros(rows, dtype)
+    running_max = np.full(rows, NEG_INF, dtype)
+    running_sum = np.zeros(rows, dtype)
     s_buf = np.empty(rows * block_k, dtype)
     bits = np.empty(block_k, np.int32)
     j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
@@ -161,22 +149,21 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
         s = s_buf[:rows * (j1 - j0)].reshape((rows, j1 - j0))
         _score_tile(s, q_scaled, k[b, hk, j0:j1], b, h, i0, j0, off, mods)
         for r in range(rows):
-            m_new = max(row_max[r], _row_max(s[r]))
+            m_new = max(running_max[r], row_max(s[r], bits))
             if m_new == NEG_INF:  # nothing visible yet: contribute nothing (test: empty rows)
                 s[r, :] = 0
                 continue
-            correction = np.exp(row_max[r] - m_new)
-            exp_shifted(s[r], m_new, s[r], bits)
-            row_sum[r] = row_sum[r] * correction + _row_sum(s[r])
+            correction = np.exp(running_max[r] - m_new)
+            running_sum[r] = running_sum[r] * correction + exp_shifted(s[r], m_new, bits)
             if correction != 1:
                 acc[r] *= correction
-            row_max[r] = m_new
+            running_max[r] = m_new
         np.dot(s, v[b, hk, j0:j1], pv)
         acc += pv
     for r in range(rows):
-        if row_sum[r] > 0:
-            out[b, h, i0 + r] = acc[r] / row_sum[r]
-            lse[b, h, i0 + r] = row_max[r] + np.log(row_sum[r])
+        if running_sum[r] > 0:
+            out[b, h, i0 + r] = acc[r] / running_sum[r]
+            lse[b, h, i0 + r] = running_max[r] + np.log(running_sum[r])
         else:  # a row that sees no key returns zeros, never NaN
             out[b, h, i0 + r] = 0
             lse[b, h, i0 + r] = NEG_INF
@@ -345,12 +332,11 @@ def _weights_tasks(weights, q, k, scale, block_q, mods):
                     k[b, h // group], b, h, i0, 0, M - N, mods)
         bits = np.empty(M, np.int32)
         for r in range(i1 - i0):
-            m = _row_max(s[r])
+            m = row_max(s[r], bits)
             if m == NEG_INF:
                 s[r, :] = 0
                 continue
-            exp_shifted(s[r], m, s[r], bits)
-            s[r] /= _row_sum(s[r])
+            s[r] /= exp_shifted(s[r], m, bits)
 
 
 def _mods(call):
@@ -363,8 +349,18 @@ def _scale(call):
     return call.q.dtype.type(call.scale)
 
 
-def attention_forward(out, lse, call, block_q=BLOCK_Q, block_k=BLOCK_K):
+def _query_block(call):
+    """BLOCK_Q, halved while there are too few (batch, head, query block) tasks for the threads."""
+    B, H, N = call.q.shape[:3]
+    block = BLOCK_Q
+    while block > MIN_BLOCK_Q and B * H * -(-N // block) < TASKS_PER_THREAD * get_num_threads():
+        block //= 2
+    return block
+
+
+def attention_forward(out, lse, call, block_q=None, block_k=BLOCK_K):
     """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call."""
+    block_q = block_q or _query_block(call)
     with single_threaded_blas():
         _forward_tasks(out, lse, call.q, call.k, call.v, _scale(call), block_q, block_k,
                        _mods(call))
@@ -404,7 +400,8 @@ def attention_bias_grad(dbias, dout, out, lse, call, block_q=BLOCK_Q, block_k=BL
                          _scale(call), block_q, block_k, _mods(call))
 
 
-def attention_weights(weights, call, block_q=BLOCK_Q):
+def attention_weights(weights, call, block_q=None):
     """Fill weights (B, H, N, M) with the attention probabilities."""
+    block_q = block_q or _query_block(call)
     with single_threaded_blas():
         _weights_tasks(weights, call.q, call.k, _scale(call), block_q, _mods(call))

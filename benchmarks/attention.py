@@ -1,0 +1,252 @@
+"""Benchmark the fused attention operator against torch's scaled_dot_product_attention.
+
+Prints, per (N, D, causal) and for forward and backward: seqattn GFLOP/s, torch GFLOP/s on the
+same threads, a naive NumPy implementation, the ratio seqattn/torch and the peak memory growth.
+FLOPs are counted as FlashAttention counts them: 4*B*H*N*M*D forward, 2.5x that backward, halved
+when causal. Times are medians of repeated runs after a warm-up (compilation is not counted).
+
+    python benchmarks/attention.py                   # the issue's table (several minutes)
+    python benchmarks/attention.py --quick           # one small size, a smoke run
+    python benchmarks/attention.py --long            # N=32768, H=1: forward+backward memory
+    python benchmarks/attention.py --device cuda     # CUDA kernels vs torch on the GPU
+"""
+import argparse
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+
+import numpy as np
+
+import seqattn
+
+
+def attention_flops(B, H, N, M, D, causal, backward=False):
+    flops = 4.0 * B * H * N * M * D * (2.5 if backward else 1.0)
+    return flops / 2 if causal else flops
+
+
+class PeakMemory:
+    """Peak growth of host RSS (CPU) or device memory in use (GPU) while the block runs."""
+
+    def __init__(self, device):
+        self.device = device
+        self.peak = 0
+
+    def _host_rss(self):
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def _device_used(self):
+        from numba import cuda
+
+        free, total = cuda.current_context().get_memory_info()
+        return total - free
+
+    def __enter__(self):
+        self._read = self._device_used if self.device == "cuda" else self._host_rss
+        self.base = self._read()
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._read() - self.base)
+            time.sleep(0.0005)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._read() - self.base)
+
+
+def median_time(fn, repeats, sync=lambda: None):
+    fn()  # warm-up: compilation and first-touch allocations are not counted
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def naive_numpy_forward(q, k, v, causal):
+    s = np.einsum("bhnd,bhmd->bhnm", q, k) / np.sqrt(q.shape[-1]).astype(q.dtype)
+    if causal:
+        n, m = s.shape[-2:]
+        s = np.where(np.arange(m)[None, :] <= np.arange(n)[:, None] + (m - n), s, -np.inf)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.einsum("bhnm,bhmd->bhnd", s / s.sum(axis=-1, keepdims=True), v)
+
+
+class SeqattnRunner:
+    def __init__(self, device, q, k, v, causal):
+        self.device, self.causal = device, causal
+        if device == "cuda":
+            from numba import cuda
+
+            self.sync = cuda.synchronize
+            q, k, v = (cuda.to_device(a) for a in (q, k, v))
+        else:
+            self.sync = lambda: None
+        self.q, self.k, self.v = q, k, v
+        self.out, self.lse = seqattn.attention(q, k, v, causal=causal, return_lse=True)
+        self.dout = self.out  # any array of the right shape will do for timing
+
+    def forward(self):
+        seqattn.attention(self.q, self.k, self.v, causal=self.causal, return_lse=True)
+
+    def backward(self):
+        seqattn.attention_backward(self.dout, self.q, self.k, self.v, self.out, self.lse,
+                                   causal=self.causal)
+
+
+class TorchRunner:
+    def __init__(self, device, q, k, v, causal):
+        import torch
+
+        self.torch, self.causal = torch, causal
+        dev = "cuda" if device == "cuda" else "cpu"
+        self.sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        self.q, self.k, self.v = (torch.tensor(a, device=dev, requires_grad=True)
+                                  for a in (q, k, v))
+        self.dout = torch.ones_like(self.q)
+
+    def _sdpa(self):
+        return self.torch.nn.functional.scaled_dot_product_attention(
+            self.q, self.k, self.v, is_causal=self.causal)
+
+    def forward(self):
+        with self.torch.no_grad():
+            self._sdpa()
+
+    def backward_timed(self, repeats):
+        def one():
+            out = self._sdpa()
+            self.sync()
+            start = time.perf_counter()
+            out.backward(self.dout)
+            self.sync()
+            return time.perf_counter() - start
+
+        one()
+        return statistics.median(one() for _ in range(repeats))
+
+
+def torch_available():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_case(device, B, H, N, D, causal, repeats, with_naive):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((B, H, N, D)).astype(np.float32) for _ in range(3))
+    row = {"N": N, "D": D, "causal": causal}
+    ours = SeqattnRunner(device, q, k, v, causal)
+    with PeakMemory(device) as mem:
+        row["fwd_s"] = median_time(ours.forward, repeats, ours.sync)
+    row["fwd_mem"] = mem.peak
+    with PeakMemory(device) as mem:
+        row["bwd_s"] = median_time(ours.backward, repeats, ours.sync)
+    row["bwd_mem"] = mem.peak
+    del ours
+    if torch_available():
+        theirs = TorchRunner(device, q, k, v, causal)
+        row["torch_fwd_s"] = median_time(theirs.forward, repeats, theirs.sync)
+        row["torch_bwd_s"] = theirs.backward_timed(repeats)
+        del theirs
+    if with_naive and device == "cpu":
+        row["naive_fwd_s"] = median_time(lambda: naive_numpy_forward(q, k, v, causal), repeats)
+    fwd = attention_flops(B, H, N, N, D, causal)
+    bwd = attention_flops(B, H, N, N, D, causal, backward=True)
+    gf = lambda flops, key: flops / row[key] / 1e9 if key in row else float("nan")  # noqa: E731
+    row.update(fwd_gflops=gf(fwd, "fwd_s"), bwd_gflops=gf(bwd, "bwd_s"),
+               torch_fwd_gflops=gf(fwd, "torch_fwd_s"), torch_bwd_gflops=gf(bwd, "torch_bwd_s"),
+               naive_fwd_gflops=gf(fwd, "naive_fwd_s"))
+    return row
+
+
+def print_header(device, threads):
+    import numba
+
+    print(f"# seqattn attention benchmark, device={device}, threads={threads}, "
+          f"numba {numba.__version__}, numpy {np.__version__}, {platform.processor() or ''} "
+          f"{platform.machine()}, {os.cpu_count()} logical CPUs")
+    print("| N | D | causal | pass | seqattn GFLOP/s | torch GFLOP/s | naive NumPy GFLOP/s "
+          "| seqattn/torch | peak mem MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+
+
+def print_row(r):
+    mib = 1 << 20
+    for p in ("fwd", "bwd"):
+        naive = r["naive_fwd_gflops"] if p == "fwd" else float("nan")
+        ratio = r[f"{p}_gflops"] / r[f"torch_{p}_gflops"]  # nan without torch
+        print(f"| {r['N']} | {r['D']} | {r['causal']} | {p} | {r[f'{p}_gflops']:.1f} | "
+              f"{r[f'torch_{p}_gflops']:.1f} | {naive:.1f} | {ratio:.2f} | "
+              f"{r[f'{p}_mem'] / mib:.1f} |", flush=True)
+
+
+def long_sequence(device, N=32768, D=64):
+    """Forward plus backward at N=32768, H=1: the peak memory growth must stay under 256 MiB."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 1, N, D)).astype(np.float32) for _ in range(3))
+    ours = SeqattnRunner(device, q, k, v, causal=False)
+    start = time.perf_counter()
+    with PeakMemory(device) as mem:
+        ours.forward()
+        ours.backward()
+        ours.sync()
+    elapsed = time.perf_counter() - start
+    inputs_mib = 3 * q.nbytes / (1 << 20)
+    print(f"# long sequence N={N} H=1 D={D}: forward+backward {elapsed:.1f} s, peak memory "
+          f"growth {mem.peak / (1 << 20):.1f} MiB (inputs {inputs_mib:.1f} MiB; "
+          f"target < 256 MiB: {'met' if mem.peak < 256 << 20 else 'MISSED'})")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads for both sides")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 4096, 16384])
+    parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one small size only")
+    parser.add_argument("--long", action="store_true", help="only the N=32768 memory check")
+    args = parser.parse_args(argv)
+
+    import numba
+
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    if torch_available():
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.long:
+        long_sequence(args.device)
+        return 0
+    sizes, dims = (([512], [64]) if args.quick else (args.sizes, args.head_dims))
+    print_header(args.device, args.threads)
+    for N in sizes:
+        for D in dims:
+            for causal in (False, True):
+                repeats = args.repeats if N <= 4096 else max(2, args.repeats // 3)
+                print_row(run_case(args.device, args.batch, args.heads, N, D, causal, repeats,
+                                   with_naive=N <= 4096))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

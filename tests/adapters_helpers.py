@@ -87,3 +87,32 @@ class ScaleModel:
         assert key_padding_mask.shape == tokens.shape[:2]
         assert all(c.shape == key_padding_mask.shape for c in coords.values())
         return self.scale * tokens[..., : self.features]
+
+
+@st.composite
+def forecast_cases(draw):
+    """A random grid whose time axis (6-hourly) holds a history and one or two distinct leads,
+    given as steps (ints) or as timedeltas; the leads' steps come along for the checks."""
+    time = draw(st.integers(2, 6))
+    history = draw(st.integers(0, time - 2))
+    steps = draw(st.lists(st.integers(1, time - 1 - history), min_size=1, max_size=2, unique=True))
+    as_timedelta = draw(st.booleans())
+    leads = [np.timedelta64(6 * s, "h") if as_timedelta else s for s in steps]
+    lat, lon = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    level = draw(st.sampled_from([0, 2]))
+    ds = make_grid(seed=draw(st.integers(0, 2**16)), time=time, level=level, lat=lat, lon=lon,
+                   nan_fraction=draw(st.sampled_from([0.0, 0.3, 1.0])),
+                   dtype=draw(st.sampled_from(["float32", "float64"])))
+    patch = {"lat": draw(st.integers(1, lat)), "lon": draw(st.integers(1, lon))}
+    return ds, patch, history, leads, steps, level
+
+
+def assert_targets_at_valid_times(out, ds, history, steps):
+    """`out` (lead, time, ...) holds `ds`'s values at every valid time a sample reaches for each
+    lead (time >= history + lead), bit for bit, and NaN at the valid times none reaches."""
+    for i, s in enumerate(steps):
+        reached = out.isel(lead=i, time=slice(history + s, None)).drop_vars("lead")
+        xr.testing.assert_identical(reached, ds[list(out.data_vars)].isel(
+            time=slice(history + s, None)))
+        before = out.isel(lead=i, time=slice(0, history + s))
+        assert all(before[v].isnull().all() for v in out.data_vars)

@@ -1,18 +1,20 @@
 """xarray <-> sequences of vectors: adapters, batches, and putting predictions back.
 
 * :class:`GridAdapter` gridded fields, :class:`SignalAdapter` time series and audio.
-* :class:`Batch` what they produce; :class:`BatchIterator` lazy batches over large datasets.
+* :class:`Batch` what they produce; :class:`BatchIterator` lazy batches over large datasets;
+  :class:`ForecastWindows` forecasting samples (history, targets at several leads).
 * :func:`predict` a model over a Dataset (lazy and chunk-parallel on dask data).
 * :class:`Normalizer` per-variable statistics; importing this package registers ``ds.seqattn``.
 """
 from . import accessor  # noqa: F401  (registers ds.seqattn)
 from .batch import Batch, Placement, Template
 from .batching import BatchIterator
+from .forecast import ForecastWindows, TargetPutBack
 from .grid import GridAdapter
 from .normalize import Normalizer
 from .predict import predict
 from .signal import SignalAdapter
 from .stitch import PutBack, Stitcher
 
-__all__ = ["Batch", "BatchIterator", "GridAdapter", "Normalizer", "Placement", "PutBack",
-           "SignalAdapter", "Stitcher", "Template", "predict"]
+__all__ = ["Batch", "BatchIterator", "ForecastWindows", "GridAdapter", "Normalizer", "Placement",
+           "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack", "Template", "predict"]

@@ -17,6 +17,19 @@ Shapes (B samples, N tokens, F features per token):
 * ``coords``: name -> (B, N) float64 per-token coordinates for positional encodings (patch
   centres in lat/lon/level, sample time in seconds since 1970-01-01, ...).
 
+Forecasting batches (:class:`ForecastWindows`) also carry what the model is asked to predict;
+other batches leave these None:
+
+* ``targets`` (B, N, Ft): target values at the valid time, in the same tokens (patches) as the
+  inputs and normalized like them. A missing target is 0 here and False in ``target_valid``:
+  weight a loss by ``target_valid`` so that missing targets count for nothing.
+* ``target_valid`` (B, N, Ft) bool: which targets were present in the data.
+* ``lead`` (B,): each sample's lead time in the time coordinate's units (timedelta64 for datetime
+  coordinates; a number, e.g. hours, for numeric ones).
+
+The ``placement`` of a forecasting batch places its targets (at their valid times), since those
+are what predictions stand for.
+
 A batch of series of different lengths (:meth:`Batch.concat`) pads every part to the longest N;
 its ``placement`` is then a tuple with one Placement per part and ``parts`` says which rows and
 how many tokens belong to each, so that decoding gives one Dataset per part.
@@ -86,6 +99,9 @@ class Batch:
     valid: np.ndarray
     coords: dict
     placement: Placement
+    targets: np.ndarray = None
+    target_valid: np.ndarray = None
+    lead: np.ndarray = None
     parts: tuple = ()  # ((rows slice, n_tokens), ...) for a concatenation of ragged batches
 
     def __len__(self):
@@ -102,6 +118,11 @@ class Batch:
         longest (0, masked out in key_padding_mask), coordinates with NaN."""
         if any(b.parts for b in batches):
             raise ValueError("Batch.concat takes batches of one source each, not concatenations")
+        if any(b.targets is not None for b in batches):
+            # forecast batches of one grid share N, so they never need this padding
+            raise ValueError("Batch.concat is for ragged batches without targets; forecast "
+                             "batches of one grid already share N: iterate with a larger "
+                             "batch_size instead")
         n = max(b.tokens.shape[1] for b in batches)
 
         def pad(a, fill):

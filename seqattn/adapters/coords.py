@@ -1,5 +1,9 @@
-"""Turning coordinate values into the float64 numbers positional encodings consume."""
+"""Turning coordinate values into the float64 numbers positional encodings consume, and sizes
+given in coordinate units into whole steps."""
+import datetime
+
 import numpy as np
+import pandas as pd
 
 SECONDS_PER_DAY = 86400.0
 
@@ -36,3 +40,38 @@ def calendar_features(times):
     year_fraction = (seconds / SECONDS_PER_DAY % 365.2425) / 365.2425
     angles = 2 * np.pi * np.stack([day_fraction, year_fraction], axis=-1)
     return np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
+
+
+def whole_steps(value, ds, dim, name):
+    """`value` as a whole number (>= 1) of steps along `dim`: an int is already steps; a float, a
+    timedelta or a string like "6h" is in the units of coordinate `dim`, which must be evenly
+    spaced. `name` is the argument the user passed, for the error messages."""
+    if isinstance(value, (str, np.timedelta64, datetime.timedelta)):
+        value = pd.Timedelta(value).to_timedelta64()
+    if isinstance(value, (int, np.integer)) and not isinstance(value, np.timedelta64):
+        steps = int(value)
+    else:
+        if dim not in ds.coords or ds.sizes[dim] < 2:
+            raise ValueError(f"{name}={value!r} is in coordinate units, which needs a "
+                             f"coordinate {dim!r} with at least 2 values; "
+                             "or give it in steps (an int)")
+        step = even_step(ds[dim].values)
+        if step is None:
+            raise ValueError(f"coordinate {dim!r} is not evenly spaced, so {name}="
+                             f"{value!r} has no size in steps; give it in steps (an int)")
+        ratio = as_float(value) / as_float(step)
+        steps = int(round(float(ratio)))
+        if not np.isclose(ratio, steps):
+            raise ValueError(f"{name}={value!r} is {ratio:g} steps of {dim!r}; "
+                             "expected a whole number")
+    if steps < 1:
+        raise ValueError(f"{name}={value!r} is {steps} steps; expected at least 1")
+    return steps
+
+
+def even_step(values):
+    """The step of evenly spaced 1-D coordinate `values` (at least 2 of them), None if uneven."""
+    step = np.diff(values)
+    if np.any(step != step[0]) and not np.allclose(as_float(step), as_float(step[0])):
+        return None
+    return step[0]

@@ -12,8 +12,6 @@ first step (datetime coordinates only). Series of different lengths go in one ba
 ``encode([ds_a, ds_b])``: shorter ones are padded out in ``key_padding_mask``; decoding such a
 batch gives back the list. Overlapping frames are blended when put back.
 """
-import datetime
-
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -22,7 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from .batch import Batch
 from .blend import Blender, taper
 from .checks import require_dims, require_monotonic, require_variables
-from .coords import as_float, calendar_features
+from .coords import as_float, calendar_features, whole_steps
 from .normalize import Normalizer
 from .persistence import Persistable
 from .stitch import PutBack
@@ -94,8 +92,8 @@ class SignalAdapter(Persistable):
         for name in self.variables:
             if self.time_dim not in ds[name].dims:
                 raise ValueError(f"variable {name!r} lacks the time dim {self.time_dim!r}")
-        window = self._steps(self.window, ds, "window")
-        hop = self._steps(self.hop, ds, "hop")
+        window = whole_steps(self.window, ds, self.time_dim, "window")
+        hop = whole_steps(self.hop, ds, self.time_dim, "hop")
         if self.frame is not None and self.frame != (window, hop):
             raise ValueError(f"window/hop are {(window, hop)} steps on this data but were "
                              f"{self.frame} steps on the data seen first; resample to one rate")
@@ -103,31 +101,6 @@ class SignalAdapter(Persistable):
             raise ValueError(f"calendar=True needs a datetime coordinate {self.time_dim!r}, got "
                              f"dtype {ds[self.time_dim].dtype}")
         self.frame = (window, hop)
-
-    def _steps(self, value, ds, name):
-        """`value` (steps, or coordinate units) as a whole number of steps of the time dim."""
-        if isinstance(value, (str, np.timedelta64, datetime.timedelta)):
-            value = pd.Timedelta(value).to_timedelta64()
-        if isinstance(value, (int, np.integer)) and not isinstance(value, np.timedelta64):
-            steps = int(value)
-        else:
-            if self.time_dim not in ds.coords or ds.sizes[self.time_dim] < 2:
-                raise ValueError(f"{name}={value!r} is in coordinate units, which needs a "
-                                 f"coordinate {self.time_dim!r} with at least 2 values; "
-                                 "or give it in steps (an int)")
-            t = ds[self.time_dim].values
-            step = np.diff(t)
-            if np.any(step != step[0]) and not np.allclose(as_float(step), as_float(step[0])):
-                raise ValueError(f"coordinate {self.time_dim!r} is not evenly spaced, so {name}="
-                                 f"{value!r} has no size in steps; give it in steps (an int)")
-            ratio = as_float(value) / as_float(step[0])
-            steps = int(round(float(ratio)))
-            if not np.isclose(ratio, steps):
-                raise ValueError(f"{name}={value!r} is {ratio:g} steps of {self.time_dim!r}; "
-                                 "expected a whole number")
-        if steps < 1:
-            raise ValueError(f"{name}={value!r} is {steps} steps; expected at least 1")
-        return steps
 
     def sample_dims(self, ds):
         """Dims of the adapter's variables other than the time and channel dims, in ds order."""

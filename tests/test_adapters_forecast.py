@@ -1,0 +1,128 @@
+"""ForecastWindows: history as channels, targets at several leads, dropped edges, valid times."""
+import dask.array as dsa
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given, settings
+
+from adapters_helpers import assert_targets_at_valid_times, forecast_cases, make_grid
+from seqattn.adapters import Batch, ForecastWindows, GridAdapter
+
+ADAPTER = GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, dtype="float64")
+
+
+def test_layout_of_history_targets_and_leads():
+    ds = make_grid(time=6, lat=4, lon=4)
+    windows = ForecastWindows(ds, ADAPTER, leads=["6h", "12h"], history=1, batch_size=None)
+    batch = next(iter(windows))
+    # initial times 1..4 for 6 h, 1..3 for 12 h (the rest would pass the end): 7 samples
+    assert windows.samples[:, :2].tolist() == [[1, 0], [1, 1], [2, 0], [2, 1], [3, 0], [3, 1],
+                                               [4, 0]]
+    # per token: t and u as 4 cells x 2 steps, lsm 4 cells, 3 validity channels
+    assert batch.tokens.shape == (7, 4, 23) and batch.targets.shape == (7, 4, 8)
+    # sample 1 starts at 06:00 with lead 12 h; token 1 is lat rows 0-1, lon columns 2-3
+    inputs = ds.t.values[0:2, 0:2, 2:4]                       # the steps 00:00 and 06:00
+    np.testing.assert_array_equal(batch.tokens[1, 1, :8], np.moveaxis(inputs, 0, -1).ravel())
+    np.testing.assert_array_equal(batch.targets[1, 1, :4], ds.t.values[3, 0:2, 2:4].ravel())
+    np.testing.assert_array_equal(batch.targets[1, 1, 4:], ds.u.values[3, 0:2, 2:4].ravel())
+    assert batch.lead.dtype.kind == "m" and batch.lead[1] == np.timedelta64(12, "h")
+    assert batch.coords["lead"][1].tolist() == [12 * 3600.0] * 4
+    assert batch.coords["time"][1, 0] == (ds.time.values[1] - np.datetime64(0, "s")) \
+        / np.timedelta64(1, "s")                              # the initial time, in seconds
+    assert batch.target_valid.all()
+
+
+def test_missing_targets_are_masked_never_zeros_and_predictions_go_to_valid_times():
+    ds = make_grid(time=4, lat=2, lon=2, static=False)
+    ds["t"][3, 0, 0] = np.nan
+    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64")
+    windows = ForecastWindows(ds, adapter, leads=[1, 2], batch_size=None)
+    batch = next(iter(windows))
+    last = [i for i, row in enumerate(windows.samples) if row[0] + row[1] + 1 == 3]
+    assert not batch.target_valid[last, 0, 0].any() and batch.target_valid[last, 0, 1:].all()
+    assert (batch.targets[last, 0, 0] == 0).all()             # a filler, flagged above
+    out = windows.decode(batch, 2 * batch.targets)
+    assert np.isnan(out.t.values[:, 3, 0, 0]).all()
+    np.testing.assert_array_equal(out.u.sel(lead=np.timedelta64(12, "h")).values[2:],
+                                  2 * ds.u.values[2:])
+    unmasked = windows.decode(batch, 2 * batch.targets, mask_missing=False)
+    assert (unmasked.t.values[:, 3, 0, 0] == 0).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(forecast_cases())
+def test_encode_decode_of_targets_is_exact_at_valid_times(case):
+    ds, patch, history, leads, steps, level = case
+    adapter = GridAdapter(["t", "u", "lsm"], patch, channel_dims=("level",) if level else (),
+                          dtype=ds.t.dtype)
+    windows = ForecastWindows(ds, adapter, leads=leads, history=history, batch_size=None)
+    assert windows.n_samples == sum(ds.sizes["time"] - history - s for s in steps)
+    assert_targets_at_valid_times(windows.decode(next(iter(windows))), ds, history, steps)
+    shuffled = ForecastWindows(ds, adapter, leads=leads, history=history, targets=["u"],
+                               batch_size=3, shuffle=True, seed=1)
+    put_back = shuffled.put_back()
+    for batch in shuffled:
+        put_back.add(batch)
+    assert_targets_at_valid_times(put_back.result(), ds, history, steps)
+
+
+def test_normalized_targets_are_inverted_on_decode():
+    ds = make_grid(time=5, level=2, lat=4, lon=4, nan_fraction=0.1)
+    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, channel_dims=("level",),
+                          per_dims=("level",), dtype="float64").fit(ds)
+    windows = ForecastWindows(ds, adapter, leads="6h", history=2, batch_size=4)
+    batch = next(iter(windows))
+    assert abs(batch.targets[batch.target_valid].mean()) < 1
+    put_back = windows.put_back()
+    for batch in windows:
+        put_back.add(batch)
+    out = put_back.result().isel(lead=0, time=slice(3, None)).drop_vars("lead")
+    xr.testing.assert_allclose(out, ds[["t", "u"]].isel(time=slice(3, None)), rtol=1e-12)
+
+
+def test_dask_data_is_read_only_at_the_steps_a_batch_needs():
+    reads = []
+
+    def block(x, block_info=None):
+        reads.append(block_info[None]["chunk-location"][0])
+        return x
+
+    ds = make_grid(time=12, lat=2, lon=2, static=False)
+    lazy = ds.chunk({"time": 1})
+    lazy["t"] = lazy.t.copy(data=dsa.map_blocks(block, lazy.t.data, dtype=ds.t.dtype))
+    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64")
+    first = next(iter(ForecastWindows(lazy, adapter, leads=[2], history=1, batch_size=2)))
+    assert sorted(set(reads)) == [0, 1, 2, 3, 4]          # t = 1, 2: steps 0-2 in, 3-4 out
+    expected = next(iter(ForecastWindows(ds, adapter, leads=[2], history=1, batch_size=2)))
+    np.testing.assert_array_equal(first.tokens, expected.tokens)
+    np.testing.assert_array_equal(first.targets, expected.targets)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"leads": ["36h"]}, r"leads\[0\]='36h' is 6 steps; with history = 0 a sample spans 7 steps"),
+    ({"leads": [1], "history": 5}, r"leads\[0\]=1 is 1 steps; with history = 5"),
+    ({"leads": ["6h"], "history": -1}, "history = -1; expected a whole number of steps >= 0"),
+    ({"leads": ["6h", "9h"]}, r"leads\[1\]=.* is 1.5 steps of 'time'; expected a whole number"),
+    ({"leads": ["-6h"]}, r"leads\[0\]=.* is -1 steps; expected at least 1"),
+    ({"leads": [1, "6h"]}, r"repeat a lead \(\[1, 1\] steps\)"),
+    ({"leads": []}, "leads is empty"),
+    ({"leads": [1], "targets": ["lsm"]}, r"targets \['lsm'\] have no 'time' dim"),
+    ({"leads": [1], "time_dim": "lat"}, "time_dim 'lat' is a patch or channel dim"),
+])
+def test_bad_forecast_arguments_name_the_argument(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ForecastWindows(make_grid(time=6, lat=4, lon=4), ADAPTER, **kwargs)
+
+
+def test_uneven_time_axes_and_token_variables_are_refused():
+    ds = make_grid(time=4, lat=2, lon=2)
+    uneven = ds.assign_coords(time=ds.time.values[[0, 1, 2]].tolist() + [ds.time.values[3]
+                                                                         + np.timedelta64(1, "h")])
+    with pytest.raises(ValueError, match="'time' is not evenly spaced"):
+        ForecastWindows(uneven, ADAPTER, leads=[1])
+    by_tokens = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, variables_as="tokens")
+    with pytest.raises(ValueError, match="needs variables_as='channels'"):
+        ForecastWindows(ds, by_tokens, leads=[1])
+    batch = next(iter(ForecastWindows(ds, ADAPTER, leads=[1])))
+    with pytest.raises(ValueError, match="Batch.concat is for ragged batches without targets"):
+        Batch.concat([batch, batch])

@@ -38,6 +38,7 @@ SHARED_BYTES = 48 * 1024  # the static shared memory one block may declare
 # (query rows, key columns) per tile, largest first; the first whose buffers fit is used.
 TILE_SHAPES = ((64, 32), (32, 32), (32, 16), (16, 16))
 LARGEST_HEAD_TILE = 256
+MAX_GRID_Y = 65535  # CUDA's limit on the grid's second dim (the first allows 2**31 - 1)
 NEG_INF = -math.inf  # score of a key a query may not see; lse of a row that sees no key
 
 Tiles = namedtuple("Tiles", "head_tile block_q block_k")
@@ -97,10 +98,11 @@ def _plan(kind, dtype_name, D):
     itemsize = np.dtype(dtype_name).itemsize
     tiles = _fitting_tiles(kind, itemsize, _head_tile(D))
     if D > LARGEST_HEAD_TILE or tiles is None:
+        float32_hint = " or use float32" if dtype_name == "float64" else ""
         raise ValueError(
             f"q has head dim D={D}, but the CUDA attention kernels ({kind}) hold their "
             f"{dtype_name} tiles in {SHARED_BYTES // 1024} KiB of shared memory and support "
-            f"D <= {_largest_head_dim(kind, itemsize)}; split the heads further or use float32"
+            f"D <= {_largest_head_dim(kind, itemsize)}; use more, smaller heads{float32_hint}"
         )
     return tiles
 
@@ -117,6 +119,9 @@ def _cdiv(a, b):
 
 def _launch(kernel, grid, *args):
     """Launch over ``grid`` blocks of THREADS threads; an empty grid has nothing to compute."""
+    if grid[1] > MAX_GRID_Y:
+        raise ValueError(f"attention on the GPU needs a grid of {grid} blocks, but CUDA allows at "
+                         f"most {MAX_GRID_Y} along y; split the batch or the sequence")
     if min(grid) > 0:
         kernel[grid, THREADS](*args)
 
@@ -144,6 +149,11 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
     TK = BK // THREAD_ROWS  # key rows per thread in the dK/dV accumulators
     QS, KS, PS = DT + 1, BK + 1, BK + 1  # odd row strides: no shared-memory bank conflicts
     TX = THREAD_COLS
+    # Offsets in the inner loops are unsigned: Numba then skips its negative-index fix-up, which
+    # otherwise costs several 64-bit integer instructions per shared-memory load.
+    index = np.uint64
+    U_DT, U_TR, U_TC, U_TD, U_TK, U_TX = (index(n) for n in (DT, TR, TC, TD, TK, TX))
+    U_QS, U_KS, U_PS = index(QS), index(KS), index(PS)
     tiles = Tiles(head_tile, block_q, block_k)
     F, F_SIZE = _layout("forward", tiles)
     W, W_SIZE = _layout("weights", tiles)
@@ -153,8 +163,8 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
     F_Q, F_KT, F_VT, F_P, F_PART = F["q"], F["kt"], F["vt"], F["p"], F["partial"]
     W_Q, W_KT, W_PART = W["q"], W["kt"], W["partial"]
     G_Q, G_DO, G_KT, G_VT, G_DS = G["q"], G["do"], G["kt"], G["vt"], G["ds"]
-    KV_Q, KV_DO, KV_KT, KV_VT, KV_P, KV_DS = (KV["q"], KV["do"], KV["kt"], KV["vt"], KV["p"],
-                                               KV["ds"])
+    KV_Q, KV_DO, KV_KT, KV_VT, KV_P, KV_DS = (index(KV[name])
+                                               for name in ("q", "do", "kt", "vt", "p", "ds"))
     DB_Q, DB_DO, DB_KT, DB_VT, DB_DS = DB["q"], DB["do"], DB["kt"], DB["vt"], DB["ds"]
 
     device = cuda.jit(device=True, inline="always")
@@ -234,11 +244,13 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             for c in range(TC):
                 acc[r, c] = zero
         if has_work:
-            for d in range(DT):
-                for r in range(TR):
-                    a[r] = smem[rows_at + (ty * TR + r) * QS + d]
-                for c in range(TC):
-                    w[c] = smem[cols_at + d * KS + tx + c * TX]
+            a_at = index(rows_at + ty * TR * QS)
+            w_at = index(cols_at + tx)
+            for d in range(U_DT):
+                for r in range(U_TR):
+                    a[r] = smem[a_at + r * U_QS + d]
+                for c in range(U_TC):
+                    w[c] = smem[w_at + d * U_KS + c * U_TX]
                 for r in range(TR):
                     for c in range(TC):
                         acc[r, c] += a[r] * w[c]
@@ -310,11 +322,13 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
         ``keys`` is a transposed key-side buffer (values for p.v, keys for dS.k).
         """
         a = cuda.local.array(TR, element)
-        for kk in range(n_cols):
-            for r in range(TR):
-                a[r] = smem[tile_at + (ty * TR + r) * PS + kk]
-            for c in range(TD):
-                w = smem[kt_at + (tx + c * TX) * KS + kk]
+        a_at = index(tile_at + ty * TR * PS)
+        w_at = index(kt_at + tx * KS)
+        for kk in range(index(n_cols)):
+            for r in range(U_TR):
+                a[r] = smem[a_at + r * U_PS + kk]
+            for c in range(U_TD):
+                w = smem[w_at + c * U_TX * U_KS + kk]
                 for r in range(TR):
                     acc[r, c] += a[r] * w
 
@@ -553,13 +567,15 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                         smem[KV_DS + at] = ds[r, c]
                 cuda.syncthreads()
                 if key0 < n_k and tx < D:
-                    for ii in range(min(BQ, n_q - q0)):
-                        for r in range(TK):
-                            p_col[r] = smem[KV_P + ii * PS + ty * TK + r]
-                            ds_col[r] = smem[KV_DS + ii * PS + ty * TK + r]
-                        for c in range(TD):
-                            dout_value = smem[KV_DO + ii * QS + tx + c * TX]
-                            q_value = smem[KV_Q + ii * QS + tx + c * TX]
+                    key_at = index(ty * TK)
+                    dim_at = index(tx)
+                    for ii in range(index(min(BQ, n_q - q0))):
+                        for r in range(U_TK):
+                            p_col[r] = smem[KV_P + ii * U_PS + key_at + r]
+                            ds_col[r] = smem[KV_DS + ii * U_PS + key_at + r]
+                        for c in range(U_TD):
+                            dout_value = smem[KV_DO + ii * U_QS + dim_at + c * U_TX]
+                            q_value = smem[KV_Q + ii * U_QS + dim_at + c * U_TX]
                             for r in range(TK):
                                 acc_dv[r, c] += p_col[r] * dout_value
                                 acc_dk[r, c] += ds_col[r] * q_value
@@ -575,7 +591,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
     def attention_bias_grad_kernel(dbias, dout, lse, delta, q, k, v, bias, attn_mask,
                                    key_padding_mask, alibi_slopes, scale, left, right, has_bias,
                                    has_mask, has_kpm, has_alibi):
-        """Grid (Bb*Hb, bias tiles): dbias (Bb, Hb, Nb, Mb) = dS summed over broadcast dims.
+        """Grid (bias tiles, Bb*Hb): dbias (Bb, Hb, Nb, Mb) = dS summed over broadcast dims.
 
         A block owns one tile of dbias (a single row or column where that dim is broadcast) and
         loops over every (b, h, query tile, key tile) that maps onto it, so it is the only writer.
@@ -594,10 +610,10 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
         rows_summed = bias_n == 1
         cols_summed = bias_m == 1
         tiles_m = (bias_m + BK - 1) // BK
-        bb = cuda.blockIdx.x // bias_h
-        hb = cuda.blockIdx.x - bb * bias_h
-        tile_i = cuda.blockIdx.y // tiles_m
-        tile_j = cuda.blockIdx.y - tile_i * tiles_m
+        bb = cuda.blockIdx.y // bias_h
+        hb = cuda.blockIdx.y - bb * bias_h
+        tile_i = cuda.blockIdx.x // tiles_m
+        tile_j = cuda.blockIdx.x - tile_i * tiles_m
         ty = cuda.threadIdx.x // TX
         tx = cuda.threadIdx.x - ty * TX
         for r in range(TR):
@@ -715,7 +731,7 @@ def attention_bias_grad(dbias, dout, out, lse, call):
     delta = _row_delta(dout, out, call)
     kernels, tiles = _kernels("dbias", call.q.dtype, D)
     bias_b, bias_h, bias_n, bias_m = (int(s) for s in dbias.shape)
-    grid = (bias_b * bias_h, _cdiv(bias_n, tiles.block_q) * _cdiv(bias_m, tiles.block_k))
+    grid = (_cdiv(bias_n, tiles.block_q) * _cdiv(bias_m, tiles.block_k), bias_b * bias_h)
     _launch(kernels.bias_grad, grid, dbias, dout, lse, delta, call.q, call.k, call.v,
             *_score_args(call))
 

@@ -71,3 +71,35 @@ def test_accessor_forwards_the_common_calls():
     assert len(ds.seqattn.batches(adapter, batch_size=1)) == 2
     xr.testing.assert_allclose(ds.seqattn.predict(ScaleModel(8, scale=1.0), adapter),
                                ds[["t", "u"]])
+
+
+def mean_and_max_of_t(tokens, key_padding_mask, coords):
+    """An N -> 1 model: (B, N, F) -> (B, 2), the mean and max of variable t's 4 cells per token."""
+    t = tokens[..., :4]
+    return np.stack([t.mean(axis=(1, 2)), t.max(axis=(1, 2))], axis=1)
+
+
+def test_per_sample_predictions_are_indexed_by_the_sample_dims_only():
+    ds = make_grid(time=5, level=2, lat=4, lon=4, dtype="float32")   # samples: (time, level)
+    adapter = GridAdapter(**GRID)
+    out = predict(mean_and_max_of_t, ds, adapter, per_sample=True, batch_size=3)
+    assert out.prediction.dims == ("time", "level", "output")
+    assert set(out.coords) == {"time", "level"} and out.attrs == ds.attrs
+    np.testing.assert_allclose(out.prediction.values[..., 0], ds.t.mean(["lat", "lon"]).values,
+                               rtol=1e-6)
+    np.testing.assert_array_equal(out.prediction.values[..., 1], ds.t.max(["lat", "lon"]).values)
+    named = predict(mean_and_max_of_t, ds.chunk({"time": 2}), adapter, per_sample=True,
+                    variables=["t_mean", "t_max"])
+    np.testing.assert_array_equal(named.t_max.values, out.prediction.values[..., 1])
+    assert named.t_mean.dims == ("time", "level")
+
+
+@pytest.mark.parametrize("model, options, match", [
+    (mean_and_max_of_t, {"input_dims": {"lat": 2}}, "cuts samples into windows"),
+    (lambda tokens, mask, coords: tokens, {}, r"per_sample=True expects \(B, F_out\)"),
+    (mean_and_max_of_t, {"variables": ["t_mean"]}, r"name 1 outputs, but the model returned 2"),
+])
+def test_per_sample_errors_say_what_to_change(model, options, match):
+    ds = make_grid(time=2, lat=4, lon=4, dtype="float32")
+    with pytest.raises(ValueError, match=match):
+        predict(model, ds, GridAdapter(**GRID), per_sample=True, **options)

@@ -123,7 +123,8 @@ class ForecastWindows:
                                  f"a sample spans {history + s + 1} steps of {time_dim!r}, which "
                                  f"has {size}; use a shorter lead or less history")
         if len(set(steps.tolist())) < len(steps):
-            raise ValueError(f"leads {leads} repeat a lead ({steps.tolist()} steps); give each once")
+            raise ValueError(f"leads {leads} repeat a lead ({steps.tolist()} steps); "
+                             "give each once")
         if time_dim not in ds.coords:
             return steps, steps
         step = even_step(ds[time_dim].values)

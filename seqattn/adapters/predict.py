@@ -9,6 +9,10 @@ with ``tokens`` (B, N, F), ``key_padding_mask`` (B, N) bool (True = padded), ``c
 ``variables`` (N -> N: a value for every cell the tokens came from). An object with a ``predict``
 method of that signature works too, and is preferred over ``__call__`` when it has both.
 
+N -> 1 models (``per_sample=True``) return ``predictions`` (B, F_out), one vector per sample; the
+result is then indexed by the adapter's sample dims only (time steps, stations). These outputs
+are small, so they are computed at once, even on dask data, which is still read block by block.
+
 On dask-backed data the prediction is lazy and chunk-parallel: ``xarray.map_blocks`` runs the model
 on each chunk, chunks being kept along the adapter's sample dims (time steps, stations) and made
 whole along the dims a sample spans (patch, channel and windowed dims), so every window is
@@ -33,7 +37,7 @@ def as_model_function(model):
 
 
 def predict(model, ds, adapter, *, input_dims=None, input_overlap=None, batch_size=64,
-            variables=None, mask_missing=True, store=None):
+            variables=None, mask_missing=True, per_sample=False, store=None):
     """Predictions of `model` for every sample of `ds`, as a Dataset on `ds`'s coordinates.
 
     `input_dims`/`input_overlap` window the samples as in :class:`BatchIterator` (overlapping
@@ -41,9 +45,19 @@ def predict(model, ds, adapter, *, input_dims=None, input_overlap=None, batch_si
     the adapter's); `mask_missing` makes a prediction NaN where its input cell was missing.
     Lazy when `ds` is dask-backed; with `store` (a path or zarr store) the result is written there
     and the opened store is returned.
+
+    With `per_sample` the model is N -> 1 (see the module docstring): the result has one variable
+    ``prediction`` on (*sample dims, ``output``), or with `variables` one variable per output
+    feature, named in order, on the sample dims.
     """
     run = as_model_function(model)
     adapter.check(ds)
+    if per_sample:
+        if input_dims:
+            raise ValueError(f"per_sample=True predicts one vector per whole sample, but "
+                             f"input_dims={input_dims} cuts samples into windows; drop input_dims")
+        result = _predict_per_sample(ds[adapter.variables], run, adapter, batch_size, variables)
+        return result if store is None else _stored(result, store)
     variables = list(variables or adapter.variables)
     options = dict(input_dims=input_dims, input_overlap=input_overlap, batch_size=batch_size,
                    variables=variables, mask_missing=mask_missing)
@@ -52,8 +66,10 @@ def predict(model, ds, adapter, *, input_dims=None, input_overlap=None, batch_si
         result = _predict_lazily(run, source, adapter, options)
     else:
         result = _predict_in_memory(source, run=run, adapter=adapter, **options)
-    if store is None:
-        return result
+    return result if store is None else _stored(result, store)
+
+
+def _stored(result, store):
     result.to_zarr(store, mode="w")
     return xr.open_zarr(store)
 
@@ -68,7 +84,8 @@ def _predict_in_memory(ds, run, adapter, input_dims, input_overlap, batch_size, 
         if predictions.ndim != 3 or predictions.shape[:2] != batch.key_padding_mask.shape:
             raise ValueError(f"the model returned shape {predictions.shape} for tokens of shape "
                              f"{batch.tokens.shape}; expected (B, N, F_out) = "
-                             f"{batch.key_padding_mask.shape + ('F_out',)}")
+                             f"{batch.key_padding_mask.shape + ('F_out',)}; for an N -> 1 "
+                             "model pass per_sample=True")
         put_back.add(batch, predictions)
     return put_back.result()
 
@@ -82,3 +99,28 @@ def _predict_lazily(run, ds, adapter, options):
          for v in options["variables"]}, attrs=ds.attrs)
     return xr.map_blocks(_predict_in_memory, ds, kwargs=dict(run=run, adapter=adapter, **options),
                          template=template)
+
+
+def _predict_per_sample(ds, run, adapter, batch_size, variables):
+    iterator = BatchIterator(ds, adapter, batch_size=batch_size)
+    dims = adapter.sample_dims(ds)
+    columns = [iterator.dims.index(d) for d in dims]  # where each sample dim's index sits in starts
+    out = None
+    for batch in iterator:
+        predictions = np.asarray(run(batch.tokens, batch.key_padding_mask, batch.coords))
+        if predictions.ndim != 2 or predictions.shape[0] != len(batch):
+            raise ValueError(f"the model returned shape {predictions.shape} for tokens of shape "
+                             f"{batch.tokens.shape}; per_sample=True expects (B, F_out) = "
+                             f"({len(batch)}, F_out)")
+        if out is None:
+            out = np.full((*[ds.sizes[d] for d in dims], predictions.shape[1]), np.nan,
+                          dtype=np.result_type(predictions.dtype, np.float32))
+        out[tuple(batch.placement.starts[:, i] for i in columns)] = predictions
+    coords = {name: c for name, c in ds.coords.items() if set(c.dims) <= set(dims)}
+    if variables is None:
+        return xr.Dataset({"prediction": (dims + ("output",), out)}, coords=coords, attrs=ds.attrs)
+    if len(variables) != out.shape[-1]:
+        raise ValueError(f"variables {variables} name {len(variables)} outputs, but the model "
+                         f"returned {out.shape[-1]} per sample")
+    return xr.Dataset({v: (dims, out[..., i]) for i, v in enumerate(variables)}, coords=coords,
+                      attrs=ds.attrs)

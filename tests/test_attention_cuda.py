@@ -39,6 +39,14 @@ attention = _on_device(seqattn.attention)
 attention_backward = _on_device(seqattn.attention_backward)
 attention_weights = _on_device(seqattn.attention_weights)
 
+# SMALL_CASES fit in one tile; these span several query and key tiles (online softmax across
+# tiles, tiles skipped outside the band, dK/dV and dbias summed over tiles) at simulator cost.
+MULTI_TILE_CASES = [
+    Case("multi_tile_causal_gqa", B=1, H=2, Hkv=1, N=70, M=75, D=4, causal=True,
+         bias_shape=(1, 1, 70, 75), small=False),
+    Case("multi_tile_window_key_bias", B=1, H=1, Hkv=1, N=40, M=100, D=3, key_padding="some",
+         window=(20, 5), bias_shape=(1, 1, 1, 100), small=False),
+]
 FLOAT64_CASES = [c for c in SMALL_CASES if c.name in (
     "basic", "cross_shorter_keys_causal", "gqa_2_groups", "key_padding_empty_row", "bias_key_only",
     "everything")]
@@ -46,7 +54,7 @@ FINITE_DIFFERENCE_CASES = [c for c in SMALL_CASES if c.name in ("bias_query_only
 
 
 def _cases(dtype):
-    return SMALL_CASES if dtype == np.float32 else FLOAT64_CASES
+    return SMALL_CASES + MULTI_TILE_CASES if dtype == np.float32 else FLOAT64_CASES
 
 
 def _case_params():

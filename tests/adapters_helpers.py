@@ -92,7 +92,8 @@ class ScaleModel:
 @st.composite
 def forecast_cases(draw):
     """A random grid whose time axis (6-hourly) holds a history and one or two distinct leads,
-    given as steps (ints) or as timedeltas; the leads' steps come along for the checks."""
+    given as steps (ints) or as timedeltas; the leads' steps come along for the checks. Levels,
+    when there are any, are channels or a second sample dim."""
     time = draw(st.integers(2, 6))
     history = draw(st.integers(0, time - 2))
     steps = draw(st.lists(st.integers(1, time - 1 - history), min_size=1, max_size=2, unique=True))
@@ -104,7 +105,8 @@ def forecast_cases(draw):
                    nan_fraction=draw(st.sampled_from([0.0, 0.3, 1.0])),
                    dtype=draw(st.sampled_from(["float32", "float64"])))
     patch = {"lat": draw(st.integers(1, lat)), "lon": draw(st.integers(1, lon))}
-    return ds, patch, history, leads, steps, level
+    channel_dims = draw(st.sampled_from([(), ("level",)])) if level else ()
+    return ds, patch, history, leads, steps, channel_dims
 
 
 def assert_targets_at_valid_times(out, ds, history, steps):

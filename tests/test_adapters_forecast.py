@@ -52,11 +52,11 @@ def test_missing_targets_are_masked_never_zeros_and_predictions_go_to_valid_time
 @settings(max_examples=40, deadline=None)
 @given(forecast_cases())
 def test_encode_decode_of_targets_is_exact_at_valid_times(case):
-    ds, patch, history, leads, steps, level = case
-    adapter = GridAdapter(["t", "u", "lsm"], patch, channel_dims=("level",) if level else (),
-                          dtype=ds.t.dtype)
+    ds, patch, history, leads, steps, channel_dims = case
+    adapter = GridAdapter(["t", "u", "lsm"], patch, channel_dims=channel_dims, dtype=ds.t.dtype)
     windows = ForecastWindows(ds, adapter, leads=leads, history=history, batch_size=None)
-    assert windows.n_samples == sum(ds.sizes["time"] - history - s for s in steps)
+    per_time = ds.sizes.get("level", 1) if not channel_dims else 1
+    assert windows.n_samples == per_time * sum(ds.sizes["time"] - history - s for s in steps)
     assert_targets_at_valid_times(windows.decode(next(iter(windows))), ds, history, steps)
     shuffled = ForecastWindows(ds, adapter, leads=leads, history=history, targets=["u"],
                                batch_size=3, shuffle=True, seed=1)

@@ -9,6 +9,7 @@ import numpy as np
 
 from .attention_inputs import prepare_attention, shapes_of
 from .backend import CPU, backend_of, empty_like_on, kernels_for
+from .kernels import loss_math
 from .op_checks import (expect_last_dim, expect_positive, expect_probability, expect_shape,
                         expect_updatable, flat, prepared, rows, shape_of)
 
@@ -503,3 +504,280 @@ def _check_additive(qp, kp, v):
         raise ValueError(f"kp has shape {shape_of(kp)}; expected (B, M, A) matching qp "
                          f"{shape_of(qp)}")
     expect_shape("v", v, (int(qp.shape[2]),), "(A,)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Training ops: losses, optimizer updates, pooling, key/value caches.
+# A loss op returns (sum of weighted element losses, sum of weights) as host floats, so its
+# caller can form a weighted mean; its backward takes ``scale`` = dLoss / (that first sum).
+# Optimizer ops update their arrays in place; ``grad_scale`` is the clipping factor.
+# ---------------------------------------------------------------------------------------------
+
+POINTWISE_LOSSES = {"mse": loss_math.MSE, "mae": loss_math.MAE, "huber": loss_math.HUBER,
+                    "bce_with_logits": loss_math.BCE_WITH_LOGITS}
+
+
+def _loss_sums(device, terms):
+    """(sum of terms[:, 0], sum of terms[:, 1]) as host floats."""
+    sums = sum_leading(terms, (2,))
+    if device != CPU:
+        sums = sums.copy_to_host()
+    return float(sums[0]), float(sums[1])
+
+
+def _pointwise_loss_args(pred, target, kind, weight):
+    if kind not in POINTWISE_LOSSES:
+        raise ValueError(f"kind must be one of {sorted(POINTWISE_LOSSES)}, got {kind!r}")
+    device, a = prepared({"pred": pred, "target": target, "weight": weight})
+    expect_shape("target", a["target"], shape_of(a["pred"]), "pred.shape")
+    if weight is not None:
+        expect_shape("weight", a["weight"], shape_of(a["pred"]), "pred.shape")
+        weight = flat(a["weight"])
+    else:
+        weight = empty_like_on(device, (1,), a["pred"].dtype)
+    return device, flat(a["pred"]), flat(a["target"]), weight
+
+
+def pointwise_loss(pred, target, kind, *, weight=None, delta=1.0, skip_nan=False):
+    """Elementwise loss ``kind`` ('mse', 'mae', 'huber', 'bce_with_logits' on logits ``pred``)
+    of pred against target (same shapes), times ``weight`` (same shape) if given.
+
+    With ``skip_nan``, elements whose target is NaN count with weight 0. Returns (sum of weighted
+    losses, sum of weights) as floats.
+    """
+    expect_positive("delta", delta)
+    device, pred, target, weight_flat = _pointwise_loss_args(pred, target, kind, weight)
+    terms = empty_like_on(device, (int(pred.size), 2), pred.dtype)
+    if pred.size:
+        kernels_for(device, "losses").pointwise_loss_forward(
+            terms, pred, target, weight_flat, weight is not None, POINTWISE_LOSSES[kind],
+            float(delta), bool(skip_nan))
+    return _loss_sums(device, terms)
+
+
+def pointwise_loss_backward(pred, target, kind, *, scale, weight=None, delta=1.0,
+                            skip_nan=False):
+    """dpred = scale * d(sum of weighted losses)/dpred, shaped like pred."""
+    device, pred_flat, target, weight_flat = _pointwise_loss_args(pred, target, kind, weight)
+    dpred = empty_like_on(device, shape_of(pred), pred_flat.dtype)
+    if pred_flat.size:
+        kernels_for(device, "losses").pointwise_loss_backward(
+            flat(dpred), pred_flat, target, weight_flat, weight is not None,
+            POINTWISE_LOSSES[kind], float(delta), bool(skip_nan), float(scale))
+    return dpred
+
+
+def _cross_entropy_args(logits, targets, class_weight):
+    device, a = prepared({"logits": logits, "targets": targets, "class_weight": class_weight},
+                         float_names=("logits", "class_weight"))
+    logits, targets = a["logits"], a["targets"]
+    if logits.ndim < 2:
+        raise ValueError(f"logits has shape {shape_of(logits)}; expected (..., C) classes last")
+    C = shape_of(logits)[-1]
+    expect_shape("targets", targets, shape_of(logits)[:-1], "logits.shape[:-1]")
+    if not np.issubdtype(np.dtype(targets.dtype), np.integer):
+        raise TypeError(f"targets has dtype {np.dtype(targets.dtype)}; expected integer class "
+                        "ids (use a regression or BCE loss for float targets)")
+    if class_weight is None:
+        class_weight = empty_like_on(device, (C,), logits.dtype)
+        fill(class_weight, 1.0)
+    else:
+        expect_shape("class_weight", a["class_weight"], (C,), "(C,)")
+        class_weight = a["class_weight"]
+    return device, rows(logits), flat(targets), class_weight
+
+
+def cross_entropy(logits, targets, *, class_weight=None, label_smoothing=0.0, ignore_index=-100):
+    """Softmax cross-entropy of logits (..., C) against integer targets (...), as
+    torch.nn.functional.cross_entropy: class weights, label smoothing, ``ignore_index``.
+
+    Returns (sum of weighted losses, sum of target class weights, lse (R,)); ``lse`` is what
+    :func:`cross_entropy_backward` needs.
+    """
+    expect_probability("label_smoothing", label_smoothing)
+    device, logits, targets, class_weight = _cross_entropy_args(logits, targets, class_weight)
+    R, C = shape_of(logits)
+    if device == CPU and R:
+        outside = (targets != ignore_index) & ((targets < 0) | (targets >= C))
+        if outside.any():
+            raise ValueError(f"targets must lie in [0, {C}) (the number of classes) or equal "
+                             f"ignore_index = {ignore_index}; got {targets[outside][0]}")
+    terms = empty_like_on(device, (R, 2), logits.dtype)
+    lse = empty_like_on(device, (R,), logits.dtype)
+    if R:
+        kernels_for(device, "losses").cross_entropy_forward(
+            terms, lse, logits, targets, class_weight, float(label_smoothing), int(ignore_index))
+    total, weight_sum = _loss_sums(device, terms)
+    return total, weight_sum, lse
+
+
+def cross_entropy_backward(logits, lse, targets, *, scale, class_weight=None,
+                           label_smoothing=0.0, ignore_index=-100):
+    """dlogits = scale * d(sum of weighted losses)/dlogits, shaped like logits."""
+    device, logits_rows, targets, class_weight = _cross_entropy_args(logits, targets,
+                                                                     class_weight)
+    expect_shape("lse", lse, (shape_of(logits_rows)[0],), "(R,)")
+    dlogits = empty_like_on(device, shape_of(logits), logits_rows.dtype)
+    if logits_rows.size:
+        kernels_for(device, "losses").cross_entropy_backward(
+            rows(dlogits), logits_rows, lse, targets, class_weight, float(label_smoothing),
+            int(ignore_index), float(scale))
+    return dlogits
+
+
+def _updatable_flat(device, name, x, like):
+    if device != backend_of(**{name: x, "param": like}) or shape_of(x) != shape_of(like):
+        raise ValueError(f"{name} has shape {shape_of(x)}; expected the parameter's "
+                         f"{shape_of(like)} on its device")
+    if device == CPU and not x.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous: it is updated in place")
+    return flat(x)
+
+
+def sgd_step(param, grad, velocity, *, lr, momentum=0.0, weight_decay=0.0, nesterov=False,
+             grad_scale=1.0):
+    """In place: one SGD step of ``param`` (momentum buffer ``velocity``), as torch.optim.SGD."""
+    device = backend_of(param=param, grad=grad, velocity=velocity)
+    arrays = [_updatable_flat(device, n, x, param)
+              for n, x in (("param", param), ("velocity", velocity), ("grad", grad))]
+    if param.size:
+        kernels_for(device, "optimizers").sgd_update(*arrays, float(lr), float(momentum),
+                                                     float(weight_decay), bool(nesterov),
+                                                     float(grad_scale))
+
+
+def adam_step(param, grad, exp_avg, exp_avg_sq, *, step, lr, betas=(0.9, 0.999), eps=1e-8,
+              weight_decay=0.0, decoupled_weight_decay=False, grad_scale=1.0):
+    """In place: Adam step number ``step`` (1, 2, ...) of ``param``, as torch.optim.Adam, or
+    AdamW with ``decoupled_weight_decay``."""
+    device = backend_of(param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+    arrays = [_updatable_flat(device, n, x, param)
+              for n, x in (("param", param), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq),
+                           ("grad", grad))]
+    beta1, beta2 = (float(b) for b in betas)
+    if param.size:
+        kernels_for(device, "optimizers").adam_update(
+            *arrays, float(lr), beta1, beta2, float(eps), float(weight_decay),
+            bool(decoupled_weight_decay), 1.0 - beta1 ** step, 1.0 - beta2 ** step,
+            float(grad_scale))
+
+
+def sum_of_squares(arrays):
+    """Sum of squares of all elements of ``arrays`` (one device), in float64, as a host float:
+    the squared global norm that gradient clipping uses."""
+    arrays = list(arrays)
+    device = backend_of(**{f"arrays[{i}]": x for i, x in enumerate(arrays)})
+    total = empty_like_on(device, (1,), np.float64)
+    fill(total, 0.0)
+    kernels = kernels_for(device, "optimizers")
+    for x in arrays:
+        if x.size:
+            kernels.add_sum_of_squares(total, flat(x))
+    return float(total[0] if device == CPU else total.copy_to_host()[0])
+
+
+def _tokens_and_padding(x, key_padding_mask):
+    device, a = prepared({"x": x, "key_padding_mask": key_padding_mask},
+                         float_names=("x",))
+    x = a["x"]
+    if x.ndim != 3:
+        raise ValueError(f"x has shape {shape_of(x)}; expected tokens (B, N, E)")
+    B, N, _ = shape_of(x)
+    padding = a["key_padding_mask"]
+    if padding is None:
+        padding = np.zeros((B, N), np.bool_)
+        if device != CPU:
+            from numba import cuda
+
+            padding = cuda.to_device(padding)
+    else:
+        expect_shape("key_padding_mask", padding, (B, N), "(B, N)")
+        if np.dtype(padding.dtype) != np.bool_:
+            raise TypeError(f"key_padding_mask has dtype {np.dtype(padding.dtype)}; expected "
+                            "bool (True = padded)")
+    return device, x, padding
+
+
+def masked_mean(x, key_padding_mask=None):
+    """(B, E) mean of tokens x (B, N, E) over the unpadded ones (key_padding_mask True =
+    padded); a sequence that is all padding pools to zeros."""
+    device, x, padding = _tokens_and_padding(x, key_padding_mask)
+    out = empty_like_on(device, (shape_of(x)[0], shape_of(x)[2]), x.dtype)
+    kernels_for(device, "pooling").masked_mean_forward(out, x, padding)
+    return out
+
+
+def masked_mean_backward(dout, x, key_padding_mask=None):
+    """dx (B, N, E) of :func:`masked_mean` (``x`` gives the shape and device)."""
+    device, x, padding = _tokens_and_padding(x, key_padding_mask)
+    B, N, E = shape_of(x)
+    expect_shape("dout", dout, (B, E), "(B, E)")
+    dx = empty_like_on(device, (B, N, E), x.dtype)
+    kernels_for(device, "pooling").masked_mean_backward(dx, dout, padding)
+    return dx
+
+
+def prepend_token(x, token, length=None):
+    """out (B, L, E): ``token`` (E,) at position 0, then x (B, N, E); L = N + 1 by default
+    (a class token), L = N shifts x right by one and drops its last token (decoder inputs).
+    Works for float tokens, integer ids (E = 1) and bool masks."""
+    device = backend_of(x=x, token=token)
+    if x.ndim != 3 or shape_of(token) != (shape_of(x)[2],):
+        raise ValueError(f"x {shape_of(x)} and token {shape_of(token)} must be (B, N, E), (E,)")
+    B, N, E = shape_of(x)
+    length = N + 1 if length is None else int(length)
+    if not 1 <= length <= N + 1:
+        raise ValueError(f"length must lie in [1, N + 1 = {N + 1}], got {length}")
+    if device == CPU:
+        x, token = np.ascontiguousarray(x), np.ascontiguousarray(token, dtype=x.dtype)
+    out = empty_like_on(device, (B, length, E), x.dtype)
+    kernels_for(device, "pooling").prepend_token_forward(out, x, token)
+    return out
+
+
+def prepend_token_backward(dout, x, *, token_grad):
+    """dx (B, N, E) of :func:`prepend_token`; adds the token's gradient into ``token_grad``."""
+    device, a = prepared({"dout": dout, "x": x, "token_grad": token_grad})
+    B, N, E = shape_of(a["x"])
+    if a["dout"].ndim != 3 or shape_of(a["dout"])[::2] != (B, E):
+        raise ValueError(f"dout has shape {shape_of(dout)}; expected (B, L, E) with B, E of x")
+    expect_shape("token_grad", a["token_grad"], (E,), "(E,)")
+    expect_updatable("token_grad", token_grad, a["token_grad"])
+    dx = empty_like_on(device, (B, N, E), a["x"].dtype)
+    kernels_for(device, "pooling").prepend_token_backward(dx, a["token_grad"], a["dout"])
+    return dx
+
+
+def first_token(x):
+    """(B, E) = x[:, 0] for tokens x (B, N, E), on either device."""
+    device, a = prepared({"x": x})
+    x = a["x"]
+    if x.ndim != 3 or not x.shape[1]:
+        raise ValueError(f"x has shape {shape_of(x)}; expected tokens (B, N, E) with N >= 1")
+    out = empty_like_on(device, (shape_of(x)[0], shape_of(x)[2]), x.dtype)
+    kernels_for(device, "pooling").first_token_forward(out, x)
+    return out
+
+
+def first_token_backward(dout, x):
+    """dx (B, N, E) of :func:`first_token`: dout at token 0, zeros elsewhere."""
+    device, a = prepared({"dout": dout, "x": x})
+    B, N, E = shape_of(a["x"])
+    expect_shape("dout", a["dout"], (B, E), "(B, E)")
+    dx = empty_like_on(device, (B, N, E), a["x"].dtype)
+    kernels_for(device, "pooling").first_token_backward(dx, a["dout"])
+    return dx
+
+
+def write_positions(cache, new, start):
+    """In place: cache[:, :, start:start + n] = new, for a key/value cache (B, H, M, D) and new
+    keys or values (B, H, n, D)."""
+    device, a = prepared({"cache": cache, "new": new})
+    expect_updatable("cache", cache, a["cache"])
+    B, H, M, D = shape_of(cache)
+    n = shape_of(new)[2] if new.ndim == 4 else -1
+    expect_shape("new", a["new"], (B, H, n, D), "(B, H, n, D)")
+    if not 0 <= start <= M - n:
+        raise ValueError(f"positions {start}..{start + n - 1} do not fit a cache of {M}")
+    kernels_for(device, "kv_cache").write_positions(cache, a["new"], int(start))
+    return cache

@@ -1,0 +1,32 @@
+"""N -> N: a value (or class logits) for every token: label every base, forecast every cell."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..nn import Linear, Module
+from ..nn.init import generator
+from .encoder import EncoderConfig, SequenceEncoder
+
+
+@dataclass
+class TokenModelConfig(EncoderConfig):
+    out_features: int = 1
+
+
+class TokenModel(Module):
+    """inputs (B, N, F) or ids (B, N) -> (B, N, out_features): the encoder, then a linear
+    per-token head."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.encoder = SequenceEncoder(config)
+        self.head = Linear(config.d_model, config.out_features,
+                           dtype=np.dtype(config.dtype).type,
+                           seed=generator([config.seed, 1]))
+
+    def forward(self, inputs, key_padding_mask=None):
+        return self.head(self.encoder(inputs, key_padding_mask))
+
+    def backward(self, dout):
+        self.encoder.backward(self.head.backward(dout))

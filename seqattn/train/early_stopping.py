@@ -1,0 +1,41 @@
+"""Early stopping: stop when a monitored value has not improved for ``patience`` epochs and
+keep (a host copy of) the best weights, which the fit loop restores at the end."""
+import math
+
+
+class EarlyStopping:
+    def __init__(self, patience=5, monitor="val_loss", mode="min", min_delta=0.0):
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
+        self.patience, self.monitor, self.mode, self.min_delta = patience, monitor, mode, min_delta
+        self.best = math.inf if mode == "min" else -math.inf
+        self.best_epoch = None
+        self.wait = 0
+        self.best_weights = None
+
+    def _improved(self, value):
+        if self.mode == "min":
+            return value < self.best - self.min_delta
+        return value > self.best + self.min_delta
+
+    def update(self, epoch, logs, model):
+        """Record epoch ``epoch``'s logs; returns True when training should stop."""
+        if self.monitor not in logs:
+            raise KeyError(f"early stopping monitors {self.monitor!r}, which the epoch logs "
+                           f"lack (they have {sorted(logs)}); pass validation data or monitor "
+                           "'loss'")
+        value = logs[self.monitor]
+        if self._improved(value):
+            self.best, self.best_epoch, self.wait = value, epoch, 0
+            self.best_weights = model.state_dict()
+            return False
+        self.wait += 1
+        return self.wait >= self.patience
+
+    def state(self):
+        """JSON-able progress (the best weights are saved beside it as arrays)."""
+        return {"best": self.best, "best_epoch": self.best_epoch, "wait": self.wait}
+
+    def load_state(self, state, best_weights):
+        self.best, self.best_epoch, self.wait = state["best"], state["best_epoch"], state["wait"]
+        self.best_weights = best_weights

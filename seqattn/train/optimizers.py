@@ -1,0 +1,137 @@
+"""SGD with momentum, Adam and AdamW: torch.optim's update rules, run by the CPU or CUDA update
+kernels on each parameter where it lives.
+
+An optimizer holds (name, Parameter) pairs, per-parameter state arrays on the parameters' device
+(create it after moving the model), the learning rate (a schedule may set ``lr`` before each
+step) and ``steps``, the number of steps taken, which is the schedule's position. Its
+``state_dict`` (host arrays plus JSON-able settings) makes checkpoints resume exactly.
+"""
+import numpy as np
+
+from .. import ops
+from ..nn.module import Module
+from ..nn.placement import moved
+from ..backend import CPU, device_of
+
+
+def _named_parameters(params):
+    if isinstance(params, Module):
+        return list(params.named_parameters())
+    params = list(params)
+    if params and not isinstance(params[0], tuple):
+        return [(str(i), p) for i, p in enumerate(params)]
+    return params
+
+
+def _zeros_like(data):
+    return moved(np.zeros(data.shape, dtype=data.dtype), device_of(data))
+
+
+class Optimizer:
+    """Base: subclasses name their ``slots`` (state arrays per parameter) and ``_update``."""
+
+    slots = ()
+
+    def __init__(self, params, lr):
+        if not lr > 0:
+            raise ValueError(f"lr must be positive, got {lr!r}")
+        self.params = _named_parameters(params)
+        if not self.params:
+            raise ValueError("the optimizer got no parameters")
+        self.lr = float(lr)
+        self.steps = 0
+        self.state = {name: {slot: _zeros_like(p.data) for slot in self.slots}
+                      for name, p in self.params}
+
+    def zero_grad(self):
+        for _, p in self.params:
+            ops.fill(p.grad, 0.0)
+
+    def step(self, grad_scale=1.0):
+        """Update every parameter from its gradient times ``grad_scale`` (a clipping factor)."""
+        self.steps += 1
+        for name, p in self.params:
+            self._update(p, self.state[name], grad_scale)
+
+    def hyperparameters(self):
+        return {}
+
+    def state_dict(self):
+        """{"settings": JSON-able dict, "arrays": {"<param>.<slot>": host array}}."""
+        arrays = {f"{name}.{slot}": np.array(moved(a, CPU))
+                  for name, slots in self.state.items() for slot, a in slots.items()}
+        settings = {"type": type(self).__name__, "lr": self.lr, "steps": self.steps,
+                    **self.hyperparameters()}
+        return {"settings": settings, "arrays": arrays}
+
+    def load_state_dict(self, state):
+        settings, arrays = state["settings"], state["arrays"]
+        if settings["type"] != type(self).__name__:
+            raise ValueError(f"the state is a {settings['type']}'s, not a "
+                             f"{type(self).__name__}'s")
+        expected = {f"{name}.{slot}" for name, slots in self.state.items() for slot in slots}
+        if set(arrays) != expected:
+            raise KeyError(f"optimizer state does not match the parameters: missing "
+                           f"{sorted(expected - set(arrays))}, unexpected "
+                           f"{sorted(set(arrays) - expected)}")
+        for name, slots in self.state.items():
+            for slot, current in slots.items():
+                value = np.ascontiguousarray(arrays[f"{name}.{slot}"], dtype=current.dtype)
+                if value.shape != tuple(current.shape):
+                    raise ValueError(f"{name}.{slot} has shape {value.shape}; expected "
+                                     f"{tuple(current.shape)}")
+                slots[slot] = moved(value, device_of(current))
+        self.lr, self.steps = float(settings["lr"]), int(settings["steps"])
+        return self
+
+
+class SGD(Optimizer):
+    """p -= lr * v, v = momentum * v + (g + weight_decay * p); Nesterov optional."""
+
+    slots = ("velocity",)
+
+    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, nesterov=False):
+        if nesterov and momentum == 0:
+            raise ValueError("nesterov=True needs a momentum > 0")
+        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+        super().__init__(params, lr)
+
+    def hyperparameters(self):
+        return {"momentum": self.momentum, "weight_decay": self.weight_decay,
+                "nesterov": self.nesterov}
+
+    def _update(self, p, state, grad_scale):
+        ops.sgd_step(p.data, p.grad, state["velocity"], lr=self.lr, momentum=self.momentum,
+                     weight_decay=self.weight_decay, nesterov=self.nesterov,
+                     grad_scale=grad_scale)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma and Ba) with bias correction; ``weight_decay`` is an L2 penalty added to
+    the gradient, as in torch.optim.Adam."""
+
+    slots = ("exp_avg", "exp_avg_sq")
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        super().__init__(params, lr)
+
+    def hyperparameters(self):
+        return {"betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
+
+    def _update(self, p, state, grad_scale):
+        ops.adam_step(p.data, p.grad, state["exp_avg"], state["exp_avg_sq"], step=self.steps,
+                      lr=self.lr, betas=self.betas, eps=self.eps,
+                      weight_decay=self.weight_decay,
+                      decoupled_weight_decay=self.decoupled, grad_scale=grad_scale)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov and Hutter): p *= 1 - lr * weight_decay
+    before the Adam step, as torch.optim.AdamW (default weight_decay 0.01)."""
+
+    decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(params, lr, betas, eps, weight_decay)

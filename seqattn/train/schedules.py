@@ -1,0 +1,36 @@
+"""Learning-rate schedules: functions of the number of optimizer steps already taken.
+
+The fit loop sets ``optimizer.lr = schedule(optimizer.steps)`` before each step, so the
+schedule's position is the optimizer's step count and resumes with it from a checkpoint.
+"""
+import math
+
+
+class WarmupCosine:
+    """Linear warmup from lr / warmup_steps to lr over ``warmup_steps``, then a cosine decay to
+    ``min_lr`` at ``total_steps`` (held there afterwards)."""
+
+    def __init__(self, lr, warmup_steps, total_steps, min_lr=0.0):
+        if not 0 <= warmup_steps < total_steps:
+            raise ValueError(f"need 0 <= warmup_steps < total_steps, got {warmup_steps}, "
+                             f"{total_steps}")
+        self.lr, self.warmup_steps, self.total_steps, self.min_lr = (lr, warmup_steps,
+                                                                     total_steps, min_lr)
+
+    def __call__(self, step):
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        progress = min(1.0, (step - self.warmup_steps) / (self.total_steps - self.warmup_steps))
+        return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+class StepDecay:
+    """lr * gamma ** (step // step_size), as torch's StepLR counted in optimizer steps."""
+
+    def __init__(self, lr, step_size, gamma=0.1):
+        if step_size < 1:
+            raise ValueError(f"step_size must be at least 1, got {step_size}")
+        self.lr, self.step_size, self.gamma = lr, step_size, gamma
+
+    def __call__(self, step):
+        return self.lr * self.gamma ** (step // self.step_size)

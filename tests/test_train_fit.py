@@ -1,0 +1,123 @@
+"""The fit loop: learning N -> N (delayed copy), reproducibility, exact resumption from
+checkpoints, early stopping, callbacks, bad input and non-finite losses."""
+import numpy as np
+import pytest
+
+from seqattn.train import (Adam, AdamW, EarlyStopping, MSELoss, NonFiniteLossError, SGD,
+                           WarmupCosine, evaluate, fit, load_checkpoint)
+from train_tasks import delayed_copy, one_numba_thread, small_token_model  # noqa: F401
+
+QUIET = dict(progress=False)
+
+
+def _weights(model):
+    return model.state_dict()
+
+
+def _assert_same_weights(a, b):
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_token_model_learns_a_delayed_copy():
+    """N -> N bar: validation MSE below 0.08, against 0.75 for predicting zeros."""
+    model = small_token_model()
+    epochs, steps = 14, 16
+    history = fit(model, MSELoss(), Adam(model, lr=1e-2), delayed_copy(512, 0), epochs=epochs,
+                  batch_size=32, validation=delayed_copy(128, 1),
+                  schedule=WarmupCosine(1e-2, 20, epochs * steps), **QUIET)
+    assert history["val_loss"][-1] < 0.08, history["val_loss"]
+    assert history["loss"][-1] < history["loss"][0] / 10
+
+
+def _short_run(tmp_path=None, epochs=3, resume=False, dropout=0.1, model=None):
+    model = model or small_token_model(dropout=dropout)
+    optimizer = AdamW(model, lr=3e-3)
+    history = fit(model, MSELoss(), optimizer, delayed_copy(64, 0), epochs=epochs,
+                  batch_size=16, validation=delayed_copy(32, 1), seed=5,
+                  schedule=WarmupCosine(3e-3, 3, 12), early_stopping=EarlyStopping(patience=9),
+                  checkpoint=tmp_path, resume=resume, **QUIET)
+    return model, optimizer, history
+
+
+def test_training_is_reproducible_with_a_seed():
+    a, _, history_a = _short_run(epochs=2)
+    b, _, history_b = _short_run(epochs=2)
+    _assert_same_weights(_weights(a), _weights(b))
+    assert history_a == history_b
+
+
+def test_resumed_training_ends_where_uninterrupted_training_ends(tmp_path):
+    """Dropout on, a schedule, early stopping: everything that carries state across epochs."""
+    full, full_optimizer, full_history = _short_run(epochs=4)
+    _short_run(tmp_path / "run", epochs=2)
+    resumed, resumed_optimizer, resumed_history = _short_run(tmp_path / "run", epochs=4,
+                                                             resume=True)
+    _assert_same_weights(_weights(full), _weights(resumed))
+    assert resumed_history == full_history
+    assert resumed_optimizer.steps == full_optimizer.steps == 16
+    state = load_checkpoint(tmp_path / "run", small_token_model())
+    assert state["epoch"] == 4 and state["model"]["type"] == "TokenModel"
+    assert state["model"]["config"]["d_model"] == 32
+
+
+def test_early_stopping_restores_the_best_weights_and_callbacks_can_stop():
+    model = small_token_model()
+    seen = []
+
+    def stop_after_two(state):
+        seen.append(state.epoch)
+        state.stop_training = state.epoch == 2
+
+    stopper = EarlyStopping(patience=1, monitor="val_loss")
+    history = fit(model, MSELoss(), SGD(model, lr=1e-3), delayed_copy(32, 0), epochs=5,
+                  validation=delayed_copy(32, 1), early_stopping=stopper,
+                  callbacks=[stop_after_two], **QUIET)
+    assert seen == [1, 2] and len(history["loss"]) == 2
+    _assert_same_weights(_weights(model), stopper.best_weights)
+    np.testing.assert_allclose(evaluate(model, MSELoss(), delayed_copy(32, 1))["loss"],
+                               min(history["val_loss"]), rtol=1e-6)
+
+
+def test_iterables_of_batches_and_nan_targets():
+    """A list of tuples and dicts works like arrays; NaN targets are skipped by skip_nan."""
+    x, y = delayed_copy(32, 0)
+    y[:, :2] = np.nan
+    batches = [(x[:16], y[:16]), {"inputs": x[16:], "targets": y[16:]}]
+    model = small_token_model()
+    history = fit(model, MSELoss(skip_nan=True), Adam(model, lr=1e-3), batches, epochs=2,
+                  **QUIET)
+    assert np.isfinite(history["loss"]).all()
+    with pytest.raises(ValueError, match="targets contain NaN .* use its NaN-aware form"):
+        fit(model, MSELoss(), Adam(model, lr=1e-3), batches, **QUIET)
+
+
+def test_bad_input_is_reported():
+    model = small_token_model()
+    x, y = delayed_copy(8, 0)
+    optimizer = Adam(model)
+    bad = x.copy()
+    bad[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match=r"inputs contain NaN \(epoch 1, batch 0\)"):
+        fit(model, MSELoss(), optimizer, (bad, y), **QUIET)
+    with pytest.raises(ValueError, match="the training data is empty"):
+        fit(model, MSELoss(), optimizer, (x[:0], y[:0]), **QUIET)
+    with pytest.raises(ValueError, match="the training data is empty"):
+        fit(model, MSELoss(), optimizer, [], **QUIET)
+    with pytest.raises(ValueError, match=r"target has shape \(8, 12\); expected pred.shape"):
+        fit(model, MSELoss(), optimizer, (x, y[..., 0]), **QUIET)
+    with pytest.raises(TypeError, match="target has dtype int64"):
+        fit(model, MSELoss(), optimizer, (x, y.astype(np.int64)), **QUIET)
+
+
+def test_non_finite_loss_stops_without_touching_the_checkpoint(tmp_path):
+    model = small_token_model()
+    x, y = delayed_copy(64, 0)
+    fit(model, MSELoss(), SGD(model, lr=1e-3), (x, y), epochs=1, checkpoint=tmp_path, **QUIET)
+    saved = load_checkpoint(tmp_path, small_token_model())
+    before = (tmp_path / "model.safetensors").read_bytes()
+    with pytest.raises(NonFiniteLossError, match="became (inf|nan).* no checkpoint was written"):
+        fit(model, MSELoss(), SGD(model, lr=1e12), (x, y * 1e20), epochs=3, checkpoint=tmp_path,
+            resume=True, **QUIET)
+    assert (tmp_path / "model.safetensors").read_bytes() == before and saved["epoch"] == 1
+    assert all(np.isfinite(w).all() for w in model.state_dict().values())

@@ -1,0 +1,35 @@
+"""Synthetic problems with known answers for the training tests, and small model configs."""
+import numba
+import numpy as np
+import pytest
+
+from seqattn.models.token_model import TokenModel, TokenModelConfig
+
+COPY_LENGTH, COPY_DELAY = 12, 3
+
+
+def delayed_copy(samples, seed):
+    """N -> N: y_t = x_{t - 3} (0 before the delay). Only attention to a token 3 steps back
+    solves it; predicting 0 scores the variance, about 0.75."""
+    x = np.random.default_rng(seed).normal(size=(samples, COPY_LENGTH, 1)).astype(np.float32)
+    y = np.zeros_like(x)
+    y[:, COPY_DELAY:] = x[:, :-COPY_DELAY]
+    return x, y
+
+
+def small_token_model(seed=0, dropout=0.0, **overrides):
+    config = dict(in_features=1, out_features=1, d_model=32, nhead=4, num_layers=1,
+                  dim_feedforward=64, max_len=COPY_LENGTH, dropout=dropout, seed=seed)
+    config.update(overrides)
+    return TokenModel(TokenModelConfig(**config))
+
+
+@pytest.fixture(autouse=True)
+def one_numba_thread():
+    """The training tests run tiny shapes, where a step is dozens of small kernels: waking a
+    second thread for each costs more than it gives, and on a shared 2-core machine it stalls
+    (a learning test took 80 s with two threads, 9 s with one)."""
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    yield
+    numba.set_num_threads(threads)

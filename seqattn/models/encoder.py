@@ -5,15 +5,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..nn import (Embedding, LayerNorm, Linear, Module, TransformerEncoder,
+from .. import ops
+from ..nn import (Embedding, LayerNorm, Linear, Module, Parameter, TransformerEncoder,
                   TransformerEncoderLayer)
-from ..nn.init import generator
+from ..nn.init import generator, normal
+from ..nn.placement import moved
 from .positions import SinusoidalPositions
 
 
 @dataclass
 class EncoderConfig:
-    """Give ``in_features`` for float tokens (B, N, F) or ``vocab_size`` for ids (B, N)."""
+    """Give ``in_features`` for float tokens (B, N, F) or ``vocab_size`` for ids (B, N).
+    ``class_token`` puts a learned token in front of every sequence (for class-token pooling)."""
 
     in_features: int = None
     vocab_size: int = None
@@ -26,6 +29,7 @@ class EncoderConfig:
     max_len: int = 512
     dtype: str = "float32"
     seed: int = 0
+    class_token: bool = False
 
     def check(self):
         if (self.in_features is None) == (self.vocab_size is None):
@@ -49,7 +53,8 @@ def encoder_stack(config, num_layers, rng):
 
 
 class SequenceEncoder(Module):
-    """inputs (B, N, F) or ids (B, N) -> encoded tokens (B, N, d_model)."""
+    """inputs (B, N, F) or ids (B, N) -> encoded tokens (B, N, d_model), or (B, 1 + N, d_model)
+    with the class token first (it carries no position and is never padded)."""
 
     def __init__(self, config):
         super().__init__()
@@ -60,10 +65,27 @@ class SequenceEncoder(Module):
                                  rng)
         self.positions = SinusoidalPositions(config.max_len, config.d_model, dtype)
         self.encoder = encoder_stack(config, config.num_layers, rng)
+        if config.class_token:
+            self.class_token = Parameter(normal(rng, (config.d_model,), dtype, std=0.02))
 
     def forward(self, inputs, key_padding_mask=None):
         x = self.positions(self.embed(inputs))
+        if self.config_class_token:
+            self.save_for_backward(x=x)
+            x = ops.prepend_token(x, self.class_token.data)
+            if key_padding_mask is not None:
+                B, N = (int(s) for s in key_padding_mask.shape)
+                never_padded = moved(np.zeros(1, np.bool_), self.device)
+                key_padding_mask = ops.prepend_token(key_padding_mask.reshape(B, N, 1),
+                                                     never_padded).reshape(B, N + 1)
         return self.encoder(x, src_key_padding_mask=key_padding_mask)
 
     def backward(self, dout):
-        self.embed.backward(self.positions.backward(self.encoder.backward(dout)))
+        d = self.encoder.backward(dout)
+        if self.config_class_token:
+            d = ops.prepend_token_backward(d, self.saved()["x"], token_grad=self.class_token.grad)
+        self.embed.backward(self.positions.backward(d))
+
+    @property
+    def config_class_token(self):
+        return "class_token" in self._parameters

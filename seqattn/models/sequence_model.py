@@ -1,0 +1,46 @@
+"""N -> 1: one value (or class logits) per sequence: a molecule's toxicity, who is speaking."""
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..nn import Linear, Module
+from ..nn.init import generator
+from .encoder import EncoderConfig, SequenceEncoder
+from .pooling import AttentionPooling, ClassTokenPooling, MaskedMeanPooling
+
+POOLINGS = ("mean", "cls", "attention")
+
+
+@dataclass
+class SequenceModelConfig(EncoderConfig):
+    out_features: int = 1
+    pooling: str = "mean"
+
+
+class SequenceModel(Module):
+    """inputs (B, N, F) or ids (B, N) -> (B, out_features): the encoder, a pooling head
+    (``pooling``: 'mean' over unpadded tokens, 'cls' class token, 'attention'), a linear head."""
+
+    def __init__(self, config):
+        super().__init__()
+        if config.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {config.pooling!r}")
+        self.config = config
+        dtype = np.dtype(config.dtype).type
+        rng = generator([config.seed, 1])
+        self.encoder = SequenceEncoder(replace(config, class_token=config.pooling == "cls"))
+        if config.pooling == "mean":
+            self.pool = MaskedMeanPooling()
+        elif config.pooling == "cls":
+            self.pool = ClassTokenPooling()
+        else:
+            self.pool = AttentionPooling(config.d_model, config.nhead, dtype, rng)
+        self.head = Linear(config.d_model, config.out_features, dtype=dtype, seed=rng)
+
+    def forward(self, inputs, key_padding_mask=None):
+        encoded = self.encoder(inputs, key_padding_mask)
+        return self.head(self.pool(encoded, None if self.config.pooling == "cls"
+                                   else key_padding_mask))
+
+    def backward(self, dout):
+        self.encoder.backward(self.pool.backward(self.head.backward(dout)))

@@ -52,3 +52,13 @@ def sign_of_sum(samples, seed):
 
 def binary_accuracy(logits, targets):
     return float(((logits > 0) == (targets > 0.5)).mean())
+
+
+REVERSE_LENGTH, REVERSE_SYMBOLS = 6, 8
+
+
+def reversal(samples, seed):
+    """N -> N': the source ids reversed. Symbols are 1..8; 0 is the decoder's start id."""
+    src = np.random.default_rng(seed).integers(1, REVERSE_SYMBOLS + 1,
+                                               size=(samples, REVERSE_LENGTH))
+    return src, src[:, ::-1].copy()

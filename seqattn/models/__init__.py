@@ -1,10 +1,13 @@
 """Task models for the three problem shapes, each built from a typed config dataclass:
-N -> N (TokenModel), N -> 1 (SequenceModel with a pooling head)."""
+N -> N (TokenModel), N -> 1 (SequenceModel with a pooling head), N -> N' (Seq2SeqModel, with
+cached autoregressive ``generate`` and ``rollout``)."""
 from .encoder import EncoderConfig, SequenceEncoder
+from .generation import generate, rollout
 from .pooling import AttentionPooling, ClassTokenPooling, MaskedMeanPooling
+from .seq2seq import Seq2SeqConfig, Seq2SeqModel
 from .sequence_model import SequenceModel, SequenceModelConfig
 from .token_model import TokenModel, TokenModelConfig
 
 __all__ = ["AttentionPooling", "ClassTokenPooling", "EncoderConfig", "MaskedMeanPooling",
-           "SequenceEncoder", "SequenceModel", "SequenceModelConfig", "TokenModel",
-           "TokenModelConfig"]
+           "Seq2SeqConfig", "Seq2SeqModel", "SequenceEncoder", "SequenceModel",
+           "SequenceModelConfig", "TokenModel", "TokenModelConfig", "generate", "rollout"]

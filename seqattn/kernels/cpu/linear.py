@@ -1,18 +1,89 @@
 """Linear map y = x W^T + b on the CPU.
 
 Shapes: x (R, K) with R = B * N token rows, weight (O, K), bias (O,), y (R, O).
-The GEMMs go to NumPy's BLAS (multi-threaded OpenBLAS): no loop Numba compiles beats it.
-"""
-import numpy as np
 
-from .reductions import sum_over_rows
+Each op is one parallel region in which every Numba thread runs single-threaded BLAS on its own
+block: forward and dx on a block of token rows, dW and db on a block of output features. There
+is no synchronisation inside a GEMM, which matters on our shared 2-core machines: OpenBLAS's own
+threads hand packed panels to each other and spin whenever the other one is descheduled. The
+bias goes into the output before the GEMM (beta = 1) and the bias gradient is summed in the
+same task as dW, so neither costs a separate pass or parallel region.
+"""
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..blas_threads import single_threaded_blas
+from .gemm import gemm
+
+
+@njit(inline="always")
+def _block(t, tasks, size):
+    """Task t's share [start, stop) of range(size)."""
+    return t * size // tasks, (t + 1) * size // tasks
+
+
+@njit(cache=True)
+def _fill_rows(out, bias, r0, r1):
+    for r in range(r0, r1):
+        for o in range(out.shape[1]):
+            out[r, o] = bias[o]
+
+
+@njit(cache=True)
+def _add_column_sums(dbias, dout, o0, o1):
+    """dbias[o0:o1] += sums over rows of dout[:, o0:o1], accumulated in float64."""
+    total = np.zeros(o1 - o0, dtype=np.float64)
+    for r in range(dout.shape[0]):
+        for o in range(o0, o1):
+            total[o - o0] += dout[r, o]
+    for o in range(o0, o1):
+        dbias[o] += total[o - o0]
+
+
+@njit(parallel=True, cache=True)
+def _linear_forward(out, x, weight, bias, has_bias, tasks):
+    R = x.shape[0]
+    for t in prange(tasks):
+        r0, r1 = _block(t, tasks, R)
+        if r1 > r0:
+            if has_bias:
+                _fill_rows(out, bias, r0, r1)
+            gemm(out[r0:r1], x[r0:r1], weight, False, True, 1.0, 1.0 if has_bias else 0.0)
+
+
+@njit(parallel=True, cache=True)
+def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias, tasks):
+    R, O = dout.shape
+    for t in prange(tasks):
+        r0, r1 = _block(t, tasks, R)
+        if need_dx and r1 > r0:
+            # out = x W^T  ->  dx = dout W
+            gemm(dx[r0:r1], dout[r0:r1], weight, False, False, 1.0, 0.0)
+        o0, o1 = _block(t, tasks, O)
+        if o1 > o0:
+            # out = x W^T  ->  dW += dout^T x, summed over all token rows
+            gemm(dweight[o0:o1], dout[:, o0:o1], x, True, False, 1.0, 1.0)
+            if has_bias:
+                # out += b  ->  db += sum of dout over rows
+                _add_column_sums(dbias, dout, o0, o1)
+
+
+def _tasks():
+    # Read here: a kernel that reads the thread count cannot be cached.
+    return numba.get_num_threads()
+
+
+def _vector(x):
+    """The ops layer passes a stand-in for an absent bias (or its gradient), possibly the 2-D
+    weight; the kernels type-check the bias branch anyway, so give them a 1-D view."""
+    return x.reshape(-1)
 
 
 def linear_forward(out, x, weight, bias, has_bias):
     """out (R, O) = x (R, K) @ weight (O, K)^T (+ bias (O,))."""
-    np.matmul(x, weight.T, out=out)
-    if has_bias:
-        np.add(out, bias, out=out)
+    with single_threaded_blas():
+        _linear_forward(out, x, weight, _vector(bias), has_bias, _tasks())
 
 
 def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
@@ -20,11 +91,6 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
 
     dx (R, K) is written only when ``need_dx`` (the first layer of a model has no input gradient).
     """
-    # out = x W^T  ->  dx = dout W
-    if need_dx:
-        np.matmul(dout, weight, out=dx)
-    # out = x W^T  ->  dW = dout^T x, summed over all token rows
-    dweight += dout.T @ x
-    # out += b  ->  db = sum of dout over rows
-    if has_bias:
-        sum_over_rows(dbias, dout, True)
+    with single_threaded_blas():
+        _linear_backward(dx, dweight, _vector(dbias), dout, x, weight, need_dx, has_bias,
+                         _tasks())

@@ -2,14 +2,16 @@
 
 The issue's model: 4 pre-norm GELU layers, d_model 256, 8 heads, FFN 1024, batch 8, N 1024,
 float32. Both models get the same weights; torch runs on the same number of threads (CPU) or
-the same GPU in float32. Prints tokens per second (median of the timed repeats, after a warm-up
-that compiles the kernels) and the ratio seqattn / torch.
+the same GPU in float32. Prints tokens per second (median of the timed repeats, which alternate
+between the two models, after a warm-up that compiles the kernels), the ratio seqattn / torch
+and the machine's load average around the run.
 
     python benchmarks/encoder.py                  # the issue's size on 2 CPU threads
     python benchmarks/encoder.py --quick          # N=128, a smoke run
     python benchmarks/encoder.py --device cuda    # both on the GPU
 """
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -36,16 +38,20 @@ def torch_twin(ours, args, device):
     return theirs.to(device).train()
 
 
-def median_seconds(step, repeats, synchronize):
-    step()  # warm-up: compilation, allocator
-    synchronize()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
+def median_seconds(steps, repeats):
+    """Median seconds per step of each (step, synchronize) pair. The steps alternate, so a load
+    that other users put on a shared machine meanwhile falls on both sides alike."""
+    for step, synchronize in steps:
+        step()  # warm-up: compilation, allocator
         synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times = [[] for _ in steps]
+    for _ in range(repeats):
+        for (step, synchronize), spent in zip(steps, times):
+            start = time.perf_counter()
+            step()
+            synchronize()
+            spent.append(time.perf_counter() - start)
+    return [statistics.median(spent) for spent in times]
 
 
 def main():
@@ -89,15 +95,17 @@ def main():
     def step_torch():
         theirs(x_torch).backward(dout_torch)
 
+    load_before = os.getloadavg()[0]
     with threadpool_limits(args.threads):
-        t_ours = median_seconds(step_ours, args.repeats, sync_ours)
-        t_torch = median_seconds(step_torch, args.repeats, sync_torch)
+        t_ours, t_torch = median_seconds([(step_ours, sync_ours), (step_torch, sync_torch)],
+                                         args.repeats)
     tokens = args.batch * args.n
-    print(f"machine: {platform.processor() or platform.machine()}, device {args.device}, "
-          f"{args.threads} threads, torch {torch.__version__}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"device {args.device}, {args.threads} threads, torch {torch.__version__}; "
+          f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
     print(f"encoder {args.layers} x pre-norm GELU, d_model {args.d_model}, {args.heads} heads, "
           f"FFN {args.ffn}, batch {args.batch}, N {args.n}, float32, forward+backward, "
-          f"median of {args.repeats}")
+          f"median of {args.repeats} alternating repeats")
     print(f"seqattn {tokens / t_ours:10.0f} tokens/s ({t_ours:.3f} s/step)")
     print(f"torch   {tokens / t_torch:10.0f} tokens/s ({t_torch:.3f} s/step)")
     print(f"ratio seqattn/torch: {t_torch / t_ours:.2f}x")

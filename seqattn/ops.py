@@ -418,30 +418,53 @@ def _check_ids(device, ids, V):
                          f"got values in [{ids.min()}, {ids.max()}]")
 
 
-def split_heads(x, num_heads):
-    """(B, N, H * D) -> (B, H, N, D)."""
+def split_heads(x, num_heads, parts=1):
+    """(B, N, H * D) -> (B, H, N, D).
+
+    With ``parts`` > 1, x is (B, N, parts * H * D), e.g. q, k and v side by side from one packed
+    projection, and the result is a tuple of ``parts`` arrays (B, H, N, D), one per block.
+    """
     device, a = prepared({"x": x})
     x = a["x"]
-    if x.ndim != 3 or int(x.shape[2]) % num_heads:
+    if not isinstance(parts, (int, np.integer)) or parts < 1:
+        raise ValueError(f"parts must be a positive integer, got {parts!r}")
+    if x.ndim != 3 or int(x.shape[2]) % (num_heads * parts):
         raise ValueError(f"x has shape {shape_of(x)}; expected (B, N, E) with E divisible by "
-                         f"num_heads = {num_heads}")
-    B, N, E = shape_of(x)
-    out = empty_like_on(device, (B, num_heads, N, E // num_heads), x.dtype)
+                         f"num_heads = {num_heads}" + (f" times parts = {parts}" if parts > 1
+                                                       else ""))
+    B, N, width = shape_of(x)
+    E = width // parts
+    out = empty_like_on(device, (parts, B, num_heads, N, E // num_heads), x.dtype)
     if x.size:
-        kernels_for(device, "heads").split_heads_forward(out, x)
-    return out
+        kernel = kernels_for(device, "heads").split_heads_forward
+        for p in range(parts):
+            # The kernel reads block p as a strided view: no copy of the packed input.
+            kernel(out[p], x[:, :, p * E:(p + 1) * E])
+    return out[0] if parts == 1 else tuple(out[p] for p in range(parts))
 
 
-def merge_heads(x):
-    """(B, H, N, D) -> (B, N, H * D); the inverse of :func:`split_heads`."""
-    device, a = prepared({"x": x})
-    x = a["x"]
-    if x.ndim != 4:
-        raise ValueError(f"x has shape {shape_of(x)}; expected (B, H, N, D)")
-    B, H, N, D = shape_of(x)
-    out = empty_like_on(device, (B, N, H * D), x.dtype)
-    if x.size:
-        kernels_for(device, "heads").split_heads_backward(out, x)
+def merge_heads(*heads):
+    """(B, H, N, D) -> (B, N, H * D); the inverse of :func:`split_heads`.
+
+    Several inputs of one shape are merged side by side into (B, N, P * H * D), the inverse of
+    ``split_heads(..., parts=P)``.
+    """
+    if not heads:
+        raise ValueError("merge_heads needs at least one (B, H, N, D) array")
+    names = ["x"] if len(heads) == 1 else [f"heads[{p}]" for p in range(len(heads))]
+    device, a = prepared(dict(zip(names, heads)))
+    first = a[names[0]]
+    if first.ndim != 4:
+        raise ValueError(f"{names[0]} has shape {shape_of(first)}; expected (B, H, N, D)")
+    for name in names[1:]:
+        expect_shape(name, a[name], shape_of(first), "the shape of heads[0]")
+    B, H, N, D = shape_of(first)
+    E = H * D
+    out = empty_like_on(device, (B, N, len(heads) * E), first.dtype)
+    if first.size:
+        kernel = kernels_for(device, "heads").split_heads_backward
+        for p, name in enumerate(names):
+            kernel(out[:, :, p * E:(p + 1) * E], a[name])
     return out
 
 

@@ -85,11 +85,19 @@ class MultiheadAttention(Module):
         value = key if value is None else value
         self._check_inputs(query, key, value)
         H = self.num_heads
-        heads = []
-        for i, x in enumerate((query, key, value)):
-            weight, b = self._projection(i, "data")
-            heads.append(ops.split_heads(ops.linear(x, weight, b), H))  # (B, H, len, D)
-        q, k, v = heads
+        packed_self = self.packed and key is query and value is query
+        if packed_self:
+            # Self-attention: one GEMM against the packed (3E, E) weight puts q, k and v side by
+            # side, and the heads are split from there.
+            bias_data = None if self.in_proj_bias is None else self.in_proj_bias.data
+            q, k, v = ops.split_heads(ops.linear(query, self.in_proj_weight.data, bias_data), H,
+                                      parts=3)
+        else:
+            heads = []
+            for i, x in enumerate((query, key, value)):
+                weight, b = self._projection(i, "data")
+                heads.append(ops.split_heads(ops.linear(x, weight, b), H))  # (B, H, len, D)
+            q, k, v = heads
         if self.rotary is not None:
             q, k = self.rotary.rotate(q), self.rotary.rotate(k)
         options = dict(causal=is_causal, key_padding_mask=key_padding_mask,
@@ -98,22 +106,48 @@ class MultiheadAttention(Module):
         merged = ops.merge_heads(out_heads)  # (B, N, E)
         out = self.out_proj(merged)
         self.save_for_backward(query=query, key=key, value=value, q=q, k=k, v=v,
-                               out_heads=out_heads, lse=lse, options=options)
+                               out_heads=out_heads, lse=lse, options=options,
+                               packed_self=packed_self)
         weights = ops.attention_weights(q, k, **options) if need_weights else None
         return out, weights
 
-    def backward(self, dout):
-        """Returns (dquery, dkey, dvalue); adds the parameter gradients."""
+    def _head_gradients(self, dout):
+        """(dq, dk, dv) of the projected heads, each (B, H, len, D), from dout (B, N, E)."""
         s = self.saved()
         d_heads = ops.split_heads(self.out_proj.backward(dout), self.num_heads)
         dq, dk, dv, _ = ops.attention_backward(d_heads, s["q"], s["k"], s["v"], s["out_heads"],
                                                s["lse"], **s["options"])
         if self.rotary is not None:
             dq, dk = self.rotary.rotate_backward(dq), self.rotary.rotate_backward(dk)
+        return dq, dk, dv
+
+    def backward(self, dout):
+        """Returns (dquery, dkey, dvalue); adds the parameter gradients."""
+        s = self.saved()
         grads = []
-        for i, (d, x) in enumerate(((dq, s["query"]), (dk, s["key"]), (dv, s["value"]))):
+        for i, (d, x) in enumerate(zip(self._head_gradients(dout),
+                                       (s["query"], s["key"], s["value"]))):
             weight, _ = self._projection(i, "data")
             weight_grad, bias_grad = self._projection(i, "grad")
             grads.append(ops.linear_backward(ops.merge_heads(d), x, weight,
                                              weight_grad=weight_grad, bias_grad=bias_grad))
         return tuple(grads)
+
+    def self_attention_backward(self, dout):
+        """For self-attention (one tensor passed as query, key and value): returns its gradient,
+        dquery + dkey + dvalue, and adds the parameter gradients.
+
+        With the packed projection this is one GEMM per gradient over the packed weight instead
+        of three and two sums.
+        """
+        s = self.saved()
+        if not (s["query"] is s["key"] and s["query"] is s["value"]):
+            raise ValueError("self_attention_backward needs a forward with one tensor as query, "
+                             "key and value; call backward(dout) for cross-attention")
+        if not s["packed_self"]:
+            dquery, dkey, dvalue = self.backward(dout)
+            return ops.add_into(ops.add_into(dquery, dkey), dvalue)
+        bias_grad = None if self.in_proj_bias is None else self.in_proj_bias.grad
+        return ops.linear_backward(ops.merge_heads(*self._head_gradients(dout)), s["query"],
+                                   self.in_proj_weight.data,
+                                   weight_grad=self.in_proj_weight.grad, bias_grad=bias_grad)

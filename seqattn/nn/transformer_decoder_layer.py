@@ -44,8 +44,7 @@ class TransformerDecoderLayer(Module):
         return self.dropout1(out)
 
     def _self_block_backward(self, dout):
-        dq, dk, dv = self.self_attn.backward(self.dropout1.backward(dout))
-        return ops.add_into(ops.add_into(dq, dk), dv)
+        return self.self_attn.self_attention_backward(self.dropout1.backward(dout))
 
     def _cross_block(self, x, memory, mask, padding):
         out, _ = self.multihead_attn(x, memory, memory, key_padding_mask=padding,

@@ -42,8 +42,7 @@ class TransformerEncoderLayer(Module):
         return self.dropout1(out)
 
     def _attention_block_backward(self, dout):
-        dq, dk, dv = self.self_attn.backward(self.dropout1.backward(dout))
-        return ops.add_into(ops.add_into(dq, dk), dv)
+        return self.self_attn.self_attention_backward(self.dropout1.backward(dout))
 
     def _feed_forward_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))

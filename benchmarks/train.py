@@ -1,0 +1,134 @@
+"""Benchmark training steps per second of a small N -> N model against the same model and
+optimizer in torch on the same threads.
+
+The model: TokenModel with 4 input and 4 output features, d_model 64, 2 pre-norm GELU encoder
+layers, 4 heads, FFN 128, fixed sinusoidal positions; batch 16, N 64, float32. One step is
+forward, MSE loss, backward, global-norm clipping to 1.0 and AdamW (torch: the same modules with
+the same weights, torch.nn.utils.clip_grad_norm_ and torch.optim.AdamW). Steps of the two sides
+alternate after a warm-up (compilation); medians are printed with the machine's load average,
+and the first step's losses of both sides as a check that they compute the same thing. Also
+prints the rate of ``seqattn.train.fit`` over an epoch, which adds the host-side batch checks.
+
+    python benchmarks/train.py                # 2 threads, 20 alternating repeats
+    python benchmarks/train.py --repeats 5    # a smoke run
+"""
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+
+from seqattn.models import TokenModel, TokenModelConfig
+from seqattn.train import AdamW, MSELoss, clip_factor, fit, global_grad_norm
+
+CONFIG = dict(in_features=4, out_features=4, d_model=64, nhead=4, num_layers=2,
+              dim_feedforward=128, max_len=64, activation="gelu")
+BATCH, N = 16, 64
+
+
+def torch_twin(ours):
+    """The same model in torch.nn, parameter for parameter (same names, same weights)."""
+    import torch
+
+    class Twin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = torch.nn.Module()
+            self.encoder.embed = torch.nn.Linear(CONFIG["in_features"], CONFIG["d_model"])
+            layer = torch.nn.TransformerEncoderLayer(
+                CONFIG["d_model"], CONFIG["nhead"], CONFIG["dim_feedforward"], dropout=0.0,
+                activation="gelu", norm_first=True, batch_first=True)
+            self.encoder.encoder = torch.nn.TransformerEncoder(
+                layer, CONFIG["num_layers"], torch.nn.LayerNorm(CONFIG["d_model"]),
+                enable_nested_tensor=False)
+            self.head = torch.nn.Linear(CONFIG["d_model"], CONFIG["out_features"])
+            self.register_buffer("table", torch.from_numpy(ours.encoder.positions.table.copy()),
+                                 persistent=False)
+
+        def forward(self, x):
+            h = self.encoder.embed(x) + self.table[:x.shape[1]]
+            return self.head(self.encoder.encoder(h))
+
+    twin = Twin()
+    twin.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
+    return twin.train()
+
+
+def median_seconds(steps, repeats):
+    """Median seconds per call of each step; the steps alternate so that load from other users
+    of a shared machine falls on both alike."""
+    for step in steps:
+        step()
+    times = [[] for _ in steps]
+    for _ in range(repeats):
+        for step, spent in zip(steps, times):
+            start = time.perf_counter()
+            step()
+            spent.append(time.perf_counter() - start)
+    return [statistics.median(spent) for spent in times]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+
+    import numba
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    numba.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(BATCH, N, CONFIG["in_features"])).astype(np.float32)
+    y = rng.normal(size=(BATCH, N, CONFIG["out_features"])).astype(np.float32)
+
+    ours = TokenModel(TokenModelConfig(**CONFIG))
+    theirs = torch_twin(ours)
+    loss, optimizer = MSELoss(), AdamW(ours, lr=1e-3)
+    torch_optimizer = torch.optim.AdamW(theirs.parameters(), lr=1e-3)
+    x_torch, y_torch = torch.from_numpy(x), torch.from_numpy(y)
+    first_loss = {}
+
+    def step_ours():
+        value = loss(ours(x), y)
+        optimizer.zero_grad()
+        ours.backward(loss.backward())
+        optimizer.step(clip_factor(global_grad_norm(ours.parameters()), 1.0))
+        first_loss.setdefault("seqattn", value)
+
+    def step_torch():
+        value = torch.nn.functional.mse_loss(theirs(x_torch), y_torch)
+        torch_optimizer.zero_grad()
+        value.backward()
+        torch.nn.utils.clip_grad_norm_(theirs.parameters(), 1.0)
+        torch_optimizer.step()
+        first_loss.setdefault("torch", value.item())
+
+    load_before = os.getloadavg()[0]
+    with threadpool_limits(args.threads):
+        t_ours, t_torch = median_seconds([step_ours, step_torch], args.repeats)
+        epoch_batches = 20
+        data = (np.repeat(x, epoch_batches, 0), np.repeat(y, epoch_batches, 0))
+        start = time.perf_counter()
+        fit(ours, loss, optimizer, data, epochs=1, batch_size=BATCH, progress=False)
+        t_fit = (time.perf_counter() - start) / epoch_batches
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"{args.threads} threads, torch {torch.__version__}; 1-min load average "
+          f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print(f"TokenModel d_model {CONFIG['d_model']}, {CONFIG['num_layers']} layers, "
+          f"{CONFIG['nhead']} heads, FFN {CONFIG['dim_feedforward']}, batch {BATCH}, N {N}, "
+          f"float32; MSE + clipping + AdamW; median of {args.repeats} alternating steps")
+    print(f"first-step loss: seqattn {first_loss['seqattn']:.6f}, torch "
+          f"{first_loss['torch']:.6f}")
+    print(f"seqattn step    {1 / t_ours:8.1f} steps/s ({1e3 * t_ours:.1f} ms)")
+    print(f"torch step      {1 / t_torch:8.1f} steps/s ({1e3 * t_torch:.1f} ms)")
+    print(f"seqattn fit     {1 / t_fit:8.1f} steps/s over an epoch of {epoch_batches} batches")
+    print(f"ratio seqattn/torch (step): {t_torch / t_ours:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,10 +1,10 @@
 """The fit loop: learning N -> N (delayed copy), reproducibility, exact resumption from
-checkpoints, early stopping, callbacks, bad input and non-finite losses."""
+checkpoints, early stopping, callbacks, adapter batches, bad input and non-finite losses."""
 import numpy as np
 import pytest
 
-from seqattn.train import (Adam, AdamW, EarlyStopping, MSELoss, NonFiniteLossError, SGD,
-                           WarmupCosine, evaluate, fit, load_checkpoint)
+from seqattn.train import (SGD, Adam, AdamW, EarlyStopping, LatitudeWeightedMSELoss, MSELoss,
+                           NonFiniteLossError, WarmupCosine, evaluate, fit, load_checkpoint)
 from train_tasks import delayed_copy, one_numba_thread, small_token_model  # noqa: F401
 
 QUIET = dict(progress=False)
@@ -121,3 +121,23 @@ def test_non_finite_loss_stops_without_touching_the_checkpoint(tmp_path):
             resume=True, **QUIET)
     assert (tmp_path / "model.safetensors").read_bytes() == before and saved["epoch"] == 1
     assert all(np.isfinite(w).all() for w in model.state_dict().values())
+
+
+def test_adapter_batches_plug_in_with_latitude_weights():
+    """(adapter Batch, targets) pairs from a BatchIterator train directly; the targets keep the
+    grid's gaps as NaN, which the NaN-aware latitude-weighted loss skips, and the latitudes come
+    from the batches' per-token coordinates."""
+    from adapters_helpers import make_grid
+    from seqattn.adapters import BatchIterator, GridAdapter
+
+    ds = make_grid(time=8, lat=8, lon=8, nan_fraction=0.1, static=False, dtype="float32")
+    iterator = BatchIterator(ds, GridAdapter(["t", "u"], {"lat": 2, "lon": 2}),
+                             input_dims={"lat": 8, "lon": 8}, batch_dims={"time": 1},
+                             batch_size=4)
+    pairs = [(b, np.where(b.valid, b.values, np.nan)) for b in iterator]
+    features = pairs[0][0].tokens.shape[-1]
+    model = small_token_model(in_features=features, out_features=pairs[0][1].shape[-1],
+                              max_len=16)
+    history = fit(model, LatitudeWeightedMSELoss(skip_nan=True), Adam(model, lr=3e-3), pairs,
+                  epochs=4, **QUIET)
+    assert np.isfinite(history["loss"]).all() and history["loss"][-1] < history["loss"][0]

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from seqattn.train import (SGD, Adam, AdamW, EarlyStopping, LatitudeWeightedMSELoss, MSELoss,
-                           NonFiniteLossError, WarmupCosine, evaluate, fit, load_checkpoint)
+                           NonFiniteLossError, WarmupCosine, evaluate, fit, load_checkpoint,
+                           load_model)
 from train_tasks import delayed_copy, one_numba_thread, small_token_model  # noqa: F401
 
 QUIET = dict(progress=False)
@@ -59,6 +60,7 @@ def test_resumed_training_ends_where_uninterrupted_training_ends(tmp_path):
     state = load_checkpoint(tmp_path / "run", small_token_model())
     assert state["epoch"] == 4 and state["model"]["type"] == "TokenModel"
     assert state["model"]["config"]["d_model"] == 32
+    _assert_same_weights(_weights(load_model(tmp_path / "run")), _weights(resumed))
 
 
 def test_early_stopping_restores_the_best_weights_and_callbacks_can_stop():
@@ -79,15 +81,16 @@ def test_early_stopping_restores_the_best_weights_and_callbacks_can_stop():
                                min(history["val_loss"]), rtol=1e-6)
 
 
-def test_iterables_of_batches_and_nan_targets():
-    """A list of tuples and dicts works like arrays; NaN targets are skipped by skip_nan."""
+def test_iterables_of_batches_nan_targets_and_progress(capsys):
+    """A list of tuples and dicts works like arrays; NaN targets are skipped by skip_nan; the
+    progress bar goes to stderr and a summary line per epoch to stdout."""
     x, y = delayed_copy(32, 0)
     y[:, :2] = np.nan
     batches = [(x[:16], y[:16]), {"inputs": x[16:], "targets": y[16:]}]
     model = small_token_model()
-    history = fit(model, MSELoss(skip_nan=True), Adam(model, lr=1e-3), batches, epochs=2,
-                  **QUIET)
+    history = fit(model, MSELoss(skip_nan=True), Adam(model, lr=1e-3), batches, epochs=2)
     assert np.isfinite(history["loss"]).all()
+    assert capsys.readouterr().out.splitlines()[-1].startswith("epoch 2/2: loss ")
     with pytest.raises(ValueError, match="targets contain NaN .* use its NaN-aware form"):
         fit(model, MSELoss(), Adam(model, lr=1e-3), batches, **QUIET)
 

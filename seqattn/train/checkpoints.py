@@ -24,7 +24,8 @@ def model_config(model):
     config = getattr(model, "config", None)
     if not dataclasses.is_dataclass(config):
         return None
-    return {"type": type(model).__name__, "config": dataclasses.asdict(config)}
+    return {"type": type(model).__name__, "config_type": type(config).__name__,
+            "config": dataclasses.asdict(config)}
 
 
 def _dropouts(model):
@@ -93,3 +94,18 @@ def load_checkpoint(path, model, optimizer=None, early_stopping=None):
         early_stopping.load_state(state["early_stopping"],
                                   _load_arrays(best) if best.exists() else None)
     return state
+
+
+def load_model(path, device="cpu"):
+    """Rebuild a ``seqattn.models`` model from a checkpoint's config and load its weights."""
+    from .. import models
+
+    state = json.loads((Path(path) / "state.json").read_text())
+    saved = state.get("model")
+    if saved is None:
+        raise ValueError(f"{path} was saved from a model without a config dataclass; build the "
+                         "model yourself and use load_checkpoint(path, model)")
+    config = getattr(models, saved["config_type"])(**saved["config"])
+    model = getattr(models, saved["type"])(config)
+    model.load_state_dict(_load_arrays(Path(path) / "model.safetensors"))
+    return model.to(device)

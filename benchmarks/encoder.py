@@ -39,7 +39,7 @@ def torch_twin(ours, args, device):
 
 
 def median_seconds(steps, repeats):
-    """Median seconds per step of each (step, synchronize) pair. The steps alternate, so a load
+    """(median, min, max) seconds per step of each (step, synchronize) pair. The steps alternate, so a load
     that other users put on a shared machine meanwhile falls on both sides alike."""
     for step, synchronize in steps:
         step()  # warm-up: compilation, allocator
@@ -51,7 +51,7 @@ def median_seconds(steps, repeats):
             step()
             synchronize()
             spent.append(time.perf_counter() - start)
-    return [statistics.median(spent) for spent in times]
+    return [(statistics.median(spent), min(spent), max(spent)) for spent in times]
 
 
 def main():
@@ -97,7 +97,7 @@ def main():
 
     load_before = os.getloadavg()[0]
     with threadpool_limits(args.threads):
-        t_ours, t_torch = median_seconds([(step_ours, sync_ours), (step_torch, sync_torch)],
+        (t_ours, *range_ours), (t_torch, *range_torch) = median_seconds([(step_ours, sync_ours), (step_torch, sync_torch)],
                                          args.repeats)
     tokens = args.batch * args.n
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
@@ -106,8 +106,10 @@ def main():
     print(f"encoder {args.layers} x pre-norm GELU, d_model {args.d_model}, {args.heads} heads, "
           f"FFN {args.ffn}, batch {args.batch}, N {args.n}, float32, forward+backward, "
           f"median of {args.repeats} alternating repeats")
-    print(f"seqattn {tokens / t_ours:10.0f} tokens/s ({t_ours:.3f} s/step)")
-    print(f"torch   {tokens / t_torch:10.0f} tokens/s ({t_torch:.3f} s/step)")
+    for name, t, (fastest, slowest) in (("seqattn", t_ours, range_ours),
+                                        ("torch  ", t_torch, range_torch)):
+        print(f"{name} {tokens / t:10.0f} tokens/s ({t:.3f} s/step; {fastest:.3f} to "
+              f"{slowest:.3f})")
     print(f"ratio seqattn/torch: {t_torch / t_ours:.2f}x")
 
 

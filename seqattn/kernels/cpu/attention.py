@@ -24,6 +24,7 @@ from numba import get_num_threads, njit, prange
 
 from ..blas_threads import single_threaded_blas
 from ..softmax_rows import FASTMATH, exp_shifted, row_max
+from .gemm import gemm
 
 NEG_INF = -np.inf
 # Tile sizes, measured on the 2-core Zen 4 machine (BENCHMARKS.md): a 256 x 512 float32 score
@@ -100,9 +101,9 @@ def _modify_scores(s, b, h, i0, j0, off, mods):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _score_tile(s, q_scaled, k_rows, b, h, i0, j0, off, mods):
-    """s (rows, cols) = q_scaled @ k_rows^T with every score modification applied."""
-    np.dot(q_scaled, k_rows.T, s)
+def _score_tile(s, q_rows, k_rows, scale, b, h, i0, j0, off, mods):
+    """s (rows, cols) = scale * q_rows @ k_rows^T with every score modification applied."""
+    gemm(s, q_rows, k_rows, False, True, scale, 0.0)
     _modify_scores(s, b, h, i0, j0, off, mods)
 
 
@@ -117,16 +118,6 @@ def _probabilities_from_lse(s, lse_rows, bits):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _scaled_rows(buf, x, scale):
-    """buf holds scale * x (rows, D) as a C-contiguous view of the front of a flat buffer."""
-    out = buf[:x.size].reshape(x.shape)
-    for r in range(x.shape[0]):
-        for d in range(x.shape[1]):
-            out[r, d] = x[r, d] * scale
-    return out
-
-
-@njit(cache=True, fastmath=FASTMATH)
 def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
     """Online-softmax attention of queries [i0, i1) of (b, h) over all visible keys."""
     N, D = q.shape[2], q.shape[3]
@@ -136,9 +127,8 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
     rows = i1 - i0
     dtype = q.dtype
     left, right = mods[4], mods[5]
-    q_scaled = _scaled_rows(np.empty(rows * D, dtype), q[b, h, i0:i1], scale)
+    q_rows = q[b, h, i0:i1]
     acc = np.zeros((rows, D), dtype)
-    pv = np.empty((rows, D), dtype)
     running_max = np.full(rows, NEG_INF, dtype)
     running_sum = np.zeros(rows, dtype)
     s_buf = np.empty(rows * block_k, dtype)
@@ -147,7 +137,7 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
     for j0 in range(j_lo, j_hi, block_k):
         j1 = min(j0 + block_k, j_hi)
         s = s_buf[:rows * (j1 - j0)].reshape((rows, j1 - j0))
-        _score_tile(s, q_scaled, k[b, hk, j0:j1], b, h, i0, j0, off, mods)
+        _score_tile(s, q_rows, k[b, hk, j0:j1], scale, b, h, i0, j0, off, mods)
         for r in range(rows):
             m_new = max(running_max[r], row_max(s[r], bits))
             if m_new == NEG_INF:  # nothing visible yet: contribute nothing (test: empty rows)
@@ -158,8 +148,7 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
             if correction != 1:
                 acc[r] *= correction
             running_max[r] = m_new
-        np.dot(s, v[b, hk, j0:j1], pv)
-        acc += pv
+        gemm(acc, s, v[b, hk, j0:j1], False, False, 1.0, 1.0)  # acc += P v
     for r in range(rows):
         if running_sum[r] > 0:
             out[b, h, i0 + r] = acc[r] / running_sum[r]
@@ -186,7 +175,7 @@ def _forward_tasks(out, lse, q, k, v, scale, block_q, block_k, mods):
 @njit(cache=True, fastmath=FASTMATH)
 def _score_gradients(ds, p, dout_rows, v_rows, delta_rows):
     """ds = p * (dout v^T - delta): gradient of the loss w.r.t. the modified scores."""
-    np.dot(dout_rows, v_rows.T, ds)
+    gemm(ds, dout_rows, v_rows, False, True, 1.0, 0.0)
     for r in range(ds.shape[0]):
         for c in range(ds.shape[1]):
             ds[r, c] = p[r, c] * (ds[r, c] - delta_rows[r])
@@ -204,12 +193,9 @@ def _backward_key_chunk(dq_part, dk, dv, dout, lse, delta, q, k, v, scale, b, hk
     left, right = mods[4], mods[5]
     s_buf = np.empty(block_q * block_k, dtype)
     ds_buf = np.empty(block_q * block_k, dtype)
-    q_buf = np.empty(block_q * D, dtype)
     bits = np.empty(block_k, np.int32)
     dk_acc = np.empty((block_k, D), dtype)
     dv_acc = np.empty((block_k, D), dtype)
-    key_tmp = np.empty((block_k, D), dtype)
-    query_tmp = np.empty((block_q, D), dtype)
     for kb in range(chunk, _ceil_div(M, block_k), n_chunks):
         j0 = kb * block_k
         j1 = min(j0 + block_k, M)
@@ -227,25 +213,16 @@ def _backward_key_chunk(dq_part, dk, dv, dout, lse, delta, q, k, v, scale, b, hk
                 p = s_buf[:rows * cols].reshape((rows, cols))
                 ds = ds_buf[:rows * cols].reshape((rows, cols))
                 # forward: S = scale q k^T + mods; P = exp(S - lse)
-                _score_tile(p, _scaled_rows(q_buf, q_rows, scale), k_rows, b, h, i0, j0, off,
-                            mods)
+                _score_tile(p, q_rows, k_rows, scale, b, h, i0, j0, off, mods)
                 _probabilities_from_lse(p, lse[b, h, i0:i1], bits)
                 # forward: out = P v  =>  dV += P^T dout
-                np.dot(p.T, dout_rows, key_tmp[:cols])
-                dv_blk += key_tmp[:cols]
+                gemm(dv_blk, p, dout_rows, True, False, 1.0, 1.0)
                 _score_gradients(ds, p, dout_rows, v_rows, delta[b, h, i0:i1])
                 # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q
-                np.dot(ds, k_rows, query_tmp[:rows])
-                dq_rows = dq_part[b, h, i0:i1]
-                for r in range(rows):
-                    for d in range(D):
-                        dq_rows[r, d] += scale * query_tmp[r, d]
-                np.dot(ds.T, q_rows, key_tmp[:cols])
-                dk_blk += key_tmp[:cols]
-        for c in range(cols):
-            for d in range(D):
-                dk[b, hk, j0 + c, d] = scale * dk_blk[c, d]
-                dv[b, hk, j0 + c, d] = dv_blk[c, d]
+                gemm(dq_part[b, h, i0:i1], ds, k_rows, False, False, scale, 1.0)
+                gemm(dk_blk, ds, q_rows, True, False, scale, 1.0)
+        dk[b, hk, j0:j1] = dk_blk
+        dv[b, hk, j0:j1] = dv_blk
 
 
 @njit(cache=True, parallel=True)
@@ -272,7 +249,6 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
     left, right = mods[4], mods[5]
     s_buf = np.empty(block_q * block_k, dtype)
     ds_buf = np.empty(block_q * block_k, dtype)
-    q_buf = np.empty(block_q * D, dtype)
     bits = np.empty(block_k, np.int32)
     out = dbias[bb, hb]
     out[i_start:i_stop if Nb > 1 else 1, j_start:j_stop if Mb > 1 else 1] = 0
@@ -287,8 +263,8 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
                     p = s_buf[:rows * cols].reshape((rows, cols))
                     ds = ds_buf[:rows * cols].reshape((rows, cols))
                     hk = h // group
-                    _score_tile(p, _scaled_rows(q_buf, q[b, h, i0:i1], scale),
-                                k[b, hk, j0:j1], b, h, i0, j0, off, mods)
+                    _score_tile(p, q[b, h, i0:i1], k[b, hk, j0:j1], scale, b, h, i0, j0, off,
+                                mods)
                     _probabilities_from_lse(p, lse[b, h, i0:i1], bits)
                     _score_gradients(ds, p, dout[b, h, i0:i1], v[b, hk, j0:j1],
                                      delta[b, h, i0:i1])
@@ -328,8 +304,7 @@ def _weights_tasks(weights, q, k, scale, block_q, mods):
         i0 = qb * block_q
         i1 = min(i0 + block_q, N)
         s = weights[b, h, i0:i1]
-        _score_tile(s, _scaled_rows(np.empty((i1 - i0) * D, q.dtype), q[b, h, i0:i1], scale),
-                    k[b, h // group], b, h, i0, 0, M - N, mods)
+        _score_tile(s, q[b, h, i0:i1], k[b, h // group], scale, b, h, i0, 0, M - N, mods)
         bits = np.empty(M, np.int32)
         for r in range(i1 - i0):
             m = row_max(s[r], bits)

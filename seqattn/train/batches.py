@@ -73,6 +73,7 @@ class ArrayBatches:
         if self.shuffle:
             order = np.random.default_rng([self.seed, epoch]).permutation(order)
         for start in range(0, len(order), self.batch_size):
+            # sorted: the same samples, gathered in memory order (cheaper on memory-mapped data)
             rows = np.sort(order[start:start + self.batch_size])
             yield TrainingBatch(
                 self.inputs[rows], self.targets[rows],

@@ -59,8 +59,8 @@ def _host_batch(batch, loss, dtype, where):
 
 
 def _forward(model, inputs, targets, mask, device):
-    inputs, targets = moved(np.ascontiguousarray(inputs), device), \
-        moved(np.ascontiguousarray(targets), device)
+    inputs = moved(np.ascontiguousarray(inputs), device)
+    targets = moved(np.ascontiguousarray(targets), device)
     kwargs = {} if mask is None else {"key_padding_mask": moved(mask, device)}
     if getattr(model, "teacher_forced", False):
         return model(inputs, targets, **kwargs), targets

@@ -3,15 +3,40 @@
 Arrays are flat (the ops layer ravels them). ``b`` of size S broadcasts over a of size G * S:
 a[g * S + s] pairs with b[s] (a bias (E,), a positional table (N * E,), or a full residual).
 """
+import numba
 from numba import njit, prange
 
 
+@njit(cache=True)
+def _add_rows(out, a, b, g0, g1):
+    S = b.size
+    for g in range(g0, g1):
+        # Row slices indexed from 0 vectorise; a[i % S] per element costs an integer division.
+        out_row = out[g * S:(g + 1) * S]
+        a_row = a[g * S:(g + 1) * S]
+        for s in range(S):
+            out_row[s] = a_row[s] + b[s]
+
+
 @njit(parallel=True, cache=True)
+def _add_blocks(out, a, b, blocks):
+    for t in prange(blocks):
+        _add_rows(out, a, b, t * (a.size // b.size) // blocks,
+                  (t + 1) * (a.size // b.size) // blocks)
+
+
+@njit(parallel=True, cache=True)
+def _add_same_size(out, a, b):
+    for i in prange(a.size):
+        out[i] = a[i] + b[i]
+
+
 def add_forward(out, a, b):
     """out = a + b, with b repeated over a's leading rows."""
-    S = b.size
-    for i in prange(a.size):
-        out[i] = a[i] + b[i % S]
+    if b.size == a.size:
+        _add_same_size(out, a, b)
+    else:
+        _add_blocks(out, a, b, min(a.size // b.size, numba.get_num_threads()))
 
 
 @njit(parallel=True, cache=True)

@@ -38,20 +38,25 @@ def torch_twin(ours, args, device):
     return theirs.to(device).train()
 
 
-def median_seconds(steps, repeats):
-    """(median, min, max) seconds per step of each (step, synchronize) pair. The steps alternate, so a load
-    that other users put on a shared machine meanwhile falls on both sides alike."""
+def step_seconds(steps, repeats):
+    """Per (step, synchronize) pair: (median wall, min wall, max wall, median CPU) seconds per
+    step. The steps alternate, so a load that other users put on a shared machine meanwhile
+    falls on both sides alike; the process's CPU time (all its threads, spinning included) is
+    the figure such load disturbs least."""
     for step, synchronize in steps:
         step()  # warm-up: compilation, allocator
         synchronize()
-    times = [[] for _ in steps]
+    wall = [[] for _ in steps]
+    cpu = [[] for _ in steps]
     for _ in range(repeats):
-        for (step, synchronize), spent in zip(steps, times):
-            start = time.perf_counter()
+        for (step, synchronize), spent, used in zip(steps, wall, cpu):
+            start, start_cpu = time.perf_counter(), time.process_time()
             step()
             synchronize()
             spent.append(time.perf_counter() - start)
-    return [(statistics.median(spent), min(spent), max(spent)) for spent in times]
+            used.append(time.process_time() - start_cpu)
+    return [(statistics.median(spent), min(spent), max(spent), statistics.median(used))
+            for spent, used in zip(wall, cpu)]
 
 
 def main():
@@ -97,7 +102,7 @@ def main():
 
     load_before = os.getloadavg()[0]
     with threadpool_limits(args.threads):
-        (t_ours, *range_ours), (t_torch, *range_torch) = median_seconds([(step_ours, sync_ours), (step_torch, sync_torch)],
+        ours_times, torch_times = step_seconds([(step_ours, sync_ours), (step_torch, sync_torch)],
                                          args.repeats)
     tokens = args.batch * args.n
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
@@ -106,11 +111,11 @@ def main():
     print(f"encoder {args.layers} x pre-norm GELU, d_model {args.d_model}, {args.heads} heads, "
           f"FFN {args.ffn}, batch {args.batch}, N {args.n}, float32, forward+backward, "
           f"median of {args.repeats} alternating repeats")
-    for name, t, (fastest, slowest) in (("seqattn", t_ours, range_ours),
-                                        ("torch  ", t_torch, range_torch)):
+    for name, (t, fastest, slowest, cpu) in (("seqattn", ours_times), ("torch  ", torch_times)):
         print(f"{name} {tokens / t:10.0f} tokens/s ({t:.3f} s/step; {fastest:.3f} to "
-              f"{slowest:.3f})")
-    print(f"ratio seqattn/torch: {t_torch / t_ours:.2f}x")
+              f"{slowest:.3f}; CPU {cpu:.3f} s/step)")
+    print(f"ratio seqattn/torch: {torch_times[0] / ours_times[0]:.2f}x wall, "
+          f"{torch_times[3] / ours_times[3]:.2f}x CPU time")
 
 
 if __name__ == "__main__":

@@ -33,8 +33,10 @@ def _one_step(task, device):
 
 
 def _same_weights(gpu, cpu):
+    # atol: the key bias gets a gradient that is zero up to rounding (softmax ignores a shift
+    # common to all keys), and Adam's first step turns that noise into updates of ~1e-12.
     for name, value in cpu.state_dict().items():
-        np.testing.assert_allclose(gpu.state_dict()[name], value, rtol=1e-9, atol=1e-12,
+        np.testing.assert_allclose(gpu.state_dict()[name], value, rtol=1e-9, atol=1e-10,
                                    err_msg=name)
 
 

@@ -1,0 +1,384 @@
+"""Forecasting a tracer carried by the wind: the whole seqattn pipeline on physical data.
+
+A passive tracer (think smoke, in ppb) is emitted by a few fixed sources whose strength varies
+from day to day, carried around the globe by a known wind (mid-latitude westerly jets, weak
+equatorial westerlies and a stationary wave that moves air north and south), diffused, and
+removed with an e-folding time of a few days. The data are integrated in NumPy on a regular
+lat/lon grid and held as an xarray Dataset; then:
+
+    simulate -> split in time (train | validation) -> GridAdapter (patches, statistics of the
+    training period only) + ForecastWindows (history, leads) -> TokenModel with lat/lon Fourier
+    features -> fit (latitude-weighted MSE, AdamW, warmup-cosine) -> forecast the validation
+    period -> decode to a Dataset on the original coordinates -> latitude-weighted RMSE of the
+    model, persistence and the training period's climatology, per lead.
+
+Run ``python examples/advection_forecast.py [--quick] [--epochs N] [--plot out.png]``.
+"""
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+import xarray as xr
+from scipy.ndimage import map_coordinates
+
+from seqattn.adapters import ForecastWindows, GridAdapter
+from seqattn.models import TokenModel, TokenModelConfig
+from seqattn.nn.positional import FourierFeatures, unit_sphere
+from seqattn.train import AdamW, ArrayBatches, LatitudeWeightedMSELoss, WarmupCosine, fit
+
+EARTH_RADIUS = 6.371e6  # m
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclasses.dataclass
+class ExampleConfig:
+    """Everything the run depends on; ``seed`` fixes the data and the training alike."""
+
+    nlat: int = 32                # cell centres from -90 + d/2 to 90 - d/2
+    nlon: int = 64
+    days: int = 100               # kept after the spin-up
+    spinup_days: int = 20         # discarded: the tracer starts from nothing
+    output_hours: int = 6         # the Dataset's time step
+    substeps: int = 3             # integration steps per output step
+    train_fraction: float = 0.7   # the first 70% of the times train, the rest validate
+    patch: int = 4                # patch x patch cells per token
+    history: int = 2              # inputs at t - history .. t
+    leads: tuple = (1, 2)         # in output steps
+    fourier_frequencies: int = 16
+    d_model: int = 64
+    nhead: int = 4
+    num_layers: int = 2
+    dim_feedforward: int = 128
+    epochs: int = 12
+    batch_size: int = 16
+    lr: float = 2e-3
+    warmup_fraction: float = 0.1
+    seed: int = 0
+
+
+QUICK = dict(days=60, epochs=6)
+
+
+# ---- the physics -------------------------------------------------------------------------------
+
+def angular_velocity(lat, lon):
+    """(dlat/dt, dlon/dt) in rad/s of the wind at (lat, lon) in radians.
+
+    The flow is non-divergent: westerly jets of 35 m/s at 45N and 45S, 8 m/s solid-body
+    westerlies, and a zonal wavenumber-3 stationary wave with stream function
+    psi = -A a cos^2(lat) sin(3 lon), whose v = 3 A cos(lat) cos(3 lon) reaches 6 m/s.
+    Written as angular rates the terms stay finite at the poles, where u and v vanish.
+    """
+    degrees = np.rad2deg(lat)
+    jets = 35.0 * (np.exp(-((degrees - 45) / 12) ** 2) + np.exp(-((degrees + 45) / 12) ** 2))
+    wave = 6.0 / 3
+    u = 8.0 * np.cos(lat) + jets + 2 * wave * np.cos(lat) * np.sin(lat) * np.sin(3 * lon)
+    v = 3 * wave * np.cos(lat) * np.cos(3 * lon)
+    return v / EARTH_RADIUS, u / (EARTH_RADIUS * np.cos(lat))
+
+
+def across_poles(field, width):
+    """`field` (lat, lon) with `width` rows past each pole and columns past the seam, so that
+    interpolation near the edges reads the right neighbours: the row past a pole is the row on
+    the other side of it, half way round the globe."""
+    nlon = field.shape[1]
+    opposite = np.roll(field, nlon // 2, axis=1)
+    rows = np.concatenate([opposite[:width][::-1], field, opposite[-width:][::-1]])
+    return np.concatenate([rows[:, -width:], rows, rows[:, :width]], axis=1)
+
+
+class Integrator:
+    """One step of the tracer equation
+
+        dq/dt + wind . grad q = kappa lap q + sources(t) - q / tau
+
+    split into semi-Lagrangian advection (departure points from two midpoint iterations,
+    cubic interpolation; stable at any Courant number, so also near the poles where grid
+    cells are narrow), diffusion (implicit in longitude via FFT, explicit in latitude, where
+    kappa dt / dy^2 is far below the stability limit 1/2), then sources and removal."""
+
+    PAD = 3  # rows/columns past the edges; cubic interpolation needs 2
+
+    def __init__(self, lat, lon, dt, kappa=4e5, removal_days=4.0):
+        self.dt = dt
+        self.lat, self.lon = np.meshgrid(np.deg2rad(lat), np.deg2rad(lon), indexing="ij")
+        self.dlat = np.deg2rad(lat[1] - lat[0])
+        self.dlon = np.deg2rad(lon[1] - lon[0])
+        self.departure = self._departure_indices()
+        dy2 = (EARTH_RADIUS * self.dlat) ** 2
+        self.lat_number = kappa * dt / dy2
+        assert self.lat_number < 0.5, "explicit latitude diffusion would be unstable"
+        wavenumber = np.fft.rfftfreq(len(lon), 1.0 / len(lon))
+        x = EARTH_RADIUS * np.cos(self.lat[:, :1])
+        self.lon_damping = 1.0 / (1.0 + kappa * dt * (wavenumber[None, :] / x) ** 2)
+        self.removal = np.exp(-dt / (removal_days * 86400.0))
+        # metric factors of (1/cos) d/dlat (cos d/dlat) at the cell faces
+        faces = self.lat[:, 0] + self.dlat / 2
+        self.north_face = (np.cos(faces) / np.cos(self.lat[:, 0]))[:, None]
+        self.south_face = (np.cos(faces - self.dlat) / np.cos(self.lat[:, 0]))[:, None]
+
+    def _departure_indices(self):
+        """Where the air arriving at each cell centre was dt ago, as (row, column) indices
+        into the padded field. The wind is steady, so this is computed once."""
+        lat, lon = self.lat, self.lon
+        dlat_dt, dlon_dt = angular_velocity(lat, lon)
+        for _ in range(2):  # midpoint rule: rates at the middle of the trajectory
+            dlat_dt, dlon_dt = angular_velocity(lat - 0.5 * self.dt * dlat_dt,
+                                                lon - 0.5 * self.dt * dlon_dt)
+        row = (lat - self.dt * dlat_dt - lat[0, 0]) / self.dlat
+        column = np.mod((lon - self.dt * dlon_dt - lon[0, 0]) / self.dlon, lat.shape[1])
+        return np.stack([row + self.PAD, column + self.PAD])
+
+    def step(self, q, sources):
+        q = map_coordinates(across_poles(q, self.PAD), self.departure, order=3, mode="nearest")
+        q = np.maximum(q, 0.0)  # cubic interpolation undershoots beside steep plumes
+        q = np.fft.irfft(np.fft.rfft(q, axis=1) * self.lon_damping, n=q.shape[1], axis=1)
+        padded = across_poles(q, 1)[:, 1:-1]
+        q = q + self.lat_number * (self.north_face * (padded[2:] - q)
+                                   - self.south_face * (q - padded[:-2]))
+        return q * self.removal + self.dt * sources
+
+
+def simulate(config):
+    """The tracer Dataset (time, lat, lon), plus the wind as static fields; deterministic."""
+    rng = np.random.default_rng(config.seed)
+    step = 180.0 / config.nlat
+    lat = -90 + step * (np.arange(config.nlat) + 0.5)
+    lon = np.arange(config.nlon) * (360.0 / config.nlon)
+    dt = config.output_hours * SECONDS_PER_HOUR / config.substeps
+    integrator = Integrator(lat, lon, dt)
+
+    # Six Gaussian sources (about 800 km wide) with log-normal strengths that are red noise in
+    # time (a four-day memory): most of tomorrow's emission is predictable from today's.
+    n_sources = 6
+    centre_lat = np.deg2rad(rng.uniform(-60, 60, n_sources))
+    centre_lon = rng.uniform(0, 2 * np.pi, n_sources)
+    distance = np.arccos(np.clip(
+        np.sin(integrator.lat[..., None]) * np.sin(centre_lat)
+        + np.cos(integrator.lat[..., None]) * np.cos(centre_lat)
+        * np.cos(integrator.lon[..., None] - centre_lon), -1, 1)) * EARTH_RADIUS
+    shapes = np.exp(-(distance / 8e5) ** 2)  # (lat, lon, source)
+    rate = 100.0 / 86400.0  # ppb per second at a source's centre, on average
+    memory = np.exp(-dt / (4 * 86400.0))
+    log_strength = rng.normal(size=n_sources)
+
+    n_out = (config.spinup_days + config.days) * 24 // config.output_hours
+    q = np.zeros((config.nlat, config.nlon))
+    out = np.empty((n_out, config.nlat, config.nlon))
+    for t in range(n_out):
+        for _ in range(config.substeps):
+            log_strength = memory * log_strength + np.sqrt(1 - memory ** 2) * rng.normal(
+                size=n_sources)
+            q = integrator.step(q, rate * shapes @ np.exp(log_strength - 0.5))
+        out[t] = q
+    keep = config.spinup_days * 24 // config.output_hours
+    times = (np.datetime64("2001-01-01T00") + np.arange(n_out - keep)
+             * np.timedelta64(config.output_hours, "h"))
+    u_lat, u_lon = angular_velocity(integrator.lat, integrator.lon)
+    return xr.Dataset(
+        {"tracer": (("time", "lat", "lon"), out[keep:].astype(np.float32),
+                    {"long_name": "passive tracer mixing ratio", "units": "ppb"}),
+         "u": (("lat", "lon"), u_lon * EARTH_RADIUS * np.cos(integrator.lat),
+               {"long_name": "eastward wind", "units": "m s-1"}),
+         "v": (("lat", "lon"), u_lat * EARTH_RADIUS,
+               {"long_name": "northward wind", "units": "m s-1"})},
+        coords={"time": ("time", times),
+                "lat": ("lat", lat, {"units": "degrees_north", "standard_name": "latitude"}),
+                "lon": ("lon", lon, {"units": "degrees_east", "standard_name": "longitude"})},
+        attrs={"title": "tracer advected by jets and a stationary wave, with diffusion, "
+                        "pulsing sources and removal",
+               "source": "examples/advection_forecast.py", "seed": config.seed})
+
+
+# ---- from the Dataset to the model and back ----------------------------------------------------
+
+def split_in_time(ds, train_fraction):
+    """(training, validation): the first `train_fraction` of the times, and the rest."""
+    n_train = int(round(train_fraction * ds.sizes["time"]))
+    return ds.isel(time=slice(0, n_train)), ds.isel(time=slice(n_train, None))
+
+
+class ForecastInputs:
+    """Model inputs and targets from forecast batches.
+
+    Each token's features are its patch's history (normalized), then where it is: Fourier
+    features of its centre on the unit sphere (no seam at the date line, no crowding at the
+    poles; the wind depends on latitude and longitude, so the model must know both), then the
+    lead in days (one model serves every lead). The model predicts the change from the last
+    input step, so predicting zero change is persistence."""
+
+    def __init__(self, config):
+        self.history = config.history
+        self.fourier = FourierFeatures(3, config.fourier_frequencies, scale=1.0,
+                                       seed=config.seed)
+
+    def features(self, batch):
+        where = self.fourier(unit_sphere(batch.coords["lat"], batch.coords["lon"]))
+        lead_days = batch.coords["lead"][..., None] / 86400.0
+        return np.concatenate([batch.tokens, where, lead_days], axis=-1).astype(np.float32)
+
+    def current(self, batch):
+        """(B, N, patch cells) the last input step: history is the innermost channel."""
+        cells = batch.targets.shape[-1]
+        return batch.values[..., self.history::self.history + 1][..., :cells]
+
+    def increments(self, batch):
+        return batch.targets - self.current(batch)
+
+
+def encode_all(windows):
+    """All samples of a ForecastWindows in one Batch (the example's data fit in memory)."""
+    (batch,) = list(ForecastWindows(windows.ds, windows.adapter, leads=list(windows.steps),
+                                    history=windows.history, batch_size=None))
+    return batch
+
+
+def build_model(config, in_features, out_features, n_tokens):
+    return TokenModel(TokenModelConfig(
+        in_features=in_features, out_features=out_features, d_model=config.d_model,
+        nhead=config.nhead, num_layers=config.num_layers,
+        dim_feedforward=config.dim_feedforward, max_len=n_tokens, seed=config.seed))
+
+
+def train(config, train_ds, progress=True):
+    """The adapter (statistics from `train_ds` only), the inputs helper, the model, history."""
+    adapter = GridAdapter(["tracer"], patch={"lat": config.patch, "lon": config.patch},
+                          periodic=["lon"]).fit(train_ds)
+    windows = ForecastWindows(train_ds, adapter, leads=list(config.leads),
+                              history=config.history, batch_size=None)
+    batch = encode_all(windows)
+    inputs = ForecastInputs(config)
+    x, y = inputs.features(batch), inputs.increments(batch)
+    model = build_model(config, x.shape[-1], y.shape[-1], x.shape[1])
+    data = ArrayBatches(x, y, batch.key_padding_mask, coords={"lat": batch.coords["lat"]},
+                        batch_size=config.batch_size, shuffle=True, seed=config.seed)
+    steps = config.epochs * len(data)
+    schedule = WarmupCosine(config.lr, max(1, int(config.warmup_fraction * steps)), steps,
+                            min_lr=config.lr / 20)
+    history = fit(model, LatitudeWeightedMSELoss(), AdamW(model, lr=config.lr), data,
+                  epochs=config.epochs, seed=config.seed, schedule=schedule,
+                  clip_grad_norm=1.0, progress=False,
+                  callbacks=[print_epoch] if progress else ())
+    return adapter, inputs, model, history
+
+
+def print_epoch(state):
+    """One line per epoch (fit's own progress bars flood a log that is not a terminal)."""
+    print(f"epoch {state.epoch:>3}: training loss {state.history['loss'][-1]:.4f} "
+          f"(normalized increments), lr {state.history['lr'][-1]:.2e}", flush=True)
+
+
+def forecast(config, adapter, inputs, model, ds):
+    """The model's forecasts for every initial time of `ds` with a full history, decoded to
+    physical units: a Dataset (lead, time = valid time, lat, lon) on `ds`'s coordinates."""
+    windows = ForecastWindows(ds, adapter, leads=list(config.leads), history=config.history,
+                              batch_size=64)
+    put_back = windows.put_back()
+    model.eval()
+    for batch in windows:
+        increments = np.asarray(model(inputs.features(batch), batch.key_padding_mask))
+        put_back.add(batch, inputs.current(batch) + increments)
+    return put_back.result()
+
+
+# ---- skill -------------------------------------------------------------------------------------
+
+def weighted_rmse(error, lat):
+    """sqrt of the cos(latitude)-weighted mean of error^2 over the cells where it is finite."""
+    weight = np.cos(np.deg2rad(lat)).broadcast_like(error).where(np.isfinite(error))
+    return float(np.sqrt((weight * error ** 2).sum() / weight.sum()))
+
+
+def skill(predicted, truth, climatology):
+    """Per lead: latitude-weighted RMSE of the model, persistence (the truth at the initial
+    time) and climatology (the training period's mean field), on exactly the (valid time,
+    cell) pairs the model forecast; and the model's RMSE as a fraction of the others'."""
+    scores = {}
+    for lead in predicted["lead"].values:
+        model = predicted["tracer"].sel(lead=lead)
+        valid_times = model["time"].values[np.isfinite(model).any(("lat", "lon")).values]
+        model = model.sel(time=valid_times)
+        observed = truth.sel(time=valid_times)
+        persisted = truth.sel(time=valid_times - lead).assign_coords(time=valid_times)
+        row = {name: weighted_rmse(forecast - observed, truth["lat"])
+               for name, forecast in (("model", model), ("persistence", persisted),
+                                      ("climatology", climatology.broadcast_like(observed)))}
+        row["model/persistence"] = row["model"] / row["persistence"]
+        row["model/climatology"] = row["model"] / row["climatology"]
+        row["n_forecasts"] = len(valid_times)
+        scores[f"{int(lead / np.timedelta64(1, 'h'))}h"] = row
+    return scores
+
+
+def print_skill(scores, train_ds, val_ds):
+    span = lambda ds: f"{str(ds.time.values[0])[:13]} .. {str(ds.time.values[-1])[:13]}"  # noqa: E731
+    print(f"trained on {train_ds.sizes['time']} times ({span(train_ds)}); normalization and "
+          f"climatology from those times only")
+    print(f"validated on {val_ds.sizes['time']} times ({span(val_ds)}): every initial time "
+          "there with a full history, against the simulated truth")
+    print("latitude-weighted RMSE of tracer [ppb]:")
+    print(f"{'lead':>5} {'forecasts':>9} {'model':>8} {'persistence':>11} {'climatology':>11} "
+          f"{'model/persist.':>14} {'model/clim.':>11}")
+    for lead, row in scores.items():
+        print(f"{lead:>5} {row['n_forecasts']:>9} {row['model']:>8.3f} {row['persistence']:>11.3f} "
+              f"{row['climatology']:>11.3f} {row['model/persistence']:>14.3f} "
+              f"{row['model/climatology']:>11.3f}")
+
+
+def plot(path, predicted, truth, lead_index=-1):
+    """Truth, model and persistence at the longest lead for the last validation time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lead = predicted["lead"].values[lead_index]
+    model = predicted["tracer"].sel(lead=lead).dropna("time", how="all").isel(time=-1)
+    when = model["time"].values
+    panels = {"truth": truth.sel(time=when), "model": model,
+              "persistence": truth.sel(time=when - lead)}
+    vmax = float(truth.sel(time=when).max())
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), constrained_layout=True)
+    for ax, (name, field) in zip(axes, panels.items()):
+        image = ax.pcolormesh(field["lon"], field["lat"], field, vmin=0, vmax=vmax,
+                              shading="nearest")
+        ax.set_title(f"{name}, valid {str(when)[:13]}, lead {lead / np.timedelta64(1, 'h'):g}h")
+        ax.set_xlabel("longitude [deg E]")
+    axes[0].set_ylabel("latitude [deg N]")
+    fig.colorbar(image, ax=axes, label="tracer [ppb]")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None, config=None, progress=True):
+    """Run the pipeline; returns a dict with ``scores`` (per lead), ``forecast`` (the decoded
+    Dataset), ``truth`` (the validation period), ``history`` and ``seconds``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a shorter run (under 2 minutes)")
+    parser.add_argument("--epochs", type=int, help="training epochs")
+    parser.add_argument("--plot", metavar="PATH", help="save a figure (needs matplotlib)")
+    args = parser.parse_args(argv)
+    config = config or ExampleConfig(**(QUICK if args.quick else {}))
+    if args.epochs is not None:
+        config = dataclasses.replace(config, epochs=args.epochs)
+    start = time.perf_counter()
+
+    ds = simulate(config)
+    train_ds, val_ds = split_in_time(ds, config.train_fraction)
+    adapter, inputs, model, history = train(config, train_ds, progress)
+    predicted = forecast(config, adapter, inputs, model, val_ds)
+    climatology = train_ds["tracer"].mean("time")
+    scores = skill(predicted, val_ds["tracer"], climatology)
+    print_skill(scores, train_ds, val_ds)
+    if args.plot:
+        plot(args.plot, predicted, val_ds["tracer"])
+        print(f"figure saved to {args.plot}")
+    seconds = time.perf_counter() - start
+    print(f"total {seconds:.0f} s")
+    return {"scores": scores, "forecast": predicted, "truth": val_ds, "history": history,
+            "seconds": seconds}
+
+
+if __name__ == "__main__":
+    main()

@@ -304,8 +304,11 @@ def skill(predicted, truth, climatology):
     return scores
 
 
+def span(ds):
+    return f"{str(ds.time.values[0])[:13]} .. {str(ds.time.values[-1])[:13]}"
+
+
 def print_skill(scores, train_ds, val_ds):
-    span = lambda ds: f"{str(ds.time.values[0])[:13]} .. {str(ds.time.values[-1])[:13]}"  # noqa: E731
     print(f"trained on {train_ds.sizes['time']} times ({span(train_ds)}); normalization and "
           f"climatology from those times only")
     print(f"validated on {val_ds.sizes['time']} times ({span(val_ds)}): every initial time "

@@ -23,8 +23,9 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from ..blas_threads import single_threaded_blas
-from ..softmax_rows import FASTMATH, exp_shifted, row_max
-from .gemm import gemm
+from ..float32_math import FASTMATH
+from ..softmax_rows import exp_shifted, row_max
+from ..blas_gemm import gemm
 
 NEG_INF = -np.inf
 # Tile sizes, measured on the 2-core Zen 4 machine (BENCHMARKS.md): a 256 x 512 float32 score
@@ -108,13 +109,13 @@ def _score_tile(s, q_rows, k_rows, scale, b, h, i0, j0, off, mods):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _probabilities_from_lse(s, lse_rows, bits):
+def _probabilities_from_lse(s, lse_rows):
     """In place: s[r] = exp(s[r] - lse[r]), and 0 for rows that see no key (lse = -inf)."""
     for r in range(s.shape[0]):
         if lse_rows[r] == NEG_INF:
             s[r, :] = 0
         else:
-            exp_shifted(s[r], lse_rows[r], bits)
+            exp_shifted(s[r], lse_rows[r])
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -132,7 +133,7 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
     running_max = np.full(rows, NEG_INF, dtype)
     running_sum = np.zeros(rows, dtype)
     s_buf = np.empty(rows * block_k, dtype)
-    bits = np.empty(block_k, np.int32)
+    bits = np.empty(1, np.int32)  # scratch for row_max
     j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
     for j0 in range(j_lo, j_hi, block_k):
         j1 = min(j0 + block_k, j_hi)
@@ -144,7 +145,7 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
                 s[r, :] = 0
                 continue
             correction = np.exp(running_max[r] - m_new)
-            running_sum[r] = running_sum[r] * correction + exp_shifted(s[r], m_new, bits)
+            running_sum[r] = running_sum[r] * correction + exp_shifted(s[r], m_new)
             if correction != 1:
                 acc[r] *= correction
             running_max[r] = m_new
@@ -193,7 +194,6 @@ def _backward_key_chunk(dq_part, dk, dv, dout, lse, delta, q, k, v, scale, b, hk
     left, right = mods[4], mods[5]
     s_buf = np.empty(block_q * block_k, dtype)
     ds_buf = np.empty(block_q * block_k, dtype)
-    bits = np.empty(block_k, np.int32)
     dk_acc = np.empty((block_k, D), dtype)
     dv_acc = np.empty((block_k, D), dtype)
     for kb in range(chunk, _ceil_div(M, block_k), n_chunks):
@@ -214,7 +214,7 @@ def _backward_key_chunk(dq_part, dk, dv, dout, lse, delta, q, k, v, scale, b, hk
                 ds = ds_buf[:rows * cols].reshape((rows, cols))
                 # forward: S = scale q k^T + mods; P = exp(S - lse)
                 _score_tile(p, q_rows, k_rows, scale, b, h, i0, j0, off, mods)
-                _probabilities_from_lse(p, lse[b, h, i0:i1], bits)
+                _probabilities_from_lse(p, lse[b, h, i0:i1])
                 # forward: out = P v  =>  dV += P^T dout
                 gemm(dv_blk, p, dout_rows, True, False, 1.0, 1.0)
                 _score_gradients(ds, p, dout_rows, v_rows, delta[b, h, i0:i1])
@@ -249,7 +249,6 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
     left, right = mods[4], mods[5]
     s_buf = np.empty(block_q * block_k, dtype)
     ds_buf = np.empty(block_q * block_k, dtype)
-    bits = np.empty(block_k, np.int32)
     out = dbias[bb, hb]
     out[i_start:i_stop if Nb > 1 else 1, j_start:j_stop if Mb > 1 else 1] = 0
     for b in range(0 if Bb == 1 else bb, B if Bb == 1 else bb + 1):
@@ -265,7 +264,7 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
                     hk = h // group
                     _score_tile(p, q[b, h, i0:i1], k[b, hk, j0:j1], scale, b, h, i0, j0, off,
                                 mods)
-                    _probabilities_from_lse(p, lse[b, h, i0:i1], bits)
+                    _probabilities_from_lse(p, lse[b, h, i0:i1])
                     _score_gradients(ds, p, dout[b, h, i0:i1], v[b, hk, j0:j1],
                                      delta[b, h, i0:i1])
                     # forward: S = ... + bias[broadcast]  =>  dbias = dS summed over broadcasts
@@ -305,13 +304,13 @@ def _weights_tasks(weights, q, k, scale, block_q, mods):
         i1 = min(i0 + block_q, N)
         s = weights[b, h, i0:i1]
         _score_tile(s, q[b, h, i0:i1], k[b, h // group], scale, b, h, i0, 0, M - N, mods)
-        bits = np.empty(M, np.int32)
+        bits = np.empty(1, np.int32)  # scratch for row_max
         for r in range(i1 - i0):
             m = row_max(s[r], bits)
             if m == NEG_INF:
                 s[r, :] = 0
                 continue
-            s[r] /= exp_shifted(s[r], m, bits)
+            s[r] /= exp_shifted(s[r], m)
 
 
 def _mods(call):

@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..blas_threads import single_threaded_blas
-from .gemm import gemm
+from ..blas_gemm import gemm
 
 
 @njit(inline="always")

@@ -1,0 +1,12 @@
+"""Test-session setup shared by every test file."""
+import os
+
+from numba.core import config
+
+# Without an NVIDIA GPU, the CUDA kernels run under Numba's CUDA simulator so that a plain
+# `pytest` checks them too. numba is already imported here (pytest's warning filters name one of
+# its classes), so the setting goes to its config as well as to the environment; both must be
+# set before numba.cuda is first imported.
+if not os.path.exists("/dev/nvidia0") and "NUMBA_ENABLE_CUDASIM" not in os.environ:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    config.ENABLE_CUDASIM = True

@@ -3,7 +3,9 @@
 Prints, per (N, D, causal) and for forward and backward: seqattn GFLOP/s, torch GFLOP/s on the
 same threads, a naive NumPy implementation, the ratio seqattn/torch and the peak memory growth.
 FLOPs are counted as FlashAttention counts them: 4*B*H*N*M*D forward, 2.5x that backward, halved
-when causal. Times are medians of repeated runs after a warm-up (compilation is not counted).
+when causal. Times are medians of repeated rounds after a warm-up round (compilation is not
+counted); each round times every contender once, in turn, so load from other jobs on a shared
+machine falls on all of them alike.
 
     python benchmarks/attention.py                   # the issue's table (several minutes)
     python benchmarks/attention.py --quick           # one small size, a smoke run
@@ -65,16 +67,26 @@ class PeakMemory:
         self.peak = max(self.peak, self._read() - self.base)
 
 
-def median_time(fn, repeats, sync=lambda: None):
-    fn()  # warm-up: compilation and first-touch allocations are not counted
+def timed(fn, sync):
+    """Seconds for one call of fn, the device drained before and after."""
     sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
+def interleaved_medians(timers, repeats):
+    """Median seconds per contender, timing one call of each per round in turn, so that load
+    from other jobs on a shared machine falls on all contenders alike. The first round is a
+    warm-up (compilation, first-touch allocations) and is not counted."""
+    samples = {name: [] for name in timers}
+    for round_ in range(repeats + 1):
+        for name, timer in timers.items():
+            elapsed = timer()
+            if round_:
+                samples[name].append(elapsed)
+    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def naive_numpy_forward(q, k, v, causal):
@@ -107,6 +119,12 @@ class SeqattnRunner:
         seqattn.attention_backward(self.dout, self.q, self.k, self.v, self.out, self.lse,
                                    causal=self.causal)
 
+    def forward_time(self):
+        return timed(self.forward, self.sync)
+
+    def backward_time(self):
+        return timed(self.backward, self.sync)
+
 
 class TorchRunner:
     def __init__(self, device, q, k, v, causal):
@@ -123,21 +141,13 @@ class TorchRunner:
         return self.torch.nn.functional.scaled_dot_product_attention(
             self.q, self.k, self.v, is_causal=self.causal)
 
-    def forward(self):
+    def forward_time(self):
         with self.torch.no_grad():
-            self._sdpa()
+            return timed(self._sdpa, self.sync)
 
-    def backward_timed(self, repeats):
-        def one():
-            out = self._sdpa()
-            self.sync()
-            start = time.perf_counter()
-            out.backward(self.dout)
-            self.sync()
-            return time.perf_counter() - start
-
-        one()
-        return statistics.median(one() for _ in range(repeats))
+    def backward_time(self):
+        out = self._sdpa()  # the forward that records the graph is not timed
+        return timed(lambda: out.backward(self.dout), self.sync)
 
 
 def torch_available():
@@ -148,25 +158,31 @@ def torch_available():
     return True
 
 
+def peak_memory(device, fn, sync):
+    """Peak memory growth of one call of fn, after a warm-up call."""
+    fn()
+    sync()
+    with PeakMemory(device) as mem:
+        fn()
+        sync()
+    return mem.peak
+
+
 def run_case(device, B, H, N, D, causal, repeats, with_naive):
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((B, H, N, D)).astype(np.float32) for _ in range(3))
     row = {"N": N, "D": D, "causal": causal}
     ours = SeqattnRunner(device, q, k, v, causal)
-    with PeakMemory(device) as mem:
-        row["fwd_s"] = median_time(ours.forward, repeats, ours.sync)
-    row["fwd_mem"] = mem.peak
-    with PeakMemory(device) as mem:
-        row["bwd_s"] = median_time(ours.backward, repeats, ours.sync)
-    row["bwd_mem"] = mem.peak
-    del ours
+    row["fwd_mem"] = peak_memory(device, ours.forward, ours.sync)
+    row["bwd_mem"] = peak_memory(device, ours.backward, ours.sync)
+    timers = {"fwd_s": ours.forward_time, "bwd_s": ours.backward_time}
     if torch_available():
         theirs = TorchRunner(device, q, k, v, causal)
-        row["torch_fwd_s"] = median_time(theirs.forward, repeats, theirs.sync)
-        row["torch_bwd_s"] = theirs.backward_timed(repeats)
-        del theirs
+        timers.update(torch_fwd_s=theirs.forward_time, torch_bwd_s=theirs.backward_time)
     if with_naive and device == "cpu":
-        row["naive_fwd_s"] = median_time(lambda: naive_numpy_forward(q, k, v, causal), repeats)
+        timers["naive_fwd_s"] = lambda: timed(lambda: naive_numpy_forward(q, k, v, causal),
+                                              ours.sync)
+    row.update(interleaved_medians(timers, repeats))
     fwd = attention_flops(B, H, N, N, D, causal)
     bwd = attention_flops(B, H, N, N, D, causal, backward=True)
     gf = lambda flops, key: flops / row[key] / 1e9 if key in row else float("nan")  # noqa: E731

@@ -3,34 +3,6 @@ from .. import ops
 from .module import Module
 
 
-class Sequential(Module):
-    """Modules applied in order; submodules are named "0", "1", ... as in torch.nn.Sequential."""
-
-    def __init__(self, *modules):
-        super().__init__()
-        for i, m in enumerate(modules):
-            setattr(self, str(i), m)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
-
-    def forward(self, x):
-        for m in self:
-            x = m(x)
-        return x
-
-    def backward(self, dout):
-        for m in reversed(list(self)):
-            dout = m.backward(dout)
-        return dout
-
-
 class ModuleList(Module):
     """A list of modules named "0", "1", ... (torch's ``layers.0.``), run by its owner."""
 
@@ -47,6 +19,23 @@ class ModuleList(Module):
 
     def __getitem__(self, i):
         return list(self._modules.values())[i]
+
+
+class Sequential(ModuleList):
+    """Modules applied in order; submodules are named "0", "1", ... as in torch.nn.Sequential."""
+
+    def __init__(self, *modules):
+        super().__init__(modules)
+
+    def forward(self, x):
+        for m in self:
+            x = m(x)
+        return x
+
+    def backward(self, dout):
+        for m in reversed(list(self)):
+            dout = m.backward(dout)
+        return dout
 
 
 class Residual(Module):

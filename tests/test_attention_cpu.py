@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import seqattn
-from seqattn.attention_inputs import prepare_attention, shapes_of
+from seqattn.ops.attention_inputs import prepare_attention, shapes_of
 from seqattn.kernels.cpu import attention as cpu_attention
 
 from attention_cases import (CASES, Case, check_backward, check_forward, check_weights,

@@ -2,7 +2,7 @@
 
 Legend: q (B, H, N, D); k, v (B, Hkv, M, D); query head h reads key/value head h // (H // Hkv);
 off = M - N aligns the last query with the last key. Arguments are an ``AttentionCall`` already
-checked by ``seqattn.attention_inputs`` (see its docstring for the canonical form).
+checked by ``seqattn.ops.attention_inputs`` (see its docstring for the canonical form).
 
 Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * forward: parallel over (batch, head, query block). For each key block one tile of scores

@@ -1,7 +1,7 @@
 """Fused attention on NVIDIA GPUs (numba.cuda): forward, backward, bias gradient and weights.
 
 The CUDA twin of ``seqattn/kernels/cpu/attention.py``: the same launchers with the same semantics
-(see :class:`seqattn.attention_inputs.AttentionCall`). Shapes: q (B, H, N, D); k, v (B, Hkv, M, D).
+(see :class:`seqattn.ops.attention_inputs.AttentionCall`). Shapes: q (B, H, N, D); k, v (B, Hkv, M, D).
 The plan is FlashAttention-2's, on CUDA cores (Numba has no tensor-core intrinsics):
 
 * forward: one block per (batch x head, query tile); key/value tiles stream through shared memory,
@@ -29,7 +29,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ...attention_inputs import shapes_of
+from ...ops.attention_inputs import shapes_of
 
 THREADS = 128
 THREAD_COLS = 8  # threads across a tile's columns (keys, or head dims of an accumulator)

@@ -21,7 +21,8 @@ import numbers
 
 import numpy as np
 
-from .backend import CUDA, backend_of, empty_like_on
+from ..backend import CUDA, backend_of, empty_like_on
+from .checks import FLOAT_DTYPES, contiguous, shape_of
 
 AttentionCall = namedtuple(
     "AttentionCall",
@@ -29,13 +30,6 @@ AttentionCall = namedtuple(
     "has_bias has_mask has_kpm has_alibi bias_shape",
 )
 AttentionCall.__doc__ = "Canonical, validated attention arguments (see the module docstring)."
-
-FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _shape(x):
-    return tuple(int(s) for s in x.shape)
-
 
 def _check_float(name, x, dtype=None):
     dt = np.dtype(x.dtype)
@@ -48,17 +42,6 @@ def _check_float(name, x, dtype=None):
         )
 
 
-def _contiguous(name, x, device):
-    if device == CUDA:
-        if not x.is_c_contiguous():
-            raise ValueError(
-                f"{name} is a non-contiguous device array; pass a C-contiguous one "
-                "(copy it on the device first)"
-            )
-        return x
-    return np.ascontiguousarray(x)
-
-
 def _as_array(name, x, device):
     if device == CUDA or isinstance(x, np.ndarray):
         return x
@@ -69,7 +52,7 @@ def _as_array(name, x, device):
 
 def _broadcast_4d(name, x, full_shape, device):
     """Reshape x to 4-D with leading 1s; each dim must be 1 or match (B, H, N, M)."""
-    shape = _shape(x)
+    shape = shape_of(x)
     if len(shape) > 4:
         raise ValueError(f"{name} has {len(shape)} dims {shape}; expected at most 4, "
                          f"broadcastable to (B, H, N, M) = {full_shape}")
@@ -78,7 +61,7 @@ def _broadcast_4d(name, x, full_shape, device):
         if have not in (1, want):
             raise ValueError(f"{name} has shape {shape}, which does not broadcast to "
                              f"(B, H, N, M) = {full_shape}; each dim must be 1 or the full size")
-    x = _contiguous(name, x, device)
+    x = contiguous(name, x, device)
     return x.reshape(shape4)
 
 
@@ -119,15 +102,15 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
     dtype = np.dtype(q.dtype)
     _check_float("k", k, dtype)
     if q.ndim != 4:
-        raise ValueError(f"q has shape {_shape(q)}; expected 4 dims (B, H, N, D)")
+        raise ValueError(f"q has shape {shape_of(q)}; expected 4 dims (B, H, N, D)")
     if k.ndim != 4:
-        raise ValueError(f"k has shape {_shape(k)}; expected 4 dims (B, Hkv, M, D)")
-    B, H, N, D = _shape(q)
-    Bk, Hkv, M, Dk = _shape(k)
+        raise ValueError(f"k has shape {shape_of(k)}; expected 4 dims (B, Hkv, M, D)")
+    B, H, N, D = shape_of(q)
+    Bk, Hkv, M, Dk = shape_of(k)
     if Bk != B:
         raise ValueError(f"q has batch size {B} but k has {Bk}; expected the same B")
     if Dk != D:
-        raise ValueError(f"q has shape {_shape(q)} but k has head dim {Dk}; "
+        raise ValueError(f"q has shape {shape_of(q)} but k has head dim {Dk}; "
                          f"expected k of shape (B, Hkv, M, {D})")
     if D == 0:
         raise ValueError("q has head dim 0; expected D >= 1")
@@ -137,12 +120,12 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
     if v is not None:
         v = _as_array("v", v, device)
         _check_float("v", v, dtype)
-        if _shape(v) != _shape(k):
-            raise ValueError(f"v has shape {_shape(v)} but k has shape {_shape(k)}; "
+        if shape_of(v) != shape_of(k):
+            raise ValueError(f"v has shape {shape_of(v)} but k has shape {shape_of(k)}; "
                              "expected the same shape")
-        v = _contiguous("v", v, device)
-    q = _contiguous("q", q, device)
-    k = _contiguous("k", k, device)
+        v = contiguous("v", v, device)
+    q = contiguous("q", q, device)
+    k = contiguous("k", k, device)
 
     full = (B, H, N, M)
     has_bias = bias is not None
@@ -150,7 +133,7 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
     if has_bias:
         bias = _as_array("bias", bias, device)
         _check_float("bias", bias, dtype)
-        bias_shape = _shape(bias)
+        bias_shape = shape_of(bias)
         bias = _broadcast_4d("bias", bias, full, device)
     else:
         bias = empty_like_on(device, (1, 1, 1, 1), dtype)
@@ -171,10 +154,10 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
         if np.dtype(key_padding_mask.dtype) != np.bool_:
             raise TypeError(f"key_padding_mask has dtype {np.dtype(key_padding_mask.dtype)}; "
                             "expected bool (True = padded key to ignore)")
-        if _shape(key_padding_mask) != (B, M):
-            raise ValueError(f"key_padding_mask has shape {_shape(key_padding_mask)}; "
+        if shape_of(key_padding_mask) != (B, M):
+            raise ValueError(f"key_padding_mask has shape {shape_of(key_padding_mask)}; "
                              f"expected (B, M) = {(B, M)}")
-        key_padding_mask = _contiguous("key_padding_mask", key_padding_mask, device)
+        key_padding_mask = contiguous("key_padding_mask", key_padding_mask, device)
     else:
         key_padding_mask = empty_like_on(device, (1, 1), np.bool_)
 
@@ -182,10 +165,10 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
     if has_alibi:
         alibi_slopes = _as_array("alibi_slopes", alibi_slopes, device)
         _check_float("alibi_slopes", alibi_slopes, dtype)
-        if _shape(alibi_slopes) != (H,):
-            raise ValueError(f"alibi_slopes has shape {_shape(alibi_slopes)}; "
+        if shape_of(alibi_slopes) != (H,):
+            raise ValueError(f"alibi_slopes has shape {shape_of(alibi_slopes)}; "
                              f"expected (H,) = ({H},)")
-        alibi_slopes = _contiguous("alibi_slopes", alibi_slopes, device)
+        alibi_slopes = contiguous("alibi_slopes", alibi_slopes, device)
     else:
         alibi_slopes = empty_like_on(device, (1,), dtype)
 
@@ -204,6 +187,6 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
 
 def shapes_of(call):
     """(B, H, Hkv, N, M, D) of a prepared call."""
-    B, H, N, D = _shape(call.q)
+    B, H, N, D = shape_of(call.q)
     Hkv, M = int(call.k.shape[1]), int(call.k.shape[2])
     return B, H, Hkv, N, M, D

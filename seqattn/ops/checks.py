@@ -1,4 +1,4 @@
-"""Argument checks shared by the layer ops in ``seqattn.ops`` (linear, norms, activations, ...).
+"""Argument checks shared by every op in ``seqattn.ops`` (attention, layers, losses, ...).
 
 Each check raises an error that names the argument and says what was expected, so the kernels
 behind the ops can assume contiguous arrays of one float dtype with consistent shapes.
@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from .backend import CUDA, backend_of
+from ..backend import CUDA, backend_of
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -30,14 +30,9 @@ def prepared(names_and_arrays, float_names=None):
         if x is None:
             out[name] = None
             continue
-        if device == CUDA:
-            if not x.is_c_contiguous():
-                raise ValueError(f"{name} is a non-contiguous device array; pass a C-contiguous "
-                                 "one (copy it on the device first)")
-        else:
-            if not isinstance(x, np.ndarray) and not hasattr(x, "__array__"):
-                raise TypeError(f"{name} must be an array, got {type(x).__name__}")
-            x = np.ascontiguousarray(x)
+        if device != CUDA and not isinstance(x, np.ndarray) and not hasattr(x, "__array__"):
+            raise TypeError(f"{name} must be an array, got {type(x).__name__}")
+        x = contiguous(name, x, device)
         if name in float_names:
             dt = np.dtype(x.dtype)
             if dt not in FLOAT_DTYPES:
@@ -49,6 +44,17 @@ def prepared(names_and_arrays, float_names=None):
                                 f"cast them to one dtype (e.g. {name}.astype({dtype.name}))")
         out[name] = x
     return device, out
+
+
+def contiguous(name, x, device):
+    """x as a C-contiguous array: a copy on the CPU if needed; on the GPU an error instead, since
+    a silent device copy would hide a slow path."""
+    if device == CUDA:
+        if not x.is_c_contiguous():
+            raise ValueError(f"{name} is a non-contiguous device array; pass a C-contiguous one "
+                             "(copy it on the device first)")
+        return x
+    return np.ascontiguousarray(x)
 
 
 def expect_shape(name, x, shape, legend):

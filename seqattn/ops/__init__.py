@@ -1,0 +1,25 @@
+"""seqattn's operators: one function per op, dispatching to the CPU or CUDA kernels by array type.
+
+NumPy arrays run on the CPU kernels (``seqattn.kernels.cpu``); numba.cuda device arrays run on the
+GPU kernels (``seqattn.kernels.cuda``) and the results stay on the device. Each kernel module
+exposes the same launchers with the same semantics; the op modules here validate arguments once
+(with the checks in :mod:`seqattn.ops.checks`) and allocate outputs, so the launchers only check
+what is specific to their device. One module per concept:
+
+* :mod:`~seqattn.ops.attention`: the fused attention operator.
+* :mod:`~seqattn.ops.layers`: linear, norms, activations, dropout, embedding, heads, RoPE.
+* :mod:`~seqattn.ops.arrays`: broadcast adds and their reductions, in-place sums, fills.
+* :mod:`~seqattn.ops.losses`, :mod:`~seqattn.ops.optimizers`, :mod:`~seqattn.ops.pooling`.
+"""
+from .arrays import add, add_into, fill, sum_leading
+from .attention import attention, attention_backward, attention_weights
+from .layers import (additive_scores, additive_scores_backward, dropout, dropout_backward,
+                     embedding, embedding_backward, gelu, gelu_backward, layer_norm,
+                     layer_norm_backward, linear, linear_backward, merge_heads, relu,
+                     relu_backward, rms_norm, rms_norm_backward, rope, rope_backward, silu,
+                     silu_backward, split_heads, swiglu, swiglu_backward)
+from .losses import (POINTWISE_LOSSES, cross_entropy, cross_entropy_backward, pointwise_loss,
+                     pointwise_loss_backward)
+from .optimizers import adam_step, sgd_step, sum_of_squares
+from .pooling import (first_token, first_token_backward, masked_mean, masked_mean_backward,
+                      prepend_token, prepend_token_backward, write_positions)

@@ -1,0 +1,59 @@
+"""Array arithmetic on either device: broadcast adds, their reductions, in-place sums, fills."""
+import numpy as np
+
+from ..backend import empty_like_on, kernels_for
+from .checks import expect_shape, expect_updatable, flat, prepared, shape_of
+
+
+def add(a, b):
+    """a + b, where b's shape equals the trailing dims of a's (a residual, a bias (E,), or a
+    positional table (N, E) added to every batch element)."""
+    device, arrays = prepared({"a": a, "b": b})
+    a, b = arrays["a"], arrays["b"]
+    if b.ndim > a.ndim or shape_of(a)[a.ndim - b.ndim:] != shape_of(b):
+        raise ValueError(f"b has shape {shape_of(b)}, which is not the trailing part of a's "
+                         f"shape {shape_of(a)}")
+    out = empty_like_on(device, shape_of(a), a.dtype)
+    if a.size:
+        kernels_for(device, "elementwise").add_forward(flat(out), flat(a), flat(b))
+    return out
+
+
+def sum_leading(x, shape, *, out=None):
+    """Sum x over its leading dims down to ``shape`` (its trailing dims): the backward of the
+    broadcast in :func:`add`. With ``out``, the sum is ADDED into ``out`` in place."""
+    shape = tuple(int(s) for s in shape)
+    device, a = prepared({"x": x, "out": out})
+    x = a["x"]
+    if len(shape) > x.ndim or shape_of(x)[x.ndim - len(shape):] != shape:
+        raise ValueError(f"shape {shape} is not the trailing part of x's shape {shape_of(x)}")
+    accumulate = out is not None
+    if accumulate:
+        expect_shape("out", a["out"], shape, "shape")
+        expect_updatable("out", out, a["out"])
+        result = a["out"]
+    else:
+        result = empty_like_on(device, shape, x.dtype)
+    size = int(np.prod(shape, dtype=np.int64))
+    kernels_for(device, "reductions").sum_over_rows(
+        flat(result), x.reshape(int(x.size) // size if size else 0, size), accumulate)
+    return result
+
+
+def add_into(dst, src):
+    """dst += src in place (same shape): sums gradients that reach one tensor along two paths."""
+    device, a = prepared({"dst": dst, "src": src})
+    expect_shape("src", a["src"], shape_of(dst), "dst.shape")
+    expect_updatable("dst", dst, a["dst"])
+    if dst.size:
+        kernels_for(device, "elementwise").add_into(flat(dst), flat(a["src"]))
+    return dst
+
+
+def fill(x, value):
+    """x[...] = value in place, on either device (zeroing gradients)."""
+    device, a = prepared({"x": x})
+    expect_updatable("x", x, a["x"])
+    if x.size:
+        kernels_for(device, "elementwise").fill(flat(x), float(value))
+    return x

@@ -1,0 +1,358 @@
+"""Layer ops: linear, norms, activations, dropout, embedding, heads, RoPE, additive scores.
+
+Token tensors are (B, N, E); any leading dims are flattened into token rows R. Backward
+functions that take ``*_grad`` arrays ADD the parameter gradients into them in place (gradients
+accumulate over calls, as in torch); every other output is a new array.
+"""
+import numpy as np
+
+from ..backend import CPU, empty_like_on, kernels_for
+from .checks import (expect_last_dim, expect_positive, expect_probability, expect_shape,
+                     expect_updatable, flat, prepared, rows, shape_of)
+
+
+def linear(x, weight, bias=None):
+    """y (..., O) = x (..., K) @ weight (O, K)^T + bias (O,)."""
+    device, a = prepared({"x": x, "weight": weight, "bias": bias})
+    x, weight, bias = a["x"], a["weight"], a["bias"]
+    if weight.ndim != 2:
+        raise ValueError(f"weight has shape {shape_of(weight)}; expected 2 dims (O, K)")
+    O, K = shape_of(weight)
+    expect_last_dim("x", x, K, "in_features, weight.shape[1]")
+    if bias is not None:
+        expect_shape("bias", bias, (O,), "(O,)")
+    out = empty_like_on(device, shape_of(x)[:-1] + (O,), x.dtype)
+    kernels_for(device, "linear").linear_forward(rows(out), rows(x), weight,
+                                                 weight if bias is None else bias,
+                                                 bias is not None)
+    return out
+
+
+def linear_backward(dout, x, weight, *, weight_grad, bias_grad=None, need_input_grad=True):
+    """Gradients of :func:`linear`: returns dx (None unless ``need_input_grad``).
+
+    Adds dLoss/dweight into ``weight_grad`` (O, K) and dLoss/dbias into ``bias_grad`` (O,).
+    """
+    device, a = prepared({"dout": dout, "x": x, "weight": weight, "weight_grad": weight_grad,
+                          "bias_grad": bias_grad})
+    O, K = shape_of(a["weight"])
+    expect_last_dim("x", a["x"], K, "in_features")
+    expect_shape("dout", a["dout"], shape_of(a["x"])[:-1] + (O,), "(..., O)")
+    expect_shape("weight_grad", a["weight_grad"], (O, K), "(O, K)")
+    expect_updatable("weight_grad", weight_grad, a["weight_grad"])
+    if bias_grad is not None:
+        expect_shape("bias_grad", a["bias_grad"], (O,), "(O,)")
+        expect_updatable("bias_grad", bias_grad, a["bias_grad"])
+    dx = empty_like_on(device, shape_of(a["x"]), a["x"].dtype) if need_input_grad else None
+    kernels_for(device, "linear").linear_backward(
+        rows(dx) if need_input_grad else rows(a["x"]), a["weight_grad"],
+        a["weight_grad"] if bias_grad is None else a["bias_grad"],
+        rows(a["dout"]), rows(a["x"]), a["weight"], need_input_grad, bias_grad is not None)
+    return dx
+
+
+def _row_stats(device, x):
+    R = int(x.size) // shape_of(x)[-1]
+    return empty_like_on(device, (R,), x.dtype)
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    """Layer norm over the last axis: returns (out, mean, rstd); backward needs mean and rstd.
+
+    Shapes: x (..., E), weight and bias (E,), mean and rstd (R,) for R = x.size / E.
+    """
+    expect_positive("eps", eps)
+    device, a = prepared({"x": x, "weight": weight, "bias": bias})
+    x = a["x"]
+    E = shape_of(x)[-1]
+    expect_shape("weight", a["weight"], (E,), "(E,) with E = x.shape[-1]")
+    expect_shape("bias", a["bias"], (E,), "(E,) with E = x.shape[-1]")
+    out = empty_like_on(device, shape_of(x), x.dtype)
+    mean, rstd = _row_stats(device, x), _row_stats(device, x)
+    kernels_for(device, "layer_norm").layer_norm_forward(rows(out), mean, rstd, rows(x),
+                                                         a["weight"], a["bias"], float(eps))
+    return out, mean, rstd
+
+
+def layer_norm_backward(dout, x, mean, rstd, weight, *, weight_grad, bias_grad):
+    """Gradients of :func:`layer_norm`: returns dx; adds into weight_grad and bias_grad."""
+    device, a = prepared({"dout": dout, "x": x, "mean": mean, "rstd": rstd, "weight": weight,
+                          "weight_grad": weight_grad, "bias_grad": bias_grad})
+    x = a["x"]
+    E = shape_of(x)[-1]
+    expect_shape("dout", a["dout"], shape_of(x), "x.shape")
+    for name in ("mean", "rstd"):
+        expect_shape(name, a[name], (int(x.size) // E,), "(R,)")
+    for name in ("weight", "weight_grad", "bias_grad"):
+        expect_shape(name, a[name], (E,), "(E,)")
+    expect_updatable("weight_grad", weight_grad, a["weight_grad"])
+    expect_updatable("bias_grad", bias_grad, a["bias_grad"])
+    dx = empty_like_on(device, shape_of(x), x.dtype)
+    kernels_for(device, "layer_norm").layer_norm_backward(
+        rows(dx), a["weight_grad"], a["bias_grad"], rows(a["dout"]), rows(x), a["mean"],
+        a["rstd"], a["weight"])
+    return dx
+
+
+def rms_norm(x, weight, eps=1e-6):
+    """RMS norm over the last axis: returns (out, rstd). Shapes: x (..., E), weight (E,)."""
+    expect_positive("eps", eps)
+    device, a = prepared({"x": x, "weight": weight})
+    x = a["x"]
+    expect_shape("weight", a["weight"], (shape_of(x)[-1],), "(E,) with E = x.shape[-1]")
+    out = empty_like_on(device, shape_of(x), x.dtype)
+    rstd = _row_stats(device, x)
+    kernels_for(device, "rms_norm").rms_norm_forward(rows(out), rstd, rows(x), a["weight"],
+                                                     float(eps))
+    return out, rstd
+
+
+def rms_norm_backward(dout, x, rstd, weight, *, weight_grad):
+    """Gradients of :func:`rms_norm`: returns dx; adds into weight_grad."""
+    device, a = prepared({"dout": dout, "x": x, "rstd": rstd, "weight": weight,
+                          "weight_grad": weight_grad})
+    x = a["x"]
+    E = shape_of(x)[-1]
+    expect_shape("dout", a["dout"], shape_of(x), "x.shape")
+    expect_shape("rstd", a["rstd"], (int(x.size) // E,), "(R,)")
+    for name in ("weight", "weight_grad"):
+        expect_shape(name, a[name], (E,), "(E,)")
+    expect_updatable("weight_grad", weight_grad, a["weight_grad"])
+    dx = empty_like_on(device, shape_of(x), x.dtype)
+    kernels_for(device, "rms_norm").rms_norm_backward(rows(dx), a["weight_grad"],
+                                                      rows(a["dout"]), rows(x), a["rstd"],
+                                                      a["weight"])
+    return dx
+
+
+def _pointwise(name, arrays, *options):
+    """Run the activation kernel ``name`` over same-shaped arrays; returns the new output(s)."""
+    device, a = prepared(arrays)
+    first = next(iter(a.values()))
+    for arg, x in a.items():
+        expect_shape(arg, x, shape_of(first), "the shape of the other inputs")
+    kernels = kernels_for(device, "activations")
+    outputs = 2 if name == "swiglu_backward" else 1
+    results = [empty_like_on(device, shape_of(first), first.dtype) for _ in range(outputs)]
+    getattr(kernels, name)(*(flat(r) for r in results), *(flat(x) for x in a.values()),
+                           *options)
+    return results[0] if outputs == 1 else tuple(results)
+
+
+def _gelu_is_tanh(approximate):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return approximate == "tanh"
+
+
+def gelu(x, approximate="none"):
+    """GELU: x * Phi(x) (``approximate='tanh'``: the tanh formula), as torch.nn.GELU."""
+    return _pointwise("gelu_forward", {"x": x}, _gelu_is_tanh(approximate))
+
+
+def gelu_backward(dout, x, approximate="none"):
+    return _pointwise("gelu_backward", {"dout": dout, "x": x}, _gelu_is_tanh(approximate))
+
+
+def relu(x):
+    return _pointwise("relu_forward", {"x": x})
+
+
+def relu_backward(dout, x):
+    return _pointwise("relu_backward", {"dout": dout, "x": x})
+
+
+def silu(x):
+    """SiLU (swish): x * sigmoid(x)."""
+    return _pointwise("silu_forward", {"x": x})
+
+
+def silu_backward(dout, x):
+    return _pointwise("silu_backward", {"dout": dout, "x": x})
+
+
+def swiglu(gate, up):
+    """The SwiGLU gate silu(gate) * up, for feed-forward blocks of LLaMA style."""
+    return _pointwise("swiglu_forward", {"gate": gate, "up": up})
+
+
+def swiglu_backward(dout, gate, up):
+    """Returns (dgate, dup)."""
+    return _pointwise("swiglu_backward", {"dout": dout, "gate": gate, "up": up})
+
+
+def _check_seed(seed):
+    if not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+    return int(seed)
+
+
+def dropout(x, p, seed):
+    """Inverted dropout: zero each element with probability p, scale the rest by 1 / (1 - p).
+
+    The mask is a function of (seed, element index) only, the same on CPU and GPU; pass the same
+    seed to :func:`dropout_backward`, which recomputes the mask instead of storing it.
+    """
+    expect_probability("p", p)
+    return _dropout("dropout_forward", x, p, seed)
+
+
+def dropout_backward(dout, p, seed):
+    expect_probability("p", p)
+    return _dropout("dropout_backward", dout, p, seed)
+
+
+def _dropout(name, x, p, seed):
+    device, a = prepared({"x": x})
+    x = a["x"]
+    out = empty_like_on(device, shape_of(x), x.dtype)
+    getattr(kernels_for(device, "dropout"), name)(flat(out), flat(x), float(p), _check_seed(seed))
+    return out
+
+
+def embedding(ids, weight):
+    """out (..., E) = weight (V, E)[ids (...)]: a learned vector per category."""
+    device, a = prepared({"ids": ids, "weight": weight}, float_names=("weight",))
+    ids, weight = a["ids"], a["weight"]
+    if weight.ndim != 2:
+        raise ValueError(f"weight has shape {shape_of(weight)}; expected (V, E)")
+    _check_ids(device, ids, int(weight.shape[0]))
+    out = empty_like_on(device, shape_of(ids) + (int(weight.shape[1]),), weight.dtype)
+    if out.size:
+        kernels_for(device, "embedding").embedding_forward(rows(out), flat(ids), weight)
+    return out
+
+
+def embedding_backward(dout, ids, *, weight_grad, padding_idx=None):
+    """Adds dLoss/dweight into ``weight_grad`` (V, E); rows with id ``padding_idx`` get none."""
+    device, a = prepared({"dout": dout, "ids": ids, "weight_grad": weight_grad},
+                         float_names=("dout", "weight_grad"))
+    V, E = shape_of(a["weight_grad"])
+    expect_updatable("weight_grad", weight_grad, a["weight_grad"])
+    _check_ids(device, a["ids"], V)
+    expect_shape("dout", a["dout"], shape_of(a["ids"]) + (E,), "ids.shape + (E,)")
+    if a["dout"].size:
+        kernels_for(device, "embedding").embedding_backward(
+            a["weight_grad"], rows(a["dout"]), flat(a["ids"]),
+            -1 if padding_idx is None else int(padding_idx))
+    return a["weight_grad"]
+
+
+def _check_ids(device, ids, V):
+    if not np.issubdtype(np.dtype(ids.dtype), np.integer):
+        raise TypeError(f"ids has dtype {np.dtype(ids.dtype)}; expected integers")
+    # Device ids are not copied back to check them; the CUDA kernel maps bad ids to zero rows.
+    if device == CPU and ids.size and (ids.min() < 0 or ids.max() >= V):
+        raise ValueError(f"ids must lie in [0, {V}) (the number of embeddings); "
+                         f"got values in [{ids.min()}, {ids.max()}]")
+
+
+def split_heads(x, num_heads, parts=1):
+    """(B, N, H * D) -> (B, H, N, D).
+
+    With ``parts`` > 1, x is (B, N, parts * H * D), e.g. q, k and v side by side from one packed
+    projection, and the result is a tuple of ``parts`` arrays (B, H, N, D), one per block.
+    """
+    device, a = prepared({"x": x})
+    x = a["x"]
+    if not isinstance(parts, (int, np.integer)) or parts < 1:
+        raise ValueError(f"parts must be a positive integer, got {parts!r}")
+    if x.ndim != 3 or int(x.shape[2]) % (num_heads * parts):
+        raise ValueError(f"x has shape {shape_of(x)}; expected (B, N, E) with E divisible by "
+                         f"num_heads = {num_heads}" + (f" times parts = {parts}" if parts > 1
+                                                       else ""))
+    B, N, width = shape_of(x)
+    E = width // parts
+    out = empty_like_on(device, (parts, B, num_heads, N, E // num_heads), x.dtype)
+    if x.size:
+        kernel = kernels_for(device, "heads").split_heads_forward
+        for p in range(parts):
+            # The kernel reads block p as a strided view: no copy of the packed input.
+            kernel(out[p], x[:, :, p * E:(p + 1) * E])
+    return out[0] if parts == 1 else tuple(out[p] for p in range(parts))
+
+
+def merge_heads(*heads):
+    """(B, H, N, D) -> (B, N, H * D); the inverse of :func:`split_heads`.
+
+    Several inputs of one shape are merged side by side into (B, N, P * H * D), the inverse of
+    ``split_heads(..., parts=P)``.
+    """
+    if not heads:
+        raise ValueError("merge_heads needs at least one (B, H, N, D) array")
+    names = ["x"] if len(heads) == 1 else [f"heads[{p}]" for p in range(len(heads))]
+    device, a = prepared(dict(zip(names, heads)))
+    first = a[names[0]]
+    if first.ndim != 4:
+        raise ValueError(f"{names[0]} has shape {shape_of(first)}; expected (B, H, N, D)")
+    for name in names[1:]:
+        expect_shape(name, a[name], shape_of(first), "the shape of heads[0]")
+    B, H, N, D = shape_of(first)
+    E = H * D
+    out = empty_like_on(device, (B, N, len(heads) * E), first.dtype)
+    if first.size:
+        kernel = kernels_for(device, "heads").split_heads_backward
+        for p, name in enumerate(names):
+            kernel(out[:, :, p * E:(p + 1) * E], a[name])
+    return out
+
+
+def rope(x, cos, sin):
+    """Rotary position embedding of x (B, H, N, D) with angle tables cos, sin (N, D / 2)."""
+    return _rope("rope_forward", x, cos, sin)
+
+
+def rope_backward(dout, cos, sin):
+    return _rope("rope_backward", dout, cos, sin)
+
+
+def _rope(name, x, cos, sin):
+    device, a = prepared({"x": x, "cos": cos, "sin": sin})
+    x = a["x"]
+    if x.ndim != 4 or int(x.shape[3]) % 2:
+        raise ValueError(f"x has shape {shape_of(x)}; expected (B, H, N, D) with D even")
+    N, D = int(x.shape[2]), int(x.shape[3])
+    for table in ("cos", "sin"):
+        expect_shape(table, a[table], (N, D // 2), "(N, D / 2)")
+    out = empty_like_on(device, shape_of(x), x.dtype)
+    if x.size:
+        getattr(kernels_for(device, "rope"), name)(out, x, a["cos"], a["sin"])
+    return out
+
+
+def additive_scores(qp, kp, v):
+    """Bahdanau scores (B, N, M): v . tanh(qp[b, n] + kp[b, m]) for qp (B, N, A), kp (B, M, A)."""
+    device, a = prepared({"qp": qp, "kp": kp, "v": v})
+    qp, kp = a["qp"], a["kp"]
+    _check_additive(qp, kp, a["v"])
+    B, N, A = shape_of(qp)
+    scores = empty_like_on(device, (B, N, int(kp.shape[1])), qp.dtype)
+    if scores.size:
+        kernels_for(device, "additive_scores").additive_scores_forward(scores, qp, kp, a["v"])
+    return scores
+
+
+def additive_scores_backward(dscores, qp, kp, v, *, v_grad):
+    """Returns (dqp, dkp); adds dLoss/dv into ``v_grad`` (A,)."""
+    device, a = prepared({"dscores": dscores, "qp": qp, "kp": kp, "v": v, "v_grad": v_grad})
+    qp, kp = a["qp"], a["kp"]
+    _check_additive(qp, kp, a["v"])
+    B, N, A = shape_of(qp)
+    expect_shape("dscores", a["dscores"], (B, N, int(kp.shape[1])), "(B, N, M)")
+    expect_shape("v_grad", a["v_grad"], (A,), "(A,)")
+    expect_updatable("v_grad", v_grad, a["v_grad"])
+    dqp = empty_like_on(device, shape_of(qp), qp.dtype)
+    dkp = empty_like_on(device, shape_of(kp), kp.dtype)
+    if qp.size and kp.size:
+        kernels_for(device, "additive_scores").additive_scores_backward(
+            dqp, dkp, a["v_grad"], a["dscores"], qp, kp, a["v"])
+    return dqp, dkp
+
+
+def _check_additive(qp, kp, v):
+    if qp.ndim != 3 or kp.ndim != 3:
+        raise ValueError(f"qp {shape_of(qp)} and kp {shape_of(kp)} must be (B, N, A), (B, M, A)")
+    if int(kp.shape[0]) != int(qp.shape[0]) or int(kp.shape[2]) != int(qp.shape[2]):
+        raise ValueError(f"kp has shape {shape_of(kp)}; expected (B, M, A) matching qp "
+                         f"{shape_of(qp)}")
+    expect_shape("v", v, (int(qp.shape[2]),), "(A,)")

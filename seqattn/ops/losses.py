@@ -1,0 +1,121 @@
+"""Loss ops. A loss op returns (sum of weighted element losses, sum of weights) as host floats,
+so its caller can form a weighted mean; its backward takes ``scale`` = dLoss / (that first sum).
+"""
+import numpy as np
+
+from ..backend import CPU, empty_like_on, kernels_for
+from ..kernels import loss_math
+from .arrays import fill, sum_leading
+from .checks import expect_positive, expect_probability, expect_shape, flat, prepared, rows, shape_of
+
+
+POINTWISE_LOSSES = {"mse": loss_math.MSE, "mae": loss_math.MAE, "huber": loss_math.HUBER,
+                    "bce_with_logits": loss_math.BCE_WITH_LOGITS}
+
+
+def _loss_sums(device, terms):
+    """(sum of terms[:, 0], sum of terms[:, 1]) as host floats."""
+    sums = sum_leading(terms, (2,))
+    if device != CPU:
+        sums = sums.copy_to_host()
+    return float(sums[0]), float(sums[1])
+
+
+def _pointwise_loss_args(pred, target, kind, weight):
+    if kind not in POINTWISE_LOSSES:
+        raise ValueError(f"kind must be one of {sorted(POINTWISE_LOSSES)}, got {kind!r}")
+    device, a = prepared({"pred": pred, "target": target, "weight": weight})
+    expect_shape("target", a["target"], shape_of(a["pred"]), "pred.shape")
+    if weight is not None:
+        expect_shape("weight", a["weight"], shape_of(a["pred"]), "pred.shape")
+        weight = flat(a["weight"])
+    else:
+        weight = empty_like_on(device, (1,), a["pred"].dtype)
+    return device, flat(a["pred"]), flat(a["target"]), weight
+
+
+def pointwise_loss(pred, target, kind, *, weight=None, delta=1.0, skip_nan=False):
+    """Elementwise loss ``kind`` ('mse', 'mae', 'huber', 'bce_with_logits' on logits ``pred``)
+    of pred against target (same shapes), times ``weight`` (same shape) if given.
+
+    With ``skip_nan``, elements whose target is NaN count with weight 0. Returns (sum of weighted
+    losses, sum of weights) as floats.
+    """
+    expect_positive("delta", delta)
+    device, pred, target, weight_flat = _pointwise_loss_args(pred, target, kind, weight)
+    terms = empty_like_on(device, (int(pred.size), 2), pred.dtype)
+    if pred.size:
+        kernels_for(device, "losses").pointwise_loss_forward(
+            terms, pred, target, weight_flat, weight is not None, POINTWISE_LOSSES[kind],
+            float(delta), bool(skip_nan))
+    return _loss_sums(device, terms)
+
+
+def pointwise_loss_backward(pred, target, kind, *, scale, weight=None, delta=1.0,
+                            skip_nan=False):
+    """dpred = scale * d(sum of weighted losses)/dpred, shaped like pred."""
+    device, pred_flat, target, weight_flat = _pointwise_loss_args(pred, target, kind, weight)
+    dpred = empty_like_on(device, shape_of(pred), pred_flat.dtype)
+    if pred_flat.size:
+        kernels_for(device, "losses").pointwise_loss_backward(
+            flat(dpred), pred_flat, target, weight_flat, weight is not None,
+            POINTWISE_LOSSES[kind], float(delta), bool(skip_nan), float(scale))
+    return dpred
+
+
+def _cross_entropy_args(logits, targets, class_weight):
+    device, a = prepared({"logits": logits, "targets": targets, "class_weight": class_weight},
+                         float_names=("logits", "class_weight"))
+    logits, targets = a["logits"], a["targets"]
+    if logits.ndim < 2:
+        raise ValueError(f"logits has shape {shape_of(logits)}; expected (..., C) classes last")
+    C = shape_of(logits)[-1]
+    expect_shape("targets", targets, shape_of(logits)[:-1], "logits.shape[:-1]")
+    if not np.issubdtype(np.dtype(targets.dtype), np.integer):
+        raise TypeError(f"targets has dtype {np.dtype(targets.dtype)}; expected integer class "
+                        "ids (use a regression or BCE loss for float targets)")
+    if class_weight is None:
+        class_weight = empty_like_on(device, (C,), logits.dtype)
+        fill(class_weight, 1.0)
+    else:
+        expect_shape("class_weight", a["class_weight"], (C,), "(C,)")
+        class_weight = a["class_weight"]
+    return device, rows(logits), flat(targets), class_weight
+
+
+def cross_entropy(logits, targets, *, class_weight=None, label_smoothing=0.0, ignore_index=-100):
+    """Softmax cross-entropy of logits (..., C) against integer targets (...), as
+    torch.nn.functional.cross_entropy: class weights, label smoothing, ``ignore_index``.
+
+    Returns (sum of weighted losses, sum of target class weights, lse (R,)); ``lse`` is what
+    :func:`cross_entropy_backward` needs.
+    """
+    expect_probability("label_smoothing", label_smoothing)
+    device, logits, targets, class_weight = _cross_entropy_args(logits, targets, class_weight)
+    R, C = shape_of(logits)
+    if device == CPU and R:
+        outside = (targets != ignore_index) & ((targets < 0) | (targets >= C))
+        if outside.any():
+            raise ValueError(f"targets must lie in [0, {C}) (the number of classes) or equal "
+                             f"ignore_index = {ignore_index}; got {targets[outside][0]}")
+    terms = empty_like_on(device, (R, 2), logits.dtype)
+    lse = empty_like_on(device, (R,), logits.dtype)
+    if R:
+        kernels_for(device, "losses").cross_entropy_forward(
+            terms, lse, logits, targets, class_weight, float(label_smoothing), int(ignore_index))
+    total, weight_sum = _loss_sums(device, terms)
+    return total, weight_sum, lse
+
+
+def cross_entropy_backward(logits, lse, targets, *, scale, class_weight=None,
+                           label_smoothing=0.0, ignore_index=-100):
+    """dlogits = scale * d(sum of weighted losses)/dlogits, shaped like logits."""
+    device, logits_rows, targets, class_weight = _cross_entropy_args(logits, targets,
+                                                                     class_weight)
+    expect_shape("lse", lse, (shape_of(logits_rows)[0],), "(R,)")
+    dlogits = empty_like_on(device, shape_of(logits), logits_rows.dtype)
+    if logits_rows.size:
+        kernels_for(device, "losses").cross_entropy_backward(
+            rows(dlogits), logits_rows, lse, targets, class_weight, float(label_smoothing),
+            int(ignore_index), float(scale))
+    return dlogits

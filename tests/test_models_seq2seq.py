@@ -64,8 +64,9 @@ def test_sampling_is_seeded_and_temperature_sharpens():
 def test_seq2seq_gradients():
     model = _continuous()
     targets = RNG.normal(size=(2, 4, 3))
-    check_module_gradients(model, lambda src: model(src, targets),
-                           lambda d: model.backward(d) or {}, {"src": SRC.copy()})
+    check_module_gradients(model, lambda src, targets: model(src, targets),
+                           lambda d: dict(zip(("src", "targets"), model.backward(d))),
+                           {"src": SRC.copy(), "targets": targets})
 
 
 def test_bad_targets_and_lengths_are_reported():

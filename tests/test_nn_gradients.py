@@ -123,24 +123,17 @@ def test_dropout_layer_gradient_uses_the_forward_mask():
 @pytest.mark.parametrize("options", [dict(), dict(bias=False), dict(rotary=True)],
                          ids=["packed", "no_bias", "rope"])
 def test_self_attention_backward(options):
-    """One tensor as query, key and value: the packed projection runs as one GEMM, and
-    self_attention_backward returns dquery + dkey + dvalue."""
+    """One array as query, key and value: the packed projection runs as one GEMM, and backward
+    returns one gradient, dquery + dkey + dvalue (what three separate copies get, summed)."""
     from seqattn.nn.positional import RotaryEmbedding
 
     module = nn.MultiheadAttention(
         8, 2, bias=options.get("bias", True), dtype=F64, seed=0,
         rotary=RotaryEmbedding(4, dtype=F64) if options.get("rotary") else None)
     check_module_gradients(module, lambda x: module(x, x, x, is_causal=True)[0],
-                           lambda d: {"x": module.self_attention_backward(d)}, {"x": _x(2, 3, 8)})
+                           lambda d: {"x": module.backward(d)}, {"x": _x(2, 3, 8)})
     x, d = _x(2, 3, 8), _x(2, 3, 8, seed=4)
-    module(x, x, x)
+    module(x, x.copy(), x.copy())
     summed = sum(module.backward(d))
     module(x, x, x)
-    np.testing.assert_allclose(module.self_attention_backward(d), summed, rtol=1e-12, atol=1e-12)
-
-
-def test_self_attention_backward_after_cross_attention_is_an_error():
-    module = _mha_case()
-    module(_x(2, 3, 8), _x(2, 4, 8, seed=2), _x(2, 4, 8, seed=3))
-    with pytest.raises(ValueError, match="call backward"):
-        module.self_attention_backward(_x(2, 3, 8))
+    np.testing.assert_allclose(module.backward(d), summed, rtol=1e-12, atol=1e-12)

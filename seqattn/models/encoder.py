@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import ops
+from .. import autodiff, ops
 from ..nn import (Embedding, LayerNorm, Linear, Module, Parameter, TransformerEncoder,
                   TransformerEncoderLayer)
 from ..nn.init import generator, normal
@@ -71,20 +71,13 @@ class SequenceEncoder(Module):
     def forward(self, inputs, key_padding_mask=None):
         x = self.positions(self.embed(inputs))
         if self.config_class_token:
-            self.save_for_backward(x=x)
-            x = ops.prepend_token(x, self.class_token.data)
+            x = autodiff.prepend_token(x, self.class_token)
             if key_padding_mask is not None:
                 B, N = (int(s) for s in key_padding_mask.shape)
                 never_padded = moved(np.zeros(1, np.bool_), self.device)
                 key_padding_mask = ops.prepend_token(key_padding_mask.reshape(B, N, 1),
                                                      never_padded).reshape(B, N + 1)
         return self.encoder(x, src_key_padding_mask=key_padding_mask)
-
-    def backward(self, dout):
-        d = self.encoder.backward(dout)
-        if self.config_class_token:
-            d = ops.prepend_token_backward(d, self.saved()["x"], token_grad=self.class_token.grad)
-        self.embed.backward(self.positions.backward(d))
 
     @property
     def config_class_token(self):

@@ -8,7 +8,7 @@
 """
 import numpy as np
 
-from .. import ops
+from .. import autodiff
 from ..backend import empty_like_on
 from ..nn import Module, MultiheadAttention, Parameter
 from ..nn.init import generator, normal
@@ -16,23 +16,14 @@ from ..nn.init import generator, normal
 
 class MaskedMeanPooling(Module):
     def forward(self, x, key_padding_mask=None):
-        self.save_for_backward(x=x, key_padding_mask=key_padding_mask)
-        return ops.masked_mean(x, key_padding_mask)
-
-    def backward(self, dout):
-        s = self.saved()
-        return ops.masked_mean_backward(dout, s["x"], s["key_padding_mask"])
+        return autodiff.masked_mean(x, key_padding_mask)
 
 
 class ClassTokenPooling(Module):
     """Takes token 0; the key_padding_mask is accepted for a uniform call and not needed."""
 
     def forward(self, x, key_padding_mask=None):
-        self.save_for_backward(x=x)
-        return ops.first_token(x)
-
-    def backward(self, dout):
-        return ops.first_token_backward(dout, self.saved()["x"])
+        return autodiff.first_token(x)
 
 
 class AttentionPooling(Module):
@@ -45,15 +36,8 @@ class AttentionPooling(Module):
         self.attention = MultiheadAttention(embed_dim, num_heads, dtype=dtype, seed=rng)
 
     def forward(self, x, key_padding_mask=None):
-        B, _, E = (int(s) for s in x.shape)
+        B, _, E = x.shape
         no_tokens = empty_like_on(self.device, (B, 0, E), x.dtype)
-        queries = ops.prepend_token(no_tokens, self.query.data)  # (B, 1, E), the query repeated
-        self.save_for_backward(no_tokens=no_tokens)
+        queries = autodiff.prepend_token(no_tokens, self.query)  # (B, 1, E), the query repeated
         out, _ = self.attention(queries, x, x, key_padding_mask=key_padding_mask)
         return out.reshape(B, E)
-
-    def backward(self, dout):
-        B, E = (int(s) for s in dout.shape)
-        dquery, dkey, dvalue = self.attention.backward(dout.reshape(B, 1, E))
-        ops.prepend_token_backward(dquery, self.saved()["no_tokens"], token_grad=self.query.grad)
-        return ops.add_into(dkey, dvalue)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import ops
+from .. import autodiff, ops
 from ..backend import empty_like_on
 from ..nn import (Embedding, LayerNorm, Linear, Module, Parameter, TransformerDecoder,
                   TransformerDecoderLayer)
@@ -80,8 +80,9 @@ class Seq2SeqModel(Module):
         B, N = (int(s) for s in targets.shape[:2])
         if self.discrete:
             start = moved(np.array([self.config.start_id], dtype=targets.dtype), self.device)
-            return ops.prepend_token(targets.reshape(B, N, 1), start, N).reshape(B, N)
-        return ops.prepend_token(targets, self.start.data, N)
+            return ops.prepend_token(autodiff.unwrap(targets).reshape(B, N, 1), start,
+                                     N).reshape(B, N)
+        return autodiff.prepend_token(targets, self.start, N)
 
     def embed_targets(self, decoder_inputs, start=0):
         """Decoder inputs at positions start, start + 1, ... -> (B, n, d_model)."""
@@ -90,18 +91,10 @@ class Seq2SeqModel(Module):
     def forward(self, src, targets, key_padding_mask=None):
         self._check_targets(targets)
         memory = self.encoder(src, key_padding_mask)
-        self.save_for_backward(targets=targets)
         x = self.embed_targets(self.shifted_right(targets))
         x = self.decoder(x, memory, memory_key_padding_mask=key_padding_mask,
                          tgt_is_causal=True)
         return self.head(x)
-
-    def backward(self, dout):
-        dtgt, dmemory = self.decoder.backward(self.head.backward(dout))
-        d = self.target_embed.backward(self.target_positions.backward(dtgt))
-        if not self.discrete:
-            ops.prepend_token_backward(d, self.saved()["targets"], token_grad=self.start.grad)
-        self.encoder.backward(dmemory)
 
     def _check_targets(self, targets):
         is_int = np.issubdtype(np.dtype(targets.dtype), np.integer)

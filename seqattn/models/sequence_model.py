@@ -41,6 +41,3 @@ class SequenceModel(Module):
         encoded = self.encoder(inputs, key_padding_mask)
         return self.head(self.pool(encoded, None if self.config.pooling == "cls"
                                    else key_padding_mask))
-
-    def backward(self, dout):
-        self.encoder.backward(self.pool.backward(self.head.backward(dout)))

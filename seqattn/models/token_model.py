@@ -27,6 +27,3 @@ class TokenModel(Module):
 
     def forward(self, inputs, key_padding_mask=None):
         return self.head(self.encoder(inputs, key_padding_mask))
-
-    def backward(self, dout):
-        self.encoder.backward(self.head.backward(dout))

@@ -1,5 +1,5 @@
 """Pointwise activation layers: GELU, ReLU, SiLU, and the lookup by torch's activation names."""
-from .. import ops
+from .. import autodiff
 from .module import Module
 
 
@@ -9,29 +9,17 @@ class GELU(Module):
         self.approximate = approximate
 
     def forward(self, x):
-        self.save_for_backward(x=x)
-        return ops.gelu(x, self.approximate)
-
-    def backward(self, dout):
-        return ops.gelu_backward(dout, self.saved()["x"], self.approximate)
+        return autodiff.gelu(x, self.approximate)
 
 
 class ReLU(Module):
     def forward(self, x):
-        self.save_for_backward(x=x)
-        return ops.relu(x)
-
-    def backward(self, dout):
-        return ops.relu_backward(dout, self.saved()["x"])
+        return autodiff.relu(x)
 
 
 class SiLU(Module):
     def forward(self, x):
-        self.save_for_backward(x=x)
-        return ops.silu(x)
-
-    def backward(self, dout):
-        return ops.silu_backward(dout, self.saved()["x"])
+        return autodiff.silu(x)
 
 
 ACTIVATIONS = {"relu": ReLU, "gelu": GELU, "silu": SiLU}

@@ -2,7 +2,8 @@
 keys and a weighted sum of values. The other way of scoring a query against keys."""
 import numpy as np
 
-from .. import ops
+from .. import autodiff, ops
+from ..autodiff import unwrap
 from ..backend import empty_like_on
 from .init import generator, uniform
 from .linear import Linear
@@ -29,30 +30,17 @@ class AdditiveAttention(Module):
         """Returns (out (B, N, Dv), weights (B, N, M) or None)."""
         self.check_device(query=query, key=key, value=value)
         qp, kp = self.query_proj(query), self.key_proj(key)
-        scores = ops.additive_scores(qp, kp, self.v.data)
-        B, N, M = (int(s) for s in scores.shape)
+        scores = autodiff.additive_scores(qp, kp, self.v)
+        B, N, M = scores.shape
         Dv = int(value.shape[2])
         zeros_q = ops.fill(empty_like_on(self.device, (B, 1, N, Dv), scores.dtype), 0.0)
         zeros_k = ops.fill(empty_like_on(self.device, (B, 1, M, Dv), scores.dtype), 0.0)
-        options = dict(bias=scores.reshape(B, 1, N, M), key_padding_mask=key_padding_mask,
-                       scale=1.0)
-        v_heads = value.reshape(B, 1, M, Dv)
-        out, lse = ops.attention(zeros_q, zeros_k, v_heads, return_lse=True, **options)
-        self.save_for_backward(qp=qp, kp=kp, zeros_q=zeros_q, zeros_k=zeros_k,
-                               v_heads=v_heads, out=out, lse=lse, options=options)
+        bias = autodiff.reshape(scores, (B, 1, N, M))
+        out = autodiff.attention(zeros_q, zeros_k, autodiff.reshape(value, (B, 1, M, Dv)), bias,
+                                 key_padding_mask=key_padding_mask, scale=1.0)
         weights = None
         if need_weights:
-            weights = ops.attention_weights(zeros_q, zeros_k, **options).reshape(B, N, M)
-        return out.reshape(B, N, Dv), weights
-
-    def backward(self, dout):
-        """Returns (dquery, dkey, dvalue); adds the parameter gradients."""
-        s = self.saved()
-        B, _, N, Dv = (int(n) for n in s["out"].shape)
-        M = int(s["v_heads"].shape[2])
-        _, _, dv, dbias = ops.attention_backward(
-            dout.reshape(B, 1, N, Dv), s["zeros_q"], s["zeros_k"], s["v_heads"], s["out"],
-            s["lse"], bias_requires_grad=True, **s["options"])
-        dqp, dkp = ops.additive_scores_backward(dbias.reshape(B, N, M), s["qp"], s["kp"],
-                                                self.v.data, v_grad=self.v.grad)
-        return self.query_proj.backward(dqp), self.key_proj.backward(dkp), dv.reshape(B, M, Dv)
+            weights = ops.attention_weights(zeros_q, zeros_k, bias=unwrap(bias),
+                                            key_padding_mask=key_padding_mask,
+                                            scale=1.0).reshape(B, N, M)
+        return autodiff.reshape(out, (B, N, Dv)), weights

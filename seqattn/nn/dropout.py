@@ -1,5 +1,5 @@
 """Inverted dropout: active in training mode, the identity in evaluation mode."""
-from .. import ops
+from .. import autodiff
 from .init import generator
 from .module import Module
 
@@ -7,8 +7,8 @@ SEED_LIMIT = 2**63  # seeds are non-negative int64 values for the kernels
 
 
 class Dropout(Module):
-    """Each forward draws a fresh mask seed from the module's generator; backward reuses it, so
-    the mask is recomputed rather than stored (see ``seqattn.ops.dropout``)."""
+    """Each forward draws a fresh mask seed from the module's generator; the backward reuses it,
+    so the mask is recomputed rather than stored (see ``seqattn.ops.dropout``)."""
 
     def __init__(self, p=0.5, seed=None):
         super().__init__()
@@ -19,15 +19,8 @@ class Dropout(Module):
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
-            self.save_for_backward(seed=None)
             return x
-        seed = int(self._rng.integers(SEED_LIMIT))
-        self.save_for_backward(seed=seed)
-        return ops.dropout(x, self.p, seed)
-
-    def backward(self, dout):
-        seed = self.saved()["seed"]
-        return dout if seed is None else ops.dropout_backward(dout, self.p, seed)
+        return autodiff.dropout(x, self.p, int(self._rng.integers(SEED_LIMIT)))
 
 
 def reseed_dropouts(module, index):

@@ -2,7 +2,7 @@
 torch.nn.Embedding (weight (V, E) drawn from N(0, 1), the padding row zero and never updated)."""
 import numpy as np
 
-from .. import ops
+from .. import autodiff
 from .init import generator, normal
 from .module import Module
 from .parameter import Parameter
@@ -25,11 +25,4 @@ class Embedding(Module):
     def forward(self, ids):
         """ids (...) integers -> (..., E)."""
         self.check_device(ids=ids)
-        self.save_for_backward(ids=ids)
-        return ops.embedding(ids, self.weight.data)
-
-    def backward(self, dout):
-        """Adds into weight.grad; categorical ids have no gradient, so this returns None."""
-        ops.embedding_backward(dout, self.saved()["ids"], weight_grad=self.weight.grad,
-                               padding_idx=self.padding_idx)
-        return None
+        return autodiff.embedding(ids, self.weight, self.padding_idx)

@@ -1,7 +1,7 @@
 """Position-wise feed-forward blocks: the two-layer MLP of the Transformer and SwiGLU."""
 import numpy as np
 
-from .. import ops
+from .. import autodiff
 from .activations import activation_named
 from .dropout import Dropout
 from .init import generator
@@ -24,10 +24,6 @@ class FeedForward(Module):
     def forward(self, x):
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
-    def backward(self, dout):
-        d = self.dropout.backward(self.linear2.backward(dout))
-        return self.linear1.backward(self.activation.backward(d))
-
 
 class SwiGLUFeedForward(Module):
     """w2(silu(w1 x) * w3 x), the gated feed-forward of LLaMA (names w1, w2, w3, no biases)."""
@@ -40,11 +36,4 @@ class SwiGLUFeedForward(Module):
         self.w3 = Linear(d_model, hidden_dim, bias, dtype, rng)
 
     def forward(self, x):
-        gate, up = self.w1(x), self.w3(x)
-        self.save_for_backward(gate=gate, up=up)
-        return self.w2(ops.swiglu(gate, up))
-
-    def backward(self, dout):
-        s = self.saved()
-        dgate, dup = ops.swiglu_backward(self.w2.backward(dout), s["gate"], s["up"])
-        return ops.add_into(self.w1.backward(dgate), self.w3.backward(dup))
+        return self.w2(autodiff.swiglu(self.w1(x), self.w3(x)))

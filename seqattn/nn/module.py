@@ -1,10 +1,13 @@
 """The base of every layer: parameters with gradients, submodules, modes, devices, state dicts.
 
-A module's ``forward`` caches what its ``backward`` needs, only in training mode; ``backward``
-takes the gradient of the loss with respect to the output, returns the gradients with respect to
-the inputs and adds the parameter gradients into ``param.grad``. Attributes holding a
-:class:`Parameter` or a :class:`Module` are registered under their attribute names, which follow
-torch.nn so that state dicts move between the two.
+A module defines ``forward`` only. Called on arrays, it runs ``forward`` on Tensors (see
+``seqattn.autodiff``): every differentiable op there records itself, submodules called inside
+return Tensors, and the module returns arrays again. ``backward(dout)`` then differentiates that
+call: it returns the gradient with respect to the array input (a tuple for several positional
+array inputs) and adds each parameter's gradient into ``param.grad``. In ``eval()`` mode and in
+``autodiff.no_grad()`` nothing is recorded. Attributes holding a :class:`Parameter` or a
+:class:`Module` are registered under their attribute names, which follow torch.nn so that state
+dicts move between the two.
 """
 import inspect
 from collections import OrderedDict
@@ -12,7 +15,9 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import ops
-from ..backend import CPU, device_of
+from ..autodiff import Tensor, backward as run_backward
+from ..autodiff.recording import forward_scope, inside_forward, is_recording, recording
+from ..backend import CPU, device_of, is_device_array
 from .parameter import Parameter
 from .placement import cast, check_same_device, moved
 
@@ -34,7 +39,7 @@ class Module:
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_saved", None)
+        object.__setattr__(self, "_recorded", None)
 
     def __setattr__(self, name, value):
         if isinstance(value, Parameter):
@@ -51,28 +56,59 @@ class Module:
     # -- running ---------------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if inside_forward() or _holds_tensor(args, kwargs):
+            with forward_scope():
+                return self.forward(*args, **kwargs)
+        return self._call_on_arrays(args, kwargs)
+
+    def _call_on_arrays(self, args, kwargs):
+        """The outermost call: float array arguments become leaf Tensors (one per distinct
+        array, so passing x as query, key and value gives one gradient), the forward runs on
+        Tensors, and what it returns comes back as arrays."""
+        record = self.training and is_recording()
+        leaves = {}
+
+        def leaf(x):
+            if _is_float_array(x):
+                if id(x) not in leaves:
+                    leaves[id(x)] = Tensor(x, requires_grad=record)
+                return leaves[id(x)]
+            return x
+
+        # bound to forward's signature, so the gradients come in its order however it is called
+        bound = inspect.signature(self.forward).bind(*args, **kwargs)
+        for name, value in bound.arguments.items():
+            bound.arguments[name] = leaf(value)
+        with forward_scope(), recording(record):
+            out = self.forward(*bound.args, **bound.kwargs)
+        object.__setattr__(self, "_recorded", (list(leaves.values()), out) if record else None)
+        return _as_arrays(out)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward")
 
-    def backward(self, *grads):
-        raise NotImplementedError(f"{type(self).__name__} does not define backward")
-
-    def save_for_backward(self, **arrays):
-        """Keep what backward needs, only in training mode (evaluation keeps nothing)."""
-        object.__setattr__(self, "_saved", arrays if self.training else None)
-
-    def saved(self):
-        """What the last training-mode forward kept; an error if there is none."""
-        if self._saved is None:
+    def backward(self, *douts):
+        """Differentiate the last training-mode call: ``douts`` are dLoss/d each output (the
+        first output only for modules returning (out, weights)). Returns dLoss/d the float array
+        argument (a tuple for several, in forward's parameter order; one gradient for an array
+        passed twice); parameter gradients are added into ``.grad``."""
+        if self._recorded is None:
             raise RuntimeError(f"{type(self).__name__}.backward needs a forward in training mode "
-                               "first (call .train() before the forward pass)")
-        return self._saved
+                               "first (call .train() before the forward pass), and one backward "
+                               "per forward")
+        inputs, out = self._recorded
+        object.__setattr__(self, "_recorded", None)
+        outputs = [t for t in _flat_tensors(out)][:len(douts)]
+        grads = run_backward(outputs, douts, inputs)
+        grads = [g.data if isinstance(g, Tensor) else g for g in grads]
+        if not grads:
+            return None
+        return grads[0] if len(grads) == 1 else tuple(grads)
 
     def check_device(self, **arrays):
         """A clear error when an input is not on this module's device."""
-        check_same_device(type(self).__name__, self.device, **arrays)
+        check_same_device(type(self).__name__, self.device,
+                          **{k: v.data if isinstance(v, Tensor) else v for k, v in arrays.items()})
 
     # -- structure -------------------------------------------------------------------------
 
@@ -97,7 +133,7 @@ class Module:
         for _, module in self.named_modules():
             object.__setattr__(module, "training", bool(mode))
             if not mode:
-                object.__setattr__(module, "_saved", None)
+                object.__setattr__(module, "_recorded", None)
         return self
 
     def eval(self):
@@ -121,7 +157,7 @@ class Module:
     def to(self, device=None, dtype=None):
         """Move every parameter, gradient and buffer to ``device`` and/or cast to ``dtype``."""
         for _, module in self.named_modules():
-            module._saved = None
+            object.__setattr__(module, "_recorded", None)
             for p in module._parameters.values():
                 for attr in ("data", "grad"):
                     x = getattr(p, attr)
@@ -163,3 +199,32 @@ class Module:
         config = ", ".join(f"{k}={v!r}" for k, v in self._config.items()
                            if not isinstance(v, (Module, np.random.Generator)))
         return f"{type(self).__name__}({config})"
+
+
+def _is_float_array(x):
+    if isinstance(x, np.ndarray) or is_device_array(x):
+        return np.issubdtype(np.dtype(x.dtype), np.floating)
+    return False
+
+
+def _holds_tensor(args, kwargs):
+    return any(isinstance(a, Tensor) for a in args) or \
+        any(isinstance(v, Tensor) for v in kwargs.values())
+
+
+def _flat_tensors(out):
+    if isinstance(out, Tensor):
+        yield out
+    elif isinstance(out, (tuple, list)):
+        for item in out:
+            yield from _flat_tensors(item)
+
+
+def _as_arrays(out):
+    if isinstance(out, Tensor):
+        return out.data
+    if isinstance(out, tuple):
+        return tuple(_as_arrays(x) for x in out)
+    if isinstance(out, list):
+        return [_as_arrays(x) for x in out]
+    return out

@@ -4,7 +4,8 @@ differs from embed_dim, and out_proj (a Linear). Masks mean what they mean in se
 """
 import numpy as np
 
-from .. import ops
+from .. import autodiff, ops
+from ..autodiff import unwrap
 from .init import generator, xavier_uniform
 from .linear import Linear
 from .module import Module
@@ -51,18 +52,15 @@ class MultiheadAttention(Module):
         else:
             self.alibi_slopes = None
 
-    def _projection(self, i, attr):
-        """(weight, bias) of projection i (0 = q, 1 = k, 2 = v) as views of the parameters;
-        ``attr`` is "data" or "grad"."""
+    def _projection(self, i):
+        """(weight, bias) of projection i (0 = q, 1 = k, 2 = v); rows of the packed parameters
+        when kdim and vdim equal embed_dim."""
         E = self.embed_dim
         if self.packed:
-            weight = getattr(self.in_proj_weight, attr)[i * E:(i + 1) * E]
+            weight = self.in_proj_weight[i * E:(i + 1) * E]
         else:
-            weight = getattr((self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i],
-                             attr)
-        bias = None
-        if self.in_proj_bias is not None:
-            bias = getattr(self.in_proj_bias, attr)[i * E:(i + 1) * E]
+            weight = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
+        bias = None if self.in_proj_bias is None else self.in_proj_bias[i * E:(i + 1) * E]
         return weight, bias
 
     def _check_inputs(self, query, key, value):
@@ -85,69 +83,20 @@ class MultiheadAttention(Module):
         value = key if value is None else value
         self._check_inputs(query, key, value)
         H = self.num_heads
-        packed_self = self.packed and key is query and value is query
-        if packed_self:
+        if self.packed and key is query and value is query:
             # Self-attention: one GEMM against the packed (3E, E) weight puts q, k and v side by
             # side, and the heads are split from there.
-            bias_data = None if self.in_proj_bias is None else self.in_proj_bias.data
-            q, k, v = ops.split_heads(ops.linear(query, self.in_proj_weight.data, bias_data), H,
-                                      parts=3)
+            q, k, v = autodiff.split_heads(
+                autodiff.linear(query, self.in_proj_weight, self.in_proj_bias), H, parts=3)
         else:
-            heads = []
-            for i, x in enumerate((query, key, value)):
-                weight, b = self._projection(i, "data")
-                heads.append(ops.split_heads(ops.linear(x, weight, b), H))  # (B, H, len, D)
-            q, k, v = heads
+            q, k, v = (autodiff.split_heads(autodiff.linear(x, *self._projection(i)), H)
+                       for i, x in enumerate((query, key, value)))  # each (B, H, len, D)
         if self.rotary is not None:
             q, k = self.rotary.rotate(q), self.rotary.rotate(k)
         options = dict(causal=is_causal, key_padding_mask=key_padding_mask,
-                       attn_mask=attn_mask, bias=bias, alibi_slopes=self.alibi_slopes)
-        out_heads, lse = ops.attention(q, k, v, return_lse=True, **options)
-        merged = ops.merge_heads(out_heads)  # (B, N, E)
-        out = self.out_proj(merged)
-        self.save_for_backward(query=query, key=key, value=value, q=q, k=k, v=v,
-                               out_heads=out_heads, lse=lse, options=options,
-                               packed_self=packed_self)
-        weights = ops.attention_weights(q, k, **options) if need_weights else None
+                       attn_mask=attn_mask, alibi_slopes=self.alibi_slopes)
+        out = self.out_proj(autodiff.merge_heads(autodiff.attention(q, k, v, bias, **options)))
+        weights = None
+        if need_weights:
+            weights = ops.attention_weights(unwrap(q), unwrap(k), bias=unwrap(bias), **options)
         return out, weights
-
-    def _head_gradients(self, dout):
-        """(dq, dk, dv) of the projected heads, each (B, H, len, D), from dout (B, N, E)."""
-        s = self.saved()
-        d_heads = ops.split_heads(self.out_proj.backward(dout), self.num_heads)
-        dq, dk, dv, _ = ops.attention_backward(d_heads, s["q"], s["k"], s["v"], s["out_heads"],
-                                               s["lse"], **s["options"])
-        if self.rotary is not None:
-            dq, dk = self.rotary.rotate_backward(dq), self.rotary.rotate_backward(dk)
-        return dq, dk, dv
-
-    def backward(self, dout):
-        """Returns (dquery, dkey, dvalue); adds the parameter gradients."""
-        s = self.saved()
-        grads = []
-        for i, (d, x) in enumerate(zip(self._head_gradients(dout),
-                                       (s["query"], s["key"], s["value"]))):
-            weight, _ = self._projection(i, "data")
-            weight_grad, bias_grad = self._projection(i, "grad")
-            grads.append(ops.linear_backward(ops.merge_heads(d), x, weight,
-                                             weight_grad=weight_grad, bias_grad=bias_grad))
-        return tuple(grads)
-
-    def self_attention_backward(self, dout):
-        """For self-attention (one tensor passed as query, key and value): returns its gradient,
-        dquery + dkey + dvalue, and adds the parameter gradients.
-
-        With the packed projection this is one GEMM per gradient over the packed weight instead
-        of three and two sums.
-        """
-        s = self.saved()
-        if not (s["query"] is s["key"] and s["query"] is s["value"]):
-            raise ValueError("self_attention_backward needs a forward with one tensor as query, "
-                             "key and value; call backward(dout) for cross-attention")
-        if not s["packed_self"]:
-            dquery, dkey, dvalue = self.backward(dout)
-            return ops.add_into(ops.add_into(dquery, dkey), dvalue)
-        bias_grad = None if self.in_proj_bias is None else self.in_proj_bias.grad
-        return ops.linear_backward(ops.merge_heads(*self._head_gradients(dout)), s["query"],
-                                   self.in_proj_weight.data,
-                                   weight_grad=self.in_proj_weight.grad, bias_grad=bias_grad)

@@ -37,8 +37,3 @@ class Transformer(Module):
                             tgt_key_padding_mask=tgt_key_padding_mask,
                             memory_key_padding_mask=memory_key_padding_mask,
                             tgt_is_causal=tgt_is_causal)
-
-    def backward(self, dout):
-        """Returns (dsrc, dtgt)."""
-        dtgt, dmemory = self.decoder.backward(dout)
-        return self.encoder.backward(dmemory), dtgt

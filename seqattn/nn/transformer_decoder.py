@@ -1,7 +1,6 @@
 """A stack of decoder layers with an optional final norm (torch names: layers.0..., norm)."""
 import copy
 
-from .. import ops
 from .containers import ModuleList
 from .dropout import reseed_dropouts
 from .module import Module
@@ -9,7 +8,7 @@ from .module import Module
 
 class TransformerDecoder(Module):
     """``num_layers`` deep copies of ``decoder_layer``; backward returns (dtgt, dmemory) with the
-    memory gradients of all layers summed."""
+    memory gradients of all layers summed (memory is used by every layer)."""
 
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()
@@ -28,11 +27,3 @@ class TransformerDecoder(Module):
                       memory_key_padding_mask=memory_key_padding_mask,
                       tgt_is_causal=tgt_is_causal)
         return x if self.norm is None else self.norm(x)
-
-    def backward(self, dout):
-        d = dout if self.norm is None else self.norm.backward(dout)
-        dmemory = None
-        for layer in reversed(list(self.layers)):
-            d, dm = layer.backward(d)
-            dmemory = dm if dmemory is None else ops.add_into(dmemory, dm)
-        return d, dmemory

@@ -3,7 +3,6 @@ feed-forward), batch-first, with the parameter names of torch.nn.TransformerDeco
 self_attn, multihead_attn, linear1, linear2, norm1, norm2, norm3."""
 import numpy as np
 
-from .. import ops
 from .activations import activation_named
 from .dropout import Dropout
 from .init import generator
@@ -43,25 +42,13 @@ class TransformerDecoderLayer(Module):
                                 is_causal=causal)
         return self.dropout1(out)
 
-    def _self_block_backward(self, dout):
-        return self.self_attn.self_attention_backward(self.dropout1.backward(dout))
-
     def _cross_block(self, x, memory, mask, padding):
         out, _ = self.multihead_attn(x, memory, memory, key_padding_mask=padding,
                                      attn_mask=mask)
         return self.dropout2(out)
 
-    def _cross_block_backward(self, dout):
-        """Returns (dx, dmemory)."""
-        dq, dk, dv = self.multihead_attn.backward(self.dropout2.backward(dout))
-        return dq, ops.add_into(dk, dv)
-
     def _feed_forward_block(self, x):
         return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
-
-    def _feed_forward_block_backward(self, dout):
-        d = self.dropout.backward(self.linear2.backward(self.dropout3.backward(dout)))
-        return self.linear1.backward(self.activation.backward(d))
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False):
@@ -71,26 +58,9 @@ class TransformerDecoderLayer(Module):
         check_tokens("memory", memory, self.d_model)
         x = tgt
         if self.norm_first:
-            x = ops.add(x, self._self_block(self.norm1(x), tgt_mask, tgt_key_padding_mask,
-                                            tgt_is_causal))
-            x = ops.add(x, self._cross_block(self.norm2(x), memory, memory_mask,
-                                             memory_key_padding_mask))
-            return ops.add(x, self._feed_forward_block(self.norm3(x)))
-        x = self.norm1(ops.add(x, self._self_block(x, tgt_mask, tgt_key_padding_mask,
-                                                   tgt_is_causal)))
-        x = self.norm2(ops.add(x, self._cross_block(x, memory, memory_mask,
-                                                    memory_key_padding_mask)))
-        return self.norm3(ops.add(x, self._feed_forward_block(x)))
-
-    def backward(self, dout):
-        """Returns (dtgt, dmemory); adds the parameter gradients."""
-        if self.norm_first:
-            d = ops.add_into(self.norm3.backward(self._feed_forward_block_backward(dout)), dout)
-            dx, dmemory = self._cross_block_backward(d)
-            d = ops.add_into(self.norm2.backward(dx), d)
-            return ops.add_into(self.norm1.backward(self._self_block_backward(d)), d), dmemory
-        d = self.norm3.backward(dout)
-        d = self.norm2.backward(ops.add_into(self._feed_forward_block_backward(d), d))
-        dx, dmemory = self._cross_block_backward(d)
-        d = self.norm1.backward(ops.add_into(dx, d))
-        return ops.add_into(self._self_block_backward(d), d), dmemory
+            x = x + self._self_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._cross_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask)
+            return x + self._feed_forward_block(self.norm3(x))
+        x = self.norm1(x + self._self_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._cross_block(x, memory, memory_mask, memory_key_padding_mask))
+        return self.norm3(x + self._feed_forward_block(x))

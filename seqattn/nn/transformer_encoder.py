@@ -25,9 +25,3 @@ class TransformerEncoder(Module):
                       is_causal=is_causal)
         return x if self.norm is None else self.norm(x)
 
-    def backward(self, dout):
-        d = dout if self.norm is None else self.norm.backward(dout)
-        for layer in reversed(list(self.layers)):
-            d = layer.backward(d)
-        return d
-

@@ -2,7 +2,6 @@
 parameter names of torch.nn.TransformerEncoderLayer: self_attn, linear1, linear2, norm1, norm2."""
 import numpy as np
 
-from .. import ops
 from .activations import activation_named
 from .dropout import Dropout
 from .init import generator
@@ -41,15 +40,8 @@ class TransformerEncoderLayer(Module):
                                 attn_mask=attn_mask, is_causal=is_causal)
         return self.dropout1(out)
 
-    def _attention_block_backward(self, dout):
-        return self.self_attn.self_attention_backward(self.dropout1.backward(dout))
-
     def _feed_forward_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
-
-    def _feed_forward_block_backward(self, dout):
-        d = self.dropout.backward(self.linear2.backward(self.dropout2.backward(dout)))
-        return self.linear1.backward(self.activation.backward(d))
 
     def forward(self, src, src_key_padding_mask=None, src_mask=None, is_causal=False):
         """src (B, N, E) -> (B, N, E). ``src_mask`` is a bool "may attend" mask."""
@@ -57,20 +49,8 @@ class TransformerEncoderLayer(Module):
         check_tokens("src", src, self.d_model)
         x = src
         if self.norm_first:
-            x = ops.add(x, self._attention_block(self.norm1(x), src_key_padding_mask, src_mask,
-                                                 is_causal))
-            return ops.add(x, self._feed_forward_block(self.norm2(x)))
-        x = self.norm1(ops.add(x, self._attention_block(x, src_key_padding_mask, src_mask,
-                                                        is_causal)))
-        return self.norm2(ops.add(x, self._feed_forward_block(x)))
-
-    def backward(self, dout):
-        """Returns dsrc; adds the parameter gradients."""
-        if self.norm_first:
-            # x2 = x1 + ff(norm2(x1)): the residual passes dout on, the branch adds to it
-            d = ops.add_into(self.norm2.backward(self._feed_forward_block_backward(dout)), dout)
-            return ops.add_into(self.norm1.backward(self._attention_block_backward(d)), d)
-        d = self.norm2.backward(dout)
-        d = ops.add_into(self._feed_forward_block_backward(d), d)
-        d = self.norm1.backward(d)
-        return ops.add_into(self._attention_block_backward(d), d)
+            x = x + self._attention_block(self.norm1(x), src_key_padding_mask, src_mask,
+                                          is_causal)
+            return x + self._feed_forward_block(self.norm2(x))
+        x = self.norm1(x + self._attention_block(x, src_key_padding_mask, src_mask, is_causal))
+        return self.norm2(x + self._feed_forward_block(x))

@@ -11,6 +11,8 @@ what is specific to their device. One module per concept:
 * :mod:`~seqattn.ops.arrays`: broadcast adds and their reductions, in-place sums, fills.
 * :mod:`~seqattn.ops.losses`, :mod:`~seqattn.ops.optimizers`, :mod:`~seqattn.ops.pooling`.
 """
+from .arithmetic import (affine, concat, concat_backward, mean_along, mean_along_backward,
+                         multiply, reciprocal)
 from .arrays import add, add_into, fill, sum_leading
 from .attention import attention, attention_backward, attention_weights
 from .layers import (additive_scores, additive_scores_backward, dropout, dropout_backward,

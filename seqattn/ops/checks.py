@@ -54,7 +54,9 @@ def contiguous(name, x, device):
             raise ValueError(f"{name} is a non-contiguous device array; pass a C-contiguous one "
                              "(copy it on the device first)")
         return x
-    return np.ascontiguousarray(x)
+    x = np.asarray(x)
+    # np.ascontiguousarray would turn a 0-d array into shape (1,); 0-d is always contiguous
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def expect_shape(name, x, shape, legend):

@@ -5,6 +5,7 @@ detail in positions such as latitude/longitude, time or atom coordinates.
 """
 import numpy as np
 
+from ...autodiff import unwrap
 from ..init import generator
 from ..module import Module
 from ..placement import moved
@@ -30,5 +31,5 @@ class FourierFeatures(Module):
     def forward(self, coords):
         """Coordinates come from the host (adapters); the features go to the module's device."""
         B = moved(self.frequencies, "cpu")
-        angles = 2 * np.pi * np.asarray(coords, dtype=B.dtype) @ B
+        angles = 2 * np.pi * np.asarray(unwrap(coords), dtype=B.dtype) @ B
         return moved(np.concatenate([np.sin(angles), np.cos(angles)], -1), self.device)

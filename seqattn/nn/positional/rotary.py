@@ -1,7 +1,8 @@
 """Rotary position embedding (RoPE, Su et al.) applied to per-head queries and keys."""
 import numpy as np
 
-from ... import ops
+from ... import autodiff
+from ...autodiff import unwrap
 from ...backend import device_of
 from ..module import Module
 from ..placement import moved
@@ -11,7 +12,7 @@ class RotaryEmbedding(Module):
     """Rotates feature pairs (j, j + D/2) of token n by n * base^(-2j/D) (rotate-half layout).
 
     Stateless apart from cached angle tables; ``MultiheadAttention(rotary=...)`` calls
-    :meth:`rotate` on q and k and :meth:`rotate_backward` on their gradients.
+    :meth:`rotate` on q and k.
     """
 
     def __init__(self, head_dim, base=10000.0, dtype=np.float32):
@@ -32,10 +33,6 @@ class RotaryEmbedding(Module):
         return self._tables[key]
 
     def rotate(self, x):
-        """x (B, H, N, D) rotated by the positions 0..N-1."""
-        cos, sin = self.tables(int(x.shape[2]), device_of(x), x.dtype)
-        return ops.rope(x, cos, sin)
-
-    def rotate_backward(self, dout):
-        cos, sin = self.tables(int(dout.shape[2]), device_of(dout), dout.dtype)
-        return ops.rope_backward(dout, cos, sin)
+        """x (B, H, N, D) rotated by the positions 0..N-1 (recorded for the gradient)."""
+        cos, sin = self.tables(int(x.shape[2]), device_of(unwrap(x)), x.dtype)
+        return autodiff.rope(x, cos, sin)

@@ -1,7 +1,6 @@
 """Fixed sinusoidal position tables (Vaswani et al., 2017) and the layer that adds a table."""
 import numpy as np
 
-from ... import ops
 from ..module import Module
 
 MAX_WAVELENGTH = 10000.0
@@ -23,8 +22,8 @@ def sinusoidal_table(positions, dim, max_wavelength=MAX_WAVELENGTH):
 class PositionalTable(Module):
     """Adds a fixed (N, E) table to tokens (B, N, E): sinusoidal, grid or any precomputed one.
 
-    The table is a buffer (moves with ``.to()``, not in the state dict); backward passes the
-    gradient through unchanged.
+    The table is a buffer (moves with ``.to()``, not in the state dict), a constant for the
+    gradient.
     """
 
     def __init__(self, table, dtype=np.float32):
@@ -33,7 +32,4 @@ class PositionalTable(Module):
 
     def forward(self, x):
         self.check_device(x=x)
-        return ops.add(x, self.table)
-
-    def backward(self, dout):
-        return dout
+        return x + self.table

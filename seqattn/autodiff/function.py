@@ -1,0 +1,102 @@
+"""Function: a differentiable op, as a forward on arrays and a backward on arrays.
+
+A Function subclass defines ``forward(ctx, *inputs, **options)``, which computes its output(s)
+from arrays with ``seqattn.ops`` and keeps what the backward needs with ``ctx.save(...)``, and
+``backward(ctx, *douts)``, which returns one gradient (or None) per positional input. Positional
+inputs are the differentiable ones (Tensors, arrays or None); keyword options are not (masks,
+flags, sizes). ``Function.apply`` runs the forward and, while recording is on and some input
+requires a gradient, records a :class:`Node` that the backward pass (``autodiff.backward``)
+visits in reverse order.
+"""
+import numpy as np
+
+from ..backend import device_of, empty_like_on
+from .. import ops
+from .recording import is_recording
+from .tensor import Tensor, unwrap
+
+
+class Context:
+    """What one recorded call keeps for its backward: saved arrays and which inputs need
+    gradients (``needs_grad[i]``)."""
+
+    def __init__(self, inputs, needs_grad):
+        self._inputs = inputs
+        self.needs_grad = needs_grad
+        self.saved = {}
+        self.accumulated = set()
+
+    def save(self, **arrays):
+        self.saved.update(arrays)
+
+    def accumulator(self, i):
+        """A zeroed array into which the backward may ADD input i's gradient (the kernels for
+        weights accumulate in place). For a Parameter this is its ``.grad`` itself, so weight
+        gradients land without a copy; for anything else a fresh zero array that the backward
+        then returns as input i's gradient."""
+        from .parameter import Parameter
+
+        x = self._inputs[i]
+        if isinstance(x, Parameter):
+            self.accumulated.add(i)
+            return x.grad
+        data = unwrap(x)
+        return ops.fill(empty_like_on(device_of(data), tuple(data.shape), data.dtype), 0.0)
+
+    def release(self):
+        """Drop the saved arrays once the backward has used them (frees memory early)."""
+        self.saved = None
+        self._inputs = None
+
+
+class Node:
+    """One recorded call: the Function, its context and its input Tensors (None for inputs
+    that were not Tensors requiring gradients)."""
+
+    __slots__ = ("function", "ctx", "inputs", "n_outputs", "__weakref__")
+
+    def __init__(self, function, ctx, inputs, n_outputs):
+        self.function, self.ctx, self.inputs, self.n_outputs = function, ctx, inputs, n_outputs
+
+
+class Function:
+    # True when backward returns arrays of its own; False when it may pass a dout (or a view
+    # of one) straight through, which must then never be accumulated into in place.
+    fresh_gradients = True
+
+    @staticmethod
+    def forward(ctx, *inputs, **options):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *douts):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs, **options):
+        tracked = [isinstance(x, Tensor) and x.requires_grad for x in inputs]
+        record = is_recording() and any(tracked)
+        ctx = Context(inputs, tuple(tracked)) if record else Context(inputs, (False,) * len(inputs))
+        outputs = cls.forward(ctx, *(unwrap(x) for x in inputs), **options)
+        single = not isinstance(outputs, tuple)
+        arrays = (outputs,) if single else outputs
+        if not record:
+            ctx.release()
+            wrapped = tuple(Tensor(a) for a in arrays)
+        else:
+            node = Node(cls, ctx, tuple(x if t else None for x, t in zip(inputs, tracked)),
+                        len(arrays))
+            wrapped = []
+            for index, a in enumerate(arrays):
+                t = Tensor(a, requires_grad=True)
+                t._node, t._index = node, index
+                wrapped.append(t)
+            wrapped = tuple(wrapped)
+        return wrapped[0] if single else wrapped
+
+
+def zeros_like(x):
+    """Zeros with x's shape, dtype and device (a gradient nothing reached)."""
+    x = unwrap(x)
+    return ops.fill(empty_like_on(device_of(x), tuple(int(s) for s in x.shape),
+                                  np.dtype(x.dtype)), 0.0)

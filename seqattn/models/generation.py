@@ -7,11 +7,11 @@ from ..nn.placement import moved
 from .kv_cache import DecoderCache
 
 
-def _start(model, src, steps, key_padding_mask):
+def _start(model, src, steps, key_padding_mask, coords):
     if steps > model.config.max_len:
         raise ValueError(f"steps = {steps} exceeds the model's max_len = {model.config.max_len}")
     model.eval()
-    memory = model.encoder(src, key_padding_mask)
+    memory = model.encoder(src, key_padding_mask, coords)
     return DecoderCache(model.decoder, memory, key_padding_mask, steps)
 
 
@@ -20,8 +20,8 @@ def _softmax(logits):
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
-def generate(model, src, steps, *, key_padding_mask=None, temperature=0.0, seed=None,
-             return_logits=False):
+def generate(model, src, steps, *, key_padding_mask=None, coords=None, temperature=0.0,
+             seed=None, return_logits=False):
     """ids (B, steps) generated from src; ``temperature`` 0 picks the most likely token, above
     0 samples from softmax(logits / temperature) with a generator seeded by ``seed``.
 
@@ -33,7 +33,7 @@ def generate(model, src, steps, *, key_padding_mask=None, temperature=0.0, seed=
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     rng = np.random.default_rng(seed)
-    cache = _start(model, src, steps, key_padding_mask)
+    cache = _start(model, src, steps, key_padding_mask, coords)
     B = int(src.shape[0])
     tokens = model.start_tokens(B)
     ids, all_logits = [], []
@@ -51,12 +51,13 @@ def generate(model, src, steps, *, key_padding_mask=None, temperature=0.0, seed=
     return (ids, np.stack(all_logits, axis=1)) if return_logits else ids
 
 
-def rollout(model, src, steps, *, key_padding_mask=None):
+def rollout(model, src, steps, *, key_padding_mask=None, coords=None):
     """(B, steps, F') forecast from src, each step's prediction fed back as the next input
-    (host array). The model is left in evaluation mode."""
+    (host array); ``coords`` are the source's (see ``Seq2SeqModel``). The model is left in
+    evaluation mode."""
     if model.discrete:
         raise ValueError("rollout is for continuous targets (target_features); use generate")
-    cache = _start(model, src, steps, key_padding_mask)
+    cache = _start(model, src, steps, key_padding_mask, coords)
     x = model.start_tokens(int(src.shape[0]))
     outputs = []
     for t in range(steps):

@@ -88,9 +88,10 @@ class Seq2SeqModel(Module):
         """Decoder inputs at positions start, start + 1, ... -> (B, n, d_model)."""
         return self.target_positions(self.target_embed(decoder_inputs), start)
 
-    def forward(self, src, targets, key_padding_mask=None):
+    def forward(self, src, targets, key_padding_mask=None, coords=None):
+        """``coords`` are the source tokens' coordinates (see :class:`TokenModel`)."""
         self._check_targets(targets)
-        memory = self.encoder(src, key_padding_mask)
+        memory = self.encoder(src, key_padding_mask, coords)
         x = self.embed_targets(self.shifted_right(targets))
         x = self.decoder(x, memory, memory_key_padding_mask=key_padding_mask,
                          tgt_is_causal=True)

@@ -15,7 +15,8 @@ class TokenModelConfig(EncoderConfig):
 
 class TokenModel(Module):
     """inputs (B, N, F) or ids (B, N) -> (B, N, out_features): the encoder, then a linear
-    per-token head."""
+    per-token head. ``coords`` are the batch's per-token coordinates (name -> (B, N)), which
+    the config's ``coordinates`` encodings read."""
 
     def __init__(self, config):
         super().__init__()
@@ -25,5 +26,5 @@ class TokenModel(Module):
                            dtype=np.dtype(config.dtype).type,
                            seed=generator([config.seed, 1]))
 
-    def forward(self, inputs, key_padding_mask=None):
-        return self.head(self.encoder(inputs, key_padding_mask))
+    def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None):
+        return self.head(self.encoder(inputs, key_padding_mask, coords, attn_mask))

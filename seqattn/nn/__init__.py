@@ -1,9 +1,10 @@
-"""Layers with forward and hand-written backward passes, on the CPU and the GPU.
+"""Layers that define forward only (differentiated by ``seqattn.autodiff``), on the CPU and the GPU.
 
 Parameter names and shapes follow torch.nn, so state dicts move between the two.
 """
 from .activations import GELU, ReLU, SiLU
 from .additive_attention import AdditiveAttention
+from .attention_cache import KeyValueCache
 from .containers import ModuleList, Residual, Sequential
 from .dropout import Dropout
 from .embedding import Embedding
@@ -23,7 +24,8 @@ from . import positional
 from .serialization import load, save
 
 __all__ = [
-    "AdditiveAttention", "Dropout", "Embedding", "FeedForward", "GELU", "LayerNorm", "Linear",
+    "AdditiveAttention", "Dropout", "Embedding", "FeedForward", "GELU", "KeyValueCache",
+    "LayerNorm", "Linear",
     "Module", "ModuleList", "MultiheadAttention", "Parameter", "RMSNorm", "ReLU", "Residual",
     "SiLU", "Sequential", "SwiGLUFeedForward", "Transformer", "TransformerDecoder",
     "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "load",

@@ -75,13 +75,36 @@ class MultiheadAttention(Module):
             raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must share "
                              f"(B, M), and B must match query's {tuple(query.shape)}")
 
+    def _cached(self, query, key, value, key_padding_mask, cache):
+        """Attention of the new position(s) in ``query`` through a :class:`KeyValueCache`."""
+        if self.rotary is not None or self.alibi_slopes is not None:
+            raise ValueError("cached decoding supports attention without rotary or ALiBi "
+                             "positions (the task models add sinusoidal positions to the inputs)")
+        H = self.num_heads
+
+        def heads(x, i):
+            return unwrap(autodiff.split_heads(autodiff.linear(x, *self._projection(i)), H))
+
+        q = heads(query, 0)
+        if cache.is_memory:
+            if cache.keys is None:
+                cache.keys, cache.values = heads(key, 1), heads(value, 2)
+        else:
+            key_padding_mask = cache.append(heads(key, 1), heads(value, 2))
+        out = autodiff.attention(q, cache.keys, cache.values, key_padding_mask=key_padding_mask)
+        return self.out_proj(autodiff.merge_heads(out))
+
     def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None,
-                bias=None, need_weights=False, is_causal=False):
+                bias=None, need_weights=False, is_causal=False, cache=None):
         """Returns (out (B, N, E), weights (B, H, N, M) or None). key and value default to
-        query (self-attention)."""
+        query (self-attention). With a ``cache`` (:class:`KeyValueCache`, for decoding in
+        evaluation mode) the keys and values come from it, masks and bias apart from
+        ``key_padding_mask`` of a memory cache do not apply, and weights are not returned."""
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
+        if cache is not None:
+            return self._cached(query, key, value, key_padding_mask, cache), None
         H = self.num_heads
         if self.packed and key is query and value is query:
             # Self-attention: one GEMM against the packed (3E, E) weight puts q, k and v side by

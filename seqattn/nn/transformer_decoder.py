@@ -19,11 +19,13 @@ class TransformerDecoder(Module):
         self.norm = norm
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False):
+                memory_key_padding_mask=None, tgt_is_causal=False, caches=None):
+        """``caches``: one (self-attention, memory) :class:`KeyValueCache` pair per layer, for
+        decoding one position at a time."""
         x = tgt
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
             x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
                       tgt_key_padding_mask=tgt_key_padding_mask,
                       memory_key_padding_mask=memory_key_padding_mask,
-                      tgt_is_causal=tgt_is_causal)
+                      tgt_is_causal=tgt_is_causal, cache=None if caches is None else caches[i])
         return x if self.norm is None else self.norm(x)

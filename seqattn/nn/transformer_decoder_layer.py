@@ -14,17 +14,19 @@ from .placement import check_tokens
 
 
 class TransformerDecoderLayer(Module):
-    """Post-norm or pre-norm (``norm_first``), dropout as in :class:`TransformerEncoderLayer`."""
+    """Post-norm or pre-norm (``norm_first``), dropout, ``rotary`` and ``alibi_slopes`` (of the
+    self-attention) as in :class:`TransformerEncoderLayer`."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
-                 dtype=np.float32, seed=None):
+                 rotary=None, alibi_slopes=None, dtype=np.float32, seed=None):
         super().__init__()
         if not batch_first:
             raise ValueError("seqattn is batch-first: tokens are (B, N, E); pass batch_first=True")
         rng = generator(seed)
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, dtype=dtype, seed=rng)
+        self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, rotary=rotary,
+                                            alibi_slopes=alibi_slopes, dtype=dtype, seed=rng)
         self.multihead_attn = MultiheadAttention(d_model, nhead, bias=bias, dtype=dtype, seed=rng)
         self.linear1 = Linear(d_model, dim_feedforward, bias, dtype, rng)
         self.dropout = Dropout(dropout, rng)
@@ -37,30 +39,37 @@ class TransformerDecoderLayer(Module):
         self.dropout3 = Dropout(dropout, rng)
         self.activation = activation_named(activation)
 
-    def _self_block(self, x, mask, padding, causal):
+    def _self_block(self, x, mask, padding, causal, cache):
         out, _ = self.self_attn(x, x, x, key_padding_mask=padding, attn_mask=mask,
-                                is_causal=causal)
+                                is_causal=causal, cache=cache)
         return self.dropout1(out)
 
-    def _cross_block(self, x, memory, mask, padding):
+    def _cross_block(self, x, memory, mask, padding, cache):
         out, _ = self.multihead_attn(x, memory, memory, key_padding_mask=padding,
-                                     attn_mask=mask)
+                                     attn_mask=mask, cache=cache)
         return self.dropout2(out)
 
     def _feed_forward_block(self, x):
         return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False):
-        """tgt (B, N, E), memory (B, M, E) -> (B, N, E). Masks are bool "may attend" masks."""
+                memory_key_padding_mask=None, tgt_is_causal=False, cache=None):
+        """tgt (B, N, E), memory (B, M, E) -> (B, N, E). Masks are bool "may attend" masks.
+        ``cache`` is a (self-attention, memory) pair of :class:`KeyValueCache` for decoding one
+        position at a time (see ``seqattn.models.kv_cache``)."""
+        self_cache, memory_cache = (None, None) if cache is None else cache
         self.check_device(tgt=tgt, memory=memory)
         check_tokens("tgt", tgt, self.d_model)
         check_tokens("memory", memory, self.d_model)
         x = tgt
         if self.norm_first:
-            x = x + self._self_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
-            x = x + self._cross_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask)
+            x = x + self._self_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal,
+                                     self_cache)
+            x = x + self._cross_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
+                                      memory_cache)
             return x + self._feed_forward_block(self.norm3(x))
-        x = self.norm1(x + self._self_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
-        x = self.norm2(x + self._cross_block(x, memory, memory_mask, memory_key_padding_mask))
+        x = self.norm1(x + self._self_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal,
+                                            self_cache))
+        x = self.norm2(x + self._cross_block(x, memory, memory_mask, memory_key_padding_mask,
+                                             memory_cache))
         return self.norm3(x + self._feed_forward_block(x))

@@ -15,17 +15,19 @@ from .placement import check_tokens
 class TransformerEncoderLayer(Module):
     """Post-norm (``norm_first=False``, torch's default) or pre-norm. Dropout applies to the
     feed-forward hidden layer and to both residual branches; attention weights are not dropped
-    (see :class:`MultiheadAttention`)."""
+    (see :class:`MultiheadAttention`). ``rotary`` and ``alibi_slopes`` position the
+    self-attention as they do there."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
-                 dtype=np.float32, seed=None):
+                 rotary=None, alibi_slopes=None, dtype=np.float32, seed=None):
         super().__init__()
         if not batch_first:
             raise ValueError("seqattn is batch-first: tokens are (B, N, E); pass batch_first=True")
         rng = generator(seed)
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, dtype=dtype, seed=rng)
+        self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, rotary=rotary,
+                                            alibi_slopes=alibi_slopes, dtype=dtype, seed=rng)
         self.linear1 = Linear(d_model, dim_feedforward, bias, dtype, rng)
         self.dropout = Dropout(dropout, rng)
         self.linear2 = Linear(dim_feedforward, d_model, bias, dtype, rng)

@@ -1,0 +1,19 @@
+"""Phases of the day and of the year from times in seconds since 1970-01-01 (UTC)."""
+import numpy as np
+
+SECONDS_PER_DAY = 86400.0
+DAYS_PER_YEAR = 365.2425  # the mean Gregorian year, so the yearly phase does not drift
+
+
+def calendar_phases(seconds):
+    """(..., 2) fractions in [0, 1): the time of day and the time of year."""
+    seconds = np.asarray(seconds, dtype=np.float64)
+    day = (seconds % SECONDS_PER_DAY) / SECONDS_PER_DAY
+    year = (seconds / SECONDS_PER_DAY % DAYS_PER_YEAR) / DAYS_PER_YEAR
+    return np.stack([day, year], axis=-1)
+
+
+def circular_features(fractions):
+    """(..., 2 k) [sin, cos] of 2 pi * fractions (..., k): periodic, continuous across the seam."""
+    angles = 2 * np.pi * np.asarray(fractions, dtype=np.float64)
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)

@@ -6,7 +6,8 @@ they call ``seqattn.ops``, which asks :func:`backend_of` for the kernel module.
 """
 import importlib
 
-import numpy as np
+
+from .host_memory import HOST_POOL
 
 CPU = "cpu"
 CUDA = "cuda"
@@ -56,4 +57,4 @@ def empty_like_on(device, shape, dtype):
         from numba import cuda
 
         return cuda.device_array(shape, dtype=dtype)
-    return np.empty(shape, dtype=dtype)
+    return HOST_POOL.empty(shape, dtype)

@@ -7,9 +7,9 @@ import numbers
 import numpy as np
 
 from .. import ops
-from ..backend import CPU, device_of
+from ..backend import CPU, device_of, empty_like_on
 from ..ops.arithmetic import normalized_axis
-from .function import Function, zeros_like
+from .function import Function
 from .tensor import Tensor, unwrap
 
 
@@ -210,7 +210,7 @@ def reshape(x, shape):
 class Take(Function):
     @staticmethod
     def forward(ctx, x, index):
-        ctx.save(shape=_shape(x), index=index, like=x)
+        ctx.save(layout=(device_of(x), _shape(x), np.dtype(x.dtype)), index=index)
         if device_of(x) == CPU:
             return np.ascontiguousarray(x[index])
         return x[index]
@@ -218,8 +218,9 @@ class Take(Function):
     @staticmethod
     def backward(ctx, dout):
         s = ctx.saved
-        dx = zeros_like(s["like"])
-        if device_of(dx) == CPU:
+        device, shape, dtype = s["layout"]
+        dx = ops.fill(empty_like_on(device, shape, dtype), 0.0)
+        if device == CPU:
             np.add.at(dx, s["index"], dout)  # repeated indices add up
         else:
             ops.add_into(dx[s["index"]], dout)

@@ -21,30 +21,33 @@ def _topological_order(roots):
             continue
         seen.add(id(node))
         stack.append((node, True))
-        for x in node.inputs:
-            if x is not None and x._node is not None and id(x._node) not in seen:
-                stack.append((x._node, False))
+        for source in node.inputs:
+            if isinstance(source, tuple) and id(source[0]) not in seen:
+                stack.append((source[0], False))
     return order
 
 
 class _Gradients:
-    """Gradient arrays by tensor, summed on arrival. An array that may belong to someone else
-    (a dout passed straight through) is never added into in place."""
+    """Gradient arrays by source (a (node, output index) pair or a leaf Tensor), summed on
+    arrival. An array that may belong to someone else (a dout passed straight through) is never
+    added into in place."""
 
     def __init__(self):
         self._grads = {}
 
     @staticmethod
-    def key(t):
-        return ("node", id(t._node), t._index) if t._node is not None else ("leaf", id(t))
+    def key(source):
+        if isinstance(source, tuple):
+            return ("node", id(source[0]), source[1])
+        return ("leaf", id(source))
 
-    def add(self, t, g, owned):
-        if isinstance(t, Parameter):
-            ops.add_into(t.grad, g)
+    def add(self, source, g, owned):
+        if isinstance(source, Parameter):
+            ops.add_into(source.grad, g)
             return
-        k = self.key(t)
+        k = self.key(source)
         if k not in self._grads:
-            self._grads[k] = [t, g, owned]
+            self._grads[k] = [source, g, owned]
             return
         entry = self._grads[k]
         if entry[2]:
@@ -95,7 +98,8 @@ def backward(outputs, douts, inputs=()):
         if t._node is not None and t._node.ctx.saved is None:
             raise RuntimeError("this forward pass was already differentiated (its saved arrays "
                                "are released); run the forward again before another backward")
-        grads.add(t, _check_dout(t, dout), owned=False)
+        grads.add(t if t._node is None else (t._node, t._index), _check_dout(t, dout),
+                  owned=False)
         roots.append(t)
     for node in reversed(_topological_order(roots)):
         node_douts = [grads.pop(("node", id(node), i)) for i in range(node.n_outputs)]

@@ -18,13 +18,17 @@ from .tensor import Tensor, unwrap
 
 class Context:
     """What one recorded call keeps for its backward: saved arrays and which inputs need
-    gradients (``needs_grad[i]``)."""
+    gradients (``needs_grad[i]``). It keeps no reference to its input arrays unless the
+    forward saves them, so intermediate results are freed as early as without a record."""
 
     def __init__(self, inputs, needs_grad):
-        self._inputs = inputs
+        from .parameter import Parameter
+
         self.needs_grad = needs_grad
         self.saved = {}
         self.accumulated = set()
+        self._parameters = {i: x for i, x in enumerate(inputs) if isinstance(x, Parameter)}
+        self._layouts = {i: _layout(unwrap(x)) for i, x in enumerate(inputs) if needs_grad[i]}
 
     def save(self, **arrays):
         self.saved.update(arrays)
@@ -34,29 +38,35 @@ class Context:
         weights accumulate in place). For a Parameter this is its ``.grad`` itself, so weight
         gradients land without a copy; for anything else a fresh zero array that the backward
         then returns as input i's gradient."""
-        from .parameter import Parameter
-
-        x = self._inputs[i]
-        if isinstance(x, Parameter):
+        if i in self._parameters:
             self.accumulated.add(i)
-            return x.grad
-        data = unwrap(x)
-        return ops.fill(empty_like_on(device_of(data), tuple(data.shape), data.dtype), 0.0)
+            return self._parameters[i].grad
+        device, shape, dtype = self._layouts[i]
+        return ops.fill(empty_like_on(device, shape, dtype), 0.0)
 
     def release(self):
         """Drop the saved arrays once the backward has used them (frees memory early)."""
         self.saved = None
-        self._inputs = None
+        self._parameters = None
+
+
+def _layout(x):
+    return device_of(x), tuple(int(s) for s in x.shape), np.dtype(x.dtype)
 
 
 class Node:
-    """One recorded call: the Function, its context and its input Tensors (None for inputs
-    that were not Tensors requiring gradients)."""
+    """One recorded call: the Function, its context and where each input came from: the
+    (node, output index) that produced it, the leaf Tensor itself, or None for inputs that need
+    no gradient. Holding producers rather than input Tensors lets their arrays be freed."""
 
-    __slots__ = ("function", "ctx", "inputs", "n_outputs", "__weakref__")
+    __slots__ = ("function", "ctx", "inputs", "n_outputs")
 
     def __init__(self, function, ctx, inputs, n_outputs):
         self.function, self.ctx, self.inputs, self.n_outputs = function, ctx, inputs, n_outputs
+
+
+def _source(x):
+    return x if x._node is None else (x._node, x._index)
 
 
 class Function:
@@ -84,8 +94,8 @@ class Function:
             ctx.release()
             wrapped = tuple(Tensor(a) for a in arrays)
         else:
-            node = Node(cls, ctx, tuple(x if t else None for x, t in zip(inputs, tracked)),
-                        len(arrays))
+            node = Node(cls, ctx, tuple(_source(x) if t else None
+                                        for x, t in zip(inputs, tracked)), len(arrays))
             wrapped = []
             for index, a in enumerate(arrays):
                 t = Tensor(a, requires_grad=True)

@@ -114,15 +114,15 @@ def test_bad_forecast_arguments_name_the_argument(kwargs, match):
         ForecastWindows(make_grid(time=6, lat=4, lon=4), ADAPTER, **kwargs)
 
 
-def test_uneven_time_axes_and_token_variables_are_refused():
+def test_uneven_time_axes_and_static_token_variables_with_history_are_refused():
     ds = make_grid(time=4, lat=2, lon=2)
     uneven = ds.assign_coords(time=ds.time.values[[0, 1, 2]].tolist() + [ds.time.values[3]
                                                                          + np.timedelta64(1, "h")])
     with pytest.raises(ValueError, match="'time' is not evenly spaced"):
         ForecastWindows(uneven, ADAPTER, leads=[1])
-    by_tokens = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, variables_as="tokens")
-    with pytest.raises(ValueError, match="needs variables_as='channels'"):
-        ForecastWindows(ds, by_tokens, leads=[1])
+    by_tokens = GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, variables_as="tokens")
+    with pytest.raises(ValueError, match=r"static variable\(s\) \['lsm'\] one"):
+        ForecastWindows(ds, by_tokens, leads=[1], history=1)
     batch = next(iter(ForecastWindows(ds, ADAPTER, leads=[1])))
     with pytest.raises(ValueError, match="Batch.concat is for ragged batches without targets"):
         Batch.concat([batch, batch])

@@ -14,8 +14,20 @@ Shapes (B samples, N tokens, F features per token):
 * ``key_padding_mask`` (B, N) bool, True = padded token to ignore (the convention of
   ``seqattn.attention``): the token holds no valid value at all.
 * ``valid`` (B, N, Fv) bool: which value features were present in the data.
-* ``coords``: name -> (B, N) float64 per-token coordinates for positional encodings (patch
-  centres in lat/lon/level, sample time in seconds since 1970-01-01, ...).
+* ``coords``: name -> (B, N) float64 per-token coordinates; models' positional encodings read
+  them by these names:
+
+  - ``"position"``: the token's index in its sequence, 0 .. N-1 (NaN for ragged padding);
+  - ``"time"`` (or the adapter's time dim's name): seconds since 1970-01-01 UTC on a datetime
+    axis (tz-aware times are converted to UTC), the coordinate's own units on a numeric one; a
+    frame's or patch's centre, or the sample's time (for forecasts: the initial time);
+  - ``"lead"`` (forecasts): the lead time in seconds (the time coordinate's units when numeric);
+  - ``"lat"`` / ``"lon"``: the patch centre in degrees (``lon`` by the mean angle, in [0, 360));
+  - ``"level"`` and any other dim with a numeric coordinate: the patch centre or sample's value;
+  - ``"variable"`` (``variables_as="tokens"``): the index of the token's variable;
+  - a dim labelled by strings (``station``, ``variable`` ids) gets the label's index along it.
+
+  A coordinate is present only when the dataset has it (a dim without a coordinate has none).
 
 Forecasting batches (:class:`ForecastWindows`) also carry what the model is asked to predict;
 other batches leave these None:

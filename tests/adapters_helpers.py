@@ -157,3 +157,29 @@ def persistence(ds, names, time_dim, steps, leads):
     """The persistence forecast on (lead, *dims): each variable `steps[i]` steps before."""
     return xr.concat([ds[names].shift({time_dim: int(s)}) for s in steps],
                      dim=xr.DataArray(leads, dims="lead", name="lead")).transpose("lead", ...)
+
+
+class ModeModel:
+    """Has seqattn models' training/evaluation modes and call signature; notes the mode of each
+    call. Returns the first `width` features of every token, or their mean over tokens
+    (N -> 1) with `per_sample`; `fail` makes it raise after noting the mode."""
+
+    def __init__(self, width, per_sample=False, fail=False):
+        self.width, self.per_sample, self.fail = width, per_sample, fail
+        self.training = True
+        self.modes = []
+
+    def eval(self):
+        return self.train(False)
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        return self
+
+    def __call__(self, tokens, key_padding_mask=None, coords=None):
+        self.modes.append(self.training)
+        if self.fail:
+            raise RuntimeError("planned failure")
+        assert set(coords) >= {"position"}          # coords always arrive, by keyword
+        out = tokens[..., : self.width]
+        return out.mean(axis=1) if self.per_sample else out

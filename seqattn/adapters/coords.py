@@ -71,7 +71,8 @@ def require_numeric_axis(ds, dim, role):
     values = np.asarray(ds[dim].values)
     if values.dtype.kind not in "iufmM":
         example = values.ravel()[0] if values.size else None
-        raise ValueError(f"coordinate {dim!r} holds {type(example).__name__} values "
+        held = "str" if values.dtype.kind in "US" else type(example).__name__
+        raise ValueError(f"coordinate {dim!r} holds {held} values "
                          f"(dtype {values.dtype}), not numbers or times, so {role} has no size "
                          f"along it; convert it, e.g. ds.assign_coords({dim}=pd.to_datetime("
                          f"ds[{dim!r}].values, utc=True).tz_localize(None)), or give {role} "

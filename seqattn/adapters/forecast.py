@@ -253,10 +253,10 @@ class ForecastWindows:
     def epoch(self, epoch):
         """The batches of epoch `epoch` (an int >= 0), lazily; with ``shuffle`` in an order that
         depends only on (seed, epoch) (``seed=None``: fresh randomness, not reproducible)."""
+        epoch = check_epoch(epoch)
         order = np.arange(self.n_samples)
         if self.shuffle:
-            rng = np.random.default_rng(None if self.seed is None
-                                        else [self.seed, check_epoch(epoch)])
+            rng = np.random.default_rng(None if self.seed is None else [self.seed, epoch])
             order = rng.permutation(self.n_samples)
         return self._batches(order)
 

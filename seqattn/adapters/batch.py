@@ -32,9 +32,10 @@ Shapes (B samples, N tokens, F features per token):
 Forecasting batches (:class:`ForecastWindows`) also carry what the model is asked to predict;
 other batches leave these None:
 
-* ``targets`` (B, N, Ft): target values at the valid time, in the same tokens (patches) as the
-  inputs and normalized like them. A missing target is 0 here and False in ``target_valid``:
-  weight a loss by ``target_valid`` so that missing targets count for nothing.
+* ``targets`` (B, N, Ft): target values at the valid time, in the same tokens (patches, frames)
+  as the inputs and normalized like them; with ``increments=True`` the change from the same cells
+  ``lead`` earlier, ``(y - x) / std``. A missing target is 0 here and False in
+  ``target_valid``: weight a loss by ``target_valid`` so that missing targets count for nothing.
 * ``target_valid`` (B, N, Ft) bool: which targets were present in the data.
 * ``lead`` (B,): each sample's lead time in the time coordinate's units (timedelta64 for datetime
   coordinates; a number, e.g. hours, for numeric ones).

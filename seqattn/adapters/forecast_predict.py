@@ -26,6 +26,7 @@ import dask.array as dsa
 import numpy as np
 import xarray as xr
 
+from .checks import require_variables
 from .forecast import LEAD, ForecastWindows
 from .model_call import ModelCall
 
@@ -39,6 +40,7 @@ def predict_forecast(model, windows, ds, variables=None, mask_missing=True, stor
     call = model if isinstance(model, ModelCall) else ModelCall(model)
     variables = list(variables or windows.targets)
     needed = list(windows.source.data_vars)
+    require_variables(ds, needed)
     changes = {"shuffle": False, "drop_last": False}
     if batch_size is not None:
         changes["batch_size"] = batch_size

@@ -36,7 +36,9 @@ def as_model_function(model):
 
 
 def takes_coords(function):
-    """Whether `function` accepts a ``coords`` keyword argument."""
+    """Whether `function` accepts a ``coords`` keyword argument (for a module, its ``forward``:
+    a module's ``__call__`` passes any arguments through)."""
+    function = getattr(function, "forward", function)
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):  # no signature to read (a builtin): assume the protocol

@@ -68,8 +68,9 @@ def test_times_that_are_not_times_get_an_error_naming_the_coordinate_and_the_fix
     with pytest.raises(ValueError, match=r"coordinate 'time' holds str values .*"
                                          r"pd.to_datetime"):
         SignalAdapter(["x"], "2h").encode(as_text)
-    with pytest.raises(ValueError, match=r"coordinate 'time' holds str values"):
-        ForecastWindows(as_text, GridAdapter(["x"], {"station": 1}), leads=["1h"])
+    for leads in (["1h"], [1]):
+        with pytest.raises(ValueError, match=r"coordinate 'time' holds str values"):
+            ForecastWindows(as_text, GridAdapter(["x"], {"station": 1}), leads=leads)
 
 
 def test_calendar_features_on_a_grid_follow_the_sample_time():

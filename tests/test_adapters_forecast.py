@@ -5,8 +5,9 @@ import pytest
 import xarray as xr
 from hypothesis import given, settings
 
-from adapters_helpers import assert_targets_at_valid_times, forecast_cases, make_grid
-from seqattn.adapters import Batch, ForecastWindows, GridAdapter
+from adapters_helpers import (assert_targets_at_valid_times, forecast_cases, make_grid,
+                              make_signal)
+from seqattn.adapters import Batch, ForecastWindows, GridAdapter, SignalAdapter
 
 ADAPTER = GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, dtype="float64")
 
@@ -123,6 +124,29 @@ def test_uneven_time_axes_and_static_token_variables_with_history_are_refused():
     by_tokens = GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, variables_as="tokens")
     with pytest.raises(ValueError, match=r"static variable\(s\) \['lsm'\] one"):
         ForecastWindows(ds, by_tokens, leads=[1], history=1)
+    with pytest.raises(ValueError, match=r"targets \['u'\] are not among the adapter's variables"):
+        ForecastWindows(ds, GridAdapter(["t"], {"lat": 2, "lon": 2}, variables_as="tokens"),
+                        leads=[1], targets=["u"])
     batch = next(iter(ForecastWindows(ds, ADAPTER, leads=[1])))
     with pytest.raises(ValueError, match="Batch.concat is for ragged batches without targets"):
         Batch.concat([batch, batch])
+
+
+def test_signal_frames_shifted_by_the_lead_are_the_targets():
+    ds = make_signal(length=12, stations=2, start="2020-01-01", dtype="float64")
+    adapter = SignalAdapter(["x"], 2, dtype="float64")
+    windows = ForecastWindows(ds, adapter, leads=["2h"], history=3, batch_size=None)
+    batch = next(iter(windows))
+    # initial times 3..9, stations 0 and 1; frames of 2 steps over steps t-3 .. t
+    assert windows.samples[:3].tolist() == [[3, 0, 0], [3, 0, 1], [4, 0, 0]]
+    assert batch.tokens.shape == (14, 2, 3) and batch.targets.shape == (14, 2, 2)
+    np.testing.assert_array_equal(batch.values[2].ravel(), ds.x.values[0, 1:5])
+    np.testing.assert_array_equal(batch.targets[2].ravel(), ds.x.values[0, 3:7])
+    back = windows.decode(batch).isel(lead=0)
+    np.testing.assert_array_equal(back.x.values[:, 2:], ds.x.values[:, 2:])
+    assert np.isnan(back.x.values[:, :2]).all()            # before the first lead's reach
+    with pytest.raises(ValueError, match=r"a frame is 2 steps .* \(in ForecastWindows: "
+                                         r"history >= 1\)"):
+        ForecastWindows(ds, adapter, leads=[1], history=0)
+    with pytest.raises(ValueError, match="time_dim 'station' is not the SignalAdapter's time dim"):
+        ForecastWindows(ds, adapter, leads=[1], time_dim="station")

@@ -64,7 +64,8 @@ import xarray as xr
 from .batch import Batch, Placement, Template
 from .batching import check_epoch
 from .checks import require_dims, require_variables
-from .coords import as_float, even_step, to_utc, token_coordinates, whole_steps
+from .coords import (as_float, even_step, require_numeric_axis, to_utc, token_coordinates,
+                     whole_steps)
 from .grid import GridAdapter
 from .persistence import Persistable
 from .signal import SignalAdapter
@@ -170,7 +171,13 @@ class ForecastWindows:
 
     @staticmethod
     def _check_token_variables(ds, adapter, targets, history, time_dim):
-        """With variables as tokens every variable needs the same number of input features."""
+        """With variables as tokens a target sits in its own variable's tokens, and every
+        variable needs the same number of input features."""
+        elsewhere = [v for v in targets if v not in adapter.variables]
+        if elsewhere:
+            raise ValueError(f"targets {elsewhere} are not among the adapter's variables; with "
+                             "variables_as='tokens' a target is predicted in its own variable's "
+                             "tokens, so add them to the adapter's variables")
         static = [v for v in adapter.variables if time_dim not in ds[v].dims]
         if static and history:
             raise ValueError(f"variables_as='tokens' with history = {history} gives time-varying "
@@ -197,6 +204,7 @@ class ForecastWindows:
                              "give each once")
         if time_dim not in ds.coords:
             return steps, steps
+        require_numeric_axis(ds, time_dim, "a lead")
         step = even_step(ds[time_dim].values)
         if step is None:
             raise ValueError(f"coordinate {time_dim!r} is not evenly spaced, so a lead is not one "

@@ -108,8 +108,8 @@ class SignalAdapter(Persistable):
         window = self.frame[0]
         if window > size:
             raise ValueError(f"a frame is {window} steps of {dim!r} (window={self.window!r}), "
-                             f"longer than the {size} steps of the window it is cut from; use a "
-                             "longer window or a shorter frame")
+                             f"more than the {size} steps it is cut from; give a shorter window= "
+                             f"or more steps (in ForecastWindows: history >= {window - 1})")
 
     def sample_dims(self, ds):
         """Dims of the adapter's variables other than the time and channel dims, in ds order."""

@@ -87,6 +87,11 @@ def test_calendar_features_on_a_grid_follow_the_sample_time():
     np.testing.assert_allclose(year_cos, np.cos(year), atol=1e-12)
     assert (batch.tokens[:, 1:, -4:] == batch.tokens[:, :1, -4:]).all()  # one time per sample
     xr.testing.assert_identical(adapter.decode(batch), ds[["t", "u"]])
+    # time as a patch dim: a token's time is its patch's centre, 03:00 and 15:00
+    over_time = GridAdapter(["t"], {"time": 2, "lat": 4, "lon": 4}, calendar=True).encode(ds)
+    np.testing.assert_allclose(over_time.tokens[0, :, -4::2],
+                               [[np.sin(np.pi / 4), np.cos(np.pi / 4)],
+                                [np.sin(5 * np.pi / 4), np.cos(5 * np.pi / 4)]], atol=1e-6)
     with pytest.raises(ValueError, match=r"calendar=True needs a datetime coordinate "
                                          r"time_dim='when'"):
         GridAdapter(["t"], {"lat": 2}, calendar=True, time_dim="when").encode(ds)

@@ -8,7 +8,7 @@ import xarray as xr
 from adapters_helpers import make_grid, make_signal, persistence
 from seqattn.adapters import ForecastWindows, GridAdapter, SignalAdapter, predict
 
-KINDS = ["grid", "signal", "tokens"]
+KINDS = ["grid", "signal", "one station", "tokens"]
 
 
 def set_up(kind, nan_fraction=0.1, normalized=True, increments=True, **options):
@@ -18,6 +18,11 @@ def set_up(kind, nan_fraction=0.1, normalized=True, increments=True, **options):
                          dtype="float32")
         adapter = SignalAdapter(["x"], 2, calendar=True)
         leads, history = [2, "3h"], 5
+    elif kind == "one station":                # x (time) and y (time, channel)
+        ds = make_signal(length=20, stations=1, channels=2, start="2020-01-01",
+                         nan_fraction=nan_fraction, dtype="float32").isel(station=0)
+        adapter = SignalAdapter(["x", "y"], 1, channel_dims=("channel",))
+        leads, history = [1, 4], 3
     else:
         ds = make_grid(time=9, lat=4, lon=4, nan_fraction=nan_fraction, dtype="float32")
         adapter = (GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, calendar=True)
@@ -30,7 +35,7 @@ def set_up(kind, nan_fraction=0.1, normalized=True, increments=True, **options):
     windows = ForecastWindows(ds, adapter, leads=leads, history=history, increments=increments,
                               batch_size=4, **options)
     # a grid's lead reaches valid times from history + lead; a signal's frames from lead
-    first = windows.steps if kind == "signal" else windows.steps + history
+    first = windows.steps if "station" in kind or kind == "signal" else windows.steps + history
     return ds, windows, first
 
 
@@ -82,7 +87,7 @@ def test_predictions_go_to_valid_times_with_their_leads(kind):
                                                    .to_array()).all()
         np.testing.assert_array_equal(at.isel(time=slice(first[i], None)).to_array(),
                                       lead / np.timedelta64(1, "h"))
-    if kind != "signal":                     # a grid sample's time is its initial time
+    if kind in ("grid", "tokens"):           # a grid sample's time is its initial time
         origin = (ds.time.values[0] - np.datetime64(0, "s")) / np.timedelta64(1, "s")
         initial = windows.predict(coordinate_model("time", width, origin))
         times = ds.time.values

@@ -112,3 +112,17 @@ def test_every_token_carries_its_position_and_forecast_batches_their_lead():
                for c in batch.coords.values())
     np.testing.assert_array_equal(batch.coords["position"][1], [0, 1, 2, 3])
     assert (batch.coords["lead"] == 6 * 3600.0).all()
+
+
+def test_dims_named_otherwise_also_reach_models_under_the_names_they_read():
+    ds = make_grid(time=2, lat=4, lon=4).rename(time="valid_time", lat="latitude",
+                                                 lon="longitude")
+    adapter = GridAdapter(["t"], {"latitude": 2, "longitude": 2}, lat="latitude",
+                          lon="longitude", time_dim="valid_time", calendar=True)
+    batch = adapter.encode(ds)
+    for ours, theirs in [("time", "valid_time"), ("lat", "latitude"), ("lon", "longitude")]:
+        np.testing.assert_array_equal(batch.coords[ours], batch.coords[theirs])
+    np.testing.assert_allclose(batch.coords["lon"][0], [45.0, 225.0, 45.0, 225.0])
+    series = make_signal(length=8, start="2020-01-01").rename(time="t")
+    frames = SignalAdapter(["x"], 2, time_dim="t").encode(series)
+    np.testing.assert_array_equal(frames.coords["time"], frames.coords["t"])

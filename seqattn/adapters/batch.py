@@ -28,6 +28,8 @@ Shapes (B samples, N tokens, F features per token):
   - a dim labelled by strings (``station``, ``variable`` ids) gets the label's index along it.
 
   A coordinate is present only when the dataset has it (a dim without a coordinate has none).
+  A dim named otherwise (``valid_time``, ``latitude``) is there under its own name and under
+  the name above that the adapter gives it (``time_dim``, ``lat``, ``lon`` options).
 
 Forecasting batches (:class:`ForecastWindows`) also carry what the model is asked to predict;
 other batches leave these None:

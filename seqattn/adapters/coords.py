@@ -79,6 +79,17 @@ def require_numeric_axis(ds, dim, role):
                          "in steps (an int)")
 
 
+def canonical_names(coords, names):
+    """`coords` with each dim's coordinate also under the name models read it by (`names`:
+    dim -> canonical name), so ``valid_time`` or ``latitude`` reach a model as ``time``/``lat``.
+    A canonical name the data already use for something else is left alone."""
+    out = dict(coords)
+    for dim, name in names.items():
+        if dim != name and dim in coords and name not in coords:
+            out[name] = coords[dim]
+    return out
+
+
 def patch_centres(values, patch, circular=False):
     """Centres of consecutive patches along the last axis of `values` (..., n * patch), NaN-padded
     cells ignored. Circular coordinates (longitude in degrees) use the mean angle, so a patch

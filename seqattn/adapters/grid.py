@@ -30,7 +30,7 @@ import xarray as xr
 
 from .batch import Batch
 from .checks import require_dims, require_monotonic, require_positive_sizes, require_variables
-from .coords import as_float, calendar_features, patch_centres, to_utc
+from .coords import as_float, calendar_features, canonical_names, patch_centres, to_utc
 from .normalize import Normalizer
 from .persistence import Persistable
 from .stitch import PutBack
@@ -44,7 +44,7 @@ class GridAdapter(Persistable):
 
     def __init__(self, variables, patch, channel_dims=(), variables_as="channels", per_dims=(),
                  periodic=(), lon="lon", validity_channel=True, strict=False, dtype="float32",
-                 calendar=False, time_dim="time", normalizer=None):
+                 calendar=False, time_dim="time", lat="lat", normalizer=None):
         if isinstance(variables, str) or not variables:
             raise TypeError("variables must be a non-empty list of variable names, "
                             f"got {variables!r}")
@@ -71,6 +71,7 @@ class GridAdapter(Persistable):
         self.per_dims = tuple(per_dims)
         self.periodic = tuple(periodic)
         self.lon = lon
+        self.lat = lat
         self.validity_channel = bool(validity_channel)
         self.strict = bool(strict)
         self.dtype = np.dtype(dtype)
@@ -86,6 +87,7 @@ class GridAdapter(Persistable):
         return {"variables": self.variables, "patch": self.patch,
                 "channel_dims": list(self.channel_dims), "variables_as": self.variables_as,
                 "per_dims": list(self.per_dims), "periodic": list(self.periodic), "lon": self.lon,
+                "lat": self.lat,
                 "validity_channel": self.validity_channel, "strict": self.strict,
                 "dtype": self.dtype.name, "calendar": self.calendar, "time_dim": self.time_dim}
 
@@ -298,7 +300,7 @@ class GridAdapter(Persistable):
                                         int(np.prod(n)))[None].repeat(batch, axis=0)
         n_tokens = int(np.prod(n)) * (len(self.variables) if self.variables_as == "tokens" else 1)
         out["position"] = np.tile(np.arange(n_tokens, dtype=np.float64), (batch, 1))
-        return out
+        return canonical_names(out, {self.time_dim: "time", self.lat: "lat", self.lon: "lon"})
 
     def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
         """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}.

@@ -20,7 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from .batch import Batch
 from .blend import Blender, taper
 from .checks import require_dims, require_monotonic, require_variables
-from .coords import as_float, calendar_features, to_utc, whole_steps
+from .coords import as_float, calendar_features, canonical_names, to_utc, whole_steps
 from .normalize import Normalizer
 from .persistence import Persistable
 from .stitch import PutBack
@@ -214,7 +214,7 @@ class SignalAdapter(Persistable):
             if d != self.time_dim and np.ndim(v) == 1:
                 out[d] = np.repeat(as_float(v)[:, None], n, axis=1)
         out["position"] = np.tile(np.arange(n, dtype=np.float64), (batch, 1))
-        return out
+        return canonical_names(out, {self.time_dim: "time"})
 
     def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
         """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}."""

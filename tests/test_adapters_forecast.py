@@ -150,3 +150,26 @@ def test_signal_frames_shifted_by_the_lead_are_the_targets():
         ForecastWindows(ds, adapter, leads=[1], history=0)
     with pytest.raises(ValueError, match="time_dim 'station' is not the SignalAdapter's time dim"):
         ForecastWindows(ds, adapter, leads=[1], time_dim="station")
+
+
+@settings(max_examples=15, deadline=None)
+@given(forecast_cases())
+def test_targets_as_increments_decode_to_the_targets_where_both_steps_are_present(case):
+    ds, patch, history, leads, steps, channel_dims = case
+    adapter = GridAdapter(["t", "u", "lsm"], patch, channel_dims=channel_dims, dtype="float64")
+    windows = ForecastWindows(ds, adapter, leads=leads, history=history, batch_size=None,
+                              increments=True)
+    batch = next(iter(windows))
+    plain = next(iter(ForecastWindows(ds, adapter, leads=leads, history=history,
+                                      batch_size=None)))
+    assert not (batch.target_valid & ~plain.target_valid).any()
+    out = windows.decode(batch)
+    for i, s in enumerate(steps):
+        valid = slice(history + s, None)
+        for name in ("t", "u"):
+            truth = ds[name].isel(time=valid)
+            present = truth.notnull() & ds[name].shift(time=s).isel(time=valid).notnull()
+            got = out[name].isel(lead=i, time=valid).drop_vars("lead")
+            np.testing.assert_array_equal(got.notnull(), present)
+            np.testing.assert_allclose(got.where(present).values,
+                                       truth.where(present).values, rtol=1e-5, atol=1e-5)

@@ -48,14 +48,14 @@ def predict_forecast(model, windows, ds, variables=None, mask_missing=True, stor
     if any(windows.source[v].chunks is not None for v in needed):
         result = _forecast_lazily(call, windows, variables, mask_missing)
     else:
-        result = forecast_in_memory(call, windows, variables, mask_missing)
+        result = _forecast_in_memory(call, windows, variables, mask_missing)
     if store is None:
         return result
     result.to_zarr(store, mode="w")
     return xr.open_zarr(store)
 
 
-def forecast_in_memory(call, windows, variables, mask_missing):
+def _forecast_in_memory(call, windows, variables, mask_missing):
     """Every batch of `windows` (in order) through `call`, put back on valid times."""
     put_back = windows.put_back(variables, mask_missing)
     for batch in windows.epoch(0):
@@ -114,7 +114,7 @@ def _forecast_block(call, adapter, config, steps, region, keep, variables, mask_
     if fits:
         windows = ForecastWindows(region, adapter, **{**config, "leads": [leads[i] for i in fits],
                                                       "shuffle": False, "drop_last": False})
-        result = forecast_in_memory(call, windows, variables, mask_missing).isel({time: keep})
+        result = _forecast_in_memory(call, windows, variables, mask_missing).isel({time: keep})
     for name in variables:
         dims = (LEAD, *region[name].dims)
         shape = [len(leads) if d == LEAD else keep.stop - keep.start if d == time

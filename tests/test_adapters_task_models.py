@@ -1,5 +1,6 @@
 """seqattn's own task models through predict: N -> N on a grid, N -> 1 per sample, and a
-forecast, each equal to running the model by hand in evaluation mode and decoding."""
+forecast, each equal to running the model by hand in evaluation mode and decoding; the models
+encode the batches' coordinates (lat/lon, time, lead), which predict passes by name."""
 import inspect
 
 import numpy as np
@@ -33,6 +34,7 @@ def test_a_token_model_predicts_on_the_grid_as_by_hand(data):
     ds, adapter = data
     batch = adapter.encode(ds)
     model = TokenModel(TokenModelConfig(in_features=batch.tokens.shape[-1], out_features=8,
+                                        coordinates=("latlon", "time_of_day", "day_of_year"),
                                         **SIZES))
     out = predict(model, ds, adapter, variables=["t", "u"])
     assert model.training                                   # its mode is given back
@@ -54,7 +56,8 @@ def test_a_token_model_forecasts_as_by_hand(data):
                               batch_size=None)
     batch = next(iter(windows))
     model = TokenModel(TokenModelConfig(in_features=batch.tokens.shape[-1],
-                                        out_features=batch.targets.shape[-1], **SIZES))
+                                        out_features=batch.targets.shape[-1],
+                                        coordinates=("latlon", "lead"), causal=True, **SIZES))
     out = windows.predict(model)
     xr.testing.assert_identical(out, windows.decode(batch, by_hand(model, batch)))
     xr.testing.assert_identical(predict(model, ds.chunk({"time": 2}), windows).compute(), out)

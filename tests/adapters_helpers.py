@@ -118,3 +118,68 @@ def assert_targets_at_valid_times(out, ds, history, steps):
             time=slice(history + s, None)))
         before = out.isel(lead=i, time=slice(0, history + s))
         assert all(before[v].isnull().all() for v in out.data_vars)
+
+
+class LeastSquares:
+    """An honest small N -> N model: an affine map of chosen token features, fitted by least
+    squares, one map per lead when the batches carry leads (a lead-conditioned model)."""
+
+    def __init__(self, columns):
+        self.columns = columns
+        self.maps = {}  # lead in seconds (None without leads) -> (F_in + 1, F_out)
+
+    @staticmethod
+    def _lead_of(coords):
+        return None if "lead" not in coords else coords["lead"][:, 0]
+
+    def fit(self, batch, targets, valid):
+        """Fit on `batch`'s tokens against `targets` (B, N, F_out), using tokens whose every
+        target is `valid` and whose inputs are all present."""
+        leads = self._lead_of(batch.coords)
+        for lead in [None] if leads is None else np.unique(leads):
+            rows = slice(None) if lead is None else leads == lead
+            x = batch.tokens[rows][..., self.columns]
+            keep = valid[rows].all(-1) & batch.valid[rows].all(-1)
+            design = np.concatenate([x[keep], np.ones((keep.sum(), 1))], axis=1)
+            self.maps[lead], *_ = np.linalg.lstsq(design, targets[rows][keep], rcond=None)
+        return self
+
+    def __call__(self, tokens, key_padding_mask, coords=None):
+        leads = self._lead_of(coords)
+        x = tokens[..., self.columns]
+        design = np.concatenate([x, np.ones(x.shape[:-1] + (1,))], axis=-1)
+        if leads is None:
+            return design @ self.maps[None]
+        return np.stack([design[b] @ self.maps[lead] for b, lead in enumerate(leads)])
+
+
+def persistence(ds, names, time_dim, steps, leads):
+    """The persistence forecast on (lead, *dims): each variable `steps[i]` steps before."""
+    return xr.concat([ds[names].shift({time_dim: int(s)}) for s in steps],
+                     dim=xr.DataArray(leads, dims="lead", name="lead")).transpose("lead", ...)
+
+
+class ModeModel:
+    """Has seqattn models' training/evaluation modes and call signature; notes the mode of each
+    call. Returns the first `width` features of every token, or their mean over tokens
+    (N -> 1) with `per_sample`; `fail` makes it raise after noting the mode."""
+
+    def __init__(self, width, per_sample=False, fail=False):
+        self.width, self.per_sample, self.fail = width, per_sample, fail
+        self.training = True
+        self.modes = []
+
+    def eval(self):
+        return self.train(False)
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        return self
+
+    def __call__(self, tokens, key_padding_mask=None, coords=None):
+        self.modes.append(self.training)
+        if self.fail:
+            raise RuntimeError("planned failure")
+        assert set(coords) >= {"position"}          # coords always arrive, by keyword
+        out = tokens[..., : self.width]
+        return out.mean(axis=1) if self.per_sample else out

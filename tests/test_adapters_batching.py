@@ -5,7 +5,7 @@ import pytest
 import xarray as xr
 
 from adapters_helpers import make_grid, put_back_all
-from seqattn.adapters import BatchIterator, GridAdapter
+from seqattn.adapters import BatchIterator, ForecastWindows, GridAdapter
 
 ADAPTER = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64")
 
@@ -36,6 +36,27 @@ def test_shuffle_is_reproducible_from_the_seed_and_new_each_epoch():
     assert sample_keys(first) != epoch1                       # epoch 2 draws a new order
     assert sorted(epoch1) == sorted(sample_keys(BatchIterator(ds, ADAPTER, batch_size=2)))
     assert epoch1 != sorted(epoch1)
+
+
+@pytest.mark.parametrize("make", [
+    lambda ds, seed: BatchIterator(ds, ADAPTER, batch_dims={"time": 2}, batch_size=3,
+                                   shuffle=True, seed=seed),
+    lambda ds, seed: ForecastWindows(ds, ADAPTER, leads=[1, 2], batch_size=3, shuffle=True,
+                                     seed=seed),
+], ids=["BatchIterator", "ForecastWindows"])
+def test_epoch_e_replays_the_order_of_the_eth_iteration_from_seed_and_e_only(make):
+    ds = make_grid(time=8, lat=4, lon=4)
+    keys = lambda batches: [tuple(s) for b in batches for s in b.placement.starts]
+    running = make(ds, 5)
+    epochs = [keys(running) for _ in range(3)]                # three for-loops: epochs 0, 1, 2
+    resumed = make(ds, 5)
+    assert [keys(resumed.epoch(e)) for e in (2, 0, 1)] == [epochs[2], epochs[0], epochs[1]]
+    assert epochs[0] != epochs[1] and sorted(epochs[0]) == sorted(epochs[1])
+    assert keys(make(ds, 6).epoch(2)) != epochs[2]
+    first = next(iter(resumed.epoch(1)))
+    np.testing.assert_array_equal(first.tokens, next(iter(make(ds, 5).epoch(1))).tokens)
+    with pytest.raises(ValueError, match="epoch = -1; expected a whole number >= 0"):
+        list(resumed.epoch(-1))
 
 
 def test_overlapping_windows_are_blended_when_put_back():

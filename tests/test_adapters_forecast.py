@@ -5,8 +5,9 @@ import pytest
 import xarray as xr
 from hypothesis import given, settings
 
-from adapters_helpers import assert_targets_at_valid_times, forecast_cases, make_grid
-from seqattn.adapters import Batch, ForecastWindows, GridAdapter
+from adapters_helpers import (assert_targets_at_valid_times, forecast_cases, make_grid,
+                              make_signal)
+from seqattn.adapters import Batch, ForecastWindows, GridAdapter, SignalAdapter
 
 ADAPTER = GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, dtype="float64")
 
@@ -114,15 +115,61 @@ def test_bad_forecast_arguments_name_the_argument(kwargs, match):
         ForecastWindows(make_grid(time=6, lat=4, lon=4), ADAPTER, **kwargs)
 
 
-def test_uneven_time_axes_and_token_variables_are_refused():
+def test_uneven_time_axes_and_static_token_variables_with_history_are_refused():
     ds = make_grid(time=4, lat=2, lon=2)
     uneven = ds.assign_coords(time=ds.time.values[[0, 1, 2]].tolist() + [ds.time.values[3]
                                                                          + np.timedelta64(1, "h")])
     with pytest.raises(ValueError, match="'time' is not evenly spaced"):
         ForecastWindows(uneven, ADAPTER, leads=[1])
-    by_tokens = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, variables_as="tokens")
-    with pytest.raises(ValueError, match="needs variables_as='channels'"):
-        ForecastWindows(ds, by_tokens, leads=[1])
+    by_tokens = GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, variables_as="tokens")
+    with pytest.raises(ValueError, match=r"static variable\(s\) \['lsm'\] one"):
+        ForecastWindows(ds, by_tokens, leads=[1], history=1)
+    with pytest.raises(ValueError, match=r"targets \['u'\] are not among the adapter's variables"):
+        ForecastWindows(ds, GridAdapter(["t"], {"lat": 2, "lon": 2}, variables_as="tokens"),
+                        leads=[1], targets=["u"])
     batch = next(iter(ForecastWindows(ds, ADAPTER, leads=[1])))
     with pytest.raises(ValueError, match="Batch.concat is for ragged batches without targets"):
         Batch.concat([batch, batch])
+
+
+def test_signal_frames_shifted_by_the_lead_are_the_targets():
+    ds = make_signal(length=12, stations=2, start="2020-01-01", dtype="float64")
+    adapter = SignalAdapter(["x"], 2, dtype="float64")
+    windows = ForecastWindows(ds, adapter, leads=["2h"], history=3, batch_size=None)
+    batch = next(iter(windows))
+    # initial times 3..9, stations 0 and 1; frames of 2 steps over steps t-3 .. t
+    assert windows.samples[:3].tolist() == [[3, 0, 0], [3, 0, 1], [4, 0, 0]]
+    assert batch.tokens.shape == (14, 2, 3) and batch.targets.shape == (14, 2, 2)
+    np.testing.assert_array_equal(batch.values[2].ravel(), ds.x.values[0, 1:5])
+    np.testing.assert_array_equal(batch.targets[2].ravel(), ds.x.values[0, 3:7])
+    back = windows.decode(batch).isel(lead=0)
+    np.testing.assert_array_equal(back.x.values[:, 2:], ds.x.values[:, 2:])
+    assert np.isnan(back.x.values[:, :2]).all()            # before the first lead's reach
+    with pytest.raises(ValueError, match=r"a frame is 2 steps .* \(in ForecastWindows: "
+                                         r"history >= 1\)"):
+        ForecastWindows(ds, adapter, leads=[1], history=0)
+    with pytest.raises(ValueError, match="time_dim 'station' is not the SignalAdapter's time dim"):
+        ForecastWindows(ds, adapter, leads=[1], time_dim="station")
+
+
+@settings(max_examples=15, deadline=None)
+@given(forecast_cases())
+def test_targets_as_increments_decode_to_the_targets_where_both_steps_are_present(case):
+    ds, patch, history, leads, steps, channel_dims = case
+    adapter = GridAdapter(["t", "u", "lsm"], patch, channel_dims=channel_dims, dtype="float64")
+    windows = ForecastWindows(ds, adapter, leads=leads, history=history, batch_size=None,
+                              increments=True)
+    batch = next(iter(windows))
+    plain = next(iter(ForecastWindows(ds, adapter, leads=leads, history=history,
+                                      batch_size=None)))
+    assert not (batch.target_valid & ~plain.target_valid).any()
+    out = windows.decode(batch)
+    for i, s in enumerate(steps):
+        valid = slice(history + s, None)
+        for name in ("t", "u"):
+            truth = ds[name].isel(time=valid)
+            present = truth.notnull() & ds[name].shift(time=s).isel(time=valid).notnull()
+            got = out[name].isel(lead=i, time=valid).drop_vars("lead")
+            np.testing.assert_array_equal(got.notnull(), present)
+            np.testing.assert_allclose(got.where(present).values,
+                                       truth.where(present).values, rtol=1e-5, atol=1e-5)

@@ -4,8 +4,8 @@ import pytest
 import xarray as xr
 
 import adapters_helpers
-from adapters_helpers import ScaleModel, make_grid, make_signal
-from seqattn.adapters import GridAdapter, SignalAdapter, predict
+from adapters_helpers import ModeModel, ScaleModel, make_grid, make_signal
+from seqattn.adapters import ForecastWindows, GridAdapter, SignalAdapter, predict
 
 GRID = dict(variables=["t", "u"], patch={"lat": 2, "lon": 2})
 
@@ -103,3 +103,36 @@ def test_per_sample_errors_say_what_to_change(model, options, match):
     ds = make_grid(time=2, lat=4, lon=4, dtype="float32")
     with pytest.raises(ValueError, match=match):
         predict(model, ds, GridAdapter(**GRID), per_sample=True, **options)
+
+
+PREDICTIONS = {
+    "per token": lambda ds, a: dict(model=ModeModel(8), ds=ds, adapter=a),
+    "per sample": lambda ds, a: dict(model=ModeModel(8, per_sample=True), ds=ds, adapter=a,
+                                     per_sample=True),
+    "lazily": lambda ds, a: dict(model=ModeModel(8), ds=ds.chunk({"time": 1}), adapter=a),
+    "forecast": lambda ds, a: dict(model=ModeModel(8), ds=ds,
+                                   adapter=ForecastWindows(ds, a, leads=[1])),
+}
+
+
+@pytest.mark.parametrize("case", PREDICTIONS)
+@pytest.mark.parametrize("was_training", [True, False])
+def test_models_with_modes_predict_in_evaluation_mode_and_get_their_mode_back(case, was_training):
+    ds = make_grid(time=3, lat=4, lon=4, dtype="float32")
+    call = PREDICTIONS[case](ds, GridAdapter(**GRID))
+    model = call["model"].train(was_training)
+    out = predict(**call)
+    if case == "lazily":
+        assert not model.modes
+        out.compute()
+    assert model.modes and not any(model.modes) and model.training is was_training
+    failing = ModeModel(8, fail=True)
+    with pytest.raises(RuntimeError, match="planned failure"):
+        predict(failing, ds, GridAdapter(**GRID))
+    assert failing.modes == [False] and failing.training
+
+
+def test_a_model_without_a_coords_argument_is_called_without_them():
+    ds = make_grid(time=2, lat=4, lon=4, dtype="float32")
+    out = predict(lambda tokens, key_padding_mask: tokens[..., :8], ds, GridAdapter(**GRID))
+    xr.testing.assert_allclose(out, ds[["t", "u"]])

@@ -3,7 +3,9 @@
 * :class:`GridAdapter` gridded fields, :class:`SignalAdapter` time series and audio.
 * :class:`Batch` what they produce; :class:`BatchIterator` lazy batches over large datasets;
   :class:`ForecastWindows` forecasting samples (history, targets at several leads).
-* :func:`predict` a model over a Dataset (lazy and chunk-parallel on dask data).
+* :func:`predict` a model over a Dataset (lazy and chunk-parallel on dask data): per token, per
+  sample, or forecasts from a ForecastWindows set-up (``predict(model, ds, windows)`` or
+  ``windows.predict(model)``); seqattn models run in evaluation mode (:mod:`.model_call`).
 * :class:`Normalizer` per-variable statistics; importing this package registers ``ds.seqattn``.
 """
 from . import accessor  # noqa: F401  (registers ds.seqattn)

@@ -21,5 +21,6 @@ class SeqattnAccessor:
         return BatchIterator(self._ds, adapter, **options)
 
     def predict(self, model, adapter, **options):
-        """``predict(model, ds, adapter, **options)``: predictions on ds's coordinates."""
+        """``predict(model, ds, adapter, **options)``: predictions on ds's coordinates; with a
+        ForecastWindows as `adapter`, forecasts with a lead dim on valid times."""
         return predict(model, self._ds, adapter, **options)

@@ -14,15 +14,30 @@ Shapes (B samples, N tokens, F features per token):
 * ``key_padding_mask`` (B, N) bool, True = padded token to ignore (the convention of
   ``seqattn.attention``): the token holds no valid value at all.
 * ``valid`` (B, N, Fv) bool: which value features were present in the data.
-* ``coords``: name -> (B, N) float64 per-token coordinates for positional encodings (patch
-  centres in lat/lon/level, sample time in seconds since 1970-01-01, ...).
+* ``coords``: name -> (B, N) float64 per-token coordinates; models' positional encodings read
+  them by these names:
+
+  - ``"position"``: the token's index in its sequence, 0 .. N-1 (NaN for ragged padding);
+  - ``"time"`` (or the adapter's time dim's name): seconds since 1970-01-01 UTC on a datetime
+    axis (tz-aware times are converted to UTC), the coordinate's own units on a numeric one; a
+    frame's or patch's centre, or the sample's time (for forecasts: the initial time);
+  - ``"lead"`` (forecasts): the lead time in seconds (the time coordinate's units when numeric);
+  - ``"lat"`` / ``"lon"``: the patch centre in degrees (``lon`` by the mean angle, in [0, 360));
+  - ``"level"`` and any other dim with a numeric coordinate: the patch centre or sample's value;
+  - ``"variable"`` (``variables_as="tokens"``): the index of the token's variable;
+  - a dim labelled by strings (``station``, ``variable`` ids) gets the label's index along it.
+
+  A coordinate is present only when the dataset has it (a dim without a coordinate has none).
+  A dim named otherwise (``valid_time``, ``latitude``) is there under its own name and under
+  the name above that the adapter gives it (``time_dim``, ``lat``, ``lon`` options).
 
 Forecasting batches (:class:`ForecastWindows`) also carry what the model is asked to predict;
 other batches leave these None:
 
-* ``targets`` (B, N, Ft): target values at the valid time, in the same tokens (patches) as the
-  inputs and normalized like them. A missing target is 0 here and False in ``target_valid``:
-  weight a loss by ``target_valid`` so that missing targets count for nothing.
+* ``targets`` (B, N, Ft): target values at the valid time, in the same tokens (patches, frames)
+  as the inputs and normalized like them; with ``increments=True`` the change from the same cells
+  ``lead`` earlier, ``(y - x) / std``. A missing target is 0 here and False in
+  ``target_valid``: weight a loss by ``target_valid`` so that missing targets count for nothing.
 * ``target_valid`` (B, N, Ft) bool: which targets were present in the data.
 * ``lead`` (B,): each sample's lead time in the time coordinate's units (timedelta64 for datetime
   coordinates; a number, e.g. hours, for numeric ones).

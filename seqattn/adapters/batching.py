@@ -8,7 +8,8 @@ It covers what xbatcher's BatchGenerator does and adds what its users ask for:
 * ``batch_dims``: dims whose every index is a separate sample (one time step); the number given
   is how many consecutive indices are read together (the read block). Sample dims of the adapter
   that are not named get blocks of the dask chunk size (or ``batch_size``) along them.
-* ``shuffle`` with a ``seed`` (a new, reproducible order every epoch), ``drop_last``.
+* ``shuffle`` with a ``seed``: a new order every epoch that depends only on (seed, epoch), so
+  ``epoch(e)`` gives the batches of epoch e again (exact resume); ``drop_last``.
 * Outputs go back on the original coordinates: :meth:`put_back`.
 
 Memory stays bounded by the read block, not the dataset: samples are grouped in blocks (the read
@@ -22,6 +23,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .batch import Placement, Template
 from .checks import require_dims, require_positive_sizes
+from .coords import to_utc, token_coordinates
 from .stitch import PutBack
 
 
@@ -49,12 +51,18 @@ def chunk_size(ds, dim):
 class BatchIterator:
     """Iterate over `ds` in batches of `batch_size` samples encoded by `adapter`.
 
-    `batch_size=None` puts all samples in one batch. Iterating reads the data lazily; every
-    iteration (epoch) with ``shuffle=True`` draws a new order from `seed` and the epoch number.
+    `batch_size=None` puts all samples in one batch. Iterating reads the data lazily.
+    ``epoch(e)`` yields the batches of epoch e (0, 1, ...): with ``shuffle=True`` in an order
+    drawn from (`seed`, e) only, so a resumed training run can replay any epoch exactly
+    (``seed=None`` draws fresh randomness instead, not reproducible). Iterating the object itself
+    runs epoch 0, then 1, ... on each new ``for`` loop.
+    Tz-aware time coordinates are encoded in UTC; putting back keeps `ds`'s own coordinates.
     """
 
     def __init__(self, ds, adapter, input_dims=None, input_overlap=None, batch_dims=None,
                  batch_size=32, shuffle=False, seed=None, drop_last=False):
+        source = ds
+        ds = to_utc(ds)
         adapter.check(ds)
         if batch_size is not None and (not isinstance(batch_size, (int, np.integer))
                                        or batch_size < 1):
@@ -87,7 +95,7 @@ class BatchIterator:
 
         self.ds = ds[adapter.variables]
         self.adapter = adapter
-        self.template = Template.of(self.ds)
+        self.template = Template.of(source[adapter.variables])
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
@@ -109,8 +117,7 @@ class BatchIterator:
         # One integer per block, so samples can be grouped (and sorted) by block.
         self.block = (np.ravel_multi_index(blocks.T, blocks.max(axis=0) + 1)
                       if per_dim else np.zeros(1, dtype=np.int64))
-        self._coords = {d: np.asarray(ds[d].values) for d in ds.dims
-                        if d in ds.coords and ds[d].ndim == 1}
+        self._coords = token_coordinates(ds)
 
     @property
     def n_samples(self):
@@ -122,12 +129,12 @@ class BatchIterator:
         whole, rest = divmod(self.n_samples, self.batch_size)
         return whole if self.drop_last or not rest else whole + 1
 
-    def _order(self):
-        """Sample indices in the order they are emitted, grouped by block."""
+    def _order(self, epoch):
+        """Sample indices in the order epoch `epoch` emits them, grouped by block."""
         index = np.arange(self.n_samples)
         if not self.shuffle:
             return index[np.argsort(self.block, kind="stable")]
-        rng = np.random.default_rng(None if self.seed is None else [self.seed, self._epoch])
+        rng = np.random.default_rng(None if self.seed is None else [self.seed, epoch])
         blocks = np.unique(self.block)
         rank = np.empty(self.block.max() + 1, dtype=np.int64)
         rank[rng.permutation(blocks)] = np.arange(len(blocks))
@@ -135,8 +142,16 @@ class BatchIterator:
         return within[np.lexsort((np.arange(self.n_samples), rank[self.block[within]]))]
 
     def __iter__(self):
-        order = self._order()
+        epoch = self._epoch
         self._epoch += 1
+        return self.epoch(epoch)
+
+    def epoch(self, epoch):
+        """The batches of epoch `epoch` (an int >= 0), lazily; see the class docstring."""
+        order = self._order(check_epoch(epoch))
+        return self._batches(order)
+
+    def _batches(self, order):
         size = self.batch_size or self.n_samples
         pending = []  # (arrays, coords, starts) of samples read but not yet emitted
         count = 0
@@ -196,6 +211,12 @@ class BatchIterator:
         """A :class:`PutBack` for this iterator's batches: ``add(batch, predictions)`` for each
         batch, then ``result()`` is a Dataset on the source's coordinates."""
         return PutBack(self.adapter, self.template, variables, mask_missing)
+
+
+def check_epoch(epoch):
+    if not isinstance(epoch, (int, np.integer)) or isinstance(epoch, bool) or epoch < 0:
+        raise ValueError(f"epoch = {epoch!r}; expected a whole number >= 0 (0 is the first)")
+    return int(epoch)
 
 
 def _take(pending, size):

@@ -2,6 +2,8 @@
 dim or variable and says what was expected."""
 import numpy as np
 
+from .coords import is_label
+
 
 def require_variables(ds, variables, role="variable"):
     have = list(ds.data_vars)
@@ -18,10 +20,13 @@ def require_dims(ds, dims, role):
 
 
 def require_monotonic(ds, dim):
-    """A dimension coordinate used to place tokens must be strictly increasing or decreasing."""
+    """A dimension coordinate used to place tokens must be strictly increasing or decreasing.
+    Labels (station ids, variable names) have no order: each is a token or part of one as it is."""
     if dim not in ds.coords or ds[dim].ndim != 1 or ds.sizes[dim] < 2:
         return
     values = np.asarray(ds[dim].values)
+    if is_label(values):
+        return
     step = np.diff(values)
     zero = step.dtype.type(0)
     if not (np.all(step > zero) or np.all(step < zero)):

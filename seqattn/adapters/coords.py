@@ -1,5 +1,14 @@
 """Turning coordinate values into the float64 numbers positional encodings consume, and sizes
-given in coordinate units into whole steps."""
+given in coordinate units into whole steps.
+
+Two kinds of coordinates need care before that:
+
+* **labels** (station ids, variable names: strings) have no numeric value; a token or sample along
+  such a dim gets the label's index along its dim as its coordinate (:func:`token_coordinates`).
+* **tz-aware times** (what ``xr.Dataset.from_dataframe`` gives for a tz-aware pandas index) are
+  converted to UTC (naive datetime64) for encoding (:func:`to_utc`); putting back keeps the
+  source's own coordinates, so predictions come back on the tz-aware times they were given.
+"""
 import datetime
 
 import numpy as np
@@ -18,6 +27,69 @@ def as_float(values):
     return values.astype(np.float64)
 
 
+def is_label(values):
+    """True for coordinates of strings (or bytes), which have no order or distance."""
+    values = np.asarray(values)
+    if values.dtype.kind in "US":
+        return True
+    return values.dtype == object and all(isinstance(v, (str, bytes)) for v in values.ravel())
+
+
+def token_coordinates(ds):
+    """{dim: 1-D values} for the dimension coordinates of `ds`, labels as their indices, so that
+    each value can become a float64 per-token coordinate."""
+    out = {}
+    for d in ds.dims:
+        if d in ds.coords and ds[d].ndim == 1:
+            values = np.asarray(ds[d].values)
+            out[d] = np.arange(len(values), dtype=np.float64) if is_label(values) else values
+    return out
+
+
+def _is_tz_aware(coordinate):
+    if isinstance(coordinate.dtype, pd.DatetimeTZDtype):
+        return True
+    values = np.asarray(coordinate.values)
+    return (values.dtype == object and values.size > 0 and all(
+        isinstance(v, datetime.datetime) and v.tzinfo is not None for v in values.ravel()))
+
+
+def to_utc(ds):
+    """`ds` with every tz-aware 1-D coordinate converted to naive UTC datetime64[ns] (a new
+    Dataset; `ds` is not modified). Other coordinates are left as they are."""
+    converted = {}
+    for name, coordinate in ds.coords.items():
+        if coordinate.ndim == 1 and _is_tz_aware(coordinate):
+            times = pd.to_datetime(list(coordinate.to_index()), utc=True)
+            converted[name] = (coordinate.dims, times.tz_localize(None).to_numpy("datetime64[ns]"),
+                               coordinate.attrs)
+    return ds.assign_coords(converted) if converted else ds
+
+
+def require_numeric_axis(ds, dim, role):
+    """Coordinate `dim` must hold numbers or times to measure `role` along it."""
+    values = np.asarray(ds[dim].values)
+    if values.dtype.kind not in "iufmM":
+        example = values.ravel()[0] if values.size else None
+        held = "str" if values.dtype.kind in "US" else type(example).__name__
+        raise ValueError(f"coordinate {dim!r} holds {held} values "
+                         f"(dtype {values.dtype}), not numbers or times, so {role} has no size "
+                         f"along it; convert it, e.g. ds.assign_coords({dim}=pd.to_datetime("
+                         f"ds[{dim!r}].values, utc=True).tz_localize(None)), or give {role} "
+                         "in steps (an int)")
+
+
+def canonical_names(coords, names):
+    """`coords` with each dim's coordinate also under the name models read it by (`names`:
+    dim -> canonical name), so ``valid_time`` or ``latitude`` reach a model as ``time``/``lat``.
+    A canonical name the data already use for something else is left alone."""
+    out = dict(coords)
+    for dim, name in names.items():
+        if dim != name and dim in coords and name not in coords:
+            out[name] = coords[dim]
+    return out
+
+
 def patch_centres(values, patch, circular=False):
     """Centres of consecutive patches along the last axis of `values` (..., n * patch), NaN-padded
     cells ignored. Circular coordinates (longitude in degrees) use the mean angle, so a patch
@@ -33,7 +105,9 @@ def patch_centres(values, patch, circular=False):
 
 
 def calendar_features(times):
-    """sin/cos of hour of day and of day of year for datetime64 `times`: (..., 4) float64."""
+    """sin/cos of hour of day and of day of year, in the order (sin day, sin year, cos day,
+    cos year), for `times` as datetime64 or as float seconds since 1970-01-01 (UTC):
+    (..., 4) float64."""
     seconds = as_float(times)
     day_fraction = (seconds % SECONDS_PER_DAY) / SECONDS_PER_DAY
     # The mean tropical year, so the yearly phase does not drift by a day every four years.
@@ -55,6 +129,7 @@ def whole_steps(value, ds, dim, name):
             raise ValueError(f"{name}={value!r} is in coordinate units, which needs a "
                              f"coordinate {dim!r} with at least 2 values; "
                              "or give it in steps (an int)")
+        require_numeric_axis(ds, dim, name)
         step = even_step(ds[dim].values)
         if step is None:
             raise ValueError(f"coordinate {dim!r} is not evenly spaced, so {name}="

@@ -1,11 +1,29 @@
-"""ForecastWindows: forecasting samples over a gridded Dataset, and predictions back on valid times.
+"""ForecastWindows: forecasting samples over a Dataset, and predictions back on valid times.
 
-A sample is one (initial time t, lead) pair. Its inputs are the adapter's variables at the
-``history + 1`` steps t - history .. t; its targets are the ``targets`` variables at the valid time
-t + lead. Several leads give several samples per initial time, each carrying its own lead (in
-``Batch.lead`` and as the per-token coordinate ``coords["lead"]``): the way a lead-conditioned
-model learns every lead from one dataset. Samples are ordered by initial time, then lead, then the
-adapter's other sample dims (ensemble members, ...).
+A sample is one (initial time t, lead) pair: its inputs end at step t of ``time_dim``, its targets
+are what the model is asked to predict ``lead`` later. Several leads give several samples per
+initial time, each carrying its own lead (in ``Batch.lead`` and as the per-token coordinate
+``coords["lead"]``): the way a lead-conditioned model learns every lead from one dataset. Samples
+are ordered by initial time, then lead, then the adapter's other sample dims (ensemble members,
+stations, ...). In every case ``targets[:, i]`` belongs to ``tokens[:, i]``: a token's target is
+its own cells ``lead`` later.
+
+Two kinds of adapter, by the role the time dim plays in it:
+
+* **time is a sample dim** (a :class:`GridAdapter`): the inputs are the adapter's variables at the
+  ``history + 1`` steps t - history .. t, the history being the innermost channel (per variable:
+  patch cells x channel dims x history steps, oldest first, then the validity and calendar
+  channels; a static field has no history). The targets are the ``targets`` variables at the
+  valid time t + lead, in the same patches (patch cells x channel dims per variable, no validity
+  channel). With ``variables_as="tokens"`` each variable keeps its own tokens and the targets sit
+  in the tokens of their variable; tokens of other variables (static fields) have no target
+  (``target_valid`` False). Stations along a string-labelled dim become tokens with
+  ``patch={"station": 1}``.
+* **time is the token dim** (a :class:`SignalAdapter`, one station or many along a sample dim):
+  the inputs are the ``history + 1`` steps t - history .. t cut into the adapter's frames; the
+  targets are the same frames ``lead`` later (steps t - history + lead .. t + lead). With frames
+  of w steps, a lead of at least w steps keeps every target step after all the steps its token
+  holds, so a causal model never sees its own target.
 
 Leads are given like SignalAdapter's window: an int is a number of steps of the time dim; a float,
 a timedelta or a string like ``"6h"`` is in the time coordinate's units and must be a whole number
@@ -13,10 +31,12 @@ a timedelta or a string like ``"6h"`` is in the time coordinate's units and must
 number on a numeric one, steps when the dim has no coordinate); ``coords["lead"]`` is the same in
 float64 (seconds for timedeltas, like ``coords["time"]``).
 
-Token layout. Inputs are the adapter's tokens with the history as the innermost channel: per
-variable, patch cells x channel dims x history steps (oldest first), then the validity channels;
-a static field has no history. Targets are the same patches of the target variables (patch cells
-x channel dims per variable, no validity channel), so ``targets[:, i]`` belongs to ``tokens[:, i]``.
+Increments. With ``increments=True`` the targets are the change from the source cells (the same
+cells ``lead`` earlier: the last input step t on a grid, the input frame itself on a signal), in
+normalized units, ``(y - x) / std``; a target is missing where either value is. Putting back adds
+the source values back in physical units (``prediction * std + x``), so a model that predicts zero
+gives persistence exactly, and a prediction needs the value it is an increment from.
+
 A missing target is 0 in ``targets`` and False in ``target_valid``, never a silent value.
 
 Edges of the time axis. Only samples whose whole history and valid time lie on the axis are made:
@@ -24,18 +44,31 @@ the first ``history`` steps are never initial times, and a t whose t + lead fall
 dropped for that lead (no sample is ever filled with zeros). To forecast past the end of the data,
 append the future times as NaN and put predictions back with ``mask_missing=False``.
 
-Putting back. ``put_back()`` / ``decode()`` give a Dataset of the target variables with a leading
-``lead`` dim (the leads in the coordinate's units) and otherwise the source's coordinates, where
-``time`` is the valid time (the initial time is time - lead); a (lead, time) no sample reaches is
-NaN. Each batch reads only the time steps and sample indices its samples need, so a dask or zarr
+Putting back. ``predict(model)`` (one call: batches, model, put-back, lazily on dask data, see
+:mod:`seqattn.adapters.forecast_predict`), ``put_back()`` and ``decode()`` give a Dataset of the
+target variables with a leading ``lead`` dim (the leads in the coordinate's units) and otherwise
+the source's coordinates, where ``time`` is the valid time (the initial time is time - lead); a
+(lead, time) no sample reaches is NaN. Overlapping frames of a signal's samples are averaged.
+Each batch reads only the time steps and sample indices its samples need, so a dask or zarr
 dataset is never loaded whole; shuffled batches read scattered steps, which is slower on disk.
+
+Epochs. ``epoch(e)`` yields the batches of epoch e; with ``shuffle=True`` their order depends only
+on (``seed``, e), so a resumed training run replays an epoch exactly. Iterating the object runs
+epochs 0, 1, ... Saving: ``to_dict()`` / ``ForecastWindows.from_dict(d, ds)`` (the adapter with
+its normalizer, and every option, as JSON-able values; the data are not part of it).
 """
 import numpy as np
+import pandas as pd
+import xarray as xr
 
 from .batch import Batch, Placement, Template
+from .batching import check_epoch
 from .checks import require_dims, require_variables
-from .coords import as_float, even_step, whole_steps
+from .coords import (as_float, even_step, require_numeric_axis, to_utc, token_coordinates,
+                     whole_steps)
 from .grid import GridAdapter
+from .persistence import Persistable
+from .signal import SignalAdapter
 from .stitch import PutBack
 
 HISTORY = "history"  # the channel dim that the input steps t - history .. t become
@@ -45,22 +78,27 @@ LEAD = "lead"        # the dim that put-back predictions gain, one index per lea
 class ForecastWindows:
     """Iterate over forecasting samples of `ds` in batches; see the module docstring.
 
-    `adapter` is a GridAdapter with ``variables_as="channels"`` whose sample dims include
-    `time_dim`; `targets` default to its variables that have `time_dim`. `batch_size=None` puts
-    all samples in one batch; ``shuffle`` draws a new order every epoch from `seed`.
+    `adapter` is a GridAdapter whose sample dims include `time_dim`, or a SignalAdapter whose
+    time dim is `time_dim`; `targets` default to its variables that have `time_dim`.
+    `batch_size=None` puts all samples in one batch; ``shuffle`` draws a new order every epoch
+    from (`seed`, epoch); ``increments`` makes the targets changes from the source cells.
     """
 
     def __init__(self, ds, adapter, leads, history=0, targets=None, time_dim="time",
-                 batch_size=32, shuffle=False, seed=None, drop_last=False):
-        if not isinstance(adapter, GridAdapter):
-            raise TypeError(f"adapter must be a GridAdapter, got {type(adapter).__name__}")
-        if adapter.variables_as != "channels":
-            raise ValueError("the adapter has variables_as='tokens'; forecasting needs "
-                             "variables_as='channels' so that every target sits in its input token")
+                 batch_size=32, shuffle=False, seed=None, drop_last=False, increments=False):
+        if not isinstance(adapter, (GridAdapter, SignalAdapter)):
+            raise TypeError(f"adapter must be a GridAdapter or a SignalAdapter, got "
+                            f"{type(adapter).__name__}")
+        source = ds
+        ds = to_utc(ds)
         adapter.check(ds)
         require_dims(ds, [time_dim], "time_dim")
         sample_dims = adapter.sample_dims(ds)
-        if time_dim not in sample_dims:
+        along_tokens = isinstance(adapter, SignalAdapter)
+        if along_tokens and time_dim != adapter.time_dim:
+            raise ValueError(f"time_dim {time_dim!r} is not the SignalAdapter's time dim "
+                             f"{adapter.time_dim!r}; a signal is forecast along its own time dim")
+        if not along_tokens and time_dim not in sample_dims:
             raise ValueError(f"time_dim {time_dim!r} is a patch or channel dim of the adapter (its "
                              f"sample dims are {sample_dims}); forecasts step along a sample dim")
         taken = [d for d in (HISTORY, LEAD) if d in ds.dims]
@@ -80,33 +118,72 @@ class ForecastWindows:
         if static or not targets:
             raise ValueError(f"targets {static or targets} have no {time_dim!r} dim, so no valid "
                              "time; name time-varying variables in targets=[...]")
+        by_tokens = getattr(adapter, "variables_as", "channels") == "tokens"
+        if by_tokens:
+            self._check_token_variables(ds, adapter, targets, history, time_dim)
+        if increments:
+            lacking = [v for v in targets if v not in adapter.variables]
+            if lacking:
+                raise ValueError(f"increments=True: targets {lacking} are not inputs of the "
+                                 "adapter, so there is no earlier value to take the change from; "
+                                 "add them to the adapter's variables")
+
         config = adapter.config()
-        self.inputs = GridAdapter(**{**config, "channel_dims": [*adapter.channel_dims, HISTORY]},
-                                  normalizer=adapter.normalizer)
-        self.target_adapter = GridAdapter(**{**config, "variables": targets,
-                                             "validity_channel": False},
-                                          normalizer=adapter.normalizer)
+        normalizer = adapter.normalizer
+        if along_tokens:
+            self.inputs = adapter
+            adapter.check_window(time_dim, int(history) + 1)
+        else:
+            self.inputs = GridAdapter(**{**config, "channel_dims": [*adapter.channel_dims,
+                                                                    HISTORY]},
+                                      normalizer=normalizer)
+        self.target_adapter = type(adapter)(**{**config, "calendar": False,
+                                               "validity_channel": False,
+                                               "variables": adapter.variables if by_tokens
+                                               else targets}, normalizer=normalizer)
         self.target_adapter.check(ds)
 
+        self.given_leads = leads
         self.steps, self.leads = self._leads(ds, leads, history, time_dim)
         self.adapter = adapter
         self.history = int(history)
+        self.targets = targets
         self.time_dim = time_dim
+        self.along_tokens = along_tokens
+        self.increments = bool(increments)
         self.other_dims = tuple(d for d in sample_dims if d != time_dim)
-        self.ds = ds[list(dict.fromkeys(adapter.variables + targets))]
-        self.template = Template.of(ds[targets].expand_dims({LEAD: self.leads}))
+        needed = list(dict.fromkeys(adapter.variables + targets))
+        self.ds = ds[needed]
+        self.source = source[needed]
+        self.template = Template.of(source[self.target_adapter.variables].expand_dims(
+            {LEAD: self.leads}))
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
         self.drop_last = drop_last
         self._epoch = 0
-        self._coords = {d: np.asarray(ds[d].values) for d in ds.dims
-                        if d in ds.coords and ds[d].ndim == 1}
+        self._coords = token_coordinates(ds)
         # columns (initial time, lead index, *other sample dims), by initial time first
         grid = np.meshgrid(np.arange(self.history, ds.sizes[time_dim]), np.arange(len(self.steps)),
                            *[np.arange(ds.sizes[d]) for d in self.other_dims], indexing="ij")
         rows = np.stack([g.ravel() for g in grid], axis=1).astype(np.int64)
         self.samples = rows[rows[:, 0] + self.steps[rows[:, 1]] < ds.sizes[time_dim]]
+
+    @staticmethod
+    def _check_token_variables(ds, adapter, targets, history, time_dim):
+        """With variables as tokens a target sits in its own variable's tokens, and every
+        variable needs the same number of input features."""
+        elsewhere = [v for v in targets if v not in adapter.variables]
+        if elsewhere:
+            raise ValueError(f"targets {elsewhere} are not among the adapter's variables; with "
+                             "variables_as='tokens' a target is predicted in its own variable's "
+                             "tokens, so add them to the adapter's variables")
+        static = [v for v in adapter.variables if time_dim not in ds[v].dims]
+        if static and history:
+            raise ValueError(f"variables_as='tokens' with history = {history} gives time-varying "
+                             f"variables {history + 1} steps per cell but static variable(s) "
+                             f"{static} one; drop them from the adapter's variables, use "
+                             "history=0 or variables_as='channels'")
 
     @staticmethod
     def _leads(ds, leads, history, time_dim):
@@ -127,11 +204,44 @@ class ForecastWindows:
                              "give each once")
         if time_dim not in ds.coords:
             return steps, steps
+        require_numeric_axis(ds, time_dim, "a lead")
         step = even_step(ds[time_dim].values)
         if step is None:
             raise ValueError(f"coordinate {time_dim!r} is not evenly spaced, so a lead is not one "
                              "duration; resample it to a regular step")
         return steps, steps * step
+
+    # ---- configuration -------------------------------------------------------------------------
+
+    def config(self):
+        """The constructor's options (all but `ds` and `adapter`) as JSON-able values."""
+        leads = self.given_leads
+        leads = list(leads) if isinstance(leads, (list, tuple, np.ndarray)) else [leads]
+        return {"leads": [_json_lead(lead) for lead in leads], "history": self.history,
+                "targets": list(self.targets), "time_dim": self.time_dim,
+                "batch_size": None if self.batch_size is None else int(self.batch_size),
+                "shuffle": bool(self.shuffle),
+                "seed": None if self.seed is None else int(self.seed),
+                "drop_last": bool(self.drop_last), "increments": self.increments}
+
+    def to_dict(self):
+        """Options and adapter (with its normalizer) as a JSON-able dict; not the data."""
+        return {"windows": type(self).__name__, "config": self.config(),
+                "adapter": self.adapter.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d, ds):
+        """The windows :meth:`to_dict` describes, over Dataset `ds`."""
+        if d.get("windows") != cls.__name__:
+            raise ValueError(f"this dict describes {d.get('windows')!r}, not {cls.__name__}")
+        return cls(ds, Persistable.from_dict(d["adapter"]), **d["config"])
+
+    def like(self, ds, **changes):
+        """Windows with this set-up (adapter, leads, history, ...) over another Dataset `ds`;
+        `changes` override options, e.g. ``shuffle=False``."""
+        return type(self)(ds, self.adapter, **{**self.config(), **changes})
+
+    # ---- iterating -----------------------------------------------------------------------------
 
     @property
     def n_samples(self):
@@ -144,11 +254,21 @@ class ForecastWindows:
         return whole if self.drop_last or not rest else whole + 1
 
     def __iter__(self):
+        epoch = self._epoch
+        self._epoch += 1
+        return self.epoch(epoch)
+
+    def epoch(self, epoch):
+        """The batches of epoch `epoch` (an int >= 0), lazily; with ``shuffle`` in an order that
+        depends only on (seed, epoch) (``seed=None``: fresh randomness, not reproducible)."""
+        epoch = check_epoch(epoch)
         order = np.arange(self.n_samples)
         if self.shuffle:
-            rng = np.random.default_rng(None if self.seed is None else [self.seed, self._epoch])
+            rng = np.random.default_rng(None if self.seed is None else [self.seed, epoch])
             order = rng.permutation(self.n_samples)
-        self._epoch += 1
+        return self._batches(order)
+
+    def _batches(self, order):
         size = self.batch_size or self.n_samples
         end = self.n_samples - self.n_samples % size if self.drop_last else self.n_samples
         for start in range(0, end, size):
@@ -158,71 +278,170 @@ class ForecastWindows:
         time = self.time_dim
         t, lead = rows[:, 0], rows[:, 1]
         other = {d: rows[:, 2 + i] for i, d in enumerate(self.other_dims)}
-        valid_time = t + self.steps[lead]
+        steps = self.steps[lead]
         window = t[:, None] + np.arange(-self.history, 1)  # (B, history + 1), oldest first
-        need = {time: np.union1d(window, valid_time), **{d: np.unique(i) for d, i in other.items()}}
+        # the cells a token stands for, and the same cells `lead` later
+        source = window if self.along_tokens else t[:, None]
+        target = source + steps[:, None]
+        need = {time: np.union1d(window, target), **{d: np.unique(i) for d, i in other.items()}}
         region = self.ds.isel(need).compute()
         if self.adapter.normalizer is not None:
             region = self.adapter.normalizer.apply(region)
         # positions inside the region, one (B, m) array per sample dim
         spot = {d: np.searchsorted(need[d], i)[:, None] for d, i in other.items()}
-        input_at = {time: np.searchsorted(need[time], window), **spot}
-        target_at = {time: np.searchsorted(need[time], valid_time)[:, None], **spot}
+        at = lambda positions: {time: np.searchsorted(need[time], positions), **spot}
 
-        sizes = {**self.ds.sizes, time: 1, HISTORY: self.history + 1, **{d: 1 for d in other}}
-        coords = {d: np.broadcast_to(self._coords[d], (len(rows), sizes[d]))
+        b = len(rows)
+        sizes = {**self.ds.sizes, **{d: 1 for d in other}}
+        sizes.update({time: self.history + 1} if self.along_tokens
+                     else {time: 1, HISTORY: self.history + 1})
+        coords = {d: (self._coords[d][window] if d == time else
+                      np.broadcast_to(self._coords[d], (b, sizes[d])))
                   for d in self.adapter.token_dims if d in self._coords}
-        coords.update({d: self._coords[d][i] for d, i in {time: t, **other}.items()
+        sample_coords = {**({} if self.along_tokens else {time: t}), **other}
+        coords.update({d: self._coords[d][i] for d, i in sample_coords.items()
                        if d in self._coords})
-        placement = Placement(self.template, (LEAD, time, *other), (1,) * (2 + len(other)),
-                              (0,) * (2 + len(other)),
-                              np.stack([lead, valid_time, *other.values()], axis=1))
+        placement = Placement(self.template, (LEAD, time, *other),
+                              (1, target.shape[1], *[1] * len(other)), (0,) * (2 + len(other)),
+                              np.stack([lead, target[:, 0], *other.values()], axis=1))
 
         arrays, var_dims = {}, {}
         for name in self.adapter.variables:
             da = region[name]
-            arrays[name], var_dims[name] = take(da, input_at), da.dims
-            if time in da.dims:  # its steps become the history channel; time is the sample's
+            arrays[name], var_dims[name] = take(da, at(window)), da.dims
+            if time in da.dims and not self.along_tokens:
+                # its steps become the history channel; time is the sample's
                 var_dims[name] = tuple(HISTORY if d == time else d for d in da.dims) + (time,)
                 arrays[name] = arrays[name][..., None]
         encoded = self.inputs.encode_samples(arrays, var_dims, sizes, coords, placement)
-        expected = self.target_adapter.encode_samples(
-            {v: take(region[v], target_at) for v in self.target_adapter.variables},
-            {v: region[v].dims for v in self.target_adapter.variables}, sizes, coords, placement)
+        expected = self._encode_targets(region, at(target), sizes, coords, placement)
+        targets, target_valid = expected.tokens, expected.valid
+        if self.increments:
+            base = self._encode_targets(region, at(source), sizes, coords, placement)
+            target_valid = target_valid & base.valid
+            targets = np.where(target_valid, targets - base.tokens, 0).astype(targets.dtype)
+        if self.target_adapter.variables != self.targets:  # tokens of non-target variables
+            n = targets.shape[1] // len(self.target_adapter.variables)
+            for j, name in enumerate(self.target_adapter.variables):
+                if name not in self.targets:
+                    target_valid[:, j * n:(j + 1) * n] = False
+                    targets[:, j * n:(j + 1) * n] = 0
         leads = self.leads[lead]
         n = encoded.tokens.shape[1]
         return Batch(tokens=encoded.tokens, key_padding_mask=encoded.key_padding_mask,
                      valid=encoded.valid,
                      coords={**encoded.coords, LEAD: np.repeat(as_float(leads)[:, None], n, 1)},
-                     placement=placement, targets=expected.tokens, target_valid=expected.valid,
+                     placement=placement, targets=targets, target_valid=target_valid,
                      lead=leads)
+
+    def _encode_targets(self, region, positions, sizes, coords, placement):
+        names = self.target_adapter.variables
+        return self.target_adapter.encode_samples(
+            {v: take(region[v], positions) for v in names}, {v: region[v].dims for v in names},
+            sizes, coords, placement)
+
+    # ---- putting back --------------------------------------------------------------------------
 
     def put_back(self, variables=None, mask_missing=True):
         """A :class:`TargetPutBack` for this iterator's batches: ``add(batch, predictions)`` for
         each batch, then ``result()`` is the targets' Dataset with a lead dim, on valid times."""
-        return TargetPutBack(self.target_adapter, self.template, variables, mask_missing)
+        variables = list(variables or self.targets)
+        unknown = [v for v in variables if v not in self.targets]
+        if unknown:
+            raise ValueError(f"variables {unknown} are not among the targets {self.targets}")
+        base = self._persistence(variables) if self.increments else None
+        return TargetPutBack(self.target_adapter, self.template, variables, mask_missing, base)
 
     def decode(self, batch, values=None, variables=None, mask_missing=True):
         """One batch's targets (or `values`, predictions (B, N, Ft) in the layout of `targets`
         or of the subset `variables`) on valid times; `mask_missing` makes a prediction NaN where
         its target is missing. See the module docstring for the Dataset's layout."""
-        put_back = TargetPutBack(self.target_adapter, batch.placement.template, variables,
-                                 mask_missing)
+        put_back = self.put_back(variables, mask_missing)
         put_back.add(batch, values)
         return put_back.result()
+
+    def predict(self, model, ds=None, *, variables=None, mask_missing=True, store=None):
+        """`model`'s forecasts for every sample of `ds` (default: this iterator's Dataset) with
+        this set-up, as one Dataset (lead, ..., time = valid time) in physical units; lazy and
+        chunk-parallel on dask data. See :func:`seqattn.adapters.forecast_predict.predict_forecast`.
+        """
+        from .forecast_predict import predict_forecast
+
+        return predict_forecast(model, self, self.source if ds is None else ds,
+                                variables=variables, mask_missing=mask_missing, store=store)
+
+    def _persistence(self, variables):
+        """{variable: (lead, *its dims)} its value `lead` before each valid time: what increments
+        are added to (lazy on dask data)."""
+        out = {}
+        for name in variables:
+            da = self.ds[name]
+            shifted = xr.concat([da.shift({self.time_dim: int(s)}) for s in self.steps], dim=LEAD)
+            out[name] = shifted.variable.transpose(*self.template.var_dims[name])
+        return out
 
 
 class TargetPutBack(PutBack):
     """PutBack for forecast batches: what is put back stands for the targets, so the batch's
     targets (and their validity) take the place of its inputs. A token is left out (NaN) only
     when it has neither a valid input nor a valid target: its targets decode exactly, and
-    predictions past the data's end (all targets NaN) survive ``mask_missing=False``."""
+    predictions past the data's end (all targets NaN) survive ``mask_missing=False``.
+
+    With `base` ({variable: array on the template's dims}) the values are increments: the result
+    is ``values * std + base`` in physical units."""
+
+    def __init__(self, adapter, template, variables=None, mask_missing=True, base=None):
+        super().__init__(adapter, template, variables, mask_missing)
+        self.base = base
 
     def add(self, batch, values=None):
         empty = batch.key_padding_mask & ~batch.target_valid.any(axis=-1)
         as_targets = Batch(tokens=batch.targets, key_padding_mask=empty, valid=batch.target_valid,
                            coords=batch.coords, placement=batch.placement)
-        super().add(as_targets, values)
+        if values is None:
+            values, names, mask = batch.targets, self.adapter.variables, True
+        else:
+            values, names, mask = np.asarray(values), self.variables, self.mask_missing
+            if values.shape[:2] != batch.targets.shape[:2]:
+                raise ValueError(f"values have shape {values.shape}; expected (B, N, F) with "
+                                 f"(B, N) = {batch.targets.shape[:2]}, the batch's tokens")
+            if getattr(self.adapter, "variables_as", "channels") == "tokens":
+                values = values[:, self._token_rows(values.shape[1], names)]
+        arrays = self.adapter.decode_samples(as_targets, values, names, mask)
+        self._stitcher.add(arrays, batch.placement)
+
+    def _token_rows(self, n, names):
+        """Rows of variables `names` among all variables' tokens (variables as tokens)."""
+        everyone = self.adapter.variables
+        per_variable = n // len(everyone)
+        return np.concatenate([np.arange(per_variable) + everyone.index(v) * per_variable
+                               for v in names])
+
+    def result(self):
+        if self.base is None:
+            return super().result()
+        increments = self._stitcher.result()
+        if self.adapter.normalizer is not None:
+            increments = self.adapter.normalizer.invert_scale(increments)
+        out = increments.copy()
+        for name in self.variables:
+            total = increments[name] + self.base[name]
+            dtype = self._stitcher.template.var_dtypes[name]
+            if np.issubdtype(dtype, np.floating):
+                total = total.astype(dtype)
+            out[name] = total.assign_attrs(increments[name].attrs)
+        return out
+
+
+def _json_lead(lead):
+    """A lead as JSON: steps and numbers as they are, durations as pandas' string for them."""
+    if isinstance(lead, (bool, np.bool_)):
+        raise TypeError(f"lead {lead!r} is a bool; give steps (int) or a duration")
+    if isinstance(lead, (int, np.integer)) and not isinstance(lead, np.timedelta64):
+        return int(lead)
+    if isinstance(lead, (float, np.floating)):
+        return float(lead)
+    return str(pd.Timedelta(lead))
 
 
 def take(da, index):

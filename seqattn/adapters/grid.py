@@ -18,6 +18,10 @@ A grid not divisible by the patch is padded (NaN, or wrapped for ``periodic`` di
 longitude) and the padding is masked; ``strict=True`` refuses it instead. NaNs become masks: a
 token without any valid value is padded out in ``key_padding_mask``; with ``validity_channel`` each
 token also carries, per variable, the fraction of its cells that are valid.
+
+With ``calendar=True`` each token also gets sin/cos of the hour of day and of the day of year of
+its time (the sample's time when ``time_dim`` is a sample dim, the patch centre when it is a patch
+dim), after the validity channels; ``time_dim`` must then have a datetime coordinate.
 """
 import math
 
@@ -26,12 +30,13 @@ import xarray as xr
 
 from .batch import Batch
 from .checks import require_dims, require_monotonic, require_positive_sizes, require_variables
-from .coords import as_float, patch_centres
+from .coords import as_float, calendar_features, canonical_names, patch_centres, to_utc
 from .normalize import Normalizer
 from .persistence import Persistable
 from .stitch import PutBack
 
 VARIABLES_AS = ("channels", "tokens")
+N_CALENDAR = 4  # sin/cos of hour of day and of day of year
 
 
 class GridAdapter(Persistable):
@@ -39,12 +44,17 @@ class GridAdapter(Persistable):
 
     def __init__(self, variables, patch, channel_dims=(), variables_as="channels", per_dims=(),
                  periodic=(), lon="lon", validity_channel=True, strict=False, dtype="float32",
-                 normalizer=None):
+                 calendar=False, time_dim="time", lat="lat", normalizer=None):
         if isinstance(variables, str) or not variables:
             raise TypeError("variables must be a non-empty list of variable names, "
                             f"got {variables!r}")
-        if not isinstance(patch, dict) or not patch:
+        if not isinstance(patch, dict):
             raise TypeError(f"patch must be a dict like {{'lat': 4, 'lon': 4}}, got {patch!r}")
+        if not patch:
+            raise ValueError("patch={} names no dim to cut into tokens, so every sample would be "
+                             "a single token holding all its cells; name the token dims and their "
+                             "patch sizes, e.g. patch={'lat': 4, 'lon': 4} (a size of 1 makes "
+                             "each index its own token, e.g. patch={'station': 1})")
         require_positive_sizes(patch, "patch")
         if variables_as not in VARIABLES_AS:
             raise ValueError(f"variables_as={variables_as!r}; expected one of {VARIABLES_AS}")
@@ -61,9 +71,12 @@ class GridAdapter(Persistable):
         self.per_dims = tuple(per_dims)
         self.periodic = tuple(periodic)
         self.lon = lon
+        self.lat = lat
         self.validity_channel = bool(validity_channel)
         self.strict = bool(strict)
         self.dtype = np.dtype(dtype)
+        self.calendar = bool(calendar)
+        self.time_dim = time_dim
         self.normalizer = normalizer
 
     @property
@@ -74,13 +87,15 @@ class GridAdapter(Persistable):
         return {"variables": self.variables, "patch": self.patch,
                 "channel_dims": list(self.channel_dims), "variables_as": self.variables_as,
                 "per_dims": list(self.per_dims), "periodic": list(self.periodic), "lon": self.lon,
+                "lat": self.lat,
                 "validity_channel": self.validity_channel, "strict": self.strict,
-                "dtype": self.dtype.name}
+                "dtype": self.dtype.name, "calendar": self.calendar, "time_dim": self.time_dim}
 
     # ---- fitting and checking ------------------------------------------------------------------
 
     def fit(self, ds):
         """Compute the normalization statistics (lazily on dask data, one pass); returns self."""
+        ds = to_utc(ds)
         self.check(ds)
         self.normalizer = Normalizer.fit(ds, self.variables, self.per_dims)
         return self
@@ -89,6 +104,7 @@ class GridAdapter(Persistable):
         """Raise a clear error if `ds` cannot be encoded by this adapter."""
         if not isinstance(ds, xr.Dataset):
             raise TypeError(f"expected an xarray.Dataset, got {type(ds).__name__}")
+        ds = to_utc(ds)
         require_variables(ds, self.variables)
         require_dims(ds, self.token_dims, "patch")
         require_dims(ds, self.channel_dims, "channel")
@@ -105,6 +121,18 @@ class GridAdapter(Persistable):
         for d in self.token_dims:
             require_monotonic(ds, d)
             self.check_window(d, ds.sizes[d])
+        if self.calendar:
+            self._check_calendar(ds)
+
+    def _check_calendar(self, ds):
+        time = self.time_dim
+        if time not in ds.coords or not np.issubdtype(ds[time].dtype, np.datetime64):
+            got = f"dtype {ds[time].dtype}" if time in ds.coords else "no such coordinate"
+            raise ValueError(f"calendar=True needs a datetime coordinate time_dim={time!r}, got "
+                             f"{got}; pass time_dim='...' naming the time coordinate")
+        if time in self.channel_dims:
+            raise ValueError(f"calendar=True: time_dim {time!r} is a channel dim, so a token "
+                             "holds several times; make it a sample or patch dim")
 
     def check_window(self, dim, size):
         """A window of `size` cells along patch dim `dim` must hold at least one patch."""
@@ -202,7 +230,8 @@ class GridAdapter(Persistable):
         n_values = widths[0] if by_tokens else sum(widths)
         n_total = ntok * nvar if by_tokens else ntok
         n_validity = (1 if by_tokens else nvar) if self.validity_channel else 0
-        tokens = np.empty((batch, n_total, n_values + n_validity), dtype=self.dtype)
+        n_calendar = N_CALENDAR if self.calendar else 0
+        tokens = np.empty((batch, n_total, n_values + n_validity + n_calendar), dtype=self.dtype)
         # Copy each variable's patches straight into its place in `tokens`: one pass per variable.
         for j, (p, w) in enumerate(zip(patches, widths)):
             rows, cols = ((slice(j * ntok, (j + 1) * ntok), slice(0, w)) if by_tokens else
@@ -221,8 +250,13 @@ class GridAdapter(Persistable):
                               (slice(None), slice(sum(widths[:j]), sum(widths[:j]) + w)))
                 column = n_values if by_tokens else n_values + j
                 tokens[:, rows, column] = valid[:, rows, cols].mean(axis=-1) if any_missing else 1
+        token_coords = self._token_coords(coords, sizes, n, padded, batch)
+        if self.calendar:
+            # a token of padding only has no time (NaN): it is masked, its calendar is 0
+            features = calendar_features(token_coords[self.time_dim])
+            tokens[..., n_values + n_validity:] = np.nan_to_num(features, nan=0.0)
         return Batch(tokens=tokens, key_padding_mask=~valid.any(axis=-1), valid=valid,
-                     coords=self._token_coords(coords, sizes, n, padded), placement=placement)
+                     coords=token_coords, placement=placement)
 
     def _pad(self, a, padded):
         widths = [(0, 0)] + [(0, p - s) for p, s in zip(padded, a.shape[1:])]
@@ -237,9 +271,10 @@ class GridAdapter(Persistable):
                 widths[1 + i] = (0, 0)
         return np.pad(a, widths, constant_values=np.nan)
 
-    def _token_coords(self, coords, sizes, n, padded):
+    def _token_coords(self, coords, sizes, n, padded, batch):
         """(B, N) float64 coordinates per token: patch centres along patch dims, the sample's
-        coordinate along sample dims; `variable` index when variables are separate tokens."""
+        coordinate along sample dims; `variable` index when variables are separate tokens;
+        `position` the token's index in the sequence."""
         out = {}
         k = len(self.token_dims)
         for i, d in enumerate(self.token_dims):
@@ -254,7 +289,6 @@ class GridAdapter(Persistable):
             shape = [1] * k
             shape[i] = n[i]
             out[d] = centre.reshape(c.shape[0], *shape)
-        batch = next(iter(coords.values())).shape[0] if coords else None
         grid = (batch, *n)
         out = {d: np.broadcast_to(v, grid).reshape(batch, -1) for d, v in out.items()}
         for d, v in coords.items():
@@ -264,7 +298,9 @@ class GridAdapter(Persistable):
             out = {d: np.tile(v, (1, len(self.variables))) for d, v in out.items()}
             out["variable"] = np.repeat(np.arange(len(self.variables), dtype=np.float64),
                                         int(np.prod(n)))[None].repeat(batch, axis=0)
-        return out
+        n_tokens = int(np.prod(n)) * (len(self.variables) if self.variables_as == "tokens" else 1)
+        out["position"] = np.tile(np.arange(n_tokens, dtype=np.float64), (batch, 1))
+        return canonical_names(out, {self.time_dim: "time", self.lat: "lat", self.lon: "lon"})
 
     def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
         """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}.

@@ -72,6 +72,16 @@ class Normalizer:
                 out[name] = (ds[name] * std + mean).assign_attrs(ds[name].attrs)
         return out
 
+    def invert_scale(self, ds):
+        """Undo only the division by std on a new Dataset: for differences of normalized values
+        (forecast increments), whose means cancel, ``(a - mean) / std - (b - mean) / std``."""
+        out = ds.copy()
+        for name in self.variables:
+            if name in ds.data_vars:
+                _, std = self._pair(name)
+                out[name] = (ds[name] * std).assign_attrs(ds[name].attrs)
+        return out
+
     def to_dict(self):
         """A JSON-serializable description (values as lists, coordinates kept)."""
         return {"stats": self.stats.to_dict(data="list")}

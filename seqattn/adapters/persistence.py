@@ -12,7 +12,9 @@ CONFIG_ATTR = "seqattn_adapter"
 
 class Persistable:
     """Mixin for adapters: they provide ``config()`` (constructor keyword arguments, JSON-able)
-    and a ``normalizer`` attribute (a Normalizer or None)."""
+    and a ``normalizer`` attribute (a Normalizer or None). ``Persistable.from_dict(d)`` (and
+    ``from_json``/``from_netcdf``) rebuild whichever adapter class `d` names; a subclass's own
+    ``from_dict`` refuses a file of another class."""
 
     def to_dict(self):
         return {"adapter": type(self).__name__, "config": self.config(),
@@ -25,8 +27,15 @@ class Persistable:
 
     @classmethod
     def _build(cls, header, normalizer):
-        if header.get("adapter") != cls.__name__:
-            raise ValueError(f"this file describes a {header.get('adapter')!r}, not a "
+        name = header.get("adapter")
+        if cls is Persistable:
+            classes = {c.__name__: c for c in _subclasses(Persistable)}
+            if name not in classes:
+                raise ValueError(f"this file describes a {name!r}, which is not an adapter "
+                                 f"class ({sorted(classes)})")
+            cls = classes[name]
+        elif name != cls.__name__:
+            raise ValueError(f"this file describes a {name!r}, not a "
                              f"{cls.__name__}; load it with that class")
         return cls(**header["config"], normalizer=normalizer)
 
@@ -54,3 +63,9 @@ class Persistable:
         header = json.loads(stats.attrs.pop(CONFIG_ATTR))
         normalizer = Normalizer(stats) if header["normalized"] else None
         return cls._build(header, normalizer)
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)

@@ -1,17 +1,18 @@
 """predict: run a model over a whole Dataset and get its predictions back on the same coordinates.
 
-The model protocol (no dependency on seqattn's model classes, so any NumPy code fits)::
+The model protocol is :mod:`seqattn.adapters.model_call`'s: ``model(tokens, key_padding_mask,
+coords=coords)`` returning NumPy predictions; seqattn's models run in evaluation mode (their mode
+is restored afterwards), plain callables and objects with a ``predict`` method work as well.
 
-    model(tokens, key_padding_mask, coords) -> predictions
-
-with ``tokens`` (B, N, F), ``key_padding_mask`` (B, N) bool (True = padded), ``coords`` a dict of
-(B, N) float64 arrays, and ``predictions`` (B, N, F_out) in the token layout of the adapter's
-``variables`` (N -> N: a value for every cell the tokens came from). An object with a ``predict``
-method of that signature works too, and is preferred over ``__call__`` when it has both.
-
-N -> 1 models (``per_sample=True``) return ``predictions`` (B, F_out), one vector per sample; the
-result is then indexed by the adapter's sample dims only (time steps, stations). These outputs
-are small, so they are computed at once, even on dask data, which is still read block by block.
+* N -> N (the default): predictions (B, N, F_out) in the token layout of the adapter's
+  ``variables`` (a value for every cell the tokens came from), decoded to the grid or series and
+  put back in physical units (the adapter's normalizer inverted).
+* N -> 1 (``per_sample=True``): predictions (B, F_out), one vector per sample; the result is then
+  indexed by the adapter's sample dims only (time steps, stations). These outputs are small, so
+  they are computed at once, even on dask data, which is still read block by block.
+* Forecasts: pass a :class:`ForecastWindows` in place of the adapter (``predict(model, ds,
+  windows)``, the same as ``windows.predict(model, ds)``): one Dataset with a ``lead`` dim on valid
+  times; see :mod:`seqattn.adapters.forecast_predict`.
 
 On dask-backed data the prediction is lazy and chunk-parallel: ``xarray.map_blocks`` runs the model
 on each chunk, chunks being kept along the adapter's sample dims (time steps, stations) and made
@@ -23,22 +24,18 @@ import numpy as np
 import xarray as xr
 
 from .batching import BatchIterator
-
-
-def as_model_function(model):
-    """The callable behind `model` (its ``predict`` method if it has one)."""
-    run = getattr(model, "predict", None)
-    if callable(run):
-        return run
-    if callable(model):
-        return model
-    raise TypeError(f"model must be callable as model(tokens, key_padding_mask, coords) or have "
-                    f"such a predict method; got {type(model).__name__}")
+from .forecast import ForecastWindows
+from .forecast_predict import predict_forecast
+from .model_call import ModelCall
 
 
 def predict(model, ds, adapter, *, input_dims=None, input_overlap=None, batch_size=64,
             variables=None, mask_missing=True, per_sample=False, store=None):
     """Predictions of `model` for every sample of `ds`, as a Dataset on `ds`'s coordinates.
+
+    `adapter` is an adapter (GridAdapter, SignalAdapter) or a ForecastWindows set-up (then the
+    result has a ``lead`` dim on valid times; windowing and per-sample options do not apply).
+    `batch_size` samples go through the model at a time.
 
     `input_dims`/`input_overlap` window the samples as in :class:`BatchIterator` (overlapping
     predictions are blended); `variables` are the variables the predictions stand for (default:
@@ -50,7 +47,16 @@ def predict(model, ds, adapter, *, input_dims=None, input_overlap=None, batch_si
     ``prediction`` on (*sample dims, ``output``), or with `variables` one variable per output
     feature, named in order, on the sample dims.
     """
-    run = as_model_function(model)
+    run = ModelCall(model)
+    if isinstance(adapter, ForecastWindows):
+        given = {name: value for name, value in (("input_dims", input_dims),
+                                                 ("input_overlap", input_overlap),
+                                                 ("per_sample", per_sample)) if value}
+        if given:
+            raise ValueError(f"{sorted(given)} do not apply to forecasts: ForecastWindows "
+                             "already fixes what a sample is; drop them")
+        return predict_forecast(run, adapter, ds, variables=variables, mask_missing=mask_missing,
+                                store=store, batch_size=batch_size)
     adapter.check(ds)
     if per_sample:
         if input_dims:
@@ -80,7 +86,7 @@ def _predict_in_memory(ds, run, adapter, input_dims, input_overlap, batch_size, 
                              batch_size=batch_size)
     put_back = iterator.put_back(variables, mask_missing)
     for batch in iterator:
-        predictions = np.asarray(run(batch.tokens, batch.key_padding_mask, batch.coords))
+        predictions = run(batch)
         if predictions.ndim != 3 or predictions.shape[:2] != batch.key_padding_mask.shape:
             raise ValueError(f"the model returned shape {predictions.shape} for tokens of shape "
                              f"{batch.tokens.shape}; expected (B, N, F_out) = "
@@ -107,7 +113,7 @@ def _predict_per_sample(ds, run, adapter, batch_size, variables):
     columns = [iterator.dims.index(d) for d in dims]  # where each sample dim's index sits in starts
     out = None
     for batch in iterator:
-        predictions = np.asarray(run(batch.tokens, batch.key_padding_mask, batch.coords))
+        predictions = run(batch)
         if predictions.ndim != 2 or predictions.shape[0] != len(batch):
             raise ValueError(f"the model returned shape {predictions.shape} for tokens of shape "
                              f"{batch.tokens.shape}; per_sample=True expects (B, F_out) = "

@@ -20,7 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from .batch import Batch
 from .blend import Blender, taper
 from .checks import require_dims, require_monotonic, require_variables
-from .coords import as_float, calendar_features, whole_steps
+from .coords import as_float, calendar_features, canonical_names, to_utc, whole_steps
 from .normalize import Normalizer
 from .persistence import Persistable
 from .stitch import PutBack
@@ -69,7 +69,7 @@ class SignalAdapter(Persistable):
 
     def fit(self, ds):
         """Compute the normalization statistics (lazily on dask data); returns self."""
-        datasets = ds if isinstance(ds, (list, tuple)) else [ds]
+        datasets = [to_utc(d) for d in (ds if isinstance(ds, (list, tuple)) else [ds])]
         for d in datasets:
             self.check(d)
         merged = xr.concat([d[self.variables] for d in datasets], dim="__series__")
@@ -80,6 +80,7 @@ class SignalAdapter(Persistable):
         """Raise a clear error if `ds` cannot be encoded; resolve window and hop to steps."""
         if not isinstance(ds, xr.Dataset):
             raise TypeError(f"expected an xarray.Dataset, got {type(ds).__name__}")
+        ds = to_utc(ds)
         require_variables(ds, self.variables)
         require_dims(ds, (self.time_dim,), "time")
         require_dims(ds, self.channel_dims, "channel")
@@ -101,6 +102,14 @@ class SignalAdapter(Persistable):
             raise ValueError(f"calendar=True needs a datetime coordinate {self.time_dim!r}, got "
                              f"dtype {ds[self.time_dim].dtype}")
         self.frame = (window, hop)
+
+    def check_window(self, dim, size):
+        """A window of `size` steps along the time dim must hold at least one whole frame."""
+        window = self.frame[0]
+        if window > size:
+            raise ValueError(f"a frame is {window} steps of {dim!r} (window={self.window!r}), "
+                             f"more than the {size} steps it is cut from; give a shorter window= "
+                             f"or more steps (in ForecastWindows: history >= {window - 1})")
 
     def sample_dims(self, ds):
         """Dims of the adapter's variables other than the time and channel dims, in ds order."""
@@ -178,7 +187,7 @@ class SignalAdapter(Persistable):
         if self.calendar:
             channels.append(calendar_features(times[0]).astype(self.dtype))
         return Batch(tokens=np.concatenate(channels, axis=-1), key_padding_mask=~valid.any(-1),
-                     valid=valid, coords=self._token_coords(coords, times[1], n),
+                     valid=valid, coords=self._token_coords(coords, times[1], n, b),
                      placement=placement)
 
     def _frame_times(self, coords, n, padded):
@@ -197,12 +206,15 @@ class SignalAdapter(Persistable):
         centres = sliding_window_view(f, window, axis=1)[:, ::hop].mean(axis=-1)
         return starts, centres
 
-    def _token_coords(self, coords, centres, n):
+    def _token_coords(self, coords, centres, n, batch):
+        """(B, N) float64: the frame centres along the time dim, the sample's coordinate along
+        sample dims, `position` the frame's index in the sequence."""
         out = {} if centres is None else {self.time_dim: centres}
         for d, v in coords.items():
             if d != self.time_dim and np.ndim(v) == 1:
                 out[d] = np.repeat(as_float(v)[:, None], n, axis=1)
-        return out
+        out["position"] = np.tile(np.arange(n, dtype=np.float64), (batch, 1))
+        return canonical_names(out, {self.time_dim: "time"})
 
     def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
         """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}."""

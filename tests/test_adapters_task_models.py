@@ -1,0 +1,63 @@
+"""seqattn's own task models through predict: N -> N on a grid, N -> 1 per sample, and a
+forecast, each equal to running the model by hand in evaluation mode and decoding; the models
+encode the batches' coordinates (lat/lon, time, lead), which predict passes by name."""
+import inspect
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from adapters_helpers import make_grid
+from seqattn.adapters import ForecastWindows, GridAdapter, predict
+from seqattn.models import SequenceModel, SequenceModelConfig, TokenModel, TokenModelConfig
+
+SIZES = dict(d_model=16, nhead=2, num_layers=1, dim_feedforward=32, dropout=0.5)
+
+
+def by_hand(model, batch):
+    """The model on one batch in evaluation mode, coords passed when it takes them."""
+    takes = "coords" in inspect.signature(model.forward).parameters
+    model.eval()
+    out = model(batch.tokens, batch.key_padding_mask, **({"coords": batch.coords} if takes
+                                                           else {}))
+    model.train()
+    return np.asarray(out)
+
+
+@pytest.fixture(scope="module")
+def data():
+    ds = make_grid(time=4, lat=4, lon=4, nan_fraction=0.1, dtype="float32")
+    return ds, GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, calendar=True).fit(ds)
+
+
+def test_a_token_model_predicts_on_the_grid_as_by_hand(data):
+    ds, adapter = data
+    batch = adapter.encode(ds)
+    model = TokenModel(TokenModelConfig(in_features=batch.tokens.shape[-1], out_features=8,
+                                        coordinates=("latlon", "time_of_day", "day_of_year"),
+                                        **SIZES))
+    out = predict(model, ds, adapter, variables=["t", "u"])
+    assert model.training                                   # its mode is given back
+    xr.testing.assert_identical(out, adapter.decode(batch, by_hand(model, batch), ["t", "u"]))
+
+
+def test_a_sequence_model_predicts_per_sample_as_by_hand(data):
+    ds, adapter = data
+    batch = adapter.encode(ds)
+    model = SequenceModel(SequenceModelConfig(in_features=batch.tokens.shape[-1],
+                                              out_features=3, **SIZES))
+    out = predict(model, ds, adapter, per_sample=True)
+    np.testing.assert_array_equal(out.prediction.values, by_hand(model, batch))
+
+
+def test_a_token_model_forecasts_as_by_hand(data):
+    ds, adapter = data
+    windows = ForecastWindows(ds, adapter, leads=["6h", "12h"], history=1, increments=True,
+                              batch_size=None)
+    batch = next(iter(windows))
+    model = TokenModel(TokenModelConfig(in_features=batch.tokens.shape[-1],
+                                        out_features=batch.targets.shape[-1],
+                                        coordinates=("latlon", "lead"), causal=True, **SIZES))
+    out = windows.predict(model)
+    xr.testing.assert_identical(out, windows.decode(batch, by_hand(model, batch)))
+    xr.testing.assert_identical(predict(model, ds.chunk({"time": 2}), windows).compute(), out)

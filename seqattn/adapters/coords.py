@@ -14,7 +14,8 @@ import datetime
 import numpy as np
 import pandas as pd
 
-SECONDS_PER_DAY = 86400.0
+from ..nn.positional.calendar import calendar_phases, circular_features
+
 
 
 def as_float(values):
@@ -108,12 +109,7 @@ def calendar_features(times):
     """sin/cos of hour of day and of day of year, in the order (sin day, sin year, cos day,
     cos year), for `times` as datetime64 or as float seconds since 1970-01-01 (UTC):
     (..., 4) float64."""
-    seconds = as_float(times)
-    day_fraction = (seconds % SECONDS_PER_DAY) / SECONDS_PER_DAY
-    # The mean tropical year, so the yearly phase does not drift by a day every four years.
-    year_fraction = (seconds / SECONDS_PER_DAY % 365.2425) / 365.2425
-    angles = 2 * np.pi * np.stack([day_fraction, year_fraction], axis=-1)
-    return np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
+    return circular_features(calendar_phases(as_float(times)))
 
 
 def whole_steps(value, ds, dim, name):

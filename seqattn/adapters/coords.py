@@ -17,7 +17,6 @@ import pandas as pd
 from ..nn.positional.calendar import calendar_phases, circular_features
 
 
-
 def as_float(values):
     """Numbers as float64; datetimes as seconds since 1970-01-01; timedeltas as seconds."""
     values = np.asarray(values)

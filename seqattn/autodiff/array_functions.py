@@ -127,30 +127,25 @@ class Reciprocal(Function):
         return ops.affine(ops.multiply(ops.multiply(dout, out), out), -1.0)
 
 
-def add(a, b):
-    """a + b for Tensors, arrays and numbers (see the module docstring for broadcasting)."""
-    if _is_number(b):
-        return Affine.apply(a, 1.0, float(b))
-    if _is_number(a):
-        return Affine.apply(b, 1.0, float(a))
+def _elementwise(a, b, multiply):
+    for x, y in ((a, b), (b, a)):  # a number on either side: one affine map
+        if _is_number(y):
+            return Affine.apply(x, float(y), 0.0) if multiply else Affine.apply(x, 1.0, float(y))
     pair = _trailing_pair(a, b)
     if pair is None:
-        _check_general_broadcast(a, b, "add")
-        return BroadcastBinary.apply(a, b, False)
-    return Add.apply(*pair)
+        _check_general_broadcast(a, b, "multiply" if multiply else "add")
+        return BroadcastBinary.apply(a, b, multiply)
+    return (Multiply if multiply else Add).apply(*pair)
+
+
+def add(a, b):
+    """a + b for Tensors, arrays and numbers (see the module docstring for broadcasting)."""
+    return _elementwise(a, b, multiply=False)
 
 
 def multiply(a, b):
     """a * b for Tensors, arrays and numbers (see the module docstring for broadcasting)."""
-    if _is_number(b):
-        return Affine.apply(a, float(b), 0.0)
-    if _is_number(a):
-        return Affine.apply(b, float(a), 0.0)
-    pair = _trailing_pair(a, b)
-    if pair is None:
-        _check_general_broadcast(a, b, "multiply")
-        return BroadcastBinary.apply(a, b, True)
-    return Multiply.apply(*pair)
+    return _elementwise(a, b, multiply=True)
 
 
 def subtract(a, b):

@@ -1,4 +1,4 @@
-"""Plain NumPy references for the layer ops (linear, norms, activations, RoPE, ...).
+"""Plain NumPy references for the layer ops (linear, norms, activations, dropout, RoPE, ...).
 
 They compute in the dtype of their inputs: given float64 they are the reference the kernels must
 match; given float32 they are the naive float32 computation that float32 tolerances are derived
@@ -56,5 +56,26 @@ def split_heads(x, num_heads):
     return x.reshape(B, N, num_heads, E // num_heads).transpose(0, 2, 1, 3)
 
 
+def merge_heads(x):
+    B, H, N, D = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, N, H * D)
+
+
 def additive_scores(qp, kp, v):
     return np.tanh(qp[:, :, None, :] + kp[:, None, :, :]) @ v
+
+
+def _splitmix64_uniform(seed, i):
+    """SplitMix64 of the counter seed + (i + 1) * golden ratio, its top 53 bits as [0, 1)."""
+    z = np.uint64(seed) + (i.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def dropout(x, p, seed):
+    """Element i (in C order) is kept when the counter-based uniform(seed, i) >= p, then scaled
+    by 1 / (1 - p): the mask is a function of (seed, i) alone."""
+    keep = _splitmix64_uniform(seed, np.arange(x.size)).reshape(x.shape) >= p
+    return np.where(keep, x * (1 / (1 - p)), 0).astype(x.dtype)

@@ -313,10 +313,9 @@ def _cross_entropy_case(name, class_weight=False, label_smoothing=0.0, ignore_in
 
 
 LOSS_CASES = [
-    *(_pointwise_case(kind) for kind in ops.POINTWISE_LOSSES),
-    *(_pointwise_case(kind, weighted=True, skip_nan=True) for kind in ops.POINTWISE_LOSSES),
+    *(_pointwise_case(kind, **variant) for kind in ops.POINTWISE_LOSSES
+      for variant in ({}, {"skip_nan": True}, {"weighted": True, "skip_nan": True})),
     _pointwise_case("huber", weighted=True),
-    _pointwise_case("mae", skip_nan=True),
     _cross_entropy_case("cross_entropy"),
     _cross_entropy_case("cross_entropy_class_weight", class_weight=True),
     _cross_entropy_case("cross_entropy_smoothing", label_smoothing=0.1),

@@ -1,11 +1,11 @@
 """Losses: values and gradients against torch.nn (where installed), NumPy references for what
-torch lacks (NaN-aware and latitude-weighted losses), finite differences for every backward,
-and the CUDA kernels (simulator) against the CPU."""
+torch lacks (NaN-aware and latitude-weighted losses), finite differences for every backward.
+The loss ops themselves (every kind, weights, skip_nan, class weights, label smoothing,
+ignore_index; their CUDA kernels against the CPU) are in the op table (tests/op_cases.py)."""
 import numpy as np
 import pytest
 
-from gradcheck import assert_gradient, numerical_gradient, on_cuda, to_host
-from seqattn import ops
+from gradcheck import assert_gradient, numerical_gradient
 from seqattn.train import (BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,
                            LatitudeWeightedMSELoss, MAELoss, MSELoss)
 
@@ -136,29 +136,3 @@ def test_float32_losses_stay_close_to_float64():
     value64, grad64 = _value_and_grad(CrossEntropyLoss(label_smoothing=0.1), LOGITS, IDS)
     np.testing.assert_allclose(value32, value64, rtol=1e-6)
     np.testing.assert_allclose(grad32, grad64, rtol=1e-5, atol=1e-7)
-
-
-def test_cuda_loss_kernels_match_cpu():
-    target = TARGET.copy()
-    target[1, 1] = np.nan
-    for kind in ops.POINTWISE_LOSSES:
-        cpu = ops.pointwise_loss(PRED, target, kind, skip_nan=True)
-        gpu = on_cuda(lambda p, t: ops.pointwise_loss(p, t, kind, skip_nan=True), PRED, target)
-        np.testing.assert_allclose(gpu, cpu, rtol=1e-12)
-        d_cpu = ops.pointwise_loss_backward(PRED, target, kind, scale=0.5, skip_nan=True)
-        d_gpu = on_cuda(lambda p, t: ops.pointwise_loss_backward(p, t, kind, scale=0.5,
-                                                                 skip_nan=True), PRED, target)
-        np.testing.assert_allclose(d_gpu, d_cpu, rtol=1e-12)
-    options = dict(label_smoothing=0.1, ignore_index=-100)
-    total, weight, lse = ops.cross_entropy(LOGITS, IDS, class_weight=CLASS_WEIGHT, **options)
-    g_total, g_weight, g_lse = on_cuda(lambda l, y, w: ops.cross_entropy(l, y, class_weight=w,
-                                                                         **options),
-                                       LOGITS, IDS, CLASS_WEIGHT)
-    np.testing.assert_allclose([g_total, g_weight], [total, weight], rtol=1e-12)
-    np.testing.assert_allclose(to_host(g_lse), lse, rtol=1e-12)
-    d_cpu = ops.cross_entropy_backward(LOGITS, lse, IDS, scale=0.3, class_weight=CLASS_WEIGHT,
-                                       **options)
-    d_gpu = on_cuda(lambda l, s, y, w: ops.cross_entropy_backward(l, s, y, scale=0.3,
-                                                                   class_weight=w, **options),
-                    LOGITS, lse, IDS, CLASS_WEIGHT)
-    np.testing.assert_allclose(d_gpu, d_cpu, rtol=1e-12)

@@ -1,11 +1,13 @@
 """Optimizers, schedules and clipping: several steps against torch.optim on the same gradients
-(a NumPy Adam where torch is missing), state dicts, and the CUDA update kernels (simulator)."""
+(the op table's NumPy Adam where torch is missing), state dicts, and the optimizers on CUDA
+(simulator). The update ops themselves are in the op table (tests/op_cases.py)."""
 import math
 
 import numpy as np
 import pytest
 
 from gradcheck import to_host
+from reference_ops_optimizers import adam_steps
 from seqattn import nn
 from seqattn.train import SGD, Adam, AdamW, StepDecay, WarmupCosine, clip_factor, global_grad_norm
 
@@ -50,16 +52,12 @@ def test_optimizers_match_torch(name):
         np.testing.assert_allclose(ours[k], p.numpy(), rtol=1e-12, atol=1e-15, err_msg=k)
 
 
-def test_adam_matches_numpy_formula():
+def test_adam_matches_numpy_reference():
+    """Adam's steps against the NumPy reference of the op table (runs without torch)."""
     ours, _ = _run(Adam, dict(lr=0.01))
-    w = nn.Linear(3, 2, dtype=np.float64, seed=0).weight.data.copy()
-    m = v = 0
-    for step in range(1, STEPS + 1):
-        g = _gradients(10 * (step - 1), w.shape)
-        m = 0.9 * m + 0.1 * g
-        v = 0.999 * v + 0.001 * g * g
-        w -= 0.01 * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
-    np.testing.assert_allclose(ours["weight"], w, rtol=1e-12)
+    w = nn.Linear(3, 2, dtype=np.float64, seed=0).weight.data
+    grads = np.stack([_gradients(10 * step, w.shape) for step in range(STEPS)])
+    np.testing.assert_allclose(ours["weight"], adam_steps(w, grads, lr=0.01)[0], rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["sgd_momentum_decay", "adamw"])

@@ -177,7 +177,7 @@ LAYER_CASES = [
 ]
 
 
-# ---- arrays ---------------------------------------------------------------------------------
+# ---- arrays and arithmetic -------------------------------------------------------------------
 
 def _add_case(name, b_shape):
     return OpCase(name, "elementwise",
@@ -205,6 +205,38 @@ def _fill(x, value):
     return x
 
 
+def _concat_case(name, axis, shapes):
+    """Three arrays joined along ``axis``; backward cuts dout back into their sizes."""
+    def backward(dout, a, b, c, axis):
+        grads = ops.concat_backward(dout, [x.shape[axis] for x in (a, b, c)], axis)
+        return dict(zip("abc", grads))
+
+    return OpCase(name, "arithmetic",
+                  lambda rng: {**{k: rng.normal(size=s) for k, s in zip("abc", shapes)},
+                               "axis": axis},
+                  lambda a, b, c, axis: ops.concat([a, b, c], axis), ref_arrays.concat, backward,
+                  ("a", "b", "c"))
+
+
+def _mean_along_case(name, axis):
+    return OpCase(name, "arithmetic",
+                  lambda rng: {"x": rng.normal(size=(2, 3, 4)), "axis": axis, "scale": 0.3},
+                  ops.mean_along, ref_arrays.mean_along,
+                  lambda dout, x, axis, scale: {
+                      "x": ops.mean_along_backward(dout, x.shape, axis, scale)},
+                  ("x",))
+
+
+def _multiply_case(name, b_shape):
+    return OpCase(name, "arithmetic",
+                  lambda rng: {"a": rng.normal(size=(2, 3, 4)), "b": rng.normal(size=b_shape)},
+                  ops.multiply, ref_arrays.multiply, float_inputs=("a", "b"))
+
+
+def _away_from_zero(rng, shape):
+    return rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 2.0, shape)
+
+
 ARRAY_CASES = [
     _add_case("add_broadcast", (3, 4)),
     _add_case("add_same_shape", (2, 3, 4)),
@@ -223,6 +255,17 @@ ARRAY_CASES = [
     OpCase("fill", "elementwise",
            lambda rng: {"x": rng.normal(size=(3, 4)), "value": -0.3},
            _fill, ref_arrays.fill, float_inputs=("x",)),
+    _multiply_case("multiply_broadcast", (3, 4)),
+    _multiply_case("multiply_same_shape", (2, 3, 4)),
+    OpCase("affine", "arithmetic",
+           lambda rng: {"x": rng.normal(size=(3, 4)), "scale": 1.7, "shift": -0.4},
+           ops.affine, ref_arrays.affine, float_inputs=("x",)),
+    OpCase("reciprocal", "arithmetic", lambda rng: {"x": _away_from_zero(rng, (3, 4))},
+           ops.reciprocal, ref_arrays.reciprocal, float_inputs=("x",)),
+    _concat_case("concat_first_axis", 0, [(1, 3, 2), (2, 3, 2), (1, 3, 2)]),
+    _concat_case("concat_middle_axis", 1, [(2, 3, 4), (2, 1, 4), (2, 2, 4)]),
+    _concat_case("concat_last_axis", 2, [(2, 3, 1), (2, 3, 2), (2, 3, 3)]),
+    *(_mean_along_case(f"mean_along_axis_{axis}", axis) for axis in range(3)),
 ]
 
 

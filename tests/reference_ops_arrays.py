@@ -1,5 +1,6 @@
-"""Plain NumPy references for the array arithmetic ops: broadcast adds, their reductions,
-in-place sums and fills (the in-place ones return the updated copy)."""
+"""Plain NumPy references for the array ops: broadcast adds and products, their reductions,
+in-place sums and fills (the in-place ones return the updated copy), affine maps, reciprocals,
+concatenation and sums along an axis."""
 import numpy as np
 
 
@@ -21,3 +22,23 @@ def add_into(dst, src):
 
 def fill(x, value):
     return np.full_like(x, value)
+
+
+def multiply(a, b):
+    return a * b
+
+
+def affine(x, scale, shift):
+    return x * scale + shift
+
+
+def reciprocal(x):
+    return 1 / x
+
+
+def concat(a, b, c, axis):
+    return np.concatenate([a, b, c], axis=axis)
+
+
+def mean_along(x, axis, scale):
+    return x.sum(axis=axis) * scale

@@ -116,6 +116,22 @@ BAD_CALLS = [
     _bad(lambda: ops.fill([1.0, 2.0], 0.0), TypeError, "x must be an array, got list", "fill_list"),
     _bad(lambda: ops.sum_leading(ONES, (2,)), ValueError,
          r"shape \(2,\) is not the trailing part of x's shape \(2, 3\)", "sum_leading_dims"),
+    _bad(lambda: ops.concat([ONES, np.ones((2, 2))], axis=0), ValueError,
+         r"arrays\[1\] has shape \(2, 2\); expected \(2, 3\) except along axis 0", "concat"),
+    _bad(lambda: ops.concat([ONES], axis=2), ValueError,
+         r"axis must be an integer in \[-2, 2\) for a 2-d array, got 2", "concat_axis"),
+    *(_bad(call, ValueError, "axis must be an integer in", name,
+           marks=pytest.mark.xfail(strict=True, reason="mean_along, mean_along_backward and "
+                                   "concat_backward take the axis unchecked: a negative or "
+                                   "too large one fails in a reshape or an index (autodiff "
+                                   "passes normalised axes)"))
+      for name, call in [
+          ("mean_along_negative_axis", lambda: ops.mean_along(np.ones((2, 3, 4)), -1, 1.0)),
+          ("mean_along_axis_too_large", lambda: ops.mean_along(np.ones((2, 3, 4)), 3, 1.0)),
+          ("mean_along_backward_negative_axis",
+           lambda: ops.mean_along_backward(ONES, (2, 3, 4), -1, 1.0)),
+          ("concat_backward_negative_axis",
+           lambda: ops.concat_backward(np.ones((2, 3, 4)), [1, 3], -1))]),
     _bad(_adam_step_zero, ValueError, "step must be", "adam_step_zero",
          marks=pytest.mark.xfail(strict=True, raises=ZeroDivisionError,
                                  reason="adam_step does not check step >= 1: the CPU kernel "

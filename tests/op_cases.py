@@ -177,7 +177,7 @@ LAYER_CASES = [
 ]
 
 
-# ---- arrays and arithmetic -------------------------------------------------------------------
+# ---- arrays and arithmetic ------------------------------------------------------------------
 
 def _add_case(name, b_shape):
     return OpCase(name, "elementwise",

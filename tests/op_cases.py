@@ -14,7 +14,7 @@ arrays and stacked); an op that updates an array in place runs on a copy and ret
 returns [sum of weighted losses, sum of weights, their ratio] (the two sums the op returns and
 the mean a loss module reports), so sum(out * dout) is differentiable like any other output.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -24,7 +24,7 @@ import reference_ops_arrays as ref_arrays
 import reference_ops_losses as ref_losses
 import reference_ops_optimizers as ref_optimizers
 import reference_ops_pooling as ref_pooling
-from seqattn import ops
+from seqattn import autodiff, ops
 
 
 @dataclass
@@ -39,6 +39,9 @@ class OpCase:
     float_inputs: tuple = ()
     reference_backward: Callable = None  # (dout, **inputs) -> {input name: gradient}, NumPy
     torch_reference: Callable = None  # (**inputs as torch tensors) -> output tensor
+    # The op as ``seqattn.autodiff`` records it: (**inputs, the float ones as Tensors) -> Tensor,
+    # whose recorded backward must give what ``backward`` gives.
+    differentiable: Callable = None
 
 
 def on_device_of(like, host_array):
@@ -476,4 +479,36 @@ OPTIMIZER_CASES = [
            float_inputs=("a", "b")),
 ]
 
-CASES = LAYER_CASES + ARRAY_CASES + LOSS_CASES + POOLING_CASES + OPTIMIZER_CASES
+# Each op's differentiable form in seqattn.autodiff, the forward/backward pair that models record.
+DIFFERENTIABLE = {
+    "linear": autodiff.linear,
+    "layer_norm": autodiff.layer_norm,
+    "rms_norm": autodiff.rms_norm,
+    "gelu": autodiff.gelu,
+    "gelu_tanh": lambda x: autodiff.gelu(x, approximate="tanh"),
+    "relu": autodiff.relu,
+    "silu": autodiff.silu,
+    "swiglu": autodiff.swiglu,
+    "dropout": lambda x: autodiff.dropout(x, **DROPOUT),
+    "embedding": autodiff.embedding,
+    "split_heads": lambda x: autodiff.split_heads(x, 2),
+    "merge_heads": lambda x: autodiff.merge_heads(x),
+    "rope": autodiff.rope,
+    "additive_scores": autodiff.additive_scores,
+    "add_broadcast": autodiff.add,
+    "add_same_shape": autodiff.add,
+    "add_bias": autodiff.add,
+    "concat_first_axis": lambda a, b, c, axis: autodiff.concat([a, b, c], axis),
+    "concat_middle_axis": lambda a, b, c, axis: autodiff.concat([a, b, c], axis),
+    "concat_last_axis": lambda a, b, c, axis: autodiff.concat([a, b, c], axis),
+    **{f"mean_along_axis_{axis}": lambda x, axis, scale: autodiff.reduce_sum(x, axis) * scale
+       for axis in range(3)},
+    "masked_mean": autodiff.masked_mean,
+    "masked_mean_unpadded": autodiff.masked_mean,
+    "prepend_token": autodiff.prepend_token,
+    "prepend_token_shift_right": autodiff.prepend_token,
+    "first_token": autodiff.first_token,
+}
+
+CASES = [replace(case, differentiable=DIFFERENTIABLE.get(case.name))
+         for case in LAYER_CASES + ARRAY_CASES + LOSS_CASES + POOLING_CASES + OPTIMIZER_CASES]

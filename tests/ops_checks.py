@@ -60,6 +60,25 @@ def check_backward(case):
                                        err_msg=f"{case.name}: d{name} against the reference")
 
 
+def check_differentiable(case):
+    """The op recorded by seqattn.autodiff: the same output, and Tensor.backward() gives the
+    gradients of the op's own backward for every input in ``case.backward``."""
+    from seqattn.autodiff import Tensor
+
+    inputs = _inputs(case)
+    dout = _dout(case, inputs)
+    expected = case.backward(dout, **inputs)
+    tensors = {name: Tensor(x, requires_grad=True) if name in expected else x
+               for name, x in inputs.items()}
+    out = case.differentiable(**tensors)
+    np.testing.assert_allclose(to_host(out.data), _host(case.forward(**inputs)), **EXACT,
+                               err_msg=f"{case.name}: recorded forward")
+    out.backward(dout)
+    for name, grad in expected.items():
+        np.testing.assert_allclose(to_host(tensors[name].grad), to_host(grad), **EXACT,
+                                   err_msg=f"{case.name}: recorded d{name}")
+
+
 def check_float32(case):
     """The float32 forward (and backward, where the table has a reference backward) within a
     small multiple of the error of the reference computed naively in float32."""

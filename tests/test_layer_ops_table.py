@@ -4,8 +4,9 @@ against torch (where installed); and that the table leaves no op of ``seqattn.op
 import pytest
 
 from op_cases import CASES
-from ops_checks import (check_backward, check_cuda_matches_cpu, check_float32, check_forward,
-                        check_reference_matches_torch, launchers, ops_called, public_ops)
+from ops_checks import (check_backward, check_cuda_matches_cpu, check_differentiable,
+                        check_float32, check_forward, check_reference_matches_torch, launchers,
+                        ops_called, public_ops)
 from seqattn.backend import kernels_for
 
 
@@ -21,6 +22,19 @@ def test_forward_matches_reference(case):
 @pytest.mark.parametrize("case", [c for c in CASES if c.backward], ids=_name)
 def test_backward_matches_finite_differences(case):
     check_backward(case)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.differentiable], ids=_name)
+def test_recorded_op_matches_its_backward(case):
+    check_differentiable(case)
+
+
+def test_every_op_with_a_backward_has_its_recorded_form():
+    """A layer op that has a backward but no seqattn.autodiff form could not be used by a model
+    that defines forward only."""
+    without = [c.name for c in CASES if c.backward and not c.differentiable
+               and c.family not in ("losses", "kv_cache", "optimizers", "reductions")]
+    assert not without, f"ops with a backward but no recorded form: {without}"
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.float_inputs], ids=_name)

@@ -2,7 +2,6 @@
 promises. The op table checks its value at tiny shapes, where float32 arithmetic would still
 pass; these take float32 arrays large enough for float32 rounding to show."""
 import numpy as np
-import pytest
 
 from seqattn import ops
 
@@ -19,9 +18,6 @@ def test_sum_of_squares_of_float32_arrays_accumulates_in_float64():
     np.testing.assert_allclose(ops.sum_of_squares(arrays), exact, rtol=1e-8)
 
 
-@pytest.mark.xfail(strict=True, reason="kernels/cpu/optimizers.py squares float32 elements in "
-                   "float32: Numba's float(x) keeps a float32 a float32 (np.float64(x) converts); "
-                   "the CUDA kernel squares in float64")
 def test_sum_of_squares_of_float32_arrays_squares_in_float64():
     arrays, exact = _float32_arrays_and_exact_sum()
     np.testing.assert_allclose(ops.sum_of_squares(arrays), exact, rtol=1e-12)

@@ -25,3 +25,14 @@ from .losses import (POINTWISE_LOSSES, cross_entropy, cross_entropy_backward, po
 from .optimizers import adam_step, sgd_step, sum_of_squares
 from .pooling import (first_token, first_token_backward, masked_mean, masked_mean_backward,
                       prepend_token, prepend_token_backward, write_positions)
+
+__all__ = ["POINTWISE_LOSSES", "adam_step", "add", "add_into", "additive_scores",
+    "additive_scores_backward", "affine", "attention", "attention_backward", "attention_weights",
+    "concat", "concat_backward", "cross_entropy", "cross_entropy_backward", "dropout",
+    "dropout_backward", "embedding", "embedding_backward", "fill", "first_token",
+    "first_token_backward", "gelu", "gelu_backward",
+    "layer_norm", "layer_norm_backward", "linear", "linear_backward", "mean_along",
+    "mean_along_backward", "masked_mean", "masked_mean_backward", "merge_heads", "multiply", "pointwise_loss", "pointwise_loss_backward",
+    "prepend_token", "prepend_token_backward", "reciprocal", "relu", "relu_backward", "rms_norm", "rms_norm_backward", "rope",
+    "rope_backward", "sgd_step", "silu", "silu_backward", "split_heads", "sum_leading",
+    "sum_of_squares", "swiglu", "swiglu_backward", "write_positions"]

@@ -98,6 +98,7 @@ def concat_backward(dout, sizes, axis):
     device, a = prepared({"dout": dout})
     dout = a["dout"]
     shape = shape_of(dout)
+    axis = normalized_axis(axis, len(shape))
     dout3 = dout.reshape(around_axis(shape, axis))
     kernel = kernels_for(device, "arithmetic").concat_backward
     grads, offset = [], 0
@@ -116,6 +117,7 @@ def mean_along(x, axis, scale):
     device, a = prepared({"x": x})
     x = a["x"]
     shape = shape_of(x)
+    axis = normalized_axis(axis, len(shape))
     P, L, Q = around_axis(shape, axis)
     out = empty_like_on(device, shape[:axis] + shape[axis + 1:], x.dtype)
     if out.size:
@@ -128,6 +130,7 @@ def mean_along_backward(dout, shape, axis, scale):
     """dx of :func:`mean_along` for an input of ``shape``: scale * dout spread along ``axis``."""
     device, a = prepared({"dout": dout})
     dout = a["dout"]
+    axis = normalized_axis(axis, len(shape))
     P, L, Q = around_axis(tuple(shape), axis)
     expect_shape("dout", dout, tuple(shape[:axis]) + tuple(shape[axis + 1:]),
                  "the input's shape without the reduced axis")

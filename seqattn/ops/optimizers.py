@@ -32,6 +32,9 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, *, step, lr, betas=(0.9, 0.999),
               weight_decay=0.0, decoupled_weight_decay=False, grad_scale=1.0):
     """In place: Adam step number ``step`` (1, 2, ...) of ``param``, as torch.optim.Adam, or
     AdamW with ``decoupled_weight_decay``."""
+    if not isinstance(step, (int, np.integer)) or step < 1:
+        raise ValueError(f"step must be the step number 1, 2, ... (bias correction divides by "
+                         f"1 - beta ** step), got {step!r}")
     device = backend_of(param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
     arrays = [_updatable_flat(device, n, x, param)
               for n, x in (("param", param), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq),

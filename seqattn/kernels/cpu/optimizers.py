@@ -7,6 +7,7 @@ clipping factor), so clipping never rewrites the gradients. The formulas are tor
 """
 import math
 
+import numpy as np
 from numba import njit, prange
 
 
@@ -42,7 +43,10 @@ def adam_update(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, eps, weight_
 def _sum_of_squares(x):
     total = 0.0
     for i in prange(x.size):
-        total += float(x[i]) * float(x[i])
+        # np.float64, not float(): Numba's float() keeps a float32 a float32
+        # (test_sum_of_squares_of_float32_arrays_squares_in_float64)
+        value = np.float64(x[i])
+        total += value * value
     return total
 
 

@@ -3,7 +3,8 @@
 Importing seqattn compiles nothing: kernels compile lazily, once per signature, on first use.
 """
 from .ops import attention, attention_backward, attention_weights
+from .storage import load, save
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "attention_backward", "attention_weights", "__version__"]
+__all__ = ["attention", "attention_backward", "attention_weights", "load", "save", "__version__"]

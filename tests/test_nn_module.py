@@ -1,4 +1,4 @@
-"""The Module base: names, gradients, modes, devices, state dicts, saving, and clear errors."""
+"""The Module base: names, gradients, modes, devices, state dicts and clear errors."""
 import numpy as np
 import pytest
 
@@ -42,16 +42,6 @@ def test_eval_mode_keeps_nothing_for_backward():
     model(np.ones((1, 3), np.float32))
     with pytest.raises(RuntimeError, match="forward in training mode first"):
         model.backward(np.ones((1, 2), np.float32))
-
-
-def test_save_and_load_round_trip(tmp_path):
-    model = _encoder()
-    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype(np.float32)
-    nn.save(model, tmp_path / "encoder")
-    loaded = nn.load(tmp_path / "encoder")
-    assert type(loaded) is nn.TransformerEncoder and len(loaded.layers) == 2
-    np.testing.assert_array_equal(loaded.eval()(x), model.eval()(x))
-    assert (tmp_path / "encoder.json").read_text().startswith("{")
 
 
 def test_wrong_embedding_size_is_reported():

@@ -21,13 +21,11 @@ from .transformer_decoder import TransformerDecoder
 from .transformer_encoder import TransformerEncoder
 from .transformer_encoder_layer import TransformerEncoderLayer
 from . import positional
-from .serialization import load, save
 
 __all__ = [
     "AdditiveAttention", "Dropout", "Embedding", "FeedForward", "GELU", "KeyValueCache",
     "LayerNorm", "Linear",
     "Module", "ModuleList", "MultiheadAttention", "Parameter", "RMSNorm", "ReLU", "Residual",
     "SiLU", "Sequential", "SwiGLUFeedForward", "Transformer", "TransformerDecoder",
-    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "load",
-    "positional", "save",
+    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "positional",
 ]

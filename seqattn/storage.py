@@ -1,0 +1,346 @@
+"""One way to store every seqattn object: ``save(obj, path)`` writes a folder, ``load(path)``
+rebuilds the object from it. Never pickle: the folder holds JSON and safetensors, which people
+and other tools can read and which run no code when loaded.
+
+A folder holds ``seqattn.json``: ``{"format": 1, "kind": ..., "class": name, "module": where
+the class was defined, ...}``, by kind:
+
+* ``"module"``: any :class:`seqattn.nn.Module` (layers, task models, a user's own subclass).
+  ``"arguments"`` are the constructor arguments the module was built with (``Module._config``)
+  and ``"dtype"`` its parameters' dtype; the weights are in ``weights.safetensors`` (the state
+  dict, with torch.nn's names). Loading calls the constructor again with those arguments, casts
+  to the dtype and loads the weights.
+* ``"object"``: an object with ``to_dict()`` and a ``from_dict`` classmethod (the adapters with
+  their normalizer, a :class:`~seqattn.adapters.Normalizer`); ``"state"`` is its ``to_dict()``.
+
+A training checkpoint (``fit(checkpoint=...)``) is a module folder holding the model ``fit``
+returns, plus a ``training/`` folder for resuming (see :mod:`seqattn.train.checkpoints`).
+
+Arguments that JSON has no type for are tagged ``{"$type": ...}``: tuples, NumPy arrays, dtypes,
+dataclasses (task model configs), modules (a TransformerEncoder's layer) and random generators,
+stored as None (the weights file holds what they initialised). Other arguments (a function, an
+open file) cannot be stored, and ``save`` says which one.
+
+Classes are found by name among seqattn's own; a user's own classes (a Module subclass, its
+config dataclass) are passed to ``load(path, classes=[MyModel, MyConfig])``.
+"""
+import dataclasses
+import inspect
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .nn.module import Module
+
+FORMAT_VERSION = 1
+DESCRIPTION = "seqattn.json"
+WEIGHTS = "weights.safetensors"
+TAG = "$type"
+STORABLE = ("None, bools, numbers, strings, lists, tuples, dicts with string keys, NumPy arrays "
+            "and dtypes, dataclasses and modules")
+
+
+class StorageError(TypeError):
+    """An object, or one of its constructor arguments, that seqattn cannot store as JSON."""
+
+
+# ---- files ---------------------------------------------------------------------------------
+
+
+def write_json(path, content):
+    """Write ``content`` as JSON under a temporary name, then rename: never half a file."""
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(content, indent=1))
+    os.replace(tmp, path)
+
+
+def write_arrays(path, arrays):
+    """Write name -> host array as safetensors, atomically like :func:`write_json`."""
+    from safetensors.numpy import save_file
+
+    tmp = f"{path}.tmp"
+    save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, tmp)
+    os.replace(tmp, path)
+
+
+def read_arrays(path):
+    from safetensors.numpy import load_file
+
+    return load_file(str(path))
+
+
+# ---- encoding constructor arguments --------------------------------------------------------
+
+
+def _class_fields(cls):
+    return {"class": cls.__qualname__, "module": cls.__module__}
+
+
+def _encode(value, where):
+    """``value`` as JSON-able data (tagged where JSON has no type); ``where`` names it in errors."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (np.bool_, np.integer, np.floating)):
+        return value.item()
+    if isinstance(value, Module):
+        return {TAG: "module", **describe_module(value, where)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {TAG: "dataclass", **_class_fields(type(value)),
+                "fields": {f.name: _encode(getattr(value, f.name), f"{where}.{f.name}")
+                           for f in dataclasses.fields(value) if f.init}}
+    if isinstance(value, tuple):
+        return {TAG: "tuple", "items": [_encode(v, f"{where}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_encode(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value) or TAG in value:
+            raise StorageError(f"cannot store {where}: a dict argument needs string keys other "
+                               f"than {TAG!r}; got keys {list(value)}")
+        return {k: _encode(v, f"{where}[{k!r}]") for k, v in value.items()}
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return {TAG: "array", "dtype": value.dtype.name, "shape": list(value.shape),
+                "data": value.ravel().tolist()}
+    if isinstance(value, np.dtype):
+        return {TAG: "dtype", "name": value.name}
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return {TAG: "scalar_type", "name": np.dtype(value).name}
+    if isinstance(value, np.random.Generator):
+        return {TAG: "generator"}
+    raise StorageError(f"cannot store {where} = {value!r:.80}: seqattn.save keeps constructor "
+                       f"arguments that are {STORABLE}; got a {type(value).__name__}. Give the "
+                       "module JSON-able arguments (a name rather than a function, say)")
+
+
+def _decode(value, classes, where):
+    if isinstance(value, list):
+        return [_decode(v, classes, where) for v in value]
+    if not isinstance(value, dict):
+        return value
+    tag = value.get(TAG)
+    if tag is None:
+        return {k: _decode(v, classes, where) for k, v in value.items()}
+    if tag == "module":
+        return build_module(value, classes, where)
+    if tag == "dataclass":
+        cls = find_class(value, classes, where)
+        if not dataclasses.is_dataclass(cls):
+            raise ValueError(f"{where} names {cls.__qualname__} as a dataclass, which it is not")
+        return cls(**{k: _decode(v, classes, where) for k, v in value["fields"].items()})
+    if tag == "tuple":
+        return tuple(_decode(v, classes, where) for v in value["items"])
+    if tag == "array":
+        return np.array(value["data"], dtype=value["dtype"]).reshape(value["shape"])
+    if tag == "dtype":
+        return np.dtype(value["name"])
+    if tag == "scalar_type":
+        return np.dtype(value["name"]).type
+    if tag == "generator":
+        return None
+    raise ValueError(f"{where} holds a value tagged {TAG} = {tag!r}, which this seqattn does "
+                     "not know; it was written by another version")
+
+
+# ---- classes -------------------------------------------------------------------------------
+
+
+def _storable_class(cls):
+    return (issubclass(cls, Module) or dataclasses.is_dataclass(cls)
+            or callable(getattr(cls, "from_dict", None)))
+
+
+def seqattn_classes():
+    """Name -> class for every storable class defined in seqattn (modules, configs, adapters)."""
+    from . import adapters, models, nn  # noqa: F401  (importing them defines their classes)
+
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if name != "seqattn" and not name.startswith("seqattn."):
+            continue
+        for cls in vars(module).values():
+            if isinstance(cls, type) and cls.__module__ == name and _storable_class(cls):
+                found[cls.__qualname__] = cls
+    return found
+
+
+def _classes_by_name(classes):
+    classes = list(classes)
+    for cls in classes:
+        if not isinstance(cls, type):
+            raise TypeError(f"classes must be a list of classes (e.g. [MyModel, MyConfig]); got "
+                            f"{cls!r}")
+    return {**seqattn_classes(), **{cls.__qualname__: cls for cls in classes}}
+
+
+def find_class(description, classes, where):
+    """The class ``description["class"]`` names, from ``classes`` (name -> class)."""
+    name = description.get("class")
+    if name not in classes:
+        raise ValueError(f"{where} names class {name!r} (defined in module "
+                         f"{description.get('module')!r}), which is not one of seqattn's; pass "
+                         f"it to load: seqattn.load(path, classes=[{name}])")
+    return classes[name]
+
+
+# ---- modules -------------------------------------------------------------------------------
+
+
+def describe_module(module, where=None):
+    """{"class", "module", "arguments", "dtype"} of ``module``: what rebuilds it."""
+    name = type(module).__qualname__
+    where = where or name
+    arguments = {k: _encode(v, f"{where}.{k}") for k, v in module._config.items()}
+    dtype = module.dtype
+    return {**_class_fields(type(module)), "arguments": arguments,
+            "dtype": None if dtype is None else np.dtype(dtype).name}
+
+
+def _call(cls, arguments, where):
+    """``cls(...)`` from arguments by parameter name, splatting ``*args`` and ``**kwargs``."""
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]  # without self
+    unknown = set(arguments) - {p.name for p in parameters}
+    if unknown:
+        raise ValueError(f"{where} gives {cls.__qualname__} arguments {sorted(unknown)}, which "
+                         "its constructor does not take; it was saved from another version")
+    args, kwargs = [], {}
+    for p in parameters:
+        if p.name not in arguments:
+            continue
+        value = arguments[p.name]
+        if p.kind is p.VAR_POSITIONAL:
+            args.extend(value)
+        elif p.kind is p.VAR_KEYWORD:
+            kwargs.update(value)
+        elif p.kind is p.KEYWORD_ONLY:
+            kwargs[p.name] = value
+        else:
+            args.append(value)
+    return cls(*args, **kwargs)
+
+
+def build_module(description, classes, where):
+    """A module built from :func:`describe_module`'s output (weights as initialised)."""
+    cls = find_class(description, classes, where)
+    if not (isinstance(cls, type) and issubclass(cls, Module)):
+        raise ValueError(f"{where} describes a module of class {cls.__qualname__}, which is not "
+                         "a seqattn.nn.Module")
+    arguments = {k: _decode(v, classes, where) for k, v in description["arguments"].items()}
+    module = _call(cls, arguments, where)
+    dtype = description.get("dtype")
+    if dtype is not None and module.dtype is not None and np.dtype(module.dtype) != dtype:
+        module.to(dtype=np.dtype(dtype).type)
+    return module
+
+
+def write_module(path, module, weights=None, require_arguments=True):
+    """Write ``module``'s folder at ``path``: its description and ``weights`` (default: its own
+    state dict). With ``require_arguments=False`` a module whose constructor arguments cannot be
+    stored still gets its weights written, and the description says why it cannot be rebuilt
+    (a checkpoint of a user's model stays resumable with ``load_checkpoint``)."""
+    path = _folder_for_writing(path)
+    try:
+        description = {"format": FORMAT_VERSION, "kind": "module", **describe_module(module)}
+    except StorageError as error:
+        if require_arguments:
+            raise
+        description = {"format": FORMAT_VERSION, "kind": "module",
+                       **_class_fields(type(module)), "unstorable": str(error)}
+    write_arrays(path / WEIGHTS, module.state_dict() if weights is None else weights)
+    write_json(path / DESCRIPTION, description)
+
+
+def _load_module(path, description, classes, device):
+    if "unstorable" in description:
+        raise StorageError(f"{path} holds the weights of a {description['class']} whose "
+                           f"constructor arguments could not be stored ({description['unstorable']}"
+                           "); build the model yourself and load the weights with "
+                           "seqattn.train.load_checkpoint(path, model)")
+    module = build_module(description, classes, str(path / DESCRIPTION))
+    weights = path / WEIGHTS
+    if not weights.exists():
+        raise FileNotFoundError(f"{path} has a {DESCRIPTION} but no {WEIGHTS}; the folder is "
+                                "incomplete")
+    try:
+        module.load_state_dict(read_arrays(weights))
+    except (KeyError, ValueError) as error:
+        raise ValueError(f"{weights} does not fit the {description['class']} rebuilt from "
+                         f"{DESCRIPTION}: {error}") from error
+    return module if device is None else module.to(device)
+
+
+# ---- the protocol --------------------------------------------------------------------------
+
+
+def _folder_for_writing(path):
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(f"{path} is a file; seqattn.save writes a folder (config and "
+                              "weights): give a folder path")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def save(obj, path):
+    """Store ``obj`` (a seqattn.nn.Module, a task model, an adapter, a Normalizer) in the folder
+    ``path``, created if needed; files of an earlier save there are replaced."""
+    if isinstance(obj, Module):
+        write_module(path, obj)
+        return
+    if not (callable(getattr(obj, "to_dict", None))
+            and callable(getattr(type(obj), "from_dict", None))):
+        raise StorageError(f"seqattn.save stores modules (seqattn.nn.Module), task models and "
+                           f"objects with to_dict()/from_dict() (adapters, normalizers); got a "
+                           f"{type(obj).__name__}")
+    path = _folder_for_writing(path)
+    (path / WEIGHTS).unlink(missing_ok=True)
+    write_json(path / DESCRIPTION, {"format": FORMAT_VERSION, "kind": "object",
+                                    **_class_fields(type(obj)), "state": obj.to_dict()})
+
+
+def read_description(path):
+    """The checked contents of ``path``/seqattn.json."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    if not path.is_dir():
+        raise ValueError(f"{path} is a file; seqattn.load reads the folder that seqattn.save or "
+                         "fit(checkpoint=...) wrote")
+    file = path / DESCRIPTION
+    if not file.exists():
+        raise FileNotFoundError(f"{path} holds no {DESCRIPTION}, so seqattn.save or "
+                                "fit(checkpoint=...) did not write it")
+    try:
+        description = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{file} is not valid JSON ({error})") from error
+    if not isinstance(description, dict) or "format" not in description:
+        raise ValueError(f"{file} is not a seqattn description (it has no 'format')")
+    if description["format"] != FORMAT_VERSION:
+        raise ValueError(f"{file} has format {description['format']!r}; this seqattn reads "
+                         f"format {FORMAT_VERSION}")
+    if description.get("kind") not in ("module", "object"):
+        raise ValueError(f"{file} describes a {description.get('kind')!r}; expected 'module' "
+                         "or 'object'")
+    return description
+
+
+def load(path, classes=(), device=None):
+    """Rebuild what :func:`save` (or ``fit(checkpoint=path)``) stored in the folder ``path``.
+
+    ``classes``: a user's own classes the folder names (a Module subclass, its config
+    dataclass), e.g. ``load(path, classes=[MyModel])``; seqattn's own are found by name.
+    ``device``: where a module's weights go ("cpu", "cuda"); by default the CPU. A module
+    comes back in training mode, as a new one does: call ``.eval()`` to predict.
+    """
+    path = Path(path)
+    description = read_description(path)
+    known = _classes_by_name(classes)
+    if description["kind"] == "module":
+        return _load_module(path, description, known, device)
+    cls = find_class(description, known, str(path / DESCRIPTION))
+    if not callable(getattr(cls, "from_dict", None)):
+        raise ValueError(f"{path / DESCRIPTION} describes a {cls.__qualname__}, which has no "
+                         "from_dict to rebuild it")
+    return cls.from_dict(description["state"])

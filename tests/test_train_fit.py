@@ -1,11 +1,18 @@
 """The fit loop: learning N -> N (delayed copy), reproducibility, exact resumption from
-checkpoints, early stopping, callbacks, adapter batches, bad input and non-finite losses."""
+checkpoints (also on shuffled iterables), checkpoints that load as the model fit returned,
+early stopping, callbacks, generators, adapter batches (ForecastWindows' missing targets),
+coordinates, progress on and off a terminal, bad input and non-finite losses."""
+import io
+import sys
+
 import numpy as np
 import pytest
 
+import seqattn
+from seqattn.models import TokenModel
+from seqattn.nn import Module
 from seqattn.train import (SGD, Adam, AdamW, EarlyStopping, LatitudeWeightedMSELoss, MSELoss,
-                           NonFiniteLossError, WarmupCosine, evaluate, fit, load_checkpoint,
-                           load_model)
+                           NonFiniteLossError, WarmupCosine, evaluate, fit, load_checkpoint)
 from train_tasks import delayed_copy, one_numba_thread, small_token_model  # noqa: F401
 
 QUIET = dict(progress=False)
@@ -32,12 +39,17 @@ def test_token_model_learns_a_delayed_copy():
 
 
 def _short_run(tmp_path=None, epochs=3, resume=False, dropout=0.1, model=None):
+    """Dropout on, a schedule, early stopping: everything that carries state across epochs.
+    Early stopping keeps the worst epoch (mode="max": the first, as the loss falls), so that
+    its best weights differ from the last epoch's, where a resumed run must continue."""
     model = model or small_token_model(dropout=dropout)
     optimizer = AdamW(model, lr=3e-3)
+    stopper = EarlyStopping(patience=9, mode="max")
     history = fit(model, MSELoss(), optimizer, delayed_copy(64, 0), epochs=epochs,
                   batch_size=16, validation=delayed_copy(32, 1), seed=5,
-                  schedule=WarmupCosine(3e-3, 3, 12), early_stopping=EarlyStopping(patience=9),
+                  schedule=WarmupCosine(3e-3, 3, 12), early_stopping=stopper,
                   checkpoint=tmp_path, resume=resume, **QUIET)
+    assert stopper.best_epoch < len(history["loss"]) - 1 or epochs == 1
     return model, optimizer, history
 
 
@@ -48,19 +60,80 @@ def test_training_is_reproducible_with_a_seed():
     assert history_a == history_b
 
 
+def _last_weights(checkpoint):
+    """The weights a resumed run continues from."""
+    model = small_token_model()
+    state = load_checkpoint(checkpoint, model)
+    return _weights(model), state
+
+
 def test_resumed_training_ends_where_uninterrupted_training_ends(tmp_path):
-    """Dropout on, a schedule, early stopping: everything that carries state across epochs."""
-    full, full_optimizer, full_history = _short_run(epochs=4)
+    full, full_optimizer, full_history = _short_run(tmp_path / "full", epochs=4)
     _short_run(tmp_path / "run", epochs=2)
     resumed, resumed_optimizer, resumed_history = _short_run(tmp_path / "run", epochs=4,
                                                              resume=True)
     _assert_same_weights(_weights(full), _weights(resumed))
     assert resumed_history == full_history
     assert resumed_optimizer.steps == full_optimizer.steps == 16
-    state = load_checkpoint(tmp_path / "run", small_token_model())
-    assert state["epoch"] == 4 and state["model"]["type"] == "TokenModel"
-    assert state["model"]["config"]["d_model"] == 32
-    _assert_same_weights(_weights(load_model(tmp_path / "run")), _weights(resumed))
+    (full_last, _), (resumed_last, state) = (_last_weights(tmp_path / "full"),
+                                             _last_weights(tmp_path / "run"))
+    _assert_same_weights(full_last, resumed_last)
+    assert state["epoch"] == 4
+
+
+def test_the_checkpoint_loads_as_the_model_fit_returned(tmp_path):
+    """With early stopping the checkpoint holds the best weights fit restored (not the last
+    epoch's, which only resuming reads); without it, the last epoch's."""
+    x, _ = delayed_copy(8, 2)
+    model, _, _ = _short_run(tmp_path / "best", epochs=3)
+    loaded = seqattn.load(tmp_path / "best")
+    assert type(loaded) is TokenModel and loaded.config == model.config
+    np.testing.assert_array_equal(loaded.eval()(x), model.eval()(x))
+    last = small_token_model().load_state_dict(_last_weights(tmp_path / "best")[0])
+    assert not np.allclose(last.eval()(x), model.eval()(x))
+    plain = small_token_model()
+    fit(plain, MSELoss(), SGD(plain, lr=1e-2), delayed_copy(32, 0), epochs=2,
+        checkpoint=tmp_path / "plain", **QUIET)
+    np.testing.assert_array_equal(seqattn.load(tmp_path / "plain").eval()(x), plain.eval()(x))
+
+
+class ShuffledEpochs:
+    """Stands in for the adapters' shuffled iterators: each pass over it draws the next
+    epoch's order (they count their passes), ``epoch(e)`` gives epoch e's order alone."""
+
+    def __init__(self, inputs, targets, batch_size=16, seed=0):
+        self.inputs, self.targets, self.batch_size, self.seed = inputs, targets, batch_size, seed
+        self.passes = 0
+
+    def __len__(self):
+        return -(-len(self.inputs) // self.batch_size)
+
+    def epoch(self, epoch):
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.inputs))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            yield self.inputs[rows], self.targets[rows]
+
+    def __iter__(self):
+        self.passes += 1
+        return self.epoch(self.passes - 1)
+
+
+def test_resuming_on_a_shuffled_iterable_sees_the_batches_of_an_uninterrupted_run(tmp_path):
+    def run(epochs, resume=False):
+        model = small_token_model(dropout=0.1)
+        history = fit(model, MSELoss(), AdamW(model, lr=3e-3),
+                      ShuffledEpochs(*delayed_copy(48, 0)), epochs=epochs,
+                      validation=ShuffledEpochs(*delayed_copy(16, 1), seed=1),
+                      checkpoint=tmp_path / ("run" if resume or epochs == 2 else "full"),
+                      resume=resume, **QUIET)
+        return model, history
+
+    full, full_history = run(4)
+    run(2)
+    resumed, resumed_history = run(4, resume=True)
+    _assert_same_weights(_weights(full), _weights(resumed))
+    assert resumed_history == full_history
 
 
 def test_early_stopping_restores_the_best_weights_and_callbacks_can_stop():
@@ -118,11 +191,12 @@ def test_non_finite_loss_stops_without_touching_the_checkpoint(tmp_path):
     x, y = delayed_copy(64, 0)
     fit(model, MSELoss(), SGD(model, lr=1e-3), (x, y), epochs=1, checkpoint=tmp_path, **QUIET)
     saved = load_checkpoint(tmp_path, small_token_model())
-    before = (tmp_path / "model.safetensors").read_bytes()
+    files = [tmp_path / "weights.safetensors", tmp_path / "training" / "state.json"]
+    before = [f.read_bytes() for f in files]
     with pytest.raises(NonFiniteLossError, match="became (inf|nan).* no checkpoint was written"):
         fit(model, MSELoss(), SGD(model, lr=1e12), (x, y * 1e20), epochs=3, checkpoint=tmp_path,
             resume=True, **QUIET)
-    assert (tmp_path / "model.safetensors").read_bytes() == before and saved["epoch"] == 1
+    assert [f.read_bytes() for f in files] == before and saved["epoch"] == 1
     assert all(np.isfinite(w).all() for w in model.state_dict().values())
 
 

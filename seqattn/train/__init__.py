@@ -1,6 +1,6 @@
 """Training: losses, optimizers, schedules, clipping, the fit loop and checkpoints."""
 from .batches import ArrayBatches, IterableBatches, TrainingBatch
-from .checkpoints import load_checkpoint, load_model, save_checkpoint
+from .checkpoints import has_checkpoint, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
 from .early_stopping import EarlyStopping
 from .fit import FitState, NonFiniteLossError, evaluate, fit
@@ -13,5 +13,5 @@ __all__ = [
     "Adam", "AdamW", "ArrayBatches", "BCEWithLogitsLoss", "CrossEntropyLoss", "EarlyStopping",
     "FitState", "HuberLoss", "IterableBatches", "LatitudeWeightedMSELoss", "MAELoss", "MSELoss",
     "NonFiniteLossError", "SGD", "StepDecay", "TrainingBatch", "WarmupCosine", "clip_factor",
-    "evaluate", "fit", "global_grad_norm", "load_checkpoint", "load_model", "save_checkpoint",
+    "evaluate", "fit", "global_grad_norm", "has_checkpoint", "load_checkpoint", "save_checkpoint",
 ]

@@ -1,11 +1,25 @@
 """What the fit loop trains on: mini-batches cut from arrays, or any iterable of batches.
 
 A :class:`TrainingBatch` holds host arrays: ``inputs`` (B, N, F) tokens (or (B, N) integer ids),
-``targets`` of the task's shape, an optional ``key_padding_mask`` (B, N) (True = padded) and
-optional per-token ``coords`` (what latitude-weighted losses read). An iterable may yield
-TrainingBatch objects, tuples (inputs, targets[, key_padding_mask]), dicts with those keys, or
-(adapter Batch, targets) pairs, so the xarray adapters plug in directly (recognised by their
-``tokens`` and ``key_padding_mask``: the adapters sit above this layer and are not imported).
+``targets`` of the task's shape (NaN where a target is missing), an optional
+``key_padding_mask`` (B, N) (True = padded) and per-token ``coords``, name -> (B, N) float64
+(passed to models that take ``coords``, and read by latitude-weighted losses).
+
+Items an iterable may yield: TrainingBatch objects, tuples (inputs, targets[, key_padding_mask]),
+dicts with those keys (and ``coords``), adapter batches that carry their targets (ForecastWindows:
+a target that is False in ``target_valid`` becomes NaN, which NaN-aware losses skip), and
+(adapter batch, targets) pairs (a BatchIterator's batches hold inputs only). Adapter batches
+are recognised by their ``tokens``, ``key_padding_mask``, ``coords`` and ``targets``: the
+adapters sit above this layer and are not imported.
+
+Where the batches of epoch e come from (:class:`IterableBatches`):
+
+* ``data.epoch(e)`` when ``data`` has that method (the adapters' shuffled iterators, whose order
+  depends on (seed, e) only), so a resumed run sees the same batches as an uninterrupted one;
+* a new pass over ``data`` when it can be iterated again (a list, an iterator object);
+* ``data()`` when ``data`` is a callable that returns a fresh iterable (a generator function);
+* a one-shot iterator (a generator object) serves one epoch; asking it for another is an error
+  that says to pass the callable instead.
 """
 from dataclasses import dataclass, field
 
@@ -23,6 +37,20 @@ class TrainingBatch:
         return len(self.inputs)
 
 
+def _is_adapter_batch(item):
+    return all(hasattr(item, name) for name in ("tokens", "key_padding_mask", "coords",
+                                                "targets"))
+
+
+def _targets_with_gaps(batch):
+    """An adapter batch's targets with the missing ones (False in ``target_valid``) as NaN."""
+    valid = getattr(batch, "target_valid", None)
+    if valid is None:
+        return batch.targets
+    targets = np.asarray(batch.targets)
+    return np.where(valid, targets, np.asarray(np.nan, dtype=targets.dtype))
+
+
 def as_training_batch(item):
     """A TrainingBatch from one item of a user's iterable (see the module docstring)."""
     if isinstance(item, TrainingBatch):
@@ -33,15 +61,41 @@ def as_training_batch(item):
             raise ValueError(f"a batch dict needs 'inputs' and 'targets' (optionally "
                              f"'key_padding_mask', 'coords'); got keys {sorted(item)}")
         return TrainingBatch(**item)
-    if (isinstance(item, (tuple, list)) and len(item) == 2 and hasattr(item[0], "tokens")
-            and hasattr(item[0], "key_padding_mask")):
+    if _is_adapter_batch(item):
+        if item.targets is None:
+            raise ValueError("an adapter batch without targets (a BatchIterator's batches hold "
+                             "inputs only): yield (batch, targets) pairs, or use "
+                             "ForecastWindows, whose batches carry their targets")
+        return TrainingBatch(item.tokens, _targets_with_gaps(item), item.key_padding_mask,
+                             dict(item.coords))
+    if isinstance(item, (tuple, list)) and len(item) == 2 and _is_adapter_batch(item[0]):
         batch, targets = item
         return TrainingBatch(batch.tokens, targets, batch.key_padding_mask, dict(batch.coords))
     if isinstance(item, (tuple, list)) and len(item) in (2, 3):
         return TrainingBatch(*item)
     raise TypeError(f"a batch must be a TrainingBatch, a tuple (inputs, targets[, "
-                    f"key_padding_mask]), a dict or an (adapter Batch, targets) pair; got "
-                    f"{type(item).__name__}")
+                    f"key_padding_mask]), a dict, an adapter batch with targets or an (adapter "
+                    f"batch, targets) pair; got {type(item).__name__}")
+
+
+def length_of(obj):
+    """len(obj), or None when it has none (a generator; an object whose __len__ says None)."""
+    try:
+        return len(obj)
+    except TypeError:
+        return None
+
+
+class Epoch:
+    """One epoch's batches: iterating gives TrainingBatch objects; ``total`` is their number,
+    or None when the source cannot tell (a generator)."""
+
+    def __init__(self, items, total):
+        self.items, self.total = items, total
+
+    def __iter__(self):
+        for item in self.items:
+            yield as_training_batch(item)
 
 
 class ArrayBatches:
@@ -69,6 +123,9 @@ class ArrayBatches:
         return -(-len(self.inputs) // self.batch_size)
 
     def epoch(self, epoch):
+        return Epoch(self._batches(epoch), len(self))
+
+    def _batches(self, epoch):
         order = np.arange(len(self.inputs))
         if self.shuffle:
             order = np.random.default_rng([self.seed, epoch]).permutation(order)
@@ -82,29 +139,43 @@ class ArrayBatches:
 
 
 class IterableBatches:
-    """A re-iterable of batches (a list, a BatchIterator, a generator function's result for one
-    epoch only) seen as the same interface as :class:`ArrayBatches`."""
+    """A user's iterable (or callable returning one) seen through the interface of
+    :class:`ArrayBatches`; ``name`` ("data", "validation") names it in errors."""
 
-    def __init__(self, iterable):
-        self.iterable = iterable
-
-    def __len__(self):
-        return len(self.iterable) if hasattr(self.iterable, "__len__") else None
+    def __init__(self, source, name="data"):
+        self.source, self.name = source, name
+        self.one_shot = hasattr(source, "__next__") and iter(source) is source
+        self.epochs_served = 0
 
     def epoch(self, epoch):
-        for item in self.iterable:
-            yield as_training_batch(item)
+        source = self.source
+        if callable(getattr(source, "epoch", None)):
+            items = source.epoch(epoch)
+            total = length_of(items)
+            return Epoch(items, length_of(source) if total is None else total)
+        if self.one_shot and self.epochs_served:
+            raise ValueError(f"{self.name} is an iterator (a generator, say), which one epoch used "
+                             f"up; for several epochs pass a callable that returns a fresh one "
+                             f"(the generator function itself, or lambda: make_batches()), or a "
+                             f"list")
+        self.epochs_served += 1
+        items = source() if callable(source) and not hasattr(source, "__iter__") else source
+        if not hasattr(items, "__iter__"):
+            raise TypeError(f"{self.name} is a callable, so it should return an iterable of "
+                            f"batches; it returned a {type(items).__name__}")
+        return Epoch(items, length_of(items))
 
 
-def as_batches(data, batch_size=32, shuffle=True, seed=0):
+def as_batches(data, batch_size=32, shuffle=True, seed=0, name="data"):
     """ArrayBatches for a tuple of arrays (inputs, targets[, key_padding_mask]), else
-    IterableBatches over ``data``."""
+    IterableBatches over ``data`` (an iterable of batches or a callable returning one)."""
     if isinstance(data, (ArrayBatches, IterableBatches)):
         return data
     if isinstance(data, tuple) and len(data) in (2, 3) and all(
             isinstance(a, np.ndarray) or a is None for a in data):
         return ArrayBatches(*data, batch_size=batch_size, shuffle=shuffle, seed=seed)
-    if not hasattr(data, "__iter__"):
-        raise TypeError(f"data must be a tuple of arrays (inputs, targets[, key_padding_mask]) "
-                        f"or an iterable of batches, got {type(data).__name__}")
-    return IterableBatches(data)
+    if not (hasattr(data, "__iter__") or callable(data)):
+        raise TypeError(f"{name} must be a tuple of arrays (inputs, targets[, "
+                        f"key_padding_mask]), an iterable of batches or a callable returning one; "
+                        f"got {type(data).__name__}")
+    return IterableBatches(data, name)

@@ -5,17 +5,20 @@ gradient norm (for clipping, and to refuse non-finite gradients), the learning r
 schedule, the optimizer step. Each epoch ends with validation, early stopping, the checkpoint
 and the callbacks. Models that condition on their targets (an encoder-decoder trained with
 teacher forcing, ``teacher_forced = True``) are called ``model(inputs, targets, ...)``, every
-other model ``model(inputs, ...)``; ``key_padding_mask=`` is passed when a batch has one.
+other model ``model(inputs, ...)``; ``key_padding_mask=`` is passed when a batch has one, and
+``coords=`` (the batch's per-token coordinates, name -> (B, N) float64 host arrays) when it has
+some and the model's ``forward`` takes a ``coords`` parameter, so user models without one work.
 """
+import inspect
 import math
-from pathlib import Path
+import sys
 
 import numpy as np
 
 from ..backend import CPU
 from ..nn.placement import moved
 from .batches import as_batches
-from .checkpoints import load_checkpoint, save_checkpoint
+from .checkpoints import has_checkpoint, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
 
 
@@ -45,9 +48,10 @@ def _host_batch(batch, loss, dtype, where):
         inputs = inputs.astype(dtype, copy=False)
     if np.issubdtype(targets.dtype, np.floating):
         if not loss.skips_nan and np.isnan(targets).any():
-            raise ValueError(f"targets contain NaN ({where}) but {type(loss).__name__} does not "
-                             "skip them; use its NaN-aware form (skip_nan=True) to ignore "
-                             "missing targets")
+            raise ValueError(f"targets contain NaN ({where}: missing values, or False in an "
+                             f"adapter batch's target_valid) but {type(loss).__name__} does not "
+                             "skip them; use its NaN-aware form (skip_nan=True), so that missing "
+                             "targets count for nothing")
         targets = targets.astype(dtype, copy=False)
     mask = batch.key_padding_mask
     if mask is not None:
@@ -58,19 +62,37 @@ def _host_batch(batch, loss, dtype, where):
     return inputs, targets, mask
 
 
-def _forward(model, inputs, targets, mask, device):
+def takes_coords(model):
+    """Whether ``model.forward`` has a ``coords`` parameter (asked once per fit or evaluate)."""
+    try:
+        return "coords" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):  # a forward without a signature (a builtin)
+        return False
+
+
+def _batch_loss(model, loss, batch, where, pass_coords):
+    """Forward ``batch`` through ``model`` and the loss: (loss value, prediction, host targets)."""
+    inputs, targets, mask = _host_batch(batch, loss, model.dtype, where)
+    device = model.device
     inputs = moved(np.ascontiguousarray(inputs), device)
-    targets = moved(np.ascontiguousarray(targets), device)
+    targets_on_device = moved(np.ascontiguousarray(targets), device)
     kwargs = {} if mask is None else {"key_padding_mask": moved(mask, device)}
+    if pass_coords and batch.coords:
+        kwargs["coords"] = batch.coords
     if getattr(model, "teacher_forced", False):
-        return model(inputs, targets, **kwargs), targets
-    return model(inputs, **kwargs), targets
+        pred = model(inputs, targets_on_device, **kwargs)
+    else:
+        pred = model(inputs, **kwargs)
+    return loss(pred, targets_on_device, batch.coords), pred, targets
 
 
 def evaluate(model, loss, data, metrics=None, batch_size=32):
-    """Mean loss (weighted exactly as one big batch would be) and metrics over ``data``, in
-    evaluation mode. ``metrics``: name -> f(pred, target) on host arrays, averaged over samples."""
-    batches = as_batches(data, batch_size=batch_size, shuffle=False)
+    """Mean loss (weighted exactly as one big batch would be) and metrics over ``data`` (as
+    ``fit``'s ``validation``), in evaluation mode. ``metrics``: name -> f(pred, target) on host
+    arrays, averaged over samples. An iterable with ``epoch(e)`` is read as ``epoch(0)``, so
+    every evaluation sees the same order."""
+    batches = as_batches(data, batch_size=batch_size, shuffle=False, name="validation")
+    pass_coords = takes_coords(model)
     metrics = metrics or {}
     was_training = model.training
     model.eval()
@@ -78,16 +100,15 @@ def evaluate(model, loss, data, metrics=None, batch_size=32):
     sums = {name: 0.0 for name in metrics}
     try:
         for i, batch in enumerate(batches.epoch(0)):
-            inputs, targets, mask = _host_batch(batch, loss, model.dtype, f"validation batch {i}")
-            pred, targets_on_device = _forward(model, inputs, targets, mask, model.device)
-            value = loss(pred, targets_on_device, batch.coords)
+            value, pred, targets = _batch_loss(model, loss, batch, f"validation batch {i}",
+                                               pass_coords)
             total += value * loss.weight_sum
             weight += loss.weight_sum
-            samples += len(inputs)
+            samples += len(targets)
             if metrics:
                 pred_host = moved(pred, CPU)
                 for name, metric in metrics.items():
-                    sums[name] += metric(pred_host, targets) * len(inputs)
+                    sums[name] += metric(pred_host, targets) * len(targets)
     finally:
         model.train(was_training)
     if samples == 0:
@@ -97,10 +118,67 @@ def evaluate(model, loss, data, metrics=None, batch_size=32):
     return logs
 
 
-def _progress(total, desc, enabled):
-    from tqdm.auto import tqdm
+class EpochProgress:
+    """What one epoch shows. On a terminal (stderr is a tty) a tqdm bar that counts batches
+    (without a total when the data cannot tell its length) and stays as the epoch's line with
+    its logs; elsewhere (a log file, a notebook, a pipe) exactly one printed line per epoch,
+    when it ends, so that logs get no carriage-return floods. Nothing when not ``enabled``."""
 
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=False)
+    def __init__(self, enabled, epoch, epochs, total):
+        self.enabled = enabled
+        self.title = f"epoch {epoch + 1}/{epochs}"
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.title, file=sys.stderr, leave=True,
+                            dynamic_ncols=True)
+
+    def step(self, mean_loss):
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{mean_loss:.4g}", refresh=False)
+            self.bar.update(1)
+
+    def close(self, logs=None):
+        """End the epoch, showing ``logs``; without logs (an error) just end the bar."""
+        summary = None if logs is None else ", ".join(f"{k} {v:.4g}" for k, v in logs.items())
+        if self.bar is not None:
+            if summary is not None:
+                self.bar.set_postfix_str(summary, refresh=False)
+            self.bar.close()
+        elif self.enabled and summary is not None:
+            print(f"{self.title}: {summary}", flush=True)
+
+
+def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_grad_norm,
+                 pass_coords, display):
+    """One epoch of steps; returns its mean loss (weighted as one big batch would be)."""
+    parameters = [p for _, p in optimizer.params]
+    total = weight = 0.0
+    steps = 0
+    for i, batch in enumerate(epoch_batches):
+        where = f"epoch {epoch + 1}, batch {i}"
+        value, _, _ = _batch_loss(model, loss, batch, where, pass_coords)
+        optimizer.zero_grad()
+        model.backward(loss.backward())
+        norm = global_grad_norm(parameters)
+        if not (math.isfinite(value) and math.isfinite(norm)):
+            raise NonFiniteLossError(
+                f"the {'loss' if not math.isfinite(value) else 'gradient norm'} became "
+                f"{value if not math.isfinite(value) else norm} at {where} (lr "
+                f"{optimizer.lr:.3g}); training stopped before applying that step, and "
+                "no checkpoint was written with it. Lower the learning rate, add a warmup "
+                "schedule or clip_grad_norm.")
+        if schedule is not None:
+            optimizer.lr = schedule(optimizer.steps)
+        optimizer.step(1.0 if clip_grad_norm is None else clip_factor(norm, clip_grad_norm))
+        total += value * loss.weight_sum
+        weight += loss.weight_sum
+        steps += 1
+        display.step(total / weight if weight else 0.0)
+    if steps == 0:
+        raise ValueError(f"the training data is empty (no batch in epoch {epoch + 1})")
+    return total / weight if weight else 0.0
 
 
 def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, seed=0,
@@ -113,70 +191,54 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
     ----------
     data, validation : a tuple of arrays (inputs, targets[, key_padding_mask]) cut into
         mini-batches of ``batch_size`` (shuffled per epoch from ``seed`` when ``shuffle``), or
-        any re-iterable of batches (see ``seqattn.train.batches``).
+        batches from elsewhere (see ``seqattn.train.batches`` for every form): a list, an
+        adapter iterator (``ForecastWindows``; a ``BatchIterator``'s batches paired with
+        targets), anything with ``epoch(e)`` (read for epoch e, so a resumed run sees the
+        batches an uninterrupted one sees), a callable returning a fresh iterable each epoch,
+        or a generator, which serves one epoch only (epoch 2 is an error that says so).
     metrics : name -> f(pred, target) on host arrays, computed on the validation data.
     schedule : step -> learning rate (``WarmupCosine``, ``StepDecay``), evaluated at the
         optimizer's step count before every step.
     clip_grad_norm : scale gradients whose global L2 norm exceeds this value.
     early_stopping : an :class:`EarlyStopping`; its best weights are restored at the end.
     callbacks : callables ``f(state)`` run after each epoch with a :class:`FitState`.
-    checkpoint : a folder written after every epoch; with ``resume`` an existing checkpoint
-        there is loaded first and training continues from its epoch, ending exactly where an
-        uninterrupted run ends.
+    checkpoint : a folder written after every epoch. ``seqattn.load(checkpoint)`` gives the
+        model as fit would return it at that point (with early stopping's best weights when
+        it keeps some); with ``resume`` an existing checkpoint there is loaded first and
+        training continues from its last epoch, ending exactly where an uninterrupted run ends.
+    progress : on a terminal a bar per epoch, elsewhere one line per epoch; False: silent.
 
     Raises :class:`NonFiniteLossError` when the loss or the gradients stop being finite; the
     step that made them is not applied and no checkpoint is written.
     """
     batches = as_batches(data, batch_size=batch_size, shuffle=shuffle, seed=seed)
+    if validation is not None:
+        validation = as_batches(validation, batch_size=batch_size, shuffle=False,
+                                name="validation")
+    pass_coords = takes_coords(model)
     history = {"loss": [], "lr": []}
     start_epoch = 0
-    if checkpoint is not None and resume and (Path(checkpoint) / "state.json").exists():
+    if checkpoint is not None and resume and has_checkpoint(checkpoint):
         state = load_checkpoint(checkpoint, model, optimizer, early_stopping)
         start_epoch, history = state["epoch"], state["history"]
     fit_state = FitState(model, optimizer, history)
-    parameters = [p for _, p in optimizer.params]
     model.train()
     for epoch in range(start_epoch, epochs):
-        bar = _progress(len(batches) if hasattr(batches, "__len__") else None,
-                        f"epoch {epoch + 1}/{epochs}", progress)
-        total = weight = 0.0
-        steps_in_epoch = 0
-        for i, batch in enumerate(batches.epoch(epoch)):
-            where = f"epoch {epoch + 1}, batch {i}"
-            inputs, targets, mask = _host_batch(batch, loss, model.dtype, where)
-            pred, targets_on_device = _forward(model, inputs, targets, mask, model.device)
-            value = loss(pred, targets_on_device, batch.coords)
-            optimizer.zero_grad()
-            model.backward(loss.backward())
-            norm = global_grad_norm(parameters)
-            if not (math.isfinite(value) and math.isfinite(norm)):
-                bar.close()
-                raise NonFiniteLossError(
-                    f"the {'loss' if not math.isfinite(value) else 'gradient norm'} became "
-                    f"{value if not math.isfinite(value) else norm} at {where} (lr "
-                    f"{optimizer.lr:.3g}); training stopped before applying that step, and "
-                    "no checkpoint was written with it. Lower the learning rate, add a warmup "
-                    "schedule or clip_grad_norm.")
-            if schedule is not None:
-                optimizer.lr = schedule(optimizer.steps)
-            optimizer.step(1.0 if clip_grad_norm is None else clip_factor(norm, clip_grad_norm))
-            total += value * loss.weight_sum
-            weight += loss.weight_sum
-            steps_in_epoch += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{total / weight if weight else 0.0:.4g}")
-        bar.close()
-        if steps_in_epoch == 0:
-            raise ValueError(f"the training data is empty (no batch in epoch {epoch + 1})")
-        logs = {"loss": total / weight if weight else 0.0, "lr": optimizer.lr}
-        if validation is not None:
-            val = evaluate(model, loss, validation, metrics, batch_size)
-            logs.update({f"val_{k}": v for k, v in val.items()})
+        epoch_batches = batches.epoch(epoch)
+        display = EpochProgress(progress, epoch, epochs, epoch_batches.total)
+        try:
+            logs = {"loss": _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule,
+                                         clip_grad_norm, pass_coords, display),
+                    "lr": optimizer.lr}
+            if validation is not None:
+                val = evaluate(model, loss, validation, metrics, batch_size)
+                logs.update({f"val_{k}": v for k, v in val.items()})
+        except BaseException:
+            display.close()
+            raise
         for key, value in logs.items():
             history.setdefault(key, []).append(value)
-        if progress:
-            print(f"epoch {epoch + 1}/{epochs}: " +
-                  ", ".join(f"{k} {v:.4g}" for k, v in logs.items()))
+        display.close(logs)
         stop = early_stopping is not None and early_stopping.update(epoch, logs, model)
         if checkpoint is not None:
             save_checkpoint(checkpoint, model, optimizer, epoch + 1, history, early_stopping)

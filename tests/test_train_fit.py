@@ -155,8 +155,8 @@ def test_early_stopping_restores_the_best_weights_and_callbacks_can_stop():
 
 
 def test_iterables_of_batches_nan_targets_and_progress(capsys):
-    """A list of tuples and dicts works like arrays; NaN targets are skipped by skip_nan; the
-    progress bar goes to stderr and a summary line per epoch to stdout."""
+    """A list of tuples and dicts works like arrays; NaN targets are skipped by skip_nan; off
+    a terminal a summary line per epoch goes to stdout."""
     x, y = delayed_copy(32, 0)
     y[:, :2] = np.nan
     batches = [(x[:16], y[:16]), {"inputs": x[16:], "targets": y[16:]}]
@@ -218,3 +218,120 @@ def test_adapter_batches_plug_in_with_latitude_weights():
     history = fit(model, LatitudeWeightedMSELoss(skip_nan=True), Adam(model, lr=3e-3), pairs,
                   epochs=4, **QUIET)
     assert np.isfinite(history["loss"]).all() and history["loss"][-1] < history["loss"][0]
+
+
+def _batches_of(x, y, size=8):
+    """A generator function: each call yields (inputs, targets) batches anew."""
+    def batches():
+        for start in range(0, len(x), size):
+            yield x[start:start + size], y[start:start + size]
+    return batches
+
+
+def test_generators_serve_one_epoch_and_callables_every_epoch():
+    x, y = delayed_copy(32, 0)
+    batches = _batches_of(x, y)
+    from_callable, from_list = small_token_model(), small_token_model()
+    fit(from_callable, MSELoss(), SGD(from_callable, lr=1e-2), batches, epochs=2, **QUIET)
+    fit(from_list, MSELoss(), SGD(from_list, lr=1e-2), list(batches()), epochs=2, **QUIET)
+    _assert_same_weights(_weights(from_callable), _weights(from_list))
+    model = small_token_model()
+    fit(model, MSELoss(), SGD(model, lr=1e-2), batches(), validation=batches(), **QUIET)
+    with pytest.raises(ValueError, match=r"data is an iterator .* one epoch used up; for several "
+                                         r"epochs pass a callable"):
+        fit(model, MSELoss(), SGD(model, lr=1e-2), batches(), epochs=2, **QUIET)
+    with pytest.raises(ValueError, match="validation is an iterator"):
+        fit(model, MSELoss(), SGD(model, lr=1e-2), batches, validation=batches(), epochs=2,
+            **QUIET)
+    with pytest.raises(TypeError, match="data is a callable, so it should return an iterable"):
+        fit(model, MSELoss(), SGD(model, lr=1e-2), lambda: 3, **QUIET)
+
+
+def test_progress_off_a_terminal_is_one_line_per_epoch(capsys):
+    x, y = delayed_copy(32, 0)
+    model = small_token_model()
+    fit(model, MSELoss(), SGD(model, lr=1e-2), _batches_of(x, y), epochs=3,
+        validation=(x[:8], y[:8]))
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 3 and err == "" and "\r" not in out
+    for epoch, line in enumerate(lines, 1):
+        assert line.startswith(f"epoch {epoch}/3: loss ") and ", val_loss " in line
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("sized", [True, False])
+def test_progress_on_a_terminal_is_a_bar_per_epoch(sized, monkeypatch, capsys):
+    """A list has a length, so the bar shows 4/4; a generator function's batches are counted
+    without a total."""
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    x, y = delayed_copy(32, 0)
+    batches = _batches_of(x, y)
+    model = small_token_model()
+    fit(model, MSELoss(), SGD(model, lr=1e-2), list(batches()) if sized else batches, epochs=2)
+    bars = terminal.getvalue()
+    assert "\r" in bars and "epoch 1/2" in bars and "epoch 2/2" in bars
+    assert ("4/4" in bars) == sized and ("4it" in bars) == (not sized)
+    assert "lr " in bars.rsplit("epoch 2/2", 1)[1]  # the epoch's line ends with its logs
+    assert capsys.readouterr().out == ""
+
+
+def _forecast_windows(**options):
+    from adapters_helpers import make_grid
+    from seqattn.adapters import ForecastWindows, GridAdapter
+
+    ds = make_grid(time=10, lat=4, lon=4, nan_fraction=0.2, static=False, dtype="float32")
+    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}).fit(ds)
+    return ForecastWindows(ds, adapter, leads=[1, 2], history=1, batch_size=4, **options)
+
+
+def test_forecast_windows_train_with_missing_targets_counting_for_nothing():
+    windows = _forecast_windows(shuffle=True, seed=0)
+    batches = list(windows)
+    assert not all(b.target_valid.all() for b in batches)
+    model = small_token_model(in_features=batches[0].tokens.shape[-1],
+                              out_features=batches[0].targets.shape[-1],
+                              max_len=batches[0].tokens.shape[1])
+    history = fit(model, MSELoss(skip_nan=True), Adam(model, lr=3e-3), windows, epochs=3,
+                  validation=windows, **QUIET)
+    assert np.isfinite(history["val_loss"]).all() and history["loss"][-1] < history["loss"][0]
+    model.eval()
+    squares = [((model(b.tokens, key_padding_mask=b.key_padding_mask) - b.targets) ** 2)[
+        b.target_valid] for b in batches]
+    np.testing.assert_allclose(evaluate(model, MSELoss(skip_nan=True), batches)["loss"],
+                               np.concatenate(squares).mean(), rtol=1e-5)
+    with pytest.raises(ValueError, match=r"targets contain NaN .*target_valid.*\(skip_nan=True\)"):
+        fit(model, MSELoss(), Adam(model), windows, **QUIET)
+
+
+class CoordsModel(Module):
+    """A user's model whose forward takes coords: it records what it was given."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = small_token_model(max_len=16)
+        self.seen = []
+
+    def forward(self, tokens, key_padding_mask=None, coords=None):
+        self.seen.append(coords)
+        return self.inner(tokens, key_padding_mask)
+
+    def backward(self, dout):
+        return self.inner.backward(dout)
+
+
+def test_coords_reach_models_whose_forward_takes_them():
+    x, y = delayed_copy(8, 0)
+    time = np.arange(8 * 12, dtype=np.float64).reshape(8, 12)
+    model = CoordsModel()
+    batches = [{"inputs": x, "targets": y, "coords": {"time": time}}]
+    fit(model, MSELoss(), SGD(model, lr=1e-2), batches, **QUIET)
+    evaluate(model, MSELoss(), batches)
+    assert len(model.seen) == 2 and all(seen["time"] is time for seen in model.seen)
+    fit(model, MSELoss(), SGD(model, lr=1e-2), (x, y), **QUIET)
+    assert model.seen[-1] is None  # array data has no coordinates

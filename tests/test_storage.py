@@ -1,7 +1,8 @@
 """seqattn.save / seqattn.load: every kind of object comes back as the same class with the same
 outputs (layers, containers, nested modules, task models, a float64 copy, a user's module,
 adapters with their normalizer), and wrong files or unstorable arguments get clear errors.
-(Training checkpoints are tested with the fit loop, in test_train_fit.py.)"""
+(Training checkpoints are tested with the fit loop, in test_train_fit.py, except that of a
+model that cannot be rebuilt.)"""
 import json
 
 import numpy as np
@@ -120,6 +121,19 @@ def test_unstorable_arguments_and_objects_are_named(tmp_path):
         seqattn.save(WithAFunction(2), tmp_path / "bad")
     with pytest.raises(StorageError, match="seqattn.save stores modules .* got a dict"):
         seqattn.save({"a": 1}, tmp_path / "bad")
+
+
+def test_a_checkpoint_of_an_unstorable_model_is_resumable_but_says_why_it_cannot_load(tmp_path):
+    from seqattn.train import SGD, load_checkpoint, save_checkpoint
+
+    model = _perturbed(WithAFunction(2))
+    save_checkpoint(tmp_path / "run", model, SGD(model, lr=0.1), epoch=1)
+    with pytest.raises(StorageError, match="constructor arguments could not be stored .*"
+                                           "activation.*load_checkpoint"):
+        seqattn.load(tmp_path / "run")
+    again = WithAFunction(2)
+    assert load_checkpoint(tmp_path / "run", again)["epoch"] == 1
+    np.testing.assert_array_equal(again.linear.weight.data, model.linear.weight.data)
 
 
 def test_wrong_or_unknown_files_get_clear_errors(tmp_path):

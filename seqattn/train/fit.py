@@ -11,7 +11,6 @@ some and the model's ``forward`` takes a ``coords`` parameter, so user models wi
 """
 import inspect
 import math
-import sys
 
 import numpy as np
 
@@ -20,6 +19,7 @@ from ..nn.placement import moved
 from .batches import as_batches
 from .checkpoints import has_checkpoint, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
+from .progress import EpochProgress
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -116,38 +116,6 @@ def evaluate(model, loss, data, metrics=None, batch_size=32):
     logs = {"loss": total / weight if weight else 0.0}
     logs.update({name: s / samples for name, s in sums.items()})
     return logs
-
-
-class EpochProgress:
-    """What one epoch shows. On a terminal (stderr is a tty) a tqdm bar that counts batches
-    (without a total when the data cannot tell its length) and stays as the epoch's line with
-    its logs; elsewhere (a log file, a notebook, a pipe) exactly one printed line per epoch,
-    when it ends, so that logs get no carriage-return floods. Nothing when not ``enabled``."""
-
-    def __init__(self, enabled, epoch, epochs, total):
-        self.enabled = enabled
-        self.title = f"epoch {epoch + 1}/{epochs}"
-        self.bar = None
-        if enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, desc=self.title, file=sys.stderr, leave=True,
-                            dynamic_ncols=True)
-
-    def step(self, mean_loss):
-        if self.bar is not None:
-            self.bar.set_postfix(loss=f"{mean_loss:.4g}", refresh=False)
-            self.bar.update(1)
-
-    def close(self, logs=None):
-        """End the epoch, showing ``logs``; without logs (an error) just end the bar."""
-        summary = None if logs is None else ", ".join(f"{k} {v:.4g}" for k, v in logs.items())
-        if self.bar is not None:
-            if summary is not None:
-                self.bar.set_postfix_str(summary, refresh=False)
-            self.bar.close()
-        elif self.enabled and summary is not None:
-            print(f"{self.title}: {summary}", flush=True)
 
 
 def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_grad_norm,

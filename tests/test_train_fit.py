@@ -218,6 +218,9 @@ def test_adapter_batches_plug_in_with_latitude_weights():
     history = fit(model, LatitudeWeightedMSELoss(skip_nan=True), Adam(model, lr=3e-3), pairs,
                   epochs=4, **QUIET)
     assert np.isfinite(history["loss"]).all() and history["loss"][-1] < history["loss"][0]
+    with pytest.raises(ValueError, match="an adapter batch without targets .* yield "
+                                         r"\(batch, targets\) pairs"):
+        fit(model, LatitudeWeightedMSELoss(skip_nan=True), Adam(model), iterator, **QUIET)
 
 
 def _batches_of(x, y, size=8):

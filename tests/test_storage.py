@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import seqattn
-from seqattn import nn
+from seqattn import autodiff, nn
 from seqattn.models import (Seq2SeqConfig, Seq2SeqModel, SequenceModel, SequenceModelConfig,
                             TokenModel, TokenModelConfig)
 from seqattn.storage import StorageError
@@ -94,7 +94,7 @@ class TwoHeads(nn.Module):
         self.second = nn.Linear(features, widths[1], dtype=dtype, seed=2)
 
     def forward(self, x):
-        return np.concatenate([self.first(x), self.second(x)], axis=-1)
+        return autodiff.concat([self.first(x), self.second(x)], axis=-1)
 
 
 def test_a_users_module_loads_when_its_class_is_given(tmp_path):

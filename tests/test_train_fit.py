@@ -324,9 +324,6 @@ class CoordsModel(Module):
         self.seen.append(coords)
         return self.inner(tokens, key_padding_mask)
 
-    def backward(self, dout):
-        return self.inner.backward(dout)
-
 
 def test_coords_reach_models_whose_forward_takes_them():
     x, y = delayed_copy(8, 0)

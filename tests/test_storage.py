@@ -42,6 +42,11 @@ MODULES = {
     "TransformerEncoder holding a layer": (_encoder, lambda: (_floats(2, 5, 8),)),
     "TokenModel": (lambda: TokenModel(TokenModelConfig(in_features=2, out_features=3, **TINY)),
                    lambda: (_floats(2, 5, 2),)),
+    "TokenModel with coordinates, RoPE, causal": (
+        lambda: TokenModel(TokenModelConfig(in_features=2, coordinates=("latlon",),
+                                            positions="rope", causal=True, **TINY)),
+        lambda: (_floats(2, 5, 2), None, {"lat": RNG.uniform(-90, 90, (2, 5)),
+                                          "lon": RNG.uniform(0, 360, (2, 5))})),
     "SequenceModel": (lambda: SequenceModel(SequenceModelConfig(
         vocab_size=6, out_features=2, pooling="attention", **TINY)), lambda: (_ids(2, 5),)),
     "Seq2SeqModel": (lambda: Seq2SeqModel(Seq2SeqConfig(

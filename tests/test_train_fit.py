@@ -294,18 +294,19 @@ def _forecast_windows(**options):
 
 
 def test_forecast_windows_train_with_missing_targets_counting_for_nothing():
+    """The model encodes the windows' lat/lon and lead coordinates, which fit passes."""
     windows = _forecast_windows(shuffle=True, seed=0)
     batches = list(windows)
     assert not all(b.target_valid.all() for b in batches)
     model = small_token_model(in_features=batches[0].tokens.shape[-1],
                               out_features=batches[0].targets.shape[-1],
-                              max_len=batches[0].tokens.shape[1])
+                              max_len=batches[0].tokens.shape[1], coordinates=("latlon", "lead"))
     history = fit(model, MSELoss(skip_nan=True), Adam(model, lr=3e-3), windows, epochs=3,
                   validation=windows, **QUIET)
     assert np.isfinite(history["val_loss"]).all() and history["loss"][-1] < history["loss"][0]
     model.eval()
-    squares = [((model(b.tokens, key_padding_mask=b.key_padding_mask) - b.targets) ** 2)[
-        b.target_valid] for b in batches]
+    squares = [((model(b.tokens, key_padding_mask=b.key_padding_mask, coords=b.coords)
+                 - b.targets) ** 2)[b.target_valid] for b in batches]
     np.testing.assert_allclose(evaluate(model, MSELoss(skip_nan=True), batches)["loss"],
                                np.concatenate(squares).mean(), rtol=1e-5)
     with pytest.raises(ValueError, match=r"targets contain NaN .*target_valid.*\(skip_nan=True\)"):

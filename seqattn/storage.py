@@ -11,7 +11,9 @@ the class was defined, ...}``, by kind:
   dict, with torch.nn's names). Loading calls the constructor again with those arguments, casts
   to the dtype and loads the weights.
 * ``"object"``: an object with ``to_dict()`` and a ``from_dict`` classmethod (the adapters with
-  their normalizer, a :class:`~seqattn.adapters.Normalizer`); ``"state"`` is its ``to_dict()``.
+  their normalizer, a :class:`~seqattn.adapters.Normalizer`; a ``ForecastWindows`` set-up,
+  whose ``from_dict`` also takes the Dataset: ``load(path, ds=ds)``); ``"state"`` is its
+  ``to_dict()``.
 
 A training checkpoint (``fit(checkpoint=...)``) is a module folder holding the model ``fit``
 returns, plus a ``training/`` folder for resuming (see :mod:`seqattn.train.checkpoints`).
@@ -326,13 +328,20 @@ def read_description(path):
     return description
 
 
-def load(path, classes=(), device=None):
+def _over_a_dataset(cls):
+    """Whether ``cls.from_dict`` also takes the Dataset the object lives over (ForecastWindows)."""
+    return len(inspect.signature(cls.from_dict).parameters) > 1
+
+
+def load(path, classes=(), device=None, ds=None):
     """Rebuild what :func:`save` (or ``fit(checkpoint=path)``) stored in the folder ``path``.
 
     ``classes``: a user's own classes the folder names (a Module subclass, its config
     dataclass), e.g. ``load(path, classes=[MyModel])``; seqattn's own are found by name.
     ``device``: where a module's weights go ("cpu", "cuda"); by default the CPU. A module
     comes back in training mode, as a new one does: call ``.eval()`` to predict.
+    ``ds``: the Dataset for objects stored without their data (``ForecastWindows``: its
+    set-up and adapter are stored, and it is rebuilt over ``ds``).
     """
     path = Path(path)
     description = read_description(path)
@@ -343,4 +352,9 @@ def load(path, classes=(), device=None):
     if not callable(getattr(cls, "from_dict", None)):
         raise ValueError(f"{path / DESCRIPTION} describes a {cls.__qualname__}, which has no "
                          "from_dict to rebuild it")
-    return cls.from_dict(description["state"])
+    if not _over_a_dataset(cls):
+        return cls.from_dict(description["state"])
+    if ds is None:
+        raise TypeError(f"{path} holds a {cls.__qualname__}, which is stored without its data; "
+                        f"give the Dataset to rebuild it over: seqattn.load(path, ds=ds)")
+    return cls.from_dict(description["state"], ds)

@@ -189,6 +189,22 @@ def test_adapters_come_back_with_their_normalizer(name, tmp_path):
     np.testing.assert_array_equal(again.key_padding_mask, batch.key_padding_mask)
 
 
+def test_forecast_windows_come_back_over_a_dataset(tmp_path):
+    from adapters_helpers import make_grid
+    from seqattn.adapters import ForecastWindows, GridAdapter
+
+    ds = make_grid(time=8, lat=4, lon=4)
+    windows = ForecastWindows(ds, GridAdapter(["t", "u"], {"lat": 2, "lon": 2}).fit(ds),
+                              leads=[1, 2], history=1, batch_size=4, shuffle=True, seed=3)
+    seqattn.save(windows, tmp_path / "windows")
+    with pytest.raises(TypeError, match=r"stored without its data; .* seqattn.load\(path, ds=ds"):
+        seqattn.load(tmp_path / "windows")
+    loaded = seqattn.load(tmp_path / "windows", ds=ds)
+    for batch, again in zip(windows.epoch(1), loaded.epoch(1), strict=True):
+        np.testing.assert_array_equal(again.tokens, batch.tokens)
+        np.testing.assert_array_equal(again.targets, batch.targets)
+
+
 @pytest.mark.xfail(strict=True, reason="Normalizer.to_dict keeps no dtype: float32 statistics "
                                        "come back float64 (seqattn/adapters/normalize.py)")
 def test_float32_normalization_statistics_keep_their_dtype(tmp_path):

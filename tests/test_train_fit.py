@@ -1,5 +1,5 @@
 """The fit loop: learning N -> N (delayed copy), reproducibility, exact resumption from
-checkpoints (also on shuffled iterables), checkpoints that load as the model fit returned,
+checkpoints (also on shuffled ForecastWindows), checkpoints that load as the model fit returned,
 early stopping, callbacks, generators, adapter batches (ForecastWindows' missing targets),
 coordinates, progress on and off a terminal, bad input and non-finite losses."""
 import io
@@ -95,45 +95,6 @@ def test_the_checkpoint_loads_as_the_model_fit_returned(tmp_path):
     fit(plain, MSELoss(), SGD(plain, lr=1e-2), delayed_copy(32, 0), epochs=2,
         checkpoint=tmp_path / "plain", **QUIET)
     np.testing.assert_array_equal(seqattn.load(tmp_path / "plain").eval()(x), plain.eval()(x))
-
-
-class ShuffledEpochs:
-    """Stands in for the adapters' shuffled iterators: each pass over it draws the next
-    epoch's order (they count their passes), ``epoch(e)`` gives epoch e's order alone."""
-
-    def __init__(self, inputs, targets, batch_size=16, seed=0):
-        self.inputs, self.targets, self.batch_size, self.seed = inputs, targets, batch_size, seed
-        self.passes = 0
-
-    def __len__(self):
-        return -(-len(self.inputs) // self.batch_size)
-
-    def epoch(self, epoch):
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.inputs))
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
-            yield self.inputs[rows], self.targets[rows]
-
-    def __iter__(self):
-        self.passes += 1
-        return self.epoch(self.passes - 1)
-
-
-def test_resuming_on_a_shuffled_iterable_sees_the_batches_of_an_uninterrupted_run(tmp_path):
-    def run(epochs, resume=False):
-        model = small_token_model(dropout=0.1)
-        history = fit(model, MSELoss(), AdamW(model, lr=3e-3),
-                      ShuffledEpochs(*delayed_copy(48, 0)), epochs=epochs,
-                      validation=ShuffledEpochs(*delayed_copy(16, 1), seed=1),
-                      checkpoint=tmp_path / ("run" if resume or epochs == 2 else "full"),
-                      resume=resume, **QUIET)
-        return model, history
-
-    full, full_history = run(4)
-    run(2)
-    resumed, resumed_history = run(4, resume=True)
-    _assert_same_weights(_weights(full), _weights(resumed))
-    assert resumed_history == full_history
 
 
 def test_early_stopping_restores_the_best_weights_and_callbacks_can_stop():
@@ -293,14 +254,37 @@ def _forecast_windows(**options):
     return ForecastWindows(ds, adapter, leads=[1, 2], history=1, batch_size=4, **options)
 
 
+def _forecast_model(batch, **options):
+    return small_token_model(in_features=batch.tokens.shape[-1],
+                             out_features=batch.targets.shape[-1], max_len=batch.tokens.shape[1],
+                             **options)
+
+
+def test_resuming_on_shuffled_forecast_windows_sees_the_batches_of_an_uninterrupted_run(
+        tmp_path):
+    """ForecastWindows counts its passes for its shuffled order; fit asks for epoch(e) instead,
+    so a resumed run (fresh windows, interrupted after 2 epochs) trains on the same batches."""
+    def run(epochs, folder, resume=False):
+        windows = _forecast_windows(shuffle=True, seed=4)
+        model = _forecast_model(next(iter(windows.epoch(0))), dropout=0.1)
+        history = fit(model, MSELoss(skip_nan=True), AdamW(model, lr=3e-3), windows,
+                      epochs=epochs, validation=_forecast_windows(shuffle=True, seed=5),
+                      checkpoint=tmp_path / folder, resume=resume, **QUIET)
+        return model, history
+
+    full, full_history = run(4, "full")
+    run(2, "run")
+    resumed, resumed_history = run(4, "run", resume=True)
+    _assert_same_weights(_weights(full), _weights(resumed))
+    assert resumed_history == full_history
+
+
 def test_forecast_windows_train_with_missing_targets_counting_for_nothing():
     """The model encodes the windows' lat/lon and lead coordinates, which fit passes."""
     windows = _forecast_windows(shuffle=True, seed=0)
     batches = list(windows)
     assert not all(b.target_valid.all() for b in batches)
-    model = small_token_model(in_features=batches[0].tokens.shape[-1],
-                              out_features=batches[0].targets.shape[-1],
-                              max_len=batches[0].tokens.shape[1], coordinates=("latlon", "lead"))
+    model = _forecast_model(batches[0], coordinates=("latlon", "lead"))
     history = fit(model, MSELoss(skip_nan=True), Adam(model, lr=3e-3), windows, epochs=3,
                   validation=windows, **QUIET)
     assert np.isfinite(history["val_loss"]).all() and history["loss"][-1] < history["loss"][0]

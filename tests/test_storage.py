@@ -205,8 +205,6 @@ def test_forecast_windows_come_back_over_a_dataset(tmp_path):
         np.testing.assert_array_equal(again.targets, batch.targets)
 
 
-@pytest.mark.xfail(strict=True, reason="Normalizer.to_dict keeps no dtype: float32 statistics "
-                                       "come back float64 (seqattn/adapters/normalize.py)")
 def test_float32_normalization_statistics_keep_their_dtype(tmp_path):
     from adapters_helpers import make_grid
     from seqattn.adapters import GridAdapter

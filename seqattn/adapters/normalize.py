@@ -6,7 +6,6 @@ The statistics live in an xarray Dataset: one data variable per normalized varia
 them aligns on coordinates (a statistic per pressure level meets the right level even in a window
 that holds only some levels).
 """
-import json
 
 import dask
 import numpy as np
@@ -83,26 +82,14 @@ class Normalizer:
         return out
 
     def to_dict(self):
-        """A JSON-serializable description (values as lists, coordinates kept)."""
-        return {"stats": self.stats.to_dict(data="list")}
+        """A JSON-serializable description (values as lists, coordinates kept, and each
+        variable's dtype, which JSON numbers would lose)."""
+        return {"stats": self.stats.to_dict(data="list"),
+                "dtypes": {name: self.stats[name].dtype.name for name in self.stats.data_vars}}
 
     @classmethod
     def from_dict(cls, d):
-        return cls(xr.Dataset.from_dict(d["stats"]))
-
-    def to_json(self, path):
-        with open(path, "w") as f:
-            json.dump(self.to_dict(), f)
-
-    @classmethod
-    def from_json(cls, path):
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
-
-    def to_netcdf(self, path):
-        self.stats.to_netcdf(path)
-
-    @classmethod
-    def from_netcdf(cls, path):
-        with xr.open_dataset(path) as ds:
-            return cls(ds.load())
+        stats = xr.Dataset.from_dict(d["stats"])
+        dtypes = d.get("dtypes", {})
+        return cls(stats.assign({name: stats[name].astype(dtype)
+                                 for name, dtype in dtypes.items()}))

@@ -1,20 +1,14 @@
-"""Saving and loading an adapter (its configuration and normalization statistics) as JSON or
-netCDF. Never pickle: loading a pickle runs arbitrary code, and a JSON or netCDF file can be read
-and checked by people and other tools."""
-import json
-
-import xarray as xr
-
+"""An adapter described as JSON-able data (its configuration and normalization statistics) and
+rebuilt from it: what ``seqattn.save`` / ``seqattn.load`` store for adapters. Never pickle:
+loading a pickle runs arbitrary code, and JSON can be read and checked by people and tools."""
 from .normalize import Normalizer
-
-CONFIG_ATTR = "seqattn_adapter"
 
 
 class Persistable:
     """Mixin for adapters: they provide ``config()`` (constructor keyword arguments, JSON-able)
-    and a ``normalizer`` attribute (a Normalizer or None). ``Persistable.from_dict(d)`` (and
-    ``from_json``/``from_netcdf``) rebuild whichever adapter class `d` names; a subclass's own
-    ``from_dict`` refuses a file of another class."""
+    and a ``normalizer`` attribute (a Normalizer or None). ``Persistable.from_dict(d)`` rebuilds
+    whichever adapter class `d` names; a subclass's own ``from_dict`` refuses a description of
+    another class."""
 
     def to_dict(self):
         return {"adapter": type(self).__name__, "config": self.config(),
@@ -38,31 +32,6 @@ class Persistable:
             raise ValueError(f"this file describes a {name!r}, not a "
                              f"{cls.__name__}; load it with that class")
         return cls(**header["config"], normalizer=normalizer)
-
-    def to_json(self, path):
-        with open(path, "w") as f:
-            json.dump(self.to_dict(), f, indent=1)
-
-    @classmethod
-    def from_json(cls, path):
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
-
-    def to_netcdf(self, path):
-        """The statistics as netCDF variables, the configuration as a JSON global attribute."""
-        stats = xr.Dataset() if self.normalizer is None else self.normalizer.stats.copy()
-        stats.attrs[CONFIG_ATTR] = json.dumps(
-            {"adapter": type(self).__name__, "config": self.config(),
-             "normalized": self.normalizer is not None})
-        stats.to_netcdf(path)
-
-    @classmethod
-    def from_netcdf(cls, path):
-        with xr.open_dataset(path) as ds:
-            stats = ds.load()
-        header = json.loads(stats.attrs.pop(CONFIG_ATTR))
-        normalizer = Normalizer(stats) if header["normalized"] else None
-        return cls._build(header, normalizer)
 
 
 def _subclasses(cls):

@@ -2,8 +2,8 @@
 import numpy as np
 from numba import njit
 
-from seqattn.kernels.float32_math import exp_f32
-from seqattn.kernels.softmax_rows import exp_shifted, row_max
+from seqattn.kernels.cpu.float32_math import exp_f32
+from seqattn.kernels.cpu.softmax_rows import exp_shifted, row_max
 
 F32_EPS = float(np.finfo(np.float32).eps)
 

@@ -14,9 +14,9 @@ def _gelu_grad(x):
 
 
 def test_gelu_float32_fast_path():
-    """Exact GELU on float32 runs the vectorised exp and Gaussian tail of kernels/float32_math;
-    over the whole float32 range of interest (both tails included) it must be as accurate as a
-    naive float32 computation with libm's erf, forward and backward."""
+    """Exact GELU on float32 runs the vectorised exp and Gaussian tail of
+    kernels/cpu/float32_math; over the whole float32 range of interest (both tails included) it
+    must be as accurate as a naive float32 computation with libm's erf, forward and backward."""
     x = np.linspace(-30, 30, 600_001).astype(np.float32)
     x64 = x.astype(np.float64)
     assert_float32_close("gelu float32", ops.gelu(x), ref.gelu(x64), ref.gelu(x))

@@ -6,7 +6,7 @@ import pytest
 from numba import njit
 
 from seqattn import ops
-from seqattn.kernels.blas_gemm import gemm
+from seqattn.kernels.cpu.blas_gemm import gemm
 
 
 @njit

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import scalar_math
-from ..float32_math import FASTMATH, gelu_parts_f32
+from .float32_math import FASTMATH, gelu_parts_f32
 
 _gelu = njit(inline="always")(scalar_math.gelu)
 _gelu_grad = njit(inline="always")(scalar_math.gelu_grad)

@@ -22,10 +22,10 @@ more entry in the ``mods`` tuple.
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from ..blas_threads import single_threaded_blas
-from ..float32_math import FASTMATH
-from ..softmax_rows import exp_shifted, row_max
-from ..blas_gemm import gemm
+from .blas_threads import single_threaded_blas
+from .float32_math import FASTMATH
+from .softmax_rows import exp_shifted, row_max
+from .blas_gemm import gemm
 
 NEG_INF = -np.inf
 # Tile sizes, measured on the 2-core Zen 4 machine (BENCHMARKS.md): a 256 x 512 float32 score

@@ -13,8 +13,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..blas_threads import single_threaded_blas
-from ..blas_gemm import gemm
+from .blas_threads import single_threaded_blas
+from .blas_gemm import gemm
 
 
 @njit(inline="always")

@@ -7,7 +7,7 @@ calls the same BLAS entry point ``np.dot`` uses (Numba's ``numba_xxgemm``, SciPy
 
 Operands must have unit stride along their last axis (C-contiguous arrays and their row or
 column slices do); the leading dimension is the row stride. Callers keep BLAS single-threaded
-around parallel regions that call this (``kernels/blas_threads.py``).
+around parallel regions that call this (``kernels/cpu/blas_threads.py``).
 """
 from llvmlite import ir
 from numba import types

@@ -10,12 +10,16 @@ from numba import njit, prange
 from .. import scalar_math
 from .float32_math import FASTMATH, gelu_parts_f32
 
+from .threads import sized_kernel
+
 _gelu = njit(inline="always")(scalar_math.gelu)
 _gelu_grad = njit(inline="always")(scalar_math.gelu_grad)
 _silu = njit(inline="always")(scalar_math.silu)
 _silu_grad = njit(inline="always")(scalar_math.silu_grad)
 
 
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 14
 # Elements per parallel task of the float32 GELU: the inner loops run over contiguous chunks
 # because a prange body itself does not vectorise (numba#2680).
 CHUNK = 16384
@@ -39,26 +43,26 @@ def _gelu_grad_chunk_f32(dx, dout, x):
         dx[i] = dout[i] * (cdf + x[i] * density)
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _gelu_forward_f32(out, x):
     for c in prange((x.size + CHUNK - 1) // CHUNK):
         _gelu_chunk_f32(out[c * CHUNK:(c + 1) * CHUNK], x[c * CHUNK:(c + 1) * CHUNK])
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _gelu_backward_f32(dx, dout, x):
     for c in prange((x.size + CHUNK - 1) // CHUNK):
         chunk = slice(c * CHUNK, (c + 1) * CHUNK)
         _gelu_grad_chunk_f32(dx[chunk], dout[chunk], x[chunk])
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _gelu_forward(out, x, approximate_tanh):
     for i in prange(x.size):
         out[i] = _gelu(x[i], approximate_tanh)
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _gelu_backward(dx, dout, x, approximate_tanh):
     for i in prange(x.size):
         dx[i] = dout[i] * _gelu_grad(x[i], approximate_tanh)
@@ -82,39 +86,39 @@ def gelu_backward(dx, dout, x, approximate_tanh):
         _gelu_backward(dx, dout, x, approximate_tanh)
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def relu_forward(out, x):
     for i in prange(x.size):
         out[i] = x[i] if x[i] > 0 else 0.0
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def relu_backward(dx, dout, x):
     # The gradient at exactly 0 is taken as 0, as torch does.
     for i in prange(x.size):
         dx[i] = dout[i] if x[i] > 0 else 0.0
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def silu_forward(out, x):
     for i in prange(x.size):
         out[i] = _silu(x[i])
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def silu_backward(dx, dout, x):
     for i in prange(x.size):
         dx[i] = dout[i] * _silu_grad(x[i])
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def swiglu_forward(out, gate, up):
     """out = silu(gate) * up."""
     for i in prange(gate.size):
         out[i] = _silu(gate[i]) * up[i]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def swiglu_backward(dgate, dup, dout, gate, up):
     for i in prange(gate.size):
         dgate[i] = dout[i] * up[i] * _silu_grad(gate[i])

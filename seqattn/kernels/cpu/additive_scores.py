@@ -5,12 +5,21 @@ The tanh is recomputed in backward rather than storing the (B, N, M, A) tensor.
 """
 import math
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 13
 
 
-@njit(parallel=True, cache=True)
+def _pair_terms(scores, qp, *rest):
+    """Work of a launch: one tanh per (query, key, feature)."""
+    return scores.size * qp.shape[2]
+
+
+@sized_kernel(GRAIN, work=_pair_terms)
 def additive_scores_forward(scores, qp, kp, v):
     B, N, A = qp.shape
     M = kp.shape[1]
@@ -24,7 +33,7 @@ def additive_scores_forward(scores, qp, kp, v):
             scores[b, n, m] = s
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _additive_scores_backward(dqp, dkp, dv, dscores, qp, kp, v, threads):
     B, N, A = qp.shape
     M = kp.shape[1]
@@ -63,6 +72,6 @@ def _additive_scores_backward(dqp, dkp, dv, dscores, qp, kp, v, threads):
 
 def additive_scores_backward(dqp, dkp, dv, dscores, qp, kp, v):
     """dqp and dkp are overwritten; dv is accumulated (+=)."""
-    # The thread count is read here: a kernel that reads it cannot be cached.
-    threads = numba.get_num_threads()
-    _additive_scores_backward(dqp, dkp, dv, dscores, qp, kp, v, threads)
+    # The thread count is passed in: a kernel that reads it cannot be cached.
+    threads = _additive_scores_backward.threads(dscores.size * qp.shape[2])
+    _additive_scores_backward.run(threads, dqp, dkp, dv, dscores, qp, kp, v, threads)

@@ -22,7 +22,7 @@ more entry in the ``mods`` tuple.
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from .blas_threads import single_threaded_blas
+from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .softmax_rows import exp_shifted, row_max
 from .blas_gemm import gemm

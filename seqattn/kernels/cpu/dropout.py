@@ -7,17 +7,22 @@ from numba import njit, prange
 
 from .. import scalar_math
 
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 15
+
 _uniform = njit(inline="always")(scalar_math.uniform_from_counter)
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def dropout_forward(out, x, p, seed):
     keep_scale = 1.0 / (1.0 - p)
     for i in prange(x.size):
         out[i] = x[i] * keep_scale if _uniform(seed, i) >= p else 0.0
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def dropout_backward(dx, dout, p, seed):
     # out = x * keep / (1 - p)  ->  dx = dout * keep / (1 - p), with the same keep mask
     keep_scale = 1.0 / (1.0 - p)

@@ -3,8 +3,12 @@
 Arrays are flat (the ops layer ravels them). ``b`` of size S broadcasts over a of size G * S:
 a[g * S + s] pairs with b[s] (a bias (E,), a positional table (N * E,), or a full residual).
 """
-import numba
 from numba import njit, prange
+
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 16
 
 
 @njit(cache=True)
@@ -18,14 +22,14 @@ def _add_rows(out, a, b, g0, g1):
             out_row[s] = a_row[s] + b[s]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _add_blocks(out, a, b, blocks):
     for t in prange(blocks):
         _add_rows(out, a, b, t * (a.size // b.size) // blocks,
                   (t + 1) * (a.size // b.size) // blocks)
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _add_same_size(out, a, b):
     for i in prange(a.size):
         out[i] = a[i] + b[i]
@@ -36,17 +40,18 @@ def add_forward(out, a, b):
     if b.size == a.size:
         _add_same_size(out, a, b)
     else:
-        _add_blocks(out, a, b, min(a.size // b.size, numba.get_num_threads()))
+        threads = _add_blocks.threads(a.size)
+        _add_blocks.run(threads, out, a, b, min(a.size // b.size, threads))
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def add_into(dst, src):
     """dst += src (same size); how gradients that flow along two paths are summed."""
     for i in prange(dst.size):
         dst[i] += src[i]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def fill(out, value):
     """out[:] = value."""
     for i in prange(out.size):

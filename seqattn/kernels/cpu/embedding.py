@@ -4,11 +4,15 @@ Shapes: ids (R,) integer, weight (V, E), out (R, E). The ops layer checks 0 <= i
 Backward adds dout rows into the rows of dweight they came from; rows whose id equals
 ``padding_idx`` get no gradient (pass -1 for none).
 """
-import numba
-from numba import njit, prange
+from numba import prange
+
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 16
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def embedding_forward(out, ids, weight):
     R, E = out.shape
     for r in prange(R):
@@ -16,7 +20,7 @@ def embedding_forward(out, ids, weight):
             out[r, e] = weight[ids[r], e]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _embedding_backward(dweight, dout, ids, padding_idx, threads):
     R, E = dout.shape
     # Threads own disjoint column ranges, so repeated ids never race on the same element.
@@ -32,6 +36,6 @@ def _embedding_backward(dweight, dout, ids, padding_idx, threads):
 
 def embedding_backward(dweight, dout, ids, padding_idx):
     """dweight (V, E) is accumulated (+=)."""
-    # The thread count is read here: a kernel that reads it cannot be cached.
-    threads = numba.get_num_threads()
-    _embedding_backward(dweight, dout, ids, padding_idx, threads)
+    # The thread count is passed in: a kernel that reads it cannot be cached.
+    threads = _embedding_backward.threads(dout.size)
+    _embedding_backward.run(threads, dweight, dout, ids, padding_idx, threads)

@@ -3,10 +3,15 @@
 Shapes: tokens (B, N, H * D) <-> heads (B, H, N, D). Merging is the backward of splitting
 and vice versa, so each direction serves both passes.
 """
-from numba import njit, prange
+from numba import prange
+
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 16
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def split_heads_forward(out, x):
     """out (B, H, N, D) from x (B, N, H * D)."""
     B, H, N, D = out.shape
@@ -18,7 +23,7 @@ def split_heads_forward(out, x):
                 out[b, h, n, d] = x[b, n, h * D + d]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def split_heads_backward(dx, dout):
     """dx (B, N, H * D) from dout (B, H, N, D): the merge."""
     B, H, N, D = dout.shape

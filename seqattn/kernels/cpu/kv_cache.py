@@ -3,10 +3,19 @@
 Shapes: cache (B, H, M, D) for M positions, new (B, H, n, D) written at positions
 start .. start + n - 1. The launcher's caller checks start + n <= M.
 """
-from numba import njit, prange
+from numba import prange
+
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 16
 
 
-@njit(parallel=True, cache=True)
+def _new_size(cache, new, start):
+    return new.size
+
+
+@sized_kernel(GRAIN, work=_new_size)
 def write_positions(cache, new, start):
     B, H, n, D = new.shape
     for bh in prange(B * H):

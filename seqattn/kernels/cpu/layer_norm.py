@@ -4,12 +4,16 @@ Shapes: x (R, E) token rows, weight and bias (E,), mean and rstd (R,) saved for 
 y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (biased variance, as torch).
 Row statistics accumulate in float64 so float32 rows of thousands of features stay accurate.
 """
-import numba
 import numpy as np
 from numba import njit, prange
 
+from .threads import sized_kernel
 
-@njit(parallel=True, cache=True)
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 15
+
+
+@sized_kernel(GRAIN)
 def layer_norm_forward(out, mean, rstd, x, weight, bias, eps):
     R, E = x.shape
     for r in prange(R):
@@ -28,7 +32,7 @@ def layer_norm_forward(out, mean, rstd, x, weight, bias, eps):
             out[r, e] = (x[r, e] - m) * s * weight[e] + bias[e]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _layer_norm_backward(dx, dweight, dbias, dout, x, mean, rstd, weight, threads):
     R, E = x.shape
     chunks = min(R, threads)
@@ -67,6 +71,7 @@ def _layer_norm_backward(dx, dweight, dbias, dout, x, mean, rstd, weight, thread
 
 def layer_norm_backward(dx, dweight, dbias, dout, x, mean, rstd, weight):
     """dx is overwritten; dweight and dbias are accumulated (+=)."""
-    # The thread count is read here: a kernel that reads it cannot be cached.
-    threads = numba.get_num_threads()
-    _layer_norm_backward(dx, dweight, dbias, dout, x, mean, rstd, weight, threads)
+    # The kernel splits rows into one chunk per thread; the count is passed in, since a
+    # kernel that reads it cannot be cached.
+    threads = _layer_norm_backward.threads(x.size)
+    _layer_norm_backward.run(threads, dx, dweight, dbias, dout, x, mean, rstd, weight, threads)

@@ -9,12 +9,16 @@ threads hand packed panels to each other and spin whenever the other one is desc
 bias goes into the output before the GEMM (beta = 1) and the bias gradient is summed in the
 same task as dW, so neither costs a separate pass or parallel region.
 """
-import numba
 import numpy as np
 from numba import njit, prange
 
-from .blas_threads import single_threaded_blas
+from .blas_library import single_threaded_blas
 from .blas_gemm import gemm
+
+from .threads import sized_kernel
+
+# Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 20
 
 
 @njit(inline="always")
@@ -45,7 +49,7 @@ def _add_column_sums(dbias, dout, o0, o1):
         dbias[o0 + o] += total[o]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _linear_forward(out, x, weight, bias, has_bias, tasks):
     R = x.shape[0]
     for t in prange(tasks):
@@ -56,7 +60,7 @@ def _linear_forward(out, x, weight, bias, has_bias, tasks):
             gemm(out[r0:r1], x[r0:r1], weight, False, True, 1.0, 1.0 if has_bias else 0.0)
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias, tasks):
     R, O = dout.shape
     for t in prange(tasks):
@@ -73,11 +77,6 @@ def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias, tas
                 _add_column_sums(dbias, dout, o0, o1)
 
 
-def _tasks():
-    # Read here: a kernel that reads the thread count cannot be cached.
-    return numba.get_num_threads()
-
-
 def _vector(x):
     """The ops layer passes a stand-in for an absent bias (or its gradient), possibly the 2-D
     weight; the kernels type-check the bias branch anyway, so give them a 1-D view."""
@@ -86,8 +85,11 @@ def _vector(x):
 
 def linear_forward(out, x, weight, bias, has_bias):
     """out (R, O) = x (R, K) @ weight (O, K)^T (+ bias (O,))."""
+    # The thread count is passed in as the number of tasks: a kernel that reads it cannot be
+    # cached.
+    tasks = _linear_forward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
-        _linear_forward(out, x, weight, _vector(bias), has_bias, _tasks())
+        _linear_forward.run(tasks, out, x, weight, _vector(bias), has_bias, tasks)
 
 
 def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
@@ -95,6 +97,7 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
 
     dx (R, K) is written only when ``need_dx`` (the first layer of a model has no input gradient).
     """
+    tasks = _linear_backward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
-        _linear_backward(dx, dweight, _vector(dbias), dout, x, weight, need_dx, has_bias,
-                         _tasks())
+        _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
+                             has_bias, tasks)

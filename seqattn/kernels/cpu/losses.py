@@ -15,11 +15,16 @@ from numba import njit, prange
 
 from .. import loss_math
 
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 14
+
 _loss = njit(inline="always")(loss_math.pointwise_loss)
 _loss_grad = njit(inline="always")(loss_math.pointwise_loss_grad)
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def pointwise_loss_forward(terms, pred, target, weight, has_weight, kind, delta, skip_nan):
     for i in prange(pred.size):
         w = weight[i] if has_weight else 1.0
@@ -29,7 +34,7 @@ def pointwise_loss_forward(terms, pred, target, weight, has_weight, kind, delta,
         terms[i, 1] = w
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def pointwise_loss_backward(dpred, pred, target, weight, has_weight, kind, delta, skip_nan,
                             scale):
     for i in prange(pred.size):
@@ -39,7 +44,11 @@ def pointwise_loss_backward(dpred, pred, target, weight, has_weight, kind, delta
         dpred[i] = scale * w * _loss_grad(kind, pred[i], target[i], delta) if w != 0.0 else 0.0
 
 
-@njit(parallel=True, cache=True)
+def _logits_size(terms, lse, logits, *rest):
+    return logits.size
+
+
+@sized_kernel(GRAIN, work=_logits_size)
 def cross_entropy_forward(terms, lse, logits, targets, class_weight, smoothing, ignore_index):
     R, C = logits.shape
     for r in prange(R):
@@ -65,7 +74,7 @@ def cross_entropy_forward(terms, lse, logits, targets, class_weight, smoothing, 
         terms[r, 1] = w_y
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def cross_entropy_backward(dlogits, logits, lse, targets, class_weight, smoothing, ignore_index,
                            scale):
     R, C = logits.shape

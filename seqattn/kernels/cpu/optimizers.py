@@ -8,10 +8,15 @@ clipping factor), so clipping never rewrites the gradients. The formulas are tor
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 15
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def sgd_update(param, velocity, grad, lr, momentum, weight_decay, nesterov, grad_scale):
     for i in prange(param.size):
         g = grad[i] * grad_scale + weight_decay * param[i]
@@ -23,7 +28,7 @@ def sgd_update(param, velocity, grad, lr, momentum, weight_decay, nesterov, grad
         param[i] -= lr * g
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def adam_update(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, eps, weight_decay,
                 decoupled, bias_correction1, bias_correction2, grad_scale):
     step_size = lr / bias_correction1
@@ -39,7 +44,7 @@ def adam_update(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, eps, weight_
         param[i] -= step_size * exp_avg[i] / (math.sqrt(exp_avg_sq[i]) / sqrt_correction2 + eps)
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _sum_of_squares(x):
     total = 0.0
     for i in prange(x.size):

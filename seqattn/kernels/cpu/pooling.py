@@ -8,10 +8,19 @@ out (B, E) pooled vectors. A sequence with no unpadded token pools to zeros, not
 1 + n < L: L = N + 1 prepends, L = N shifts right and drops the last token. Any dtype works
 (floats for tokens, integers for ids, bool for masks).
 """
-from numba import njit, prange
+from numba import prange
+
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 16
 
 
-@njit(parallel=True, cache=True)
+def _input_size(out, x, *rest):
+    return x.size
+
+
+@sized_kernel(GRAIN, work=_input_size)
 def masked_mean_forward(out, x, padding):
     B, N, E = x.shape
     for b in prange(B):
@@ -28,7 +37,7 @@ def masked_mean_forward(out, x, padding):
                 out[b, e] /= count
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def masked_mean_backward(dx, dout, padding):
     B, N, E = dx.shape
     for b in prange(B):
@@ -41,7 +50,7 @@ def masked_mean_backward(dx, dout, padding):
                 dx[b, n, e] = dout[b, e] * share
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def prepend_token_forward(out, x, token):
     B, L, E = out.shape
     for b in prange(B):
@@ -52,7 +61,7 @@ def prepend_token_forward(out, x, token):
                 out[b, n + 1, e] = x[b, n, e]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def prepend_token_backward(dx, dtoken, dout):
     """dx (B, N, E) is written; dtoken (E,) is accumulated (+=) over the batch."""
     B, N, E = dx.shape
@@ -66,7 +75,7 @@ def prepend_token_backward(dx, dtoken, dout):
             dtoken[e] += dout[b, 0, e]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN, work=_input_size)
 def first_token_forward(out, x):
     B, N, E = x.shape
     for b in prange(B):
@@ -74,7 +83,7 @@ def first_token_forward(out, x):
             out[b, e] = x[b, 0, e]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def first_token_backward(dx, dout):
     B, N, E = dx.shape
     for b in prange(B):

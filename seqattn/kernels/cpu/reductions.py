@@ -2,12 +2,16 @@
 
 Shapes: x (G, S) is G repeats of a block of S values; out (S,).
 """
-import numba
 import numpy as np
 from numba import njit, prange
 
+from .threads import sized_kernel
 
-@njit(parallel=True, cache=True)
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 16
+
+
+@sized_kernel(GRAIN)
 def _sum_over_rows(out, x, accumulate, threads):
     G, S = x.shape
     # Each thread sums a contiguous range of rows into its own partial row, so no two threads
@@ -31,4 +35,5 @@ def sum_over_rows(out, x, accumulate):
         if not accumulate:
             out[:] = 0
         return
-    _sum_over_rows(out, x, accumulate, numba.get_num_threads())
+    threads = _sum_over_rows.threads(x.size)
+    _sum_over_rows.run(threads, out, x, accumulate, threads)

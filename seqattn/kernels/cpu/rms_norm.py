@@ -3,12 +3,16 @@
 Shapes: x (R, E), weight (E,), rstd (R,) saved for backward.
 y = x * rstd * weight with rstd = 1 / sqrt(mean(x^2) + eps), as torch.nn.RMSNorm.
 """
-import numba
 import numpy as np
 from numba import njit, prange
 
+from .threads import sized_kernel
 
-@njit(parallel=True, cache=True)
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 15
+
+
+@sized_kernel(GRAIN)
 def rms_norm_forward(out, rstd, x, weight, eps):
     R, E = x.shape
     for r in prange(R):
@@ -21,7 +25,7 @@ def rms_norm_forward(out, rstd, x, weight, eps):
             out[r, e] = x[r, e] * s * weight[e]
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def _rms_norm_backward(dx, dweight, dout, x, rstd, weight, threads):
     R, E = x.shape
     chunks = min(R, threads)
@@ -48,6 +52,7 @@ def _rms_norm_backward(dx, dweight, dout, x, rstd, weight, threads):
 
 def rms_norm_backward(dx, dweight, dout, x, rstd, weight):
     """dx is overwritten; dweight is accumulated (+=)."""
-    # The thread count is read here: a kernel that reads it cannot be cached.
-    threads = numba.get_num_threads()
-    _rms_norm_backward(dx, dweight, dout, x, rstd, weight, threads)
+    # The kernel splits rows into one chunk per thread; the count is passed in, since a
+    # kernel that reads it cannot be cached.
+    threads = _rms_norm_backward.threads(x.size)
+    _rms_norm_backward.run(threads, dx, dweight, dout, x, rstd, weight, threads)

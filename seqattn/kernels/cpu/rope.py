@@ -6,6 +6,11 @@ cos[n, j], sin[n, j]. Backward rotates the gradient back by the opposite angle.
 """
 from numba import njit, prange
 
+from .threads import sized_kernel
+
+# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+GRAIN = 1 << 16
+
 
 @njit(inline="always")
 def _rotate(out, x, cos, sin, sign):
@@ -24,12 +29,12 @@ def _rotate(out, x, cos, sin, sign):
             out[b, h, n, j + half] = x2 * c + x1 * s
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def rope_forward(out, x, cos, sin):
     _rotate(out, x, cos, sin, 1.0)
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def rope_backward(dx, dout, cos, sin):
     # out = R(theta) x, R orthogonal  ->  dx = R(theta)^T dout = R(-theta) dout
     _rotate(dx, dout, cos, sin, -1.0)

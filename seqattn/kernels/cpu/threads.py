@@ -1,0 +1,80 @@
+"""Run small kernel launches on fewer threads: each CPU kernel compiled serial and parallel.
+
+A Numba parallel region ends when its slowest thread does. On a machine where another process
+holds a core, the thread that lands there waits for a time slice (milliseconds) while the work
+of a small launch takes microseconds; measured on a 2-core machine with one core busy, a
+65,536-element add took 15 ms in parallel against 9 us serial, and a whole small training
+step ran 25x slower than alone. Even on idle cores, starting a parallel region costs a few
+microseconds, more than the work of a tiny launch.
+
+So every CPU kernel is compiled twice from one Python function: with ``parallel=True`` and as
+plain serial code on the calling thread (``prange`` is ``range`` there, and no thread pool
+is involved). A launch asks for ``work // grain`` threads, at most Numba's thread count; one
+thread means the serial version. The grain of each op family is the work that pays for one
+more thread, measured with ``benchmarks/small_launches.py`` (BENCHMARKS.md).
+"""
+import types
+
+import numba
+from numba import njit
+
+
+def _renamed(py_func, suffix):
+    """A copy of ``py_func`` under another qualified name: Numba's disk cache keys compiled
+    code by name and bytecode, not by the ``parallel`` flag, so the serial and the parallel
+    versions of one function would overwrite each other's cache entries."""
+    copy = types.FunctionType(py_func.__code__, py_func.__globals__, py_func.__name__ + suffix,
+                              py_func.__defaults__, py_func.__closure__)
+    copy.__qualname__ = py_func.__qualname__ + suffix
+    copy.__doc__ = py_func.__doc__
+    return copy
+
+
+class SizedKernel:
+    """A kernel launched on as many threads as its work pays for.
+
+    ``kernel(*args)`` runs it with the threads that ``work(*args)`` (default: the size of the
+    first argument, the output) pays for. Launchers whose kernel takes the thread count as an
+    argument (to split work into that many tasks) call ``threads(work)`` and ``run``.
+    """
+
+    def __init__(self, py_func, grain, work, jit_options):
+        self.grain = grain
+        self.work = work
+        self.parallel = njit(parallel=True, cache=True, **jit_options)(py_func)
+        self.serial = njit(cache=True, **jit_options)(_renamed(py_func, "_serial"))
+        self.__doc__ = py_func.__doc__
+
+    def threads(self, work):
+        """Threads for ``work`` units: 1 below two grains, else work // grain (at most all)."""
+        if work < 2 * self.grain:
+            return 1
+        return min(numba.get_num_threads(), int(work // self.grain))
+
+    def run(self, threads, *args):
+        """Run on ``threads`` threads: the serial version on the calling thread for 1."""
+        if threads <= 1:
+            return self.serial(*args)
+        available = numba.get_num_threads()
+        if threads >= available:
+            return self.parallel(*args)
+        numba.set_num_threads(threads)
+        try:
+            return self.parallel(*args)
+        finally:
+            numba.set_num_threads(available)
+
+    def __call__(self, *args):
+        return self.run(self.threads(self.work(*args)), *args)
+
+
+def _size_of_first(*args):
+    return args[0].size
+
+
+def sized_kernel(grain, work=_size_of_first, **jit_options):
+    """Decorator: compile a ``prange`` kernel serial and parallel (``cache=True``), launched by
+    size; ``grain`` is in the units of ``work(*args)``."""
+    def compile_both(py_func):
+        return SizedKernel(py_func, grain, work, jit_options)
+    return compile_both

@@ -19,7 +19,7 @@ import time
 import numba
 import numpy as np
 
-from seqattn.kernels.cpu import (activations, dropout, elementwise, layer_norm, linear,
+from seqattn.kernels.cpu import (activations, dropout, elementwise, heads, layer_norm, linear,
                                  optimizers, reductions)
 from seqattn.kernels.cpu.blas_library import LIBRARY, single_threaded_blas
 
@@ -71,6 +71,13 @@ def _layer_norm_backward(n, rng, E=256):
                                               threads)
 
 
+def _split_heads(n, rng, H=4, D=16):
+    x = rng.standard_normal((1, max(1, n // (H * D)), 3 * H * D), dtype=np.float32)
+    out = np.empty((1, H, x.shape[1], D), np.float32)
+    kernel = heads.split_heads_forward
+    return kernel, lambda threads: kernel.run(threads, out, x[:, :, H * D:2 * H * D])
+
+
 def _sum_over_rows(n, rng, S=256):
     x = rng.standard_normal((max(1, n // S), S), dtype=np.float32)
     out = np.empty(S, np.float32)
@@ -111,6 +118,7 @@ FAMILIES = {
     "layer_norm": _layer_norm_forward,
     "layer_norm_backward": _layer_norm_backward,
     "sum_over_rows": _sum_over_rows,
+    "split_heads": _split_heads,
     "linear": _linear(backward=False),
     "linear_backward": _linear(backward=True),
 }

@@ -10,7 +10,8 @@ from numba import prange
 
 from .threads import sized_kernel
 
-# Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
+# (query, key, feature) terms a thread must have before a launch takes it: a tanh each, more
+# than a GELU element costs (benchmarks/small_launches.py).
 GRAIN = 1 << 13
 
 

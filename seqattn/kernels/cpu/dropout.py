@@ -10,7 +10,7 @@ from .. import scalar_math
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
-GRAIN = 1 << 15
+GRAIN = 1 << 13
 
 _uniform = njit(inline="always")(scalar_math.uniform_from_counter)
 

@@ -13,7 +13,7 @@ from numba import prange
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it (benchmarks/small_launches.py).
-GRAIN = 1 << 15
+GRAIN = 1 << 13
 
 
 @sized_kernel(GRAIN)

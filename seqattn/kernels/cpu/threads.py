@@ -42,7 +42,10 @@ class SizedKernel:
         self.grain = grain
         self.work = work
         self.parallel = njit(parallel=True, cache=True, **jit_options)(py_func)
-        self.serial = njit(cache=True, **jit_options)(_renamed(py_func, "_serial"))
+        # Numba compiles the body of a parallel loop with NumPy's error model (a division by
+        # zero gives inf, no check that blocks vectorisation); the serial version does too.
+        serial_options = {"error_model": "numpy", **jit_options}
+        self.serial = njit(cache=True, **serial_options)(_renamed(py_func, "_serial"))
         self.__doc__ = py_func.__doc__
 
     def threads(self, work):

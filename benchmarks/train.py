@@ -9,17 +9,27 @@ alternate after a warm-up (compilation); medians are printed with the machine's 
 and the first step's losses of both sides as a check that they compute the same thing. Also
 prints the rate of ``seqattn.train.fit`` over an epoch, which adds the host-side batch checks.
 
+A third contender in the same rounds is seqattn with every kernel launch on all threads, as
+before small launches ran serial (kernels/cpu/threads.py): the effect of that choice, measured
+under the same load. ``--hog`` keeps one core busy with another process meanwhile.
+
     python benchmarks/train.py                # 2 threads, 20 alternating repeats
     python benchmarks/train.py --repeats 5    # a smoke run
+    python benchmarks/train.py --hog          # with another process spinning on one core
 """
 import argparse
+import contextlib
+import importlib
+import multiprocessing
 import os
+import pkgutil
 import platform
 import statistics
 import time
 
 import numpy as np
 
+from seqattn.kernels.cpu.blas_library import LIBRARY
 from seqattn.models import TokenModel, TokenModelConfig
 from seqattn.train import AdamW, MSELoss, clip_factor, fit, global_grad_norm
 
@@ -56,6 +66,47 @@ def torch_twin(ours):
     return twin.train()
 
 
+@contextlib.contextmanager
+def every_launch_parallel():
+    """Within the block, every CPU kernel launch takes all threads, whatever its size."""
+    import seqattn.kernels.cpu
+    from seqattn.kernels.cpu.threads import SizedKernel
+
+    kernels = []
+    for info in pkgutil.iter_modules(seqattn.kernels.cpu.__path__):
+        module = importlib.import_module(f"seqattn.kernels.cpu.{info.name}")
+        kernels += [k for k in vars(module).values() if isinstance(k, SizedKernel)]
+    grains = [k.grain for k in kernels]
+    for kernel in kernels:
+        kernel.grain = 1
+    try:
+        yield
+    finally:
+        for kernel, grain in zip(kernels, grains):
+            kernel.grain = grain
+
+
+def _spin():
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def hog_one_core(enabled):
+    """Another process spinning on the last core while the block runs (Linux)."""
+    if not enabled:
+        yield
+        return
+    hog = multiprocessing.get_context("fork").Process(target=_spin, daemon=True)
+    hog.start()
+    os.sched_setaffinity(hog.pid, {os.cpu_count() - 1})
+    try:
+        yield
+    finally:
+        hog.terminate()
+        hog.join()
+
+
 def median_seconds(steps, repeats):
     """Median seconds per call of each step; the steps alternate so that load from other users
     of a shared machine falls on both alike."""
@@ -74,6 +125,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--hog", action="store_true", help="keep one core busy meanwhile")
     args = parser.parse_args()
 
     import numba
@@ -108,26 +160,35 @@ def main():
         torch_optimizer.step()
         first_loss.setdefault("torch", value.item())
 
+    def step_ours_all_parallel():
+        with every_launch_parallel():
+            step_ours()
+
     load_before = os.getloadavg()[0]
-    with threadpool_limits(args.threads):
-        t_ours, t_torch = median_seconds([step_ours, step_torch], args.repeats)
+    with threadpool_limits(args.threads), hog_one_core(args.hog):
+        t_ours, t_parallel, t_torch = median_seconds(
+            [step_ours, step_ours_all_parallel, step_torch], args.repeats)
         epoch_batches = 20
         data = (np.repeat(x, epoch_batches, 0), np.repeat(y, epoch_batches, 0))
         start = time.perf_counter()
         fit(ours, loss, optimizer, data, epochs=1, batch_size=BATCH, progress=False)
         t_fit = (time.perf_counter() - start) / epoch_batches
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"{args.threads} threads, torch {torch.__version__}; 1-min load average "
-          f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+          f"{args.threads} threads, torch {torch.__version__}, BLAS {LIBRARY}; 1-min load "
+          f"average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+          + ("; another process spinning on one core" if args.hog else ""))
     print(f"TokenModel d_model {CONFIG['d_model']}, {CONFIG['num_layers']} layers, "
           f"{CONFIG['nhead']} heads, FFN {CONFIG['dim_feedforward']}, batch {BATCH}, N {N}, "
           f"float32; MSE + clipping + AdamW; median of {args.repeats} alternating steps")
     print(f"first-step loss: seqattn {first_loss['seqattn']:.6f}, torch "
           f"{first_loss['torch']:.6f}")
     print(f"seqattn step    {1 / t_ours:8.1f} steps/s ({1e3 * t_ours:.1f} ms)")
+    print(f"  every launch on all threads {1 / t_parallel:8.1f} steps/s "
+          f"({1e3 * t_parallel:.1f} ms)")
     print(f"torch step      {1 / t_torch:8.1f} steps/s ({1e3 * t_torch:.1f} ms)")
     print(f"seqattn fit     {1 / t_fit:8.1f} steps/s over an epoch of {epoch_batches} batches")
-    print(f"ratio seqattn/torch (step): {t_torch / t_ours:.2f}x")
+    print(f"ratio seqattn/torch (step): {t_torch / t_ours:.2f}x; with every launch on all "
+          f"threads {t_torch / t_parallel:.2f}x")
 
 
 if __name__ == "__main__":

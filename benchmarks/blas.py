@@ -1,0 +1,129 @@
+"""Benchmark SGEMM of each BLAS library the CPU kernels could call, on the shapes they call it
+with: the evidence for the choice in seqattn/kernels/cpu/blas_library.py.
+
+Contenders, each single-threaded (the kernels run one product per thread): SciPy's OpenBLAS
+(what Numba's np.dot calls), MKL from the ``mkl`` package when installed, NumPy's OpenBLAS and
+torch's CPU GEMM as references. Shapes: the 4-layer encoder's linear layers (benchmarks/
+encoder.py, a thread's block of 4096 of 8192 token rows), attention tiles (256 queries x 512
+keys, D 32, 64 and 128) and a square 2048 product for the machine's rate; then the square
+product on all threads through NumPy and torch. Prints GFLOP/s, the fastest of alternating
+rounds (load from other users falls on every contender alike).
+
+    python benchmarks/blas.py
+"""
+import argparse
+import ctypes
+import os
+import platform
+import time
+
+import numpy as np
+
+SHAPES = [  # name, M, N, K, transpose a, transpose b (row-major c = op(a) op(b))
+    ("linear x W^T, 4096 x 768 x 256", 4096, 768, 256, False, True),
+    ("linear x W^T, 4096 x 1024 x 256", 4096, 1024, 256, False, True),
+    ("linear x W^T, 4096 x 256 x 1024", 4096, 256, 1024, False, True),
+    ("linear dout W, 4096 x 256 x 1024", 4096, 256, 1024, False, False),
+    ("linear dout^T x, 384 x 256 x 8192", 384, 256, 8192, True, False),
+    ("scores q k^T, 256 x 512 x 32", 256, 512, 32, False, True),
+    ("scores q k^T, 256 x 512 x 64", 256, 512, 64, False, True),
+    ("scores q k^T, 256 x 512 x 128", 256, 512, 128, False, True),
+    ("output P V, 256 x 64 x 512", 256, 64, 512, False, False),
+    ("output P V, 256 x 128 x 512", 256, 128, 512, False, False),
+    ("square 2048", 2048, 2048, 2048, False, False),
+]
+
+_INT_P = ctypes.POINTER(ctypes.c_int)
+_FLOAT_P = ctypes.POINTER(ctypes.c_float)
+_FORTRAN_SGEMM = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, _INT_P, _INT_P, _INT_P,
+                                  _FLOAT_P, ctypes.c_void_p, _INT_P, ctypes.c_void_p, _INT_P,
+                                  _FLOAT_P, ctypes.c_void_p, _INT_P)
+
+
+def fortran_sgemms():
+    """{name: Fortran sgemm} for SciPy's OpenBLAS and, when installed, sequential MKL."""
+    from numba.extending import get_cython_function_address
+
+    from seqattn.kernels.cpu import blas_library
+
+    found = {"SciPy OpenBLAS": _FORTRAN_SGEMM(get_cython_function_address(
+        "scipy.linalg.cython_blas", "sgemm"))}
+    path = blas_library._mkl_runtime_path()
+    if path:
+        mkl = ctypes.CDLL(path)
+        mkl.MKL_Set_Threading_Layer(1)  # sequential
+        found["MKL"] = _FORTRAN_SGEMM(("sgemm_", mkl))
+    return found
+
+
+def row_major(sgemm, c, a, b, ta, tb):
+    """c = op(a) op(b) on row-major arrays: column-major c^T = op(b)^T op(a)^T."""
+    M, N = c.shape
+    K = a.shape[0] if ta else a.shape[1]
+    ints = [ctypes.c_int(v) for v in (N, M, K, b.shape[1], a.shape[1], c.shape[1])]
+    one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+    n, m, k, ldb, lda, ldc = (ctypes.byref(v) for v in ints)
+    sgemm(b"T" if tb else b"N", b"T" if ta else b"N", n, m, k, ctypes.byref(one), b.ctypes.data,
+          ldb, a.ctypes.data, lda, ctypes.byref(zero), c.ctypes.data, ldc)
+
+
+def rates(calls, flop, rounds):
+    inner = max(1, int(1e9 / flop))
+    best = {name: float("inf") for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            for _ in range(inner):
+                call()
+            best[name] = min(best[name], (time.perf_counter() - start) / inner)
+    return {name: flop / t / 1e9 for name, t in best.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    args = parser.parse_args()
+    import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    rng = np.random.default_rng(0)
+    sgemms = fortran_sgemms()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"torch {torch.__version__}; 1-min load average {os.getloadavg()[0]:.1f}")
+    for lib in threadpool_info():
+        print(f"  {lib['internal_api']} {lib['version']} ({lib.get('architecture')}): "
+              f"{os.path.basename(lib['filepath'])}")
+    names = list(sgemms) + ["NumPy OpenBLAS", "torch"]
+    print(f"\nsingle-threaded GFLOP/s\n{'shape':36s}" + "".join(f"{n:>16s}" for n in names))
+    torch.set_num_threads(1)
+    for name, M, N, K, ta, tb in SHAPES:
+        a = rng.standard_normal((K, M) if ta else (M, K), dtype=np.float32)
+        b = rng.standard_normal((N, K) if tb else (K, N), dtype=np.float32)
+        c = np.empty((M, N), np.float32)
+        opa, opb = (a.T if ta else a), (b.T if tb else b)
+        want = opa.astype(np.float64) @ opb.astype(np.float64)
+        calls = {n: (lambda f=f: row_major(f, c, a, b, ta, tb)) for n, f in sgemms.items()}
+        calls["NumPy OpenBLAS"] = lambda: np.matmul(opa, opb, out=c)
+        ta_, tb_, tc_ = (torch.from_numpy(v) for v in (opa, opb, c))
+        calls["torch"] = lambda: torch.mm(ta_, tb_, out=tc_)
+        with threadpool_limits(1):
+            for contender, call in calls.items():
+                call()
+                np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3 * np.sqrt(K),
+                                           err_msg=contender)
+            got = rates(calls, 2.0 * M * N * K, args.rounds)
+        print(f"{name:36s}" + "".join(f"{got[n]:16.1f}" for n in names), flush=True)
+    a = rng.standard_normal((2048, 2048), dtype=np.float32)
+    c = np.empty_like(a)
+    torch.set_num_threads(args.threads)
+    ta_, tc_ = torch.from_numpy(a), torch.from_numpy(c)
+    with threadpool_limits(args.threads):
+        got = rates({"NumPy OpenBLAS": lambda: np.matmul(a, a, out=c),
+                     "torch": lambda: torch.mm(ta_, ta_, out=tc_)}, 2.0 * 2048 ** 3, args.rounds)
+    print(f"\nsquare 2048 on {args.threads} threads: NumPy OpenBLAS {got['NumPy OpenBLAS']:.1f}, "
+          f"torch {got['torch']:.1f} GFLOP/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -13,6 +13,7 @@ is involved). A launch asks for ``work // grain`` threads, at most Numba's threa
 thread means the serial version. The grain of each op family is the work that pays for one
 more thread, measured with ``benchmarks/small_launches.py`` (BENCHMARKS.md).
 """
+import functools
 import types
 
 import numba
@@ -46,7 +47,8 @@ class SizedKernel:
         # zero gives inf, no check that blocks vectorisation); the serial version does too.
         serial_options = {"error_model": "numpy", **jit_options}
         self.serial = njit(cache=True, **serial_options)(_renamed(py_func, "_serial"))
-        self.__doc__ = py_func.__doc__
+        # Look like the function itself to introspection (name, module, signature, docstring).
+        functools.update_wrapper(self, py_func)
 
     def threads(self, work):
         """Threads for ``work`` units: 1 below two grains, else work // grain (at most all)."""

@@ -3,10 +3,11 @@
 Two qualify. SciPy's OpenBLAS is always there (it is the library behind Numba's ``np.dot``).
 Intel's MKL is used when the user has installed it (``pip install mkl``) and the CPU is Intel's:
 measured single-threaded on the GEMM shapes of the linear layers and attention tiles on a
-2-core Intel Xeon (Emerald Rapids), MKL ran them 1.1-1.5x faster than OpenBLAS 0.3.30, as fast
-as torch (which ships MKL); see BENCHMARKS.md. On AMD CPUs MKL is not chosen: it takes a
-generic code path there, where OpenBLAS has AVX-512 kernels for Zen 4. The environment variable
-``SEQATTN_CPU_BLAS=openblas`` (or ``mkl``) overrides the choice, to compare the two.
+2-core Intel Xeon (Emerald Rapids), MKL ran them 1.0-1.6x as fast as OpenBLAS 0.3.30 (no shape
+slower), as fast as torch (which ships MKL); see BENCHMARKS.md. On AMD CPUs MKL is not
+chosen: it takes a generic code path there, where OpenBLAS has AVX-512 kernels for Zen 4. The
+environment variable ``SEQATTN_CPU_BLAS=openblas`` (or ``mkl``) overrides the choice, to
+compare the two.
 
 Both libraries have the Fortran ``sgemm``/``dgemm`` interface (every argument by pointer, 32-bit
 integers). Their addresses are registered with LLVM under the names ``seqattn_sgemm`` and

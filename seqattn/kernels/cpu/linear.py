@@ -14,7 +14,6 @@ from numba import njit, prange
 
 from .blas_library import single_threaded_blas
 from .blas_gemm import gemm
-
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).

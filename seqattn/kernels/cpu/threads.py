@@ -2,8 +2,8 @@
 
 A Numba parallel region ends when its slowest thread does. On a machine where another process
 holds a core, the thread that lands there waits for a time slice (milliseconds) while the work
-of a small launch takes microseconds; measured on a 2-core machine with one core busy, a
-65,536-element add took 15 ms in parallel against 9 us serial, and a whole small training
+of a small launch takes microseconds; measured on a 2-core machine busy with other processes,
+a 65,536-element add took 15 ms in parallel against 9 us serial, and a whole small training
 step ran 25x slower than alone. Even on idle cores, starting a parallel region costs a few
 microseconds, more than the work of a tiny launch.
 

@@ -9,7 +9,6 @@ from numba import njit, prange
 
 from .. import scalar_math
 from .float32_math import FASTMATH, gelu_parts_f32
-
 from .threads import sized_kernel
 
 _gelu = njit(inline="always")(scalar_math.gelu)

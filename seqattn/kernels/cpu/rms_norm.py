@@ -4,7 +4,7 @@ Shapes: x (R, E), weight (E,), rstd (R,) saved for backward.
 y = x * rstd * weight with rstd = 1 / sqrt(mean(x^2) + eps), as torch.nn.RMSNorm.
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .threads import sized_kernel
 

@@ -51,6 +51,7 @@ class ExampleConfig:
     nhead: int = 4
     num_layers: int = 2
     dim_feedforward: int = 96
+    dropout: float = 0.1
     epochs: int = 30
     patience: int = 5             # epochs without a better September loss before stopping
     batch_size: int = 128
@@ -104,8 +105,10 @@ def read_station(path):
 
 
 def months(ds, first, last, history=0):
-    """The times of months first..last, with `history` hours before them as inputs only."""
-    month = ds["time"].dt.month.values
+    """The times of months first..last, with `history` hours before them as inputs only. A
+    TMY3 stamp ends its hour (the year's last is January 1, 00:00), so an hour belongs to the
+    month it starts in."""
+    month = (ds["time"] - np.timedelta64(1, "h")).dt.month.values
     where = np.flatnonzero((month >= first) & (month <= last))
     return ds.isel(time=slice(max(where[0] - history, 0), where[-1] + 1))
 
@@ -124,7 +127,7 @@ def build_model(config, in_features, n_tokens):
     return TokenModel(TokenModelConfig(
         in_features=in_features, out_features=1, d_model=config.d_model, nhead=config.nhead,
         num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
-        positions="learned", max_len=n_tokens, coordinates=config.coordinates, seed=config.seed))
+        dropout=config.dropout, positions="learned", max_len=n_tokens, coordinates=config.coordinates, seed=config.seed))
 
 
 def in_memory(windows, shuffle=False):
@@ -158,11 +161,20 @@ def train(config, train_ds, val_ds, progress=True):
 
 # ---- baselines -------------------------------------------------------------------------------
 
+def ridge_inputs(tokens, coords):
+    """The model's inputs as one row per sample: its tokens flattened, then sin/cos of the
+    hour of day of the initial time (the model's time_of_day coordinate; its other one, the
+    lead, picks the ridge)."""
+    phase = 2 * np.pi * (coords["time"][:, 0] % 86400.0) / 86400.0
+    return np.concatenate([tokens.reshape(len(tokens), -1), np.sin(phase)[:, None],
+                           np.cos(phase)[:, None]], axis=1)
+
+
 def ridge_data(batch):
-    """(inputs flattened, increment targets, lead in seconds) of every sample with a target."""
+    """(inputs, increment targets, lead in seconds) of every sample with a target."""
     valid = batch.target_valid[..., 0]  # (B, N): only the temperature token has a target
     keep = valid.any(axis=1)
-    inputs = batch.tokens[keep].reshape(keep.sum(), -1)
+    inputs = ridge_inputs(batch.tokens, batch.coords)[keep]
     targets = np.where(valid, batch.targets[..., 0], 0).sum(axis=1)[keep]
     return inputs, targets, batch.coords["lead"][keep, 0]
 
@@ -197,7 +209,7 @@ class RidgeForecast:
     def __call__(self, tokens, key_padding_mask=None, coords=None):
         """(B, N, 1) increments in every token (put back reads the target token's)."""
         lead = coords["lead"][:, 0]
-        flat = tokens.reshape(len(tokens), -1)
+        flat = ridge_inputs(tokens, coords)
         out = np.zeros(len(tokens))
         for value, (w, b) in self.weights.items():
             rows = lead == value

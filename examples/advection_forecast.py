@@ -13,16 +13,18 @@ lat/lon grid and held as an xarray Dataset; then:
     validation period: a Dataset on the original coordinates, in ppb -> latitude-weighted RMSE
     of the model, persistence and the training period's climatology, per lead.
 
-Run ``python examples/advection_forecast.py [--quick] [--epochs N] [--plot out.png]``.
+Run ``python examples/advection_forecast.py [--quick] [--epochs N] [--plot out.png] [--save DIR]``.
 """
 import argparse
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
 from scipy.ndimage import map_coordinates
 
+import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
 from seqattn.models import TokenModel, TokenModelConfig
 from seqattn.train import AdamW, LatitudeWeightedMSELoss, WarmupCosine, fit
@@ -312,6 +314,14 @@ def plot(path, predicted, truth, lead_index=-1):
     plt.close(fig)
 
 
+def save(folder, model, windows):
+    """The model and the windows' set-up (its adapter with the normalization statistics, leads,
+    history) in seqattn's storage, enough to forecast new data: ``seqattn.load(DIR/model)``,
+    ``seqattn.load(DIR/windows, ds=new_data)``."""
+    seqattn.save(model, Path(folder) / "model")
+    seqattn.save(windows, Path(folder) / "windows")
+
+
 def main(argv=None, config=None, progress=True):
     """Run the pipeline; returns a dict with ``scores`` (per lead), ``forecast`` (the decoded
     Dataset), ``truth`` (the validation period), ``history`` and ``seconds``."""
@@ -319,6 +329,8 @@ def main(argv=None, config=None, progress=True):
     parser.add_argument("--quick", action="store_true", help="a shorter run (under 2 minutes)")
     parser.add_argument("--epochs", type=int, help="training epochs")
     parser.add_argument("--plot", metavar="PATH", help="save a figure (needs matplotlib)")
+    parser.add_argument("--save", metavar="DIR", help="save the model and the forecast set-up "
+                        "(DIR/model, DIR/windows; reload with seqattn.load)")
     args = parser.parse_args(argv)
     config = config or ExampleConfig(**(QUICK if args.quick else {}))
     if args.epochs is not None:
@@ -337,6 +349,9 @@ def main(argv=None, config=None, progress=True):
     if args.plot:
         plot(args.plot, predicted, val_ds["tracer"])
         print(f"figure saved to {args.plot}")
+    if args.save:
+        save(args.save, model, windows)
+        print(f"model and forecast set-up saved to {args.save}")
     seconds = time.perf_counter() - start
     print(f"total {seconds:.0f} s")
     return {"scores": scores, "forecast": predicted, "truth": val_ds, "history": history,

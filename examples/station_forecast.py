@@ -47,13 +47,13 @@ class ExampleConfig:
 
     history: int = 47             # inputs at t - history .. t, hourly
     leads: tuple = (1, 2, 3, 4, 5, 6)
-    d_model: int = 48
+    d_model: int = 32
     nhead: int = 4
-    num_layers: int = 2
-    dim_feedforward: int = 96
+    num_layers: int = 1
+    dim_feedforward: int = 64
     dropout: float = 0.1
-    epochs: int = 30
-    patience: int = 5             # epochs without a better September loss before stopping
+    epochs: int = 12
+    patience: int = 4             # epochs without a better September loss before stopping
     batch_size: int = 128
     lr: float = 2e-3
     weight_decay: float = 0.05
@@ -66,7 +66,7 @@ class ExampleConfig:
     seed: int = 0
 
 
-QUICK = dict(epochs=6, d_model=32, dim_feedforward=64, num_layers=1, train_months=(5, 8))
+QUICK = dict(epochs=4)
 
 
 def tmy3_path():

@@ -15,7 +15,7 @@ xarray; iris is not needed). Land cells are NaN; they become masks, never values
 
 The time axis holds monthly means, whose months differ in length (28-31 days); forecast leads
 need an evenly spaced axis, so the times are re-stamped at the mean month length from the first
-month's centre (each stays within two days of its month's centre; the calendar features and the
+month's centre (each stays within 2.1 days of its month's centre; the calendar features and the
 months they name are unchanged).
 
 Run ``python examples/sst_forecast.py [--quick] [--plot out.png]``.

@@ -61,6 +61,8 @@ class ExampleConfig:
     validation_month: int = 9
     test_months: tuple = (10, 12)
     ridge_penalties: tuple = (0.1, 1.0, 10.0, 100.0, 1000.0)
+    # the model encodes the lead and the hour of day of the initial time; day-of-year features
+    # (the adapter's calendar=True) would have to extrapolate to the unseen October-December
     coordinates: tuple = ("lead", "time_of_day")
     calendar: bool = False
     seed: int = 0
@@ -92,15 +94,16 @@ def read_station(path):
     radians = np.deg2rad(table["Wdir (degrees)"].to_numpy())
     speed = table["Wspd (m/s)"].to_numpy()
     # the direction the wind blows from: a westerly (270 degrees) has a positive eastward part
-    data["wind_east"] = (("time", "station"), (-speed * np.sin(radians)).astype(np.float32)[:, None],
-                         {"units": "m s-1"})
-    data["wind_north"] = (("time", "station"),
-                          (-speed * np.cos(radians)).astype(np.float32)[:, None], {"units": "m s-1"})
+    for variable, component in (("wind_east", np.sin), ("wind_north", np.cos)):
+        values = (-speed * component(radians)).astype(np.float32)[:, None]
+        data[variable] = (("time", "station"), values, {"units": "m s-1"})
     return xr.Dataset(data, coords={
-        "time": ("time", times, {"long_name": f"local standard time (UTC{float(utc_offset):+g} h)"}),
+        "time": ("time", times,
+                 {"long_name": f"local standard time (UTC{float(utc_offset):+g} h), hour ending"}),
         "station": ("station", [station_id]),
         "lat": ("station", [float(lat)]), "lon": ("station", [float(lon)])},
         attrs={"title": f"TMY3 hourly observations, {name.strip(chr(34))}, {state}",
+               "elevation_m": float(elevation),
                "source": str(path)})
 
 
@@ -127,7 +130,8 @@ def build_model(config, in_features, n_tokens):
     return TokenModel(TokenModelConfig(
         in_features=in_features, out_features=1, d_model=config.d_model, nhead=config.nhead,
         num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
-        dropout=config.dropout, positions="learned", max_len=n_tokens, coordinates=config.coordinates, seed=config.seed))
+        dropout=config.dropout, positions="learned", max_len=n_tokens,
+        coordinates=list(config.coordinates), seed=config.seed))
 
 
 def in_memory(windows, shuffle=False):

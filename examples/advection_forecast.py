@@ -7,25 +7,27 @@ removed with an e-folding time of a few days. The data are integrated in NumPy o
 lat/lon grid and held as an xarray Dataset; then:
 
     simulate -> split in time (train | validation) -> GridAdapter (patches, statistics of the
-    training period only) + ForecastWindows (history, leads) -> TokenModel with lat/lon Fourier
-    features -> fit (latitude-weighted MSE, AdamW, warmup-cosine) -> forecast the validation
-    period -> decode to a Dataset on the original coordinates -> latitude-weighted RMSE of the
-    model, persistence and the training period's climatology, per lead.
+    training period only) + ForecastWindows (history, leads, increments: predicting zero is
+    persistence) -> TokenModel encoding each patch's latitude/longitude and the lead -> fit on
+    the windows (latitude-weighted MSE, AdamW, warmup-cosine) -> windows.predict over the
+    validation period: a Dataset on the original coordinates, in ppb -> latitude-weighted RMSE
+    of the model, persistence and the training period's climatology, per lead.
 
-Run ``python examples/advection_forecast.py [--quick] [--epochs N] [--plot out.png]``.
+Run ``python examples/advection_forecast.py [--quick] [--epochs N] [--plot out.png] [--save DIR]``.
 """
 import argparse
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
 from scipy.ndimage import map_coordinates
 
+import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
 from seqattn.models import TokenModel, TokenModelConfig
-from seqattn.nn.positional import FourierFeatures, unit_sphere
-from seqattn.train import AdamW, ArrayBatches, LatitudeWeightedMSELoss, WarmupCosine, fit
+from seqattn.train import AdamW, LatitudeWeightedMSELoss, WarmupCosine, fit
 
 EARTH_RADIUS = 6.371e6  # m
 SECONDS_PER_HOUR = 3600.0
@@ -199,80 +201,44 @@ def split_in_time(ds, train_fraction):
     return ds.isel(time=slice(0, n_train)), ds.isel(time=slice(n_train, None))
 
 
-class ForecastInputs:
-    """Model inputs and targets from forecast batches.
-
-    Each token's features are its patch's history (normalized), then where it is: Fourier
-    features of its centre on the unit sphere (no seam at the date line, no crowding at the
-    poles; the wind depends on latitude and longitude, so the model must know both), then the
-    lead in days (one model serves every lead). The model predicts the change from the last
-    input step, so predicting zero change is persistence."""
-
-    def __init__(self, config):
-        self.history = config.history
-        self.fourier = FourierFeatures(3, config.fourier_frequencies, scale=1.0,
-                                       seed=config.seed)
-
-    def features(self, batch):
-        where = self.fourier(unit_sphere(batch.coords["lat"], batch.coords["lon"]))
-        lead_days = batch.coords["lead"][..., None] / 86400.0
-        return np.concatenate([batch.tokens, where, lead_days], axis=-1).astype(np.float32)
-
-    def current(self, batch):
-        """(B, N, patch cells) the last input step: history is the innermost channel."""
-        cells = batch.targets.shape[-1]
-        return batch.values[..., self.history::self.history + 1][..., :cells]
-
-    def increments(self, batch):
-        return batch.targets - self.current(batch)
-
-
-def build_model(config, in_features, out_features, n_tokens):
+def build_model(config, in_features, out_features):
+    """Tokens are patches located by their centre's latitude and longitude (Fourier features
+    of the point on the unit sphere: no seam at the date line, no crowding at the poles; the
+    wind depends on both), so no sequence positions; ``lead`` lets one model serve every lead."""
     return TokenModel(TokenModelConfig(
         in_features=in_features, out_features=out_features, d_model=config.d_model,
         nhead=config.nhead, num_layers=config.num_layers,
-        dim_feedforward=config.dim_feedforward, max_len=n_tokens, seed=config.seed))
+        dim_feedforward=config.dim_feedforward, positions="none",
+        coordinates=["latlon", "lead"], num_frequencies=config.fourier_frequencies,
+        seed=config.seed))
 
 
 def train(config, train_ds, progress=True):
-    """The adapter (statistics from `train_ds` only), the inputs helper, the model, history."""
+    """The forecast set-up (adapter statistics from `train_ds` only), the model, history.
+
+    The targets are increments, the change from the last input step (normalized), so a model
+    that predicts zero change is persistence."""
     adapter = GridAdapter(["tracer"], patch={"lat": config.patch, "lon": config.patch},
                           periodic=["lon"]).fit(train_ds)
-    # every training sample in one batch: the example's data fit in memory
-    (batch,) = ForecastWindows(train_ds, adapter, leads=list(config.leads),
-                               history=config.history, batch_size=None)
-    inputs = ForecastInputs(config)
-    x, y = inputs.features(batch), inputs.increments(batch)
-    model = build_model(config, x.shape[-1], y.shape[-1], x.shape[1])
-    data = ArrayBatches(x, y, batch.key_padding_mask, coords={"lat": batch.coords["lat"]},
-                        batch_size=config.batch_size, shuffle=True, seed=config.seed)
-    steps = config.epochs * len(data)
+    windows = ForecastWindows(train_ds, adapter, leads=list(config.leads),
+                              history=config.history, increments=True,
+                              batch_size=config.batch_size, shuffle=True, seed=config.seed)
+    first = next(iter(windows.epoch(0)))
+    model = build_model(config, first.tokens.shape[-1], first.targets.shape[-1])
+    steps = config.epochs * len(windows)
     schedule = WarmupCosine(config.lr, max(1, int(config.warmup_fraction * steps)), steps,
                             min_lr=config.lr / 20)
-    history = fit(model, LatitudeWeightedMSELoss(), AdamW(model, lr=config.lr), data,
+    history = fit(model, LatitudeWeightedMSELoss(), AdamW(model, lr=config.lr), windows,
                   epochs=config.epochs, seed=config.seed, schedule=schedule,
                   clip_grad_norm=1.0, progress=False,
                   callbacks=[print_epoch] if progress else ())
-    return adapter, inputs, model, history
+    return windows, model, history
 
 
 def print_epoch(state):
     """One line per epoch (fit's own progress bars flood a log that is not a terminal)."""
     print(f"epoch {state.epoch:>3}: training loss {state.history['loss'][-1]:.4f} "
           f"(normalized increments), lr {state.history['lr'][-1]:.2e}", flush=True)
-
-
-def forecast(config, adapter, inputs, model, ds):
-    """The model's forecasts for every initial time of `ds` with a full history, decoded to
-    physical units: a Dataset (lead, time = valid time, lat, lon) on `ds`'s coordinates."""
-    windows = ForecastWindows(ds, adapter, leads=list(config.leads), history=config.history,
-                              batch_size=64)
-    put_back = windows.put_back()
-    model.eval()
-    for batch in windows:
-        increments = np.asarray(model(inputs.features(batch), batch.key_padding_mask))
-        put_back.add(batch, inputs.current(batch) + increments)
-    return put_back.result()
 
 
 # ---- skill -------------------------------------------------------------------------------------
@@ -348,6 +314,14 @@ def plot(path, predicted, truth, lead_index=-1):
     plt.close(fig)
 
 
+def save(folder, model, windows):
+    """The model and the windows' set-up (its adapter with the normalization statistics, leads,
+    history) in seqattn's storage, enough to forecast new data: ``seqattn.load(DIR/model)``,
+    ``seqattn.load(DIR/windows, ds=new_data)``."""
+    seqattn.save(model, Path(folder) / "model")
+    seqattn.save(windows, Path(folder) / "windows")
+
+
 def main(argv=None, config=None, progress=True):
     """Run the pipeline; returns a dict with ``scores`` (per lead), ``forecast`` (the decoded
     Dataset), ``truth`` (the validation period), ``history`` and ``seconds``."""
@@ -355,6 +329,8 @@ def main(argv=None, config=None, progress=True):
     parser.add_argument("--quick", action="store_true", help="a shorter run (under 2 minutes)")
     parser.add_argument("--epochs", type=int, help="training epochs")
     parser.add_argument("--plot", metavar="PATH", help="save a figure (needs matplotlib)")
+    parser.add_argument("--save", metavar="DIR", help="save the model and the forecast set-up "
+                        "(DIR/model, DIR/windows; reload with seqattn.load)")
     args = parser.parse_args(argv)
     config = config or ExampleConfig(**(QUICK if args.quick else {}))
     if args.epochs is not None:
@@ -363,14 +339,19 @@ def main(argv=None, config=None, progress=True):
 
     ds = simulate(config)
     train_ds, val_ds = split_in_time(ds, config.train_fraction)
-    adapter, inputs, model, history = train(config, train_ds, progress)
-    predicted = forecast(config, adapter, inputs, model, val_ds)
+    windows, model, history = train(config, train_ds, progress)
+    # every initial time of the validation period with a full history, in physical units on
+    # (lead, valid time, lat, lon)
+    predicted = windows.predict(model, val_ds)
     climatology = train_ds["tracer"].mean("time")
     scores = skill(predicted, val_ds["tracer"], climatology)
     print_skill(scores, train_ds, val_ds)
     if args.plot:
         plot(args.plot, predicted, val_ds["tracer"])
         print(f"figure saved to {args.plot}")
+    if args.save:
+        save(args.save, model, windows)
+        print(f"model and forecast set-up saved to {args.save}")
     seconds = time.perf_counter() - start
     print(f"total {seconds:.0f} s")
     return {"scores": scores, "forecast": predicted, "truth": val_ds, "history": history,

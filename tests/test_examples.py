@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+import seqattn
+
 from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -18,12 +20,12 @@ def load_example(name):
     return module
 
 
-def test_advection_forecast_runs_end_to_end():
+def test_advection_forecast_runs_end_to_end(tmp_path):
     example = load_example("advection_forecast")
     config = example.ExampleConfig(nlat=8, nlon=16, days=16, spinup_days=4, d_model=16, nhead=2,
                                    num_layers=1, dim_feedforward=32, fourier_frequencies=4,
                                    epochs=4, batch_size=8)
-    result = example.main([], config=config, progress=False)
+    result = example.main(["--save", str(tmp_path)], config=config, progress=False)
 
     scores = result["scores"]
     assert sorted(scores) == ["12h", "6h"]
@@ -42,3 +44,9 @@ def test_advection_forecast_runs_end_to_end():
     # every valid time with a full history is forecast, and only those are
     forecast_times = np.isfinite(predicted["tracer"]).all(("lat", "lon")).sum("time")
     assert forecast_times.values.tolist() == [row["n_forecasts"] for row in scores.values()]
+
+    # the saved model and set-up forecast the same Dataset identically
+    model = seqattn.load(tmp_path / "model")
+    windows = seqattn.load(tmp_path / "windows", ds=truth)
+    again = windows.predict(model)
+    np.testing.assert_array_equal(again["tracer"].values, predicted["tracer"].values)

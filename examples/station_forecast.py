@@ -1,0 +1,320 @@
+"""Forecasting a weather station's temperature 1-6 hours ahead from its previous 48 hours.
+
+The data are a typical meteorological year (TMY3) of hourly observations at Greensboro,
+North Carolina (WMO 723170), the file pvlib ships as ``pvlib/data/723170TYA.CSV`` (read by path
+with pandas; pvlib itself is not imported): 8,760 hours of temperature, dew point, humidity,
+pressure, wind, cloud cover and irradiance. Each month of a TMY3 year comes from a different real
+year, so the series has small jumps at month boundaries; the times are local standard time.
+
+    read the CSV -> Dataset (time, station) -> train January-August | validate September |
+    test October-December -> GridAdapter, one token per variable (its 48 hourly values,
+    normalized with the training months' statistics, plus sin/cos of hour of day and day of
+    year) -> ForecastWindows (history 47, leads 1-6 h, increments: predicting zero is
+    persistence) -> TokenModel that encodes the lead -> fit (early stopping on September) ->
+    windows.predict -> RMSE per lead on the test months against three baselines computed here:
+    persistence, the same hour yesterday, and ridge regression on exactly the model's inputs
+    (one ridge per lead, its penalty chosen on September).
+
+Every input of a forecast issued at hour t is an observation at t or before, so the forecast is
+causal; every choice (the ridge penalty, the training length) is made on September only.
+
+Run ``python examples/station_forecast.py [--quick] [--plot out.png]``.
+"""
+import argparse
+import dataclasses
+import importlib.util
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from seqattn.adapters import ForecastWindows, GridAdapter
+from seqattn.models import TokenModel, TokenModelConfig
+from seqattn.train import AdamW, ArrayBatches, EarlyStopping, MSELoss, WarmupCosine, fit
+
+# TMY3 column -> (variable name, units); wind enters as its eastward and northward components
+COLUMNS = {"Dry-bulb (C)": ("temperature", "degC"), "Dew-point (C)": ("dew_point", "degC"),
+           "RHum (%)": ("relative_humidity", "%"), "Pressure (mbar)": ("pressure", "hPa"),
+           "GHI (W/m^2)": ("ghi", "W m-2"), "TotCld (tenths)": ("cloud_cover", "tenths")}
+TARGET = "temperature"
+
+
+@dataclasses.dataclass
+class ExampleConfig:
+    """Everything the run depends on; ``seed`` fixes the training."""
+
+    history: int = 47             # inputs at t - history .. t, hourly
+    leads: tuple = (1, 2, 3, 4, 5, 6)
+    d_model: int = 32
+    nhead: int = 4
+    num_layers: int = 1
+    dim_feedforward: int = 64
+    dropout: float = 0.1
+    epochs: int = 12
+    patience: int = 4             # epochs without a better September loss before stopping
+    batch_size: int = 128
+    lr: float = 2e-3
+    weight_decay: float = 0.05
+    train_months: tuple = (1, 8)  # inclusive
+    validation_month: int = 9
+    test_months: tuple = (10, 12)
+    ridge_penalties: tuple = (0.1, 1.0, 10.0, 100.0, 1000.0)
+    # the model encodes the lead and the hour of day of the initial time; day-of-year features
+    # (the adapter's calendar=True) would have to extrapolate to the unseen October-December
+    coordinates: tuple = ("lead", "time_of_day")
+    calendar: bool = False
+    seed: int = 0
+
+
+QUICK = dict(epochs=4)
+
+
+def tmy3_path():
+    """pvlib's Greensboro TMY3 file, found without importing pvlib."""
+    spec = importlib.util.find_spec("pvlib")
+    if spec is None:
+        raise ImportError("this example reads the TMY3 file pvlib ships: pip install pvlib "
+                          "(or pip install --no-deps pvlib, the file is all it needs)")
+    return Path(spec.submodule_search_locations[0]) / "data" / "723170TYA.CSV"
+
+
+def read_station(path):
+    """The TMY3 file as a Dataset (time, station); times are hourly local standard time on
+    one (non-leap) calendar year, as TMY3 stitches its months from different years."""
+    with open(path) as f:
+        station_id, name, state, utc_offset, lat, lon, elevation = f.readline().strip().split(",")
+    table = pd.read_csv(path, skiprows=1)
+    times = (np.datetime64("2001-01-01T01") + np.arange(len(table)) * np.timedelta64(1, "h"))
+    data = {}
+    for column, (variable, units) in COLUMNS.items():
+        data[variable] = (("time", "station"), table[column].to_numpy(np.float32)[:, None],
+                          {"units": units})
+    radians = np.deg2rad(table["Wdir (degrees)"].to_numpy())
+    speed = table["Wspd (m/s)"].to_numpy()
+    # the direction the wind blows from: a westerly (270 degrees) has a positive eastward part
+    for variable, component in (("wind_east", np.sin), ("wind_north", np.cos)):
+        values = (-speed * component(radians)).astype(np.float32)[:, None]
+        data[variable] = (("time", "station"), values, {"units": "m s-1"})
+    return xr.Dataset(data, coords={
+        "time": ("time", times,
+                 {"long_name": f"local standard time (UTC{float(utc_offset):+g} h), hour ending"}),
+        "station": ("station", [station_id]),
+        "lat": ("station", [float(lat)]), "lon": ("station", [float(lon)])},
+        attrs={"title": f"TMY3 hourly observations, {name.strip(chr(34))}, {state}",
+               "elevation_m": float(elevation),
+               "source": str(path)})
+
+
+def months(ds, first, last, history=0):
+    """The times of months first..last, with `history` hours before them as inputs only. A
+    TMY3 stamp ends its hour (the year's last is January 1, 00:00), so an hour belongs to the
+    month it starts in."""
+    month = (ds["time"] - np.timedelta64(1, "h")).dt.month.values
+    where = np.flatnonzero((month >= first) & (month <= last))
+    return ds.isel(time=slice(max(where[0] - history, 0), where[-1] + 1))
+
+
+# ---- the model -------------------------------------------------------------------------------
+
+def windows_for(config, ds, adapter, shuffle=False):
+    return ForecastWindows(ds, adapter, leads=[f"{lead}h" for lead in config.leads],
+                           history=config.history, targets=[TARGET], increments=True,
+                           batch_size=config.batch_size, shuffle=shuffle, seed=config.seed)
+
+
+def build_model(config, in_features, n_tokens):
+    """Attention across the variables' tokens; ``lead`` tells it how far ahead to predict and
+    learned positions which variable a token is."""
+    return TokenModel(TokenModelConfig(
+        in_features=in_features, out_features=1, d_model=config.d_model, nhead=config.nhead,
+        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
+        dropout=config.dropout, positions="learned", max_len=n_tokens,
+        coordinates=list(config.coordinates), seed=config.seed))
+
+
+def in_memory(windows, shuffle=False):
+    """All samples of `windows` encoded in one pass (a handful of months fit in memory, and one
+    pass over the Dataset is much cheaper than one per batch), cut into mini-batches for fit;
+    a missing target is NaN, which the NaN-aware loss skips."""
+    (batch,) = windows.like(windows.source, batch_size=None, shuffle=False).epoch(0)
+    targets = np.where(batch.target_valid, batch.targets, np.nan).astype(np.float32)
+    return batch, ArrayBatches(batch.tokens, targets, batch.key_padding_mask, batch.coords,
+                               batch_size=windows.batch_size, shuffle=shuffle,
+                               seed=windows.seed)
+
+
+def train(config, train_ds, val_ds, progress=True):
+    variables = list(train_ds.data_vars)
+    adapter = GridAdapter(variables, patch={"station": 1}, variables_as="tokens",
+                          calendar=config.calendar).fit(train_ds)
+    windows = windows_for(config, train_ds, adapter)
+    training_batch, training = in_memory(windows, shuffle=True)
+    validation_batch, validation = in_memory(windows.like(val_ds))
+    model = build_model(config, training_batch.tokens.shape[-1], training_batch.tokens.shape[1])
+    steps = config.epochs * len(training)
+    schedule = WarmupCosine(config.lr, max(1, steps // 20), steps, min_lr=config.lr / 20)
+    history = fit(model, MSELoss(skip_nan=True),
+                  AdamW(model, lr=config.lr, weight_decay=config.weight_decay), training,
+                  validation=validation, epochs=config.epochs, seed=config.seed,
+                  schedule=schedule, clip_grad_norm=1.0,
+                  early_stopping=EarlyStopping(patience=config.patience), progress=progress)
+    return windows, (training_batch, validation_batch), model, history
+
+
+# ---- baselines -------------------------------------------------------------------------------
+
+def ridge_inputs(tokens, coords):
+    """The model's inputs as one row per sample: its tokens flattened, then sin/cos of the
+    hour of day of the initial time (the model's time_of_day coordinate; its other one, the
+    lead, picks the ridge)."""
+    phase = 2 * np.pi * (coords["time"][:, 0] % 86400.0) / 86400.0
+    return np.concatenate([tokens.reshape(len(tokens), -1), np.sin(phase)[:, None],
+                           np.cos(phase)[:, None]], axis=1)
+
+
+def ridge_data(batch):
+    """(inputs, increment targets, lead in seconds) of every sample with a target."""
+    valid = batch.target_valid[..., 0]  # (B, N): only the temperature token has a target
+    keep = valid.any(axis=1)
+    inputs = ridge_inputs(batch.tokens, batch.coords)[keep]
+    targets = np.where(valid, batch.targets[..., 0], 0).sum(axis=1)[keep]
+    return inputs, targets, batch.coords["lead"][keep, 0]
+
+
+def ridge_fit(x, y, penalty):
+    """Weights (with an unpenalized intercept) of ridge regression of y on x."""
+    mean_x, mean_y = x.mean(axis=0), y.mean()
+    xc = x - mean_x
+    w = np.linalg.solve(xc.T @ xc + penalty * np.eye(x.shape[1]), xc.T @ (y - mean_y))
+    return w, mean_y - mean_x @ w
+
+
+class RidgeForecast:
+    """One ridge regression per lead on the model's own input tokens, predicting the same
+    normalized increments; each lead's penalty is the one with the lowest September error."""
+
+    def __init__(self, config, training_batch, validation_batch):
+        x, y, lead = ridge_data(training_batch)
+        vx, vy, vlead = ridge_data(validation_batch)
+        self.weights, self.penalties, errors = {}, {}, []
+        for value in np.unique(lead):
+            best = None
+            for penalty in config.ridge_penalties:
+                w, b = ridge_fit(x[lead == value], y[lead == value], penalty)
+                error = np.mean((vx[vlead == value] @ w + b - vy[vlead == value]) ** 2)
+                if best is None or error < best[0]:
+                    best = (error, penalty, w, b)
+            self.penalties[value], self.weights[value] = best[1], best[2:]
+            errors.append(best[0])
+        self.validation_mse = float(np.mean(errors))
+
+    def __call__(self, tokens, key_padding_mask=None, coords=None):
+        """(B, N, 1) increments in every token (put back reads the target token's)."""
+        lead = coords["lead"][:, 0]
+        flat = ridge_inputs(tokens, coords)
+        out = np.zeros(len(tokens))
+        for value, (w, b) in self.weights.items():
+            rows = lead == value
+            out[rows] = flat[rows] @ w + b
+        return np.repeat(out[:, None, None], tokens.shape[1], axis=1).astype(np.float32)
+
+
+# ---- skill -----------------------------------------------------------------------------------
+
+def rmse_table(forecasts, observed, test_months):
+    """RMSE per lead of each forecast (lead, time) on the valid times in the test months that
+    every forecast has."""
+    in_test = observed["time"].dt.month.values >= test_months[0]
+    table = {}
+    for i, lead in enumerate(forecasts["seqattn"]["lead"].values):
+        hours = int(lead / np.timedelta64(1, "h"))
+        errors = {name: (f.isel(lead=i) - observed).values[in_test]
+                  for name, f in forecasts.items()}
+        common = np.all([np.isfinite(e) for e in errors.values()], axis=0)
+        table[hours] = {name: float(np.sqrt(np.mean(e[common] ** 2)))
+                        for name, e in errors.items()}
+        table[hours]["n"] = int(common.sum())
+    return table
+
+
+def baselines(observed, leads):
+    """Persistence (the value at the initial time) and the same hour the day before the valid
+    time, as (lead, time) forecasts on valid times."""
+    persistence = xr.concat([observed.shift(time=lead) for lead in leads], dim="lead")
+    yesterday = xr.concat([observed.shift(time=24) for _ in leads], dim="lead")
+    return persistence, yesterday
+
+
+def print_table(table):
+    names = [k for k in next(iter(table.values())) if k != "n"]
+    print(f"RMSE of {TARGET} [degC] on the test months, per lead:")
+    print(f"{'lead':>5} {'n':>5} " + " ".join(f"{n:>10}" for n in names))
+    for lead, row in table.items():
+        print(f"{lead:>4}h {row['n']:>5} " + " ".join(f"{row[n]:>10.3f}" for n in names))
+    print(f"{'mean':>5} {'':>5} " + " ".join(
+        f"{np.mean([row[n] for row in table.values()]):>10.3f}" for n in names))
+
+
+def plot(path, forecasts, observed, lead_index, days=7):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    end = observed["time"].values[-1]
+    span = slice(end - np.timedelta64(days * 24, "h"), end)
+    lead = int(forecasts["seqattn"]["lead"].values[lead_index] / np.timedelta64(1, "h"))
+    fig, ax = plt.subplots(figsize=(12, 4), constrained_layout=True)
+    ax.plot(observed.sel(time=span)["time"], observed.sel(time=span), "k", lw=2, label="observed")
+    for name, f in forecasts.items():
+        ax.plot(f.sel(time=span)["time"], f.isel(lead=lead_index).sel(time=span), lw=1,
+                label=f"{name}, {lead} h ahead")
+    ax.set_ylabel(f"{TARGET} [degC]")
+    ax.set_title(f"Greensboro, the last {days} test days: forecasts {lead} h ahead")
+    ax.legend(ncol=5, fontsize=8)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None, config=None, progress=True):
+    """Run the pipeline; returns a dict with ``table`` (lead -> RMSE per forecast),
+    ``forecast`` (the model's Dataset), ``history`` and ``seconds``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a short run (under 90 s)")
+    parser.add_argument("--plot", metavar="PATH", help="save a figure (needs matplotlib)")
+    args = parser.parse_args(argv)
+    config = config or ExampleConfig(**(QUICK if args.quick else {}))
+    start = time.perf_counter()
+
+    ds = read_station(tmy3_path())
+    train_ds = months(ds, *config.train_months)
+    val_ds = months(ds, config.validation_month, config.validation_month, config.history)
+    test_ds = months(ds, *config.test_months, config.history)
+    windows, batches, model, history = train(config, train_ds, val_ds, progress)
+    ridge = RidgeForecast(config, *batches)
+
+    observed = test_ds[TARGET].isel(station=0)
+    persistence, yesterday = baselines(observed, list(config.leads))
+    test_windows = windows.like(test_ds, batch_size=4096)  # few batches: cheaper to cut
+    forecast = test_windows.predict(model)
+    forecasts = {"seqattn": forecast[TARGET].isel(station=0),
+                 "ridge": test_windows.predict(ridge)[TARGET].isel(station=0),
+                 "persistence": persistence, "yesterday": yesterday}
+    table = rmse_table(forecasts, observed, config.test_months)
+    print(f"trained on months {config.train_months} ({train_ds.sizes['time']} h), early-stopped "
+          f"after {len(history['loss'])} epochs on month {config.validation_month}; ridge "
+          f"penalties per lead {sorted(ridge.penalties.values())}, its September MSE "
+          f"{ridge.validation_mse:.4f}")
+    print_table(table)
+    if args.plot:
+        plot(args.plot, forecasts, observed, lead_index=len(config.leads) - 1)
+        print(f"figure saved to {args.plot}")
+    seconds = time.perf_counter() - start
+    print(f"total {seconds:.0f} s")
+    return {"table": table, "forecast": forecast, "history": history, "seconds": seconds}
+
+
+if __name__ == "__main__":
+    main()

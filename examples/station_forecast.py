@@ -297,10 +297,10 @@ def main(argv=None, config=None, progress=True):
 
     observed = test_ds[TARGET].isel(station=0)
     persistence, yesterday = baselines(observed, list(config.leads))
-    test_windows = windows.like(test_ds, batch_size=4096)  # few batches: cheaper to cut
-    forecast = test_windows.predict(model)
+    # few large batches: cutting the windows costs more than the model on them
+    forecast = windows.predict(model, test_ds, batch_size=4096)
     forecasts = {"seqattn": forecast[TARGET].isel(station=0),
-                 "ridge": test_windows.predict(ridge)[TARGET].isel(station=0),
+                 "ridge": windows.predict(ridge, test_ds, batch_size=4096)[TARGET].isel(station=0),
                  "persistence": persistence, "yesterday": yesterday}
     table = rmse_table(forecasts, observed, config.test_months)
     print(f"trained on months {config.train_months} ({train_ds.sizes['time']} h), early-stopped "

@@ -360,15 +360,18 @@ class ForecastWindows:
         put_back.add(batch, values)
         return put_back.result()
 
-    def predict(self, model, ds=None, *, variables=None, mask_missing=True, store=None):
+    def predict(self, model, ds=None, *, variables=None, mask_missing=True, store=None,
+                batch_size=None):
         """`model`'s forecasts for every sample of `ds` (default: this iterator's Dataset) with
         this set-up, as one Dataset (lead, ..., time = valid time) in physical units; lazy and
-        chunk-parallel on dask data. See :func:`seqattn.adapters.forecast_predict.predict_forecast`.
+        chunk-parallel on dask data; `batch_size` samples per model call (default this set-up's).
+        See :func:`seqattn.adapters.forecast_predict.predict_forecast`.
         """
         from .forecast_predict import predict_forecast
 
         return predict_forecast(model, self, self.source if ds is None else ds,
-                                variables=variables, mask_missing=mask_missing, store=store)
+                                variables=variables, mask_missing=mask_missing, store=store,
+                                batch_size=batch_size)
 
     def _persistence(self, variables):
         """{variable: (lead, *its dims)} its value `lead` before each valid time: what increments

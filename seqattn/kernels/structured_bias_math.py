@@ -2,9 +2,10 @@
 
 Written once as plain Python; the CPU kernels compile them with ``njit(inline="always")`` and the
 CUDA kernels with ``cuda.jit(device=True)``, so both devices evaluate the same expressions. They
-contain no float literals: every constant (one, half, ...) comes in as an argument of the kernel's
-float dtype, so float32 code never promotes to float64. They do not call each other (a compiled
-function can only call compiled globals).
+contain no float literals and no rounding (each device rounds in its own float dtype: Numba's
+float ``//`` is a slow library call on the CPU, and ``math.floor`` returns an int64), so float32
+code never promotes to float64. They do not call each other (a compiled function can only call
+compiled globals).
 
 Legend: cell and inv_cell (B, 3, 3) with the lattice vectors as rows; images (B, I, 3).
 """
@@ -18,18 +19,15 @@ NOT_PERIODIC, ORTHORHOMBIC, TRICLINIC = 0, 1, 2
 NO_PAIR, CODE_ARRAY, RELATIVE_OFFSET = 0, 1, 2
 
 
-def wrap_displacement(rx, ry, rz, cell, inv_cell, b, half, one):
-    """The displacement r moved by whole lattice vectors into the cell centred on 0.
+def fractional(rx, ry, rz, inv_cell, b):
+    """Fractional coordinates f = r inv_cell of a displacement r."""
+    return (rx * inv_cell[b, 0, 0] + ry * inv_cell[b, 1, 0] + rz * inv_cell[b, 2, 0],
+            rx * inv_cell[b, 0, 1] + ry * inv_cell[b, 1, 1] + rz * inv_cell[b, 2, 1],
+            rx * inv_cell[b, 0, 2] + ry * inv_cell[b, 1, 2] + rz * inv_cell[b, 2, 2])
 
-    Fractional coordinates f = r inv_cell are rounded to the nearest integers, which are taken
-    off: r - round(f) cell. For an orthorhombic cell this is the minimum image.
-    """
-    fx = rx * inv_cell[b, 0, 0] + ry * inv_cell[b, 1, 0] + rz * inv_cell[b, 2, 0]
-    fy = rx * inv_cell[b, 0, 1] + ry * inv_cell[b, 1, 1] + rz * inv_cell[b, 2, 1]
-    fz = rx * inv_cell[b, 0, 2] + ry * inv_cell[b, 1, 2] + rz * inv_cell[b, 2, 2]
-    fx -= (fx + half) // one
-    fy -= (fy + half) // one
-    fz -= (fz + half) // one
+
+def cartesian(fx, fy, fz, cell, b):
+    """The displacement f cell of fractional coordinates f."""
     return (fx * cell[b, 0, 0] + fy * cell[b, 1, 0] + fz * cell[b, 2, 0],
             fx * cell[b, 0, 1] + fy * cell[b, 1, 1] + fz * cell[b, 2, 1],
             fx * cell[b, 0, 2] + fy * cell[b, 1, 2] + fz * cell[b, 2, 2])
@@ -37,7 +35,7 @@ def wrap_displacement(rx, ry, rz, cell, inv_cell, b, half, one):
 
 def nearest_image(rx, ry, rz, images, b):
     """r + t for the lattice translation t in images[b] that makes it shortest (the first one
-    on ties), for triclinic cells after :func:`wrap_displacement`."""
+    on ties): the minimum image of a triclinic cell's wrapped displacement."""
     best_x, best_y, best_z = rx + images[b, 0, 0], ry + images[b, 0, 1], rz + images[b, 0, 2]
     best = best_x * best_x + best_y * best_y + best_z * best_z
     for t in range(1, images.shape[1]):
@@ -48,19 +46,15 @@ def nearest_image(rx, ry, rz, images, b):
     return best_x, best_y, best_z
 
 
-def bin_coordinate(d, inv_step, last, one):
-    """(c, w): distance d interpolates table entries c and c + 1 as (1 - w) T[c] + w T[c + 1].
-
-    u = d / step is clamped to the last entry C - 1 = ``last`` (the value is constant beyond
-    r_max, and NaN lands there too, so the index is always valid); c = floor(u) <= C - 2.
-    """
+def table_coordinate(d, inv_step, last):
+    """u = d / step, the distance in units of the table's spacing, clamped to the last entry
+    C - 1 = ``last`` (the value is constant beyond r_max; NaN lands there too, so the index a
+    caller derives from u is always valid). Entries floor(u) and floor(u) + 1 are interpolated,
+    floor(u) taken at most C - 2."""
     u = d * inv_step
     if not u < last:
         u = last
-    lower = u // one
-    if lower > last - one:
-        lower = last - one
-    return int(lower), u - lower
+    return u
 
 
 def log_cosine_envelope(d, half_angle_per_distance, two):

@@ -20,9 +20,10 @@ from ..float32_math import FASTMATH
 
 NEG_INF = -np.inf
 
-_wrap = njit(inline="always")(sbm.wrap_displacement)
+_fractional = njit(inline="always")(sbm.fractional)
+_cartesian = njit(inline="always")(sbm.cartesian)
 _nearest_image = njit(inline="always")(sbm.nearest_image)
-_bin = njit(inline="always")(sbm.bin_coordinate)
+_table_coordinate = njit(inline="always")(sbm.table_coordinate)
 _log_envelope = njit(inline="always")(sbm.log_cosine_envelope)
 _log_envelope_grad = njit(inline="always")(sbm.log_cosine_envelope_grad)
 
@@ -58,23 +59,45 @@ def _displacement(xq, yk, i, j, b, dist):
     ry = xq[1, i] - yk[1, j]
     rz = xq[2, i] - yk[2, j]
     if dist.periodic != sbm.NOT_PERIODIC:
-        rx, ry, rz = _wrap(rx, ry, rz, dist.cell, dist.inv_cell, b, dist.half, dist.one)
+        fx, fy, fz = _fractional(rx, ry, rz, dist.inv_cell, b)
+        rx, ry, rz = _cartesian(fx - np.floor(fx + dist.half), fy - np.floor(fy + dist.half),
+                                fz - np.floor(fz + dist.half), dist.cell, b)
         if dist.periodic == sbm.TRICLINIC:
             rx, ry, rz = _nearest_image(rx, ry, rz, dist.images, b)
     return rx, ry, rz
 
 
+@njit(inline="always")
+def _entry(u, last, one):
+    """(k, w): u interpolates table entries k and k + 1 as (1 - w) T[k] + w T[k + 1]."""
+    lower = min(np.floor(u), last - one)
+    return int(lower), u - lower
+
+
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _open_distance_row(row, xi, yi, zi, yx, yy, yz, tab, inv_step, last, one, cutoff):
-    """The common case as one loop LLVM vectorises: no cell, no types, no smooth envelope."""
-    for c in range(row.shape[0]):
+def _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, inv_step, last, one, cutoff):
+    """The common case without cell, types or envelope, in a loop LLVM vectorises: each key's
+    table entry (-1 where hidden: beyond the cutoff, NaN positions) and weight."""
+    for c in range(entry.shape[0]):
         rx = xi - yx[c]
         ry = yi - yy[c]
         rz = zi - yz[c]
         d = np.sqrt(rx * rx + ry * ry + rz * rz)
-        k, w = _bin(d, inv_step, last, one)
-        value = tab[k] + w * (tab[k + 1] - tab[k])
-        row[c] = row[c] + value if d <= cutoff else NEG_INF
+        u = _table_coordinate(d, inv_step, last)
+        lower = min(np.floor(u), last - one)
+        weight[c] = u - lower
+        entry[c] = np.int32(lower) if d <= cutoff else np.int32(-1)
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _add_interpolated(row, entry, weight, tab):
+    """row[c] += (1 - w) T[k] + w T[k + 1], -inf where k = -1. A scalar loop: x86 gathers are
+    slower than scalar loads since the Downfall microcode, and LLVM does not emit them."""
+    for c in range(row.shape[0]):
+        k = max(entry[c], 0)
+        low = tab[k]
+        value = low + weight[c] * (tab[k + 1] - low)
+        row[c] = row[c] + value if entry[c] >= 0 else NEG_INF
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
@@ -83,15 +106,19 @@ def add_distance_bias(s, b, h, i0, j0, dist):
     rows, cols = s.shape
     xq, yk = dist.x[b], dist.y[b]
     tab = dist.table[h]
-    simple = dist.periodic == sbm.NOT_PERIODIC and not dist.has_types and not dist.smooth
+    if dist.periodic == sbm.NOT_PERIODIC and not dist.has_types and not dist.smooth:
+        entry = np.empty(cols, np.int32)
+        weight = np.empty(cols, s.dtype)
+        for r in range(rows):
+            i = i0 + r
+            _open_row_entries(entry, weight, xq[0, i], xq[1, i], xq[2, i], yk[0, j0:j0 + cols],
+                              yk[1, j0:j0 + cols], yk[2, j0:j0 + cols], dist.inv_step,
+                              dist.last, dist.one, dist.cutoff)
+            _add_interpolated(s[r], entry, weight, tab[0])
+        return
     for r in range(rows):
         i = i0 + r
         row = s[r]
-        if simple:
-            _open_distance_row(row, xq[0, i], xq[1, i], xq[2, i], yk[0, j0:j0 + cols],
-                               yk[1, j0:j0 + cols], yk[2, j0:j0 + cols], tab[0], dist.inv_step,
-                               dist.last, dist.one, dist.cutoff)
-            continue
         p0 = dist.types_q[b, i] * dist.n_types if dist.has_types else 0
         for c in range(cols):
             j = j0 + c
@@ -101,7 +128,7 @@ def add_distance_bias(s, b, h, i0, j0, dist):
                 row[c] = NEG_INF
                 continue
             p = p0 + dist.types_k[b, j] if dist.has_types else 0
-            k, w = _bin(d, dist.inv_step, dist.last, dist.one)
+            k, w = _entry(_table_coordinate(d, dist.inv_step, dist.last), dist.last, dist.one)
             value = tab[p, k] + w * (tab[p, k + 1] - tab[p, k])
             if dist.smooth:
                 value += _log_envelope(d, dist.smooth_a, dist.two)
@@ -109,12 +136,67 @@ def add_distance_bias(s, b, h, i0, j0, dist):
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _open_row_position_grads(dx, dy, i, coef, xi, yi, zi, yx, yy, yz, j0, zero):
+    """dx[:, i] += sum_c coef[c] r_c and dy[:, j0 + c] -= coef[c] r_c, r_c = x_i - y_(j0+c):
+    the position gradients of one row, in loops LLVM vectorises."""
+    gx = gy = gz = zero
+    for c in range(coef.shape[0]):
+        rx = xi - yx[c]
+        ry = yi - yy[c]
+        rz = zi - yz[c]
+        gx += coef[c] * rx
+        gy += coef[c] * ry
+        gz += coef[c] * rz
+        dy[0, j0 + c] -= coef[c] * rx
+        dy[1, j0 + c] -= coef[c] * ry
+        dy[2, j0 + c] -= coef[c] * rz
+    dx[0, i] += gx
+    dx[1, i] += gy
+    dx[2, i] += gz
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _open_row_table_grads(dtab, coef, g_row, entry, weight, xi, yi, zi, yx, yy, yz, tab,
+                          inv_step, last, zero):
+    """dtab += g d f/d table for one row; coef[c] = g df/dd / d, the factor of x_i - y_j in
+    the position gradients (0 where hidden, beyond r_max, or at d = 0)."""
+    for c in range(coef.shape[0]):
+        g = g_row[c] if entry[c] >= 0 else zero
+        k = max(entry[c], 0)
+        w = weight[c]
+        # forward: value = (1 - w) T[k] + w T[k + 1]
+        dtab[k] += g - g * w
+        dtab[k + 1] += g * w
+        rx = xi - yx[c]
+        ry = yi - yy[c]
+        rz = zi - yz[c]
+        d = np.sqrt(rx * rx + ry * ry + rz * rz)
+        # forward: d = |x_i - y_j|, u = d / step  =>  df/dx_i = (T[k+1] - T[k]) / step r / d
+        inside = d * inv_step < last and d > 0
+        coef[c] = g * (tab[k + 1] - tab[k]) * inv_step / d if inside else zero
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
     """From dS = dL/dscore of a tile: dtab (P, C) += dS d f/d table, dx (3, N) += dS df/dx_i,
-    dy (3, M) += dS df/dy_j. Hidden pairs have dS = 0 exactly and are skipped."""
+    dy (3, M) += dS df/dy_j. Hidden pairs have dS = 0 exactly."""
     rows, cols = ds.shape
     xq, yk = dist.x[b], dist.y[b]
     tab = dist.table[h]
+    if dist.periodic == sbm.NOT_PERIODIC and not dist.has_types and not dist.smooth:
+        entry = np.empty(cols, np.int32)
+        weight = np.empty(cols, ds.dtype)
+        coef = np.empty(cols, ds.dtype)
+        yx, yy, yz = yk[0, j0:j0 + cols], yk[1, j0:j0 + cols], yk[2, j0:j0 + cols]
+        for r in range(rows):
+            i = i0 + r
+            xi, yi, zi = xq[0, i], xq[1, i], xq[2, i]
+            _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, dist.inv_step, dist.last,
+                              dist.one, dist.cutoff)
+            _open_row_table_grads(dtab[0], coef, ds[r], entry, weight, xi, yi, zi, yx, yy, yz,
+                                  tab[0], dist.inv_step, dist.last, dist.zero)
+            _open_row_position_grads(dx, dy, i, coef, xi, yi, zi, yx, yy, yz, j0, dist.zero)
+        return
     for r in range(rows):
         i = i0 + r
         p0 = dist.types_q[b, i] * dist.n_types if dist.has_types else 0
@@ -127,7 +209,8 @@ def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
             rx, ry, rz = _displacement(xq, yk, i, j, b, dist)
             d = np.sqrt(rx * rx + ry * ry + rz * rz)
             p = p0 + dist.types_k[b, j] if dist.has_types else 0
-            k, w = _bin(d, dist.inv_step, dist.last, dist.one)
+            u = _table_coordinate(d, dist.inv_step, dist.last)
+            k, w = _entry(u, dist.last, dist.one)
             # forward: value = (1 - w) T[k] + w T[k + 1]
             dtab[p, k] += g - g * w
             dtab[p, k + 1] += g * w

@@ -52,9 +52,10 @@ StructuredGrads = namedtuple("StructuredGrads", "distance_table x y pair_table")
 StructuredGrads.__doc__ = """Outputs for the structured biases' gradients, in kernel layout:
 distance_table (H, P, C), x (B, 3, N), y (B, 3, M), pair_table (H, C); None where absent."""
 
-_wrap = cuda.jit(device=True, inline="always")(sbm.wrap_displacement)
+_fractional = cuda.jit(device=True, inline="always")(sbm.fractional)
+_cartesian = cuda.jit(device=True, inline="always")(sbm.cartesian)
 _nearest_image = cuda.jit(device=True, inline="always")(sbm.nearest_image)
-_bin = cuda.jit(device=True, inline="always")(sbm.bin_coordinate)
+_table_coordinate = cuda.jit(device=True, inline="always")(sbm.table_coordinate)
 _log_envelope = cuda.jit(device=True, inline="always")(sbm.log_cosine_envelope)
 _log_envelope_grad = cuda.jit(device=True, inline="always")(sbm.log_cosine_envelope_grad)
 
@@ -211,6 +212,11 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
     device = cuda.jit(device=True, inline="always")
 
     @device
+    def floor(x):
+        """floor(x) in the kernel's dtype (math.floor returns an int64)."""
+        return ftype(math.floor(x))
+
+    @device
     def displacement(b, i, j, mods):
         """(x_i - y_j by the minimum image, its length) for the distance bias."""
         x, y = mods[D_X], mods[D_Y]
@@ -221,7 +227,9 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
         ry = x[b, 1, i] - y[b, 1, j]
         rz = x[b, 2, i] - y[b, 2, j]
         if periodic != sbm.NOT_PERIODIC:
-            rx, ry, rz = _wrap(rx, ry, rz, cell, inv_cell, b, half, one)
+            fx, fy, fz = _fractional(rx, ry, rz, inv_cell, b)
+            rx, ry, rz = _cartesian(fx - floor(fx + half), fy - floor(fy + half),
+                                    fz - floor(fz + half), cell, b)
             if periodic == sbm.TRICLINIC:
                 rx, ry, rz = _nearest_image(rx, ry, rz, images, b)
         return rx, ry, rz, math.sqrt(rx * rx + ry * ry + rz * rz)
@@ -233,8 +241,9 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
         p = 0
         if mods[D_HAS_TYPES]:
             p = types_q[b, i] * mods[D_N_TYPES] + types_k[b, j]
-        c, w = _bin(d, mods[D_INV_STEP], mods[D_LAST], one)
-        return p, c, w
+        u = _table_coordinate(d, mods[D_INV_STEP], mods[D_LAST])
+        lower = min(floor(u), mods[D_LAST] - one)
+        return p, int(lower), u - lower
 
     @device
     def distance_value(b, h, i, j, mods):

@@ -90,6 +90,18 @@ def _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, inv_step, last, one
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _open_row_slope_scales(scale, xi, yi, zi, yx, yy, yz, inv_step, last, zero):
+    """scale[c] = 1 / (step d): the factor turning T[k + 1] - T[k] into df/dd / d (0 beyond
+    r_max, where f is constant, and at d = 0), vectorised."""
+    for c in range(scale.shape[0]):
+        rx = xi - yx[c]
+        ry = yi - yy[c]
+        rz = zi - yz[c]
+        d = np.sqrt(rx * rx + ry * ry + rz * rz)
+        scale[c] = inv_step / d if d * inv_step < last and d > 0 else zero
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _add_interpolated(row, entry, weight, tab):
     """row[c] += (1 - w) T[k] + w T[k + 1], -inf where k = -1. A scalar loop: x86 gathers are
     slower than scalar loads since the Downfall microcode, and LLVM does not emit them."""
@@ -136,30 +148,33 @@ def add_distance_bias(s, b, h, i0, j0, dist):
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _open_row_position_grads(dx, dy, i, coef, xi, yi, zi, yx, yy, yz, j0, zero):
-    """dx[:, i] += sum_c coef[c] r_c and dy[:, j0 + c] -= coef[c] r_c, r_c = x_i - y_(j0+c):
-    the position gradients of one row, in loops LLVM vectorises."""
-    gx = gy = gz = zero
+def _row_axis_grads(dy_axis, coef, xi, y_axis, zero):
+    """One axis of a row's position gradients: returns sum_c coef[c] r_c and subtracts
+    coef[c] r_c from dy_axis[c], r_c = xi - y_axis[c] (one store per loop, so LLVM
+    vectorises it)."""
+    total = zero
     for c in range(coef.shape[0]):
-        rx = xi - yx[c]
-        ry = yi - yy[c]
-        rz = zi - yz[c]
-        gx += coef[c] * rx
-        gy += coef[c] * ry
-        gz += coef[c] * rz
-        dy[0, j0 + c] -= coef[c] * rx
-        dy[1, j0 + c] -= coef[c] * ry
-        dy[2, j0 + c] -= coef[c] * rz
-    dx[0, i] += gx
-    dx[1, i] += gy
-    dx[2, i] += gz
+        term = coef[c] * (xi - y_axis[c])
+        total += term
+        dy_axis[c] -= term
+    return total
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _open_row_table_grads(dtab, coef, g_row, entry, weight, xi, yi, zi, yx, yy, yz, tab,
-                          inv_step, last, zero):
-    """dtab += g d f/d table for one row; coef[c] = g df/dd / d, the factor of x_i - y_j in
-    the position gradients (0 where hidden, beyond r_max, or at d = 0)."""
+def _open_row_position_grads(dx, dy, i, coef, xi, yi, zi, yx, yy, yz, j0, zero):
+    """dx[:, i] += sum_c coef[c] r_c and dy[:, j0 + c] -= coef[c] r_c, r_c = x_i - y_(j0+c):
+    the position gradients of one row."""
+    cols = coef.shape[0]
+    dx[0, i] += _row_axis_grads(dy[0, j0:j0 + cols], coef, xi, yx, zero)
+    dx[1, i] += _row_axis_grads(dy[1, j0:j0 + cols], coef, yi, yy, zero)
+    dx[2, i] += _row_axis_grads(dy[2, j0:j0 + cols], coef, zi, yz, zero)
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _open_row_table_grads(dtab, coef, g_row, entry, weight, scale, tab, zero):
+    """dtab += g d f/d table for one row (a scalar loop: table lookups and scatters);
+    coef[c] = g df/dd / d, the factor of x_i - y_j in the position gradients (0 where hidden,
+    beyond r_max, or at d = 0)."""
     for c in range(coef.shape[0]):
         g = g_row[c] if entry[c] >= 0 else zero
         k = max(entry[c], 0)
@@ -167,13 +182,8 @@ def _open_row_table_grads(dtab, coef, g_row, entry, weight, xi, yi, zi, yx, yy, 
         # forward: value = (1 - w) T[k] + w T[k + 1]
         dtab[k] += g - g * w
         dtab[k + 1] += g * w
-        rx = xi - yx[c]
-        ry = yi - yy[c]
-        rz = zi - yz[c]
-        d = np.sqrt(rx * rx + ry * ry + rz * rz)
         # forward: d = |x_i - y_j|, u = d / step  =>  df/dx_i = (T[k+1] - T[k]) / step r / d
-        inside = d * inv_step < last and d > 0
-        coef[c] = g * (tab[k + 1] - tab[k]) * inv_step / d if inside else zero
+        coef[c] = g * (tab[k + 1] - tab[k]) * scale[c]
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
@@ -187,14 +197,16 @@ def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
         entry = np.empty(cols, np.int32)
         weight = np.empty(cols, ds.dtype)
         coef = np.empty(cols, ds.dtype)
+        scale = np.empty(cols, ds.dtype)
         yx, yy, yz = yk[0, j0:j0 + cols], yk[1, j0:j0 + cols], yk[2, j0:j0 + cols]
         for r in range(rows):
             i = i0 + r
             xi, yi, zi = xq[0, i], xq[1, i], xq[2, i]
             _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, dist.inv_step, dist.last,
                               dist.one, dist.cutoff)
-            _open_row_table_grads(dtab[0], coef, ds[r], entry, weight, xi, yi, zi, yx, yy, yz,
-                                  tab[0], dist.inv_step, dist.last, dist.zero)
+            _open_row_slope_scales(scale, xi, yi, zi, yx, yy, yz, dist.inv_step, dist.last,
+                                   dist.zero)
+            _open_row_table_grads(dtab[0], coef, ds[r], entry, weight, scale, tab[0], dist.zero)
             _open_row_position_grads(dx, dy, i, coef, xi, yi, zi, yx, yy, yz, j0, dist.zero)
         return
     for r in range(rows):

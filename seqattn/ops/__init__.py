@@ -24,11 +24,12 @@ from .layers import (additive_scores, additive_scores_backward, dropout, dropout
 from .losses import (POINTWISE_LOSSES, cross_entropy, cross_entropy_backward, pointwise_loss,
                      pointwise_loss_backward)
 from .optimizers import adam_step, sgd_step, sum_of_squares
-from .structured_bias import DistanceBias, DistanceBiasGradients, PairBias, PairBiasGradients
 from .pooling import (first_token, first_token_backward, masked_mean, masked_mean_backward,
                       prepend_token, prepend_token_backward, write_positions)
+from .structured_bias import DistanceBias, DistanceBiasGradients, PairBias, PairBiasGradients
 
-__all__ = ["POINTWISE_LOSSES", "adam_step", "add", "add_into", "additive_scores",
+__all__ = ["AttentionGradients", "DistanceBias", "DistanceBiasGradients", "PairBias",
+    "PairBiasGradients", "POINTWISE_LOSSES", "adam_step", "add", "add_into", "additive_scores",
     "additive_scores_backward", "affine", "attention", "attention_backward", "attention_weights",
     "concat", "concat_backward", "cross_entropy", "cross_entropy_backward", "dropout",
     "dropout_backward", "embedding", "embedding_backward", "fill", "first_token",

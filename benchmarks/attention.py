@@ -10,6 +10,7 @@ machine falls on all of them alike.
     python benchmarks/attention.py                   # the issue's table (several minutes)
     python benchmarks/attention.py --quick           # one small size, a smoke run
     python benchmarks/attention.py --long            # N=32768, H=1: forward+backward memory
+    python benchmarks/attention.py --structured      # distance and pair-code biases vs plain
     python benchmarks/attention.py --device cuda     # CUDA kernels vs torch on the GPU
 """
 import argparse
@@ -213,6 +214,71 @@ def print_row(r):
               f"{r[f'{p}_mem'] / mib:.1f} |", flush=True)
 
 
+class BiasedRunner(SeqattnRunner):
+    """seqattn with extra options (a structured or a dense bias), forward and backward."""
+
+    def __init__(self, device, q, k, v, options, bias_requires_grad=False):
+        self.options, self.bias_requires_grad = options, bias_requires_grad
+        self.sync = lambda: None
+        self.q, self.k, self.v = q, k, v
+        self.out, self.lse = seqattn.attention(q, k, v, return_lse=True, **options)
+        self.dout = self.out
+
+    def forward(self):
+        seqattn.attention(self.q, self.k, self.v, return_lse=True, **self.options)
+
+    def backward(self):
+        seqattn.attention_backward(self.dout, self.q, self.k, self.v, self.out, self.lse,
+                                   bias_requires_grad=self.bias_requires_grad, **self.options)
+
+
+def structured_biases(B=1, H=8, N=4096, D=64, repeats=5):
+    """Forward and backward with a distance bias, pair codes, a relative-position bias and a
+    dense (B, H, N, N) bias tensor, as ratios to plain attention measured in the same rounds
+    (the issue's target: structured <= 1.3x plain and faster than dense), plus torch SDPA
+    plain as the peer that shows whether plain attention itself kept its speed."""
+    from seqattn.ops import DistanceBias, PairBias
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((B, H, N, D)).astype(np.float32) for _ in range(3))
+    # A molecule-like cloud: atoms in a 30 A box, a table of 64 bins up to 10 A.
+    positions = rng.uniform(0, 30, (B, N, 3)).astype(np.float32)
+    distance = DistanceBias(positions, rng.standard_normal((H, 64)).astype(np.float32), 10.0)
+    hops = rng.integers(0, 16, (N, N)).astype(np.int8)  # e.g. shortest-path hops on a graph
+    pair = PairBias(rng.standard_normal((H, 16)).astype(np.float32), hops)
+    relative = PairBias.relative(rng.standard_normal((H, 129)).astype(np.float32))
+    dense = rng.standard_normal((B, H, N, N)).astype(np.float32)
+    runners = {
+        "plain": BiasedRunner("cpu", q, k, v, {}),
+        "distance": BiasedRunner("cpu", q, k, v, {"distance_bias": distance}),
+        "pair codes": BiasedRunner("cpu", q, k, v, {"pair_bias": pair}),
+        "relative": BiasedRunner("cpu", q, k, v, {"pair_bias": relative}),
+        "dense bias": BiasedRunner("cpu", q, k, v, {"bias": dense}, bias_requires_grad=True),
+    }
+    timers = {}
+    for name, runner in runners.items():
+        timers[f"{name} fwd"] = runner.forward_time
+        timers[f"{name} bwd"] = runner.backward_time
+    if torch_available():
+        theirs = TorchRunner("cpu", q, k, v, False)
+        timers.update({"torch fwd": theirs.forward_time, "torch bwd": theirs.backward_time})
+    medians = interleaved_medians(timers, repeats)
+    print(f"# structured biases, B{B} H{H} N{N} D{D} float32, medians of {repeats} rounds")
+    print("| bias | fwd s | bwd s | fwd / plain | bwd / plain | fwd+bwd / plain "
+          "| fwd+bwd / dense |")
+    print("|---|---|---|---|---|---|---|")
+    total = {name: medians[f"{name} fwd"] + medians[f"{name} bwd"] for name in runners}
+    for name in runners:
+        print(f"| {name} | {medians[f'{name} fwd']:.3f} | {medians[f'{name} bwd']:.3f} | "
+              f"{medians[f'{name} fwd'] / medians['plain fwd']:.2f} | "
+              f"{medians[f'{name} bwd'] / medians['plain bwd']:.2f} | "
+              f"{total[name] / total['plain']:.2f} | {total[name] / total['dense bias']:.2f} |")
+    if torch_available():
+        print(f"| torch SDPA (plain) | {medians['torch fwd']:.3f} | {medians['torch bwd']:.3f} "
+              f"| seqattn plain / torch: fwd {medians['plain fwd'] / medians['torch fwd']:.2f}, "
+              f"bwd {medians['plain bwd'] / medians['torch bwd']:.2f} | | | |")
+
+
 def long_sequence(device, N=32768, D=64):
     """Forward plus backward at N=32768, H=1: the peak memory growth must stay under 256 MiB."""
     rng = np.random.default_rng(0)
@@ -241,6 +307,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="one small size only")
     parser.add_argument("--long", action="store_true", help="only the N=32768 memory check")
+    parser.add_argument("--structured", action="store_true",
+                        help="only the structured biases at B1 H8 N4096 D64 (CPU)")
     args = parser.parse_args(argv)
 
     # torch first: started after Numba's OpenMP threads, torch's own OpenMP runtime ran 4-5x
@@ -254,6 +322,9 @@ def main(argv=None):
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     if args.long:
         long_sequence(args.device)
+        return 0
+    if args.structured:
+        structured_biases(repeats=args.repeats)
         return 0
     sizes, dims = (([512], [64]) if args.quick else (args.sizes, args.head_dims))
     print_header(args.device, args.threads)

@@ -7,11 +7,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import seqattn
-from seqattn.ops.attention_inputs import prepare_attention, shapes_of
-from seqattn.kernels.cpu import attention as cpu_attention
-
 from attention_cases import (CASES, Case, check_backward, check_forward, check_weights,
                              finite_difference_check)
+from cpu_tiny_tiles import tiny_tile_attention, tiny_tile_backward
 
 DTYPES = [np.float32, np.float64]
 
@@ -32,30 +30,6 @@ def test_backward_matches_reference(case, dtype):
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_weights_match_reference(case, dtype):
     check_weights(seqattn.attention_weights, case, dtype)
-
-
-# Tiny tiles make every case cross many tile edges and split keys into several dQ chunks.
-TINY_Q, TINY_K = 3, 4
-
-
-def tiny_tile_attention(q, k, v, return_lse=False, **opts):
-    call = prepare_attention(q, k, v, **opts)
-    B, H, Hkv, N, M, D = shapes_of(call)
-    out, lse = np.empty((B, H, N, D), q.dtype), np.empty((B, H, N), q.dtype)
-    cpu_attention.attention_forward(out, lse, call, TINY_Q, TINY_K)
-    return (out, lse) if return_lse else out
-
-
-def tiny_tile_backward(dout, q, k, v, out, lse, bias_requires_grad=False, **opts):
-    call = prepare_attention(q, k, v, **opts)
-    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-    cpu_attention.attention_backward(dq, dk, dv, dout, out, lse, call, TINY_Q, TINY_K)
-    dbias = None
-    if bias_requires_grad:
-        dbias = np.empty(call.bias.shape, q.dtype)
-        cpu_attention.attention_bias_grad(dbias, dout, out, lse, call, TINY_Q, TINY_K)
-        dbias = dbias.reshape(call.bias_shape)
-    return dq, dk, dv, dbias
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.small], ids=str)

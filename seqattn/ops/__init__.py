@@ -6,7 +6,8 @@ exposes the same launchers with the same semantics; the op modules here validate
 (with the checks in :mod:`seqattn.ops.checks`) and allocate outputs, so the launchers only check
 what is specific to their device. One module per concept:
 
-* :mod:`~seqattn.ops.attention`: the fused attention operator.
+* :mod:`~seqattn.ops.attention`: the fused attention operator; its structured biases
+  (distances, pair codes) in :mod:`~seqattn.ops.structured_bias`.
 * :mod:`~seqattn.ops.layers`: linear, norms, activations, dropout, embedding, heads, RoPE.
 * :mod:`~seqattn.ops.arrays`: broadcast adds and their reductions, in-place sums, fills.
 * :mod:`~seqattn.ops.losses`, :mod:`~seqattn.ops.optimizers`, :mod:`~seqattn.ops.pooling`.
@@ -14,7 +15,7 @@ what is specific to their device. One module per concept:
 from .arithmetic import (affine, concat, concat_backward, mean_along, mean_along_backward,
                          multiply, reciprocal)
 from .arrays import add, add_into, fill, sum_leading
-from .attention import attention, attention_backward, attention_weights
+from .attention import AttentionGradients, attention, attention_backward, attention_weights
 from .layers import (additive_scores, additive_scores_backward, dropout, dropout_backward,
                      embedding, embedding_backward, gelu, gelu_backward, layer_norm,
                      layer_norm_backward, linear, linear_backward, merge_heads, relu,
@@ -25,8 +26,10 @@ from .losses import (POINTWISE_LOSSES, cross_entropy, cross_entropy_backward, po
 from .optimizers import adam_step, sgd_step, sum_of_squares
 from .pooling import (first_token, first_token_backward, masked_mean, masked_mean_backward,
                       prepend_token, prepend_token_backward, write_positions)
+from .structured_bias import DistanceBias, DistanceBiasGradients, PairBias, PairBiasGradients
 
-__all__ = ["POINTWISE_LOSSES", "adam_step", "add", "add_into", "additive_scores",
+__all__ = ["AttentionGradients", "DistanceBias", "DistanceBiasGradients", "PairBias",
+    "PairBiasGradients", "POINTWISE_LOSSES", "adam_step", "add", "add_into", "additive_scores",
     "additive_scores_backward", "affine", "attention", "attention_backward", "attention_weights",
     "concat", "concat_backward", "cross_entropy", "cross_entropy_backward", "dropout",
     "dropout_backward", "embedding", "embedding_backward", "fill", "first_token",

@@ -1,9 +1,27 @@
 """The fused attention operator: forward, backward and the weights for plots."""
+from collections import namedtuple
+
 import numpy as np
 
-from ..backend import CPU, backend_of, empty_like_on
+from ..backend import CPU, CUDA, backend_of, empty_like_on
 from ..backend import kernels_for
 from .attention_inputs import prepare_attention, shapes_of
+from .structured_bias import PairBiasGradients, distance_gradients
+
+
+class AttentionGradients(namedtuple("AttentionGradients", "dq dk dv dbias")):
+    """What :func:`attention_backward` returns: unpacks as ``dq, dk, dv, dbias``.
+
+    ``distance_bias`` (a :class:`~seqattn.ops.structured_bias.DistanceBiasGradients`: table, x,
+    y) and ``pair_bias`` (a :class:`~seqattn.ops.structured_bias.PairBiasGradients`: table) are
+    the structured biases' gradients, None where that bias was not passed.
+    """
+
+    def __new__(cls, dq, dk, dv, dbias, distance_bias=None, pair_bias=None):
+        grads = super().__new__(cls, dq, dk, dv, dbias)
+        grads.distance_bias = distance_bias
+        grads.pair_bias = pair_bias
+        return grads
 
 
 def _attention_kernels(call):
@@ -11,7 +29,8 @@ def _attention_kernels(call):
 
 
 def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, bias=None,
-              alibi_slopes=None, window=None, scale=None, return_lse=False):
+              alibi_slopes=None, window=None, scale=None, distance_bias=None, pair_bias=None,
+              return_lse=False):
     """Fused scaled dot-product attention, softmax(q k^T * scale + bias) v, in O(N + M) memory.
 
     Shapes: q (B, H, N, D); k and v (B, Hkv, M, D) with H a multiple of Hkv (grouped-query
@@ -34,6 +53,12 @@ def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, b
         means unlimited.
     scale : float, optional
         Defaults to 1 / sqrt(D).
+    distance_bias : DistanceBias, optional
+        Adds a learnable function of the distance between query and key positions, computed
+        in the kernel (see :class:`~seqattn.ops.structured_bias.DistanceBias`).
+    pair_bias : PairBias, optional
+        Adds a learnable per-head table indexed by an integer code per pair, or by a clipped
+        relative offset (see :class:`~seqattn.ops.structured_bias.PairBias`).
     return_lse : bool
         Also return the per-row log-sum-exp (B, H, N), which :func:`attention_backward` needs.
 
@@ -42,7 +67,8 @@ def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, b
     """
     call = prepare_attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask,
                              attn_mask=attn_mask, bias=bias, alibi_slopes=alibi_slopes,
-                             window=window, scale=scale)
+                             window=window, scale=scale, distance_bias=distance_bias,
+                             pair_bias=pair_bias)
     B, H, Hkv, N, M, D = shapes_of(call)
     out = empty_like_on(call.device, (B, H, N, D), call.q.dtype)
     lse = empty_like_on(call.device, (B, H, N), call.q.dtype)
@@ -57,22 +83,52 @@ def _check_saved(name, x, shape, dtype):
         raise TypeError(f"{name} has dtype {np.dtype(x.dtype)}; expected {dtype} like q")
 
 
+def _structured_outputs(call):
+    """Kernel-layout outputs for the structured biases' gradients (None where absent)."""
+    B, H, Hkv, N, M, D = shapes_of(call)
+    distance, pair = call.distance, call.pair
+    table = x = y = pair_table = None
+    if distance.has:
+        table = empty_like_on(call.device, tuple(distance.table.shape), call.q.dtype)
+        x = empty_like_on(call.device, (B, 3, N), call.q.dtype)
+        y = empty_like_on(call.device, (B, 3, M), call.q.dtype)
+    if pair.mode:
+        pair_table = empty_like_on(call.device, tuple(pair.table.shape), call.q.dtype)
+    return table, x, y, pair_table
+
+
+def _to_device(device, x):
+    if x is None or device != CUDA:
+        return x
+    from numba import cuda
+
+    return cuda.to_device(x)
+
+
+def _host(x):
+    return x.copy_to_host() if hasattr(x, "copy_to_host") else x
+
+
 def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mask=None,
                        attn_mask=None, bias=None, alibi_slopes=None, window=None, scale=None,
-                       bias_requires_grad=False):
+                       distance_bias=None, pair_bias=None, bias_requires_grad=False):
     """Gradients of :func:`attention` given ``dout`` = dLoss/dout.
 
     ``out`` and ``lse`` are what ``attention(..., return_lse=True)`` returned for the same inputs
     and options, which must be passed again. Scores are recomputed tile by tile from ``lse``, so
     memory stays O(N + M) per batch and head.
 
-    Returns ``(dq, dk, dv, dbias)``. ``dbias`` is None unless ``bias_requires_grad``; it then has
-    the shape of ``bias`` as passed (broadcast dims summed), e.g. a learnable (1, H, N, M) bias
-    gets the gradient summed over the batch.
+    Returns an :class:`AttentionGradients`, which unpacks as ``(dq, dk, dv, dbias)``. ``dbias``
+    is None unless ``bias_requires_grad``; it then has the shape of ``bias`` as passed
+    (broadcast dims summed), e.g. a learnable (1, H, N, M) bias gets the gradient summed over
+    the batch. With ``distance_bias`` or ``pair_bias``, its attributes of the same names hold
+    the gradients of their tables and of the positions, computed in the same pass without any
+    N x M array (deterministic on the CPU; on the GPU the tables are summed with atomics).
     """
     call = prepare_attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask,
                              attn_mask=attn_mask, bias=bias, alibi_slopes=alibi_slopes,
-                             window=window, scale=scale)
+                             window=window, scale=scale, distance_bias=distance_bias,
+                             pair_bias=pair_bias)
     if bias_requires_grad and not call.has_bias:
         raise ValueError("bias_requires_grad=True but no bias was passed")
     B, H, Hkv, N, M, D = shapes_of(call)
@@ -87,17 +143,26 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mas
     dq = empty_like_on(call.device, (B, H, N, D), dtype)
     dk = empty_like_on(call.device, (B, Hkv, M, D), dtype)
     dv = empty_like_on(call.device, (B, Hkv, M, D), dtype)
-    kernels.attention_backward(dq, dk, dv, dout, out, lse, call)
+    structured = kernels.StructuredGrads(*_structured_outputs(call))
+    kernels.attention_backward(dq, dk, dv, structured, dout, out, lse, call)
     dbias = None
     if bias_requires_grad:
         dbias = empty_like_on(call.device, tuple(call.bias.shape), dtype)
         kernels.attention_bias_grad(dbias, dout, out, lse, call)
         dbias = dbias.reshape(call.bias_shape)
-    return dq, dk, dv, dbias
+    distance_grads = pair_grads = None
+    if call.distance.has:
+        distance_grads = distance_gradients(call.distance, *(_host(a) for a in structured[:3]))
+        distance_grads = type(distance_grads)(*(_to_device(call.device, a)
+                                                for a in distance_grads))
+    if call.pair.mode:
+        pair_grads = PairBiasGradients(structured.pair_table)
+    return AttentionGradients(dq, dk, dv, dbias, distance_grads, pair_grads)
 
 
 def attention_weights(q, k, *, causal=False, key_padding_mask=None, attn_mask=None, bias=None,
-                      alibi_slopes=None, window=None, scale=None):
+                      alibi_slopes=None, window=None, scale=None, distance_bias=None,
+                      pair_bias=None):
     """The attention probabilities (B, H, N, M), for inspection and plots.
 
     Same arguments and semantics as :func:`attention`. This is the only attention function that
@@ -105,7 +170,8 @@ def attention_weights(q, k, *, causal=False, key_padding_mask=None, attn_mask=No
     """
     call = prepare_attention(q, k, None, causal=causal, key_padding_mask=key_padding_mask,
                              attn_mask=attn_mask, bias=bias, alibi_slopes=alibi_slopes,
-                             window=window, scale=scale)
+                             window=window, scale=scale, distance_bias=distance_bias,
+                             pair_bias=pair_bias)
     B, H, Hkv, N, M, D = shapes_of(call)
     weights = empty_like_on(call.device, (B, H, N, M), call.q.dtype)
     _attention_kernels(call).attention_weights(weights, call)

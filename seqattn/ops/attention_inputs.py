@@ -9,6 +9,8 @@ through :func:`prepare_attention`, which raises clear errors for bad input and r
 * ``attn_mask`` 4-D bool, same broadcasting rule, True = may attend.
 * ``key_padding_mask`` (B, M) bool, True = padded key to ignore.
 * ``alibi_slopes`` (H,).
+* ``distance`` and ``pair``: the structured biases in kernel form (``DistanceCall``,
+  ``PairCall`` of :mod:`seqattn.ops.structured_bias`), placeholders when absent.
 * ``causal`` and ``window`` folded into one band: key j is visible from query i only when
   ``i + (M - N) - left <= j <= i + (M - N) + right``. "No limit" is the exact value N + M, which no
   |i - j| can exceed, so the kernels need no special case for it.
@@ -23,11 +25,12 @@ import numpy as np
 
 from ..backend import CUDA, backend_of, empty_like_on
 from .checks import FLOAT_DTYPES, contiguous, shape_of
+from .structured_bias import bias_arrays, prepare_distance_bias, prepare_pair_bias
 
 AttentionCall = namedtuple(
     "AttentionCall",
     "device q k v bias attn_mask key_padding_mask alibi_slopes scale left right "
-    "has_bias has_mask has_kpm has_alibi bias_shape",
+    "has_bias has_mask has_kpm has_alibi bias_shape distance pair",
 )
 AttentionCall.__doc__ = "Canonical, validated attention arguments (see the module docstring)."
 
@@ -89,13 +92,15 @@ def _band(causal, window, n, m):
 
 
 def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn_mask=None,
-                      bias=None, alibi_slopes=None, window=None, scale=None):
+                      bias=None, alibi_slopes=None, window=None, scale=None, distance_bias=None,
+                      pair_bias=None):
     """Validate attention arguments and return them as an :class:`AttentionCall`.
 
     ``v`` may be None (attention weights need only q and k); it is then returned as None.
     """
     device = backend_of(q=q, k=k, v=v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                        bias=bias, alibi_slopes=alibi_slopes)
+                        bias=bias, alibi_slopes=alibi_slopes,
+                        **bias_arrays(distance_bias, pair_bias))
     q = _as_array("q", q, device)
     k = _as_array("k", k, device)
     _check_float("q", q)
@@ -180,9 +185,11 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
         raise TypeError(f"causal must be True or False, got {causal!r}")
     left, right = _band(bool(causal), window, N, M)
 
+    distance = prepare_distance_bias(distance_bias, device, dtype, B, H, N, M)
+    pair = prepare_pair_bias(pair_bias, device, dtype, B, H, N, M)
     return AttentionCall(device, q, k, v, bias, attn_mask, key_padding_mask, alibi_slopes,
                          float(scale), left, right, has_bias, has_mask, has_kpm, has_alibi,
-                         bias_shape)
+                         bias_shape, distance, pair)
 
 
 def shapes_of(call):

@@ -15,17 +15,22 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * bias gradient: a separate pass parallel over the bias's own tiles, so broadcast dims are summed
   by the one task that owns each output element.
 
-Score modifications all live in :func:`_modify_scores`; a new kind of bias (a function of
-per-token coordinates, a learnable table indexed by pair codes) is one more block there plus one
-more entry in the ``mods`` tuple.
+Score modifications all live in :func:`_modify_scores`: masks, band, ALiBi, the dense bias and
+the structured biases of ``attention_bias.py`` (distances, pair codes), whose gradients the
+backward gathers from each dS tile in :func:`_structured_grads`.
 """
+from collections import namedtuple
+
 import numpy as np
 from numba import get_num_threads, njit, prange
 
+from .attention_bias import (DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
+                             distance_args, distance_bias_grads, pair_args, pair_bias_grads)
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .softmax_rows import exp_shifted, row_max
 from .blas_gemm import gemm
+from ..structured_bias_math import NO_PAIR
 
 NEG_INF = -np.inf
 # Tile sizes, measured on the 2-core Zen 4 machine (BENCHMARKS.md): a 256 x 512 float32 score
@@ -55,12 +60,29 @@ def _visible_queries(j0, j1, off, left, right, N):
     return max(0, j0 - off - right), min(N, j1 - 1 - off + left + 1)
 
 
+# The score modifications travel as one flat tuple (a prange loop cannot take a tuple nested in
+# it that holds arrays): the dense ones first, then the fields of DistanceArgs and of PairArgs.
+STRUCTURED_AT = 10
+PAIR_AT = STRUCTURED_AT + len(DistanceArgs._fields)
+
+
+@njit(cache=True)
+def _structured_biases(mods):
+    """(DistanceArgs, PairArgs) from their fields in the flat mods tuple."""
+    return DistanceArgs(*mods[STRUCTURED_AT:PAIR_AT]), PairArgs(*mods[PAIR_AT:])
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def _modify_scores(s, b, h, i0, j0, off, mods):
     """Add biases to the score tile s (rows i0.., cols j0..) and set invisible scores to -inf."""
     bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
-        has_bias, has_mask, has_kpm, has_alibi = mods
+        has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
+    distance, pair = _structured_biases(mods)
     rows, cols = s.shape
+    if distance.has:
+        add_distance_bias(s, b, h, i0, j0, distance)
+    if pair.mode != NO_PAIR:
+        add_pair_bias(s, b, h, i0, j0, pair)
     inside_band = j0 >= i0 + rows - 1 + off - left and j0 + cols - 1 <= i0 + off + right
     if inside_band and not (has_bias or has_mask or has_kpm or has_alibi):
         return
@@ -182,10 +204,24 @@ def _score_gradients(ds, p, dout_rows, v_rows, delta_rows):
             ds[r, c] = p[r, c] * (ds[r, c] - delta_rows[r])
 
 
+@njit(cache=True)
+def _structured_grads(ds, b, h, i0, j0, mods, task_grads):
+    """Gradients of the structured biases from a dS tile, into one task's own buffers:
+    task_grads = (dtable (group, P, C), dpair (group, C), dx (3, N), dy (3, M)), where
+    h % group picks the head's slot."""
+    distance, pair = _structured_biases(mods)
+    dtable, dpair, dx, dy = task_grads
+    if distance.has:
+        distance_bias_grads(ds, b, h, i0, j0, distance, dtable[h % dtable.shape[0]], dx, dy)
+    if pair.mode != NO_PAIR:
+        pair_bias_grads(ds, b, i0, j0, pair, dpair[h % dpair.shape[0]])
+
+
 @njit(cache=True, fastmath=FASTMATH)
-def _backward_key_chunk(dq_part, dk, dv, dout, lse, delta, q, k, v, scale, b, hk, chunk,
-                        n_chunks, block_q, block_k, mods):
-    """dK, dV of the key blocks chunk, chunk + n_chunks, ... of (b, hk); their dQ into dq_part."""
+def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, scale, b, hk,
+                        chunk, n_chunks, block_q, block_k, mods):
+    """dK, dV of the key blocks chunk, chunk + n_chunks, ... of (b, hk); their dQ into dq_part,
+    the structured biases' gradients into task_grads (see :func:`_structured_grads`)."""
     H, N, D = q.shape[1], q.shape[2], q.shape[3]
     M = k.shape[2]
     off = M - N
@@ -218,6 +254,8 @@ def _backward_key_chunk(dq_part, dk, dv, dout, lse, delta, q, k, v, scale, b, hk
                 # forward: out = P v  =>  dV += P^T dout
                 gemm(dv_blk, p, dout_rows, True, False, 1.0, 1.0)
                 _score_gradients(ds, p, dout_rows, v_rows, delta[b, h, i0:i1])
+                # forward: S = scale q k^T + f(structure)  =>  d table, d positions
+                _structured_grads(ds, b, h, i0, j0, mods, task_grads)
                 # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q
                 gemm(dq_part[b, h, i0:i1], ds, k_rows, False, False, scale, 1.0)
                 gemm(dk_blk, ds, q_rows, True, False, scale, 1.0)
@@ -226,13 +264,21 @@ def _backward_key_chunk(dq_part, dk, dv, dout, lse, delta, q, k, v, scale, b, hk
 
 
 @njit(cache=True, parallel=True)
-def _backward_tasks(dq_parts, dk, dv, dout, lse, delta, q, k, v, scale, block_q, block_k, mods):
+def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, scale,
+                    block_q, block_k, mods):
+    """structured_parts = (dtable (tasks, group, P, C), dpair (tasks, group, C),
+    dx (chunks, Hkv, B, 3, N), dy (Hkv, B, 3, M)), zeroed: each task writes only its own part."""
     n_chunks = dq_parts.shape[0]
     B, Hkv = k.shape[0], k.shape[1]
+    dtable, dpair, dx, dy = structured_parts
     for t in prange(B * Hkv * n_chunks):
         bhk, chunk = t // n_chunks, t % n_chunks
-        _backward_key_chunk(dq_parts[chunk], dk, dv, dout, lse, delta, q, k, v, scale,
-                            bhk // Hkv, bhk % Hkv, chunk, n_chunks, block_q, block_k, mods)
+        b, hk = bhk // Hkv, bhk % Hkv
+        task_grads = (dtable[t % dtable.shape[0]], dpair[t % dpair.shape[0]],
+                      dx[chunk % dx.shape[0], hk % dx.shape[1], b % dx.shape[2]],
+                      dy[hk % dy.shape[0], b % dy.shape[1]])
+        _backward_key_chunk(dq_parts[chunk], dk, dv, task_grads, dout, lse, delta, q, k, v,
+                            scale, b, hk, chunk, n_chunks, block_q, block_k, mods)
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -314,9 +360,10 @@ def _weights_tasks(weights, q, k, scale, block_q, mods):
 
 
 def _mods(call):
-    """The score modifications of a prepared call, as the tuple the kernels unpack."""
+    """The score modifications of a prepared call, as the flat tuple the kernels unpack."""
     return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes,
-            call.left, call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi)
+            call.left, call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi,
+            *distance_args(call.distance, call.q.dtype), *pair_args(call.pair))
 
 
 def _scale(call):
@@ -352,19 +399,63 @@ def _dq_chunks(call, block_k):
     return max(1, min(wanted, -(-M // block_k)))
 
 
-def attention_backward(dq, dk, dv, dout, out, lse, call, block_q=BLOCK_Q, block_k=BLOCK_K):
-    """Fill dq, dk, dv for a prepared call, given the forward's out and lse."""
+StructuredGrads = namedtuple("StructuredGrads", "distance_table x y pair_table")
+StructuredGrads.__doc__ = """Outputs for the structured biases' gradients, in kernel layout:
+distance_table (H, P, C), x (B, 3, N), y (B, 3, M), pair_table (H, C); None where absent."""
+
+
+def _structured_parts(call, n_chunks):
+    """Zeroed per-task gradient buffers for _backward_tasks (1-element ones where unused)."""
+    B, H, N = call.q.shape[:3]
+    Hkv, M = call.k.shape[1], call.k.shape[2]
+    n_tasks, group, dtype = B * Hkv * n_chunks, H // Hkv, call.q.dtype
+    distance, pair = call.distance, call.pair
+    P, C = distance.table.shape[1:]
+    if distance.has:
+        dtable = np.zeros((n_tasks, group, P, C), dtype)
+        dx = np.zeros((n_chunks, Hkv, B, 3, N), dtype)
+        dy = np.zeros((Hkv, B, 3, M), dtype)
+    else:
+        dtable, dx, dy = (np.zeros((1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 3, 1), dtype),
+                          np.zeros((1, 1, 3, 1), dtype))
+    n_codes = pair.table.shape[1]
+    dpair = np.zeros((n_tasks, group, n_codes) if pair.mode != NO_PAIR else (1, 1, 1), dtype)
+    return dtable, dpair, dx, dy
+
+
+def _sum_structured_parts(grads, parts, call):
+    """Add each task's part into the outputs, in a fixed order (deterministic)."""
+    B, H = call.q.shape[:2]
+    Hkv = call.k.shape[1]
+    dtable, dpair, dx, dy = parts
+    if grads.distance_table is not None:
+        # task t = (b * Hkv + hk) * n_chunks + chunk holds heads hk * group ... for batch b
+        per_task = dtable.reshape(B, Hkv, -1, *dtable.shape[1:])
+        grads.distance_table[...] = per_task.sum(axis=(0, 2)).reshape(H, *dtable.shape[2:])
+        grads.x[...] = dx.sum(axis=(0, 1))
+        grads.y[...] = dy.sum(axis=0)
+    if grads.pair_table is not None:
+        per_task = dpair.reshape(B, Hkv, -1, *dpair.shape[1:])
+        grads.pair_table[...] = per_task.sum(axis=(0, 2)).reshape(H, -1)
+
+
+def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLOCK_Q,
+                       block_k=BLOCK_K):
+    """Fill dq, dk, dv and the :class:`StructuredGrads` ``structured`` (its arrays not None
+    where the call has that bias) for a prepared call, given the forward's out and lse."""
     n_chunks = _dq_chunks(call, block_k)
     if n_chunks == 1:
         dq[...] = 0
         dq_parts = dq.reshape((1,) + dq.shape)
     else:
         dq_parts = np.zeros((n_chunks,) + dq.shape, dq.dtype)
+    parts = _structured_parts(call, n_chunks)
     with single_threaded_blas():
-        _backward_tasks(dq_parts, dk, dv, dout, lse, _row_deltas(dout, out), call.q, call.k,
-                        call.v, _scale(call), block_q, block_k, _mods(call))
+        _backward_tasks(dq_parts, dk, dv, parts, dout, lse, _row_deltas(dout, out), call.q,
+                        call.k, call.v, _scale(call), block_q, block_k, _mods(call))
     if n_chunks > 1:
         np.sum(dq_parts, axis=0, out=dq)
+    _sum_structured_parts(structured, parts, call)
 
 
 def attention_bias_grad(dbias, dout, out, lse, call, block_q=BLOCK_Q, block_k=BLOCK_K):

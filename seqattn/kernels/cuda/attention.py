@@ -2,6 +2,9 @@
 
 The CUDA twin of ``seqattn/kernels/cpu/attention.py``: the same launchers with the same semantics
 (see :class:`seqattn.ops.attention_inputs.AttentionCall`). Shapes: q (B, H, N, D); k, v (B, Hkv, M, D).
+Every score modification (band, masks, dense bias, ALiBi, and the structured biases: distances and
+pair codes, with the per-pair formulas of ``kernels/structured_bias_math``) is made in one device
+function, ``score_at``; the kernels receive them as one tuple, ``mods`` (see :func:`_score_args`).
 The plan is FlashAttention-2's, on CUDA cores (Numba has no tensor-core intrinsics):
 
 * forward: one block per (batch x head, query tile); key/value tiles stream through shared memory,
@@ -9,6 +12,9 @@ The plan is FlashAttention-2's, on CUDA cores (Numba has no tensor-core intrinsi
 * backward: delta = rowsum(dout * out) first; then a dK/dV pass parallel over key tiles (the query
   heads sharing a kv head are summed inside the block) and a dQ pass parallel over query tiles, both
   recomputing the probabilities from the lse. No atomics: the results are deterministic.
+* structured biases' gradients, in the same backward kernels: the position gradients dx per query
+  row (dQ kernel) and dy per key (dK/dV kernel) are summed inside their block and written per
+  head, then added up over heads; the tables are summed with atomics (not bit-reproducible).
 * bias gradient: one block per tile of the bias's own (broadcast) shape, looping over the dims it
   was broadcast along, so every dbias element has exactly one writer.
 
@@ -29,7 +35,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ...ops.attention_inputs import shapes_of
+from .. import structured_bias_math as sbm
 
 THREADS = 128
 THREAD_COLS = 8  # threads across a tile's columns (keys, or head dims of an accumulator)
@@ -42,6 +48,16 @@ MAX_GRID_Y = 65535  # CUDA's limit on the grid's second dim (the first allows 2*
 NEG_INF = -math.inf  # score of a key a query may not see; lse of a row that sees no key
 
 Tiles = namedtuple("Tiles", "head_tile block_q block_k")
+StructuredGrads = namedtuple("StructuredGrads", "distance_table x y pair_table")
+StructuredGrads.__doc__ = """Outputs for the structured biases' gradients, in kernel layout:
+distance_table (H, P, C), x (B, 3, N), y (B, 3, M), pair_table (H, C); None where absent."""
+
+_fractional = cuda.jit(device=True, inline="always")(sbm.fractional)
+_cartesian = cuda.jit(device=True, inline="always")(sbm.cartesian)
+_nearest_image = cuda.jit(device=True, inline="always")(sbm.nearest_image)
+_table_coordinate = cuda.jit(device=True, inline="always")(sbm.table_coordinate)
+_log_envelope = cuda.jit(device=True, inline="always")(sbm.log_cosine_envelope)
+_log_envelope_grad = cuda.jit(device=True, inline="always")(sbm.log_cosine_envelope_grad)
 
 
 def _head_tile(D):
@@ -126,11 +142,36 @@ def _launch(kernel, grid, *args):
         kernel[grid, THREADS](*args)
 
 
+def _sizes(call):
+    """(B, H, Hkv, N, M, D) of a prepared call."""
+    B, H, N, D = (int(s) for s in call.q.shape)
+    return B, H, int(call.k.shape[1]), N, int(call.k.shape[2]), D
+
+
+# Positions in the tuple _score_args builds: the dense modifications, then the distance bias's
+# fields, then the pair bias's. Plain names, since numba.cuda folds a global used as an index
+# into a constant but not an expression such as DISTANCE_AT + 1.
+DENSE_FIELDS = 11
+(D_HAS, D_X, D_Y, D_TABLE, D_TYPES_Q, D_TYPES_K, D_N_TYPES, D_HAS_TYPES, D_CELL, D_INV_CELL,
+ D_IMAGES, D_PERIODIC, D_INV_STEP, D_LAST, D_CUTOFF, D_SMOOTH, D_SMOOTH_A) = range(11, 28)
+P_MODE, P_CODES, P_QUERY_POSITIONS, P_KEY_POSITIONS, P_TABLE, P_MAX_OFFSET = range(28, 34)
+
+
 def _score_args(call):
-    """The kernel arguments that define each score (see ``score_at``), scale in the q dtype."""
-    scale = np.dtype(call.q.dtype).type(call.scale)
-    return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes, scale,
-            call.left, call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi)
+    """The tuple ``mods`` that defines each score (see ``score_at``), scalars in the q dtype:
+    bias, attn_mask, key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
+    has_kpm, has_alibi; then the distance bias (has, x, y, table, types_q, types_k, n_types,
+    has_types, cell, inv_cell, images, periodic, inv_step, last, cutoff, smooth, smooth_a);
+    then the pair bias (mode, codes, query_positions, key_positions, table, max_offset)."""
+    f = np.dtype(call.q.dtype).type
+    d, p = call.distance, call.pair
+    C = int(d.table.shape[2])
+    return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes, f(call.scale),
+            call.left, call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi,
+            d.has, d.x, d.y, d.table, d.types_q, d.types_k, d.n_types, d.has_types, d.cell,
+            d.inv_cell, d.images, d.periodic, f((C - 1) / d.r_max), f(C - 1), f(d.cutoff),
+            d.smooth, f(math.pi / (2 * d.cutoff)),
+            p.mode, p.codes, p.query_positions, p.key_positions, p.table, p.max_offset)
 
 
 @functools.lru_cache(maxsize=None)
@@ -140,6 +181,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
     ftype = dtype.type  # casts ints and literals so float32 code stays float32
     element = numba.from_dtype(dtype)
     zero, one, neg_inf = ftype(0), ftype(1), ftype(NEG_INF)
+    half, two = ftype(0.5), ftype(2)
 
     DT = head_tile
     BQ, BK = block_q, block_k
@@ -170,13 +212,73 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
     device = cuda.jit(device=True, inline="always")
 
     @device
-    def score_at(dot, b, h, i, j, n_q, n_k, bias, attn_mask, key_padding_mask, alibi_slopes,
-                 scale, left, right, has_bias, has_mask, has_kpm, has_alibi):
+    def floor(x):
+        """floor(x) in the kernel's dtype (math.floor returns an int64)."""
+        return ftype(math.floor(x))
+
+    @device
+    def displacement(b, i, j, mods):
+        """(x_i - y_j by the minimum image, its length) for the distance bias."""
+        x, y = mods[D_X], mods[D_Y]
+        cell, inv_cell, images = mods[D_CELL], mods[D_INV_CELL], \
+            mods[D_IMAGES]
+        periodic = mods[D_PERIODIC]
+        rx = x[b, 0, i] - y[b, 0, j]
+        ry = x[b, 1, i] - y[b, 1, j]
+        rz = x[b, 2, i] - y[b, 2, j]
+        if periodic != sbm.NOT_PERIODIC:
+            fx, fy, fz = _fractional(rx, ry, rz, inv_cell, b)
+            rx, ry, rz = _cartesian(fx - floor(fx + half), fy - floor(fy + half),
+                                    fz - floor(fz + half), cell, b)
+            if periodic == sbm.TRICLINIC:
+                rx, ry, rz = _nearest_image(rx, ry, rz, images, b)
+        return rx, ry, rz, math.sqrt(rx * rx + ry * ry + rz * rz)
+
+    @device
+    def distance_entry(b, i, j, d, mods):
+        """(pair p, bin c, weight w): f = (1 - w) table[h, p, c] + w table[h, p, c + 1]."""
+        types_q, types_k = mods[D_TYPES_Q], mods[D_TYPES_K]
+        p = 0
+        if mods[D_HAS_TYPES]:
+            p = types_q[b, i] * mods[D_N_TYPES] + types_k[b, j]
+        u = _table_coordinate(d, mods[D_INV_STEP], mods[D_LAST])
+        lower = min(floor(u), mods[D_LAST] - one)
+        return p, int(lower), u - lower
+
+    @device
+    def distance_value(b, h, i, j, mods):
+        """f_h(d_ij), or NEG_INF beyond the cutoff (and for NaN positions)."""
+        rx, ry, rz, d = displacement(b, i, j, mods)
+        if not d <= mods[D_CUTOFF]:
+            return neg_inf
+        table = mods[D_TABLE]
+        p, c, w = distance_entry(b, i, j, d, mods)
+        value = table[h, p, c] + w * (table[h, p, c + 1] - table[h, p, c])
+        if mods[D_SMOOTH]:
+            value += _log_envelope(d, mods[D_SMOOTH_A], two)
+        return value
+
+    @device
+    def pair_code(b, i, j, mods):
+        """The pair bias's code of (i, j); negative means hidden."""
+        if mods[P_MODE] == sbm.CODE_ARRAY:
+            codes = mods[P_CODES]
+            return int(codes[min(b, codes.shape[0] - 1), i, j])
+        query_positions, key_positions = mods[P_QUERY_POSITIONS], mods[P_KEY_POSITIONS]
+        bp = min(b, query_positions.shape[0] - 1)
+        max_offset = mods[P_MAX_OFFSET]
+        offset = key_positions[bp, j] - query_positions[bp, i]
+        return min(max(offset, -max_offset), max_offset) + max_offset
+
+    @device
+    def score_at(dot, b, h, i, j, n_q, n_k, mods):
         """Score of query i and key j from their dot product, or NEG_INF where j is hidden.
 
-        The one place a score is modified: structured biases join the dense bias here. A dim of
-        size 1 in bias or attn_mask is broadcast by clamping the index to 0.
+        The one place a score is modified. A dim of size 1 in bias or attn_mask is broadcast by
+        clamping the index to 0.
         """
+        bias, attn_mask, key_padding_mask, alibi_slopes, scale, left, right, has_bias, \
+            has_mask, has_kpm, has_alibi = mods[:DENSE_FIELDS]
         aligned = i + n_k - n_q  # the query's position on the key axis (bottom-right alignment)
         if j < aligned - left or j > aligned + right:
             return neg_inf
@@ -193,7 +295,49 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                           min(i, bias.shape[2] - 1), min(j, bias.shape[3] - 1)]
         if has_alibi:
             score -= alibi_slopes[h] * ftype(abs(aligned - j))
+        if mods[D_HAS]:
+            score += distance_value(b, h, i, j, mods)
+        if mods[P_MODE] != sbm.NO_PAIR:
+            code = pair_code(b, i, j, mods)
+            if code < 0:
+                return neg_inf
+            pair_table = mods[P_TABLE]
+            score += pair_table[h, min(code, pair_table.shape[1] - 1)]
         return score
+
+    @device
+    def distance_position_grad(g, b, h, i, j, rx, ry, rz, d, mods):
+        """g df_h(d)/dx_i for the displacement r = x_i - y_j of length d (-that for y_j)."""
+        table, inv_step = mods[D_TABLE], mods[D_INV_STEP]
+        p, c, w = distance_entry(b, i, j, d, mods)
+        slope = zero  # constant beyond r_max
+        if d * inv_step < mods[D_LAST]:
+            slope = (table[h, p, c + 1] - table[h, p, c]) * inv_step
+        if mods[D_SMOOTH]:
+            slope += _log_envelope_grad(d, mods[D_SMOOTH_A], two)
+        # forward: d = |x_i - y_j|  =>  dd/dx_i = r / d (zero at d = 0)
+        coef = zero
+        if d > zero:
+            coef = g * slope / d
+        return coef * rx, coef * ry, coef * rz
+
+    @device
+    def structured_grads(g, b, h, i, j, mods, dtable, dpair):
+        """The tables' gradients from g = dL/dscore of (i, j), added with atomics; returns
+        g df_h(d_ij)/dx_i = -g df_h(d_ij)/dy_j as three components (0 without distances)."""
+        gx = gy = gz = zero
+        if mods[D_HAS]:
+            rx, ry, rz, d = displacement(b, i, j, mods)
+            p, c, w = distance_entry(b, i, j, d, mods)
+            # forward: value = (1 - w) T[c] + w T[c + 1]
+            cuda.atomic.add(dtable, (h, p, c), g - g * w)
+            cuda.atomic.add(dtable, (h, p, c + 1), g * w)
+            gx, gy, gz = distance_position_grad(g, b, h, i, j, rx, ry, rz, d, mods)
+        if mods[P_MODE] != sbm.NO_PAIR:
+            code = pair_code(b, i, j, mods)
+            if code >= 0:
+                cuda.atomic.add(dpair, (h, min(code, dpair.shape[1] - 1)), g)
+        return gx, gy, gz
 
     @device
     def key_tiles(q0, n_q, n_k, left, right):
@@ -256,9 +400,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                         acc[r, c] += a[r] * w[c]
 
     @device
-    def scores_tile(s, smem, q_at, kt_at, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
-                    key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
-                    has_kpm, has_alibi):
+    def scores_tile(s, smem, q_at, kt_at, b, h, q0, k0, n_q, n_k, ty, tx, mods):
         """s[r, c] = score of query q0 + ty*TR + r and key k0 + tx + c*TX, NEG_INF outside."""
         row0 = q0 + ty * TR
         dot_tile(s, smem, q_at, kt_at, ty, tx, row0 < n_q and k0 + tx < n_k)
@@ -268,9 +410,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                 j = k0 + tx + c * TX
                 score = neg_inf
                 if i < n_q and j < n_k:
-                    score = score_at(s[r, c], b, h, i, j, n_q, n_k, bias, attn_mask,
-                                     key_padding_mask, alibi_slopes, scale, left, right,
-                                     has_bias, has_mask, has_kpm, has_alibi)
+                    score = score_at(s[r, c], b, h, i, j, n_q, n_k, mods)
                 s[r, c] = score
 
     @device
@@ -344,13 +484,9 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
 
     @device
     def score_gradient_tile(ds, p, smem, q_at, do_at, kt_at, vt_at, row_lse, row_delta, b, h,
-                            q0, k0, n_q, n_k, ty, tx, bias, attn_mask, key_padding_mask,
-                            alibi_slopes, scale, left, right, has_bias, has_mask, has_kpm,
-                            has_alibi):
+                            q0, k0, n_q, n_k, ty, tx, mods):
         """p = softmax probabilities recomputed from lse; ds = p * (dout.v - delta)."""
-        scores_tile(p, smem, q_at, kt_at, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
-                    key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
-                    has_kpm, has_alibi)
+        scores_tile(p, smem, q_at, kt_at, b, h, q0, k0, n_q, n_k, ty, tx, mods)
         dot_tile(ds, smem, do_at, vt_at, ty, tx, q0 + ty * TR < n_q and k0 + tx < n_k)
         for r in range(TR):
             for c in range(TC):
@@ -361,9 +497,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                 ds[r, c] = prob * (ds[r, c] - row_delta[r])
 
     @cuda.jit
-    def attention_forward_kernel(out, lse, q, k, v, bias, attn_mask, key_padding_mask,
-                                 alibi_slopes, scale, left, right, has_bias, has_mask, has_kpm,
-                                 has_alibi):
+    def attention_forward_kernel(out, lse, q, k, v, mods):
         """Grid (B*H, query tiles): out (B, H, N, D) and lse (B, H, N) of one query tile."""
         smem = cuda.shared.array(F_SIZE, element)
         s = cuda.local.array((TR, TC), element)
@@ -387,15 +521,13 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             for c in range(TD):
                 acc[r, c] = zero
         load_rows(smem, F_Q, q, b, h, q0, n_q, D)
-        first, stop = key_tiles(q0, n_q, n_k, left, right)
+        first, stop = key_tiles(q0, n_q, n_k, mods[5], mods[6])
         for k0 in range(first, stop, BK):
             cuda.syncthreads()  # the previous tile's p and v are no longer read
             load_transposed(smem, F_KT, k, b, kv_h, k0, n_k, D)
             load_transposed(smem, F_VT, v, b, kv_h, k0, n_k, D)
             cuda.syncthreads()
-            scores_tile(s, smem, F_Q, F_KT, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
-                        key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
-                        has_kpm, has_alibi)
+            scores_tile(s, smem, F_Q, F_KT, b, h, q0, k0, n_q, n_k, ty, tx, mods)
             softmax_step(s, row_max, row_sum, rescale, smem, F_PART, ty, tx)
             for r in range(TR):
                 for c in range(TD):
@@ -419,8 +551,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                     lse[b, h, i] = row_max[r] + math.log(total) if total > zero else neg_inf
 
     @cuda.jit
-    def attention_weights_kernel(weights, q, k, bias, attn_mask, key_padding_mask, alibi_slopes,
-                                 scale, left, right, has_bias, has_mask, has_kpm, has_alibi):
+    def attention_weights_kernel(weights, q, k, mods):
         """Grid (B*H, query tiles): weights (B, H, N, M) of one query tile, in two passes."""
         smem = cuda.shared.array(W_SIZE, element)
         s = cuda.local.array((TR, TC), element)
@@ -440,15 +571,13 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             row_max[r] = neg_inf
             row_sum[r] = zero
         load_rows(smem, W_Q, q, b, h, q0, n_q, D)
-        first, stop = key_tiles(q0, n_q, n_k, left, right)
+        first, stop = key_tiles(q0, n_q, n_k, mods[5], mods[6])
         # Pass 1: each row's max and sum, as in the forward pass.
         for k0 in range(first, stop, BK):
             cuda.syncthreads()
             load_transposed(smem, W_KT, k, b, kv_h, k0, n_k, D)
             cuda.syncthreads()
-            scores_tile(s, smem, W_Q, W_KT, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
-                        key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
-                        has_kpm, has_alibi)
+            scores_tile(s, smem, W_Q, W_KT, b, h, q0, k0, n_q, n_k, ty, tx, mods)
             softmax_step(s, row_max, row_sum, rescale, smem, W_PART, ty, tx)
         total_rows(row_sum, smem, W_PART, ty, tx)
         # Pass 2: every key tile, hidden ones included, so that each weight is written.
@@ -456,9 +585,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             cuda.syncthreads()
             load_transposed(smem, W_KT, k, b, kv_h, k0, n_k, D)
             cuda.syncthreads()
-            scores_tile(s, smem, W_Q, W_KT, b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
-                        key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
-                        has_kpm, has_alibi)
+            scores_tile(s, smem, W_Q, W_KT, b, h, q0, k0, n_q, n_k, ty, tx, mods)
             for r in range(TR):
                 i = row0 + r
                 for c in range(TC):
@@ -470,11 +597,14 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                         weights[b, h, i, j] = p
 
     @cuda.jit
-    def attention_dq_kernel(dq, dout, lse, delta, q, k, v, bias, attn_mask, key_padding_mask,
-                            alibi_slopes, scale, left, right, has_bias, has_mask, has_kpm,
-                            has_alibi):
-        """Grid (B*H, query tiles): dq = scale * dS k for one query tile, over its key tiles."""
+    def attention_dq_kernel(dq, dx, dtable, dpair, dout, lse, delta, q, k, v, mods):
+        """Grid (B*H, query tiles): dq = scale * dS k for one query tile, over its key tiles.
+
+        With structured biases also dx (H, B, 3, N), this head's part of the query positions'
+        gradient, and, by atomics, dtable (H, P, C) and dpair (H, C).
+        """
         smem = cuda.shared.array(G_SIZE, element)
+        grad_x = cuda.local.array((TR, 3), element)
         p = cuda.local.array((TR, TC), element)
         ds = cuda.local.array((TR, TC), element)
         acc = cuda.local.array((TR, TD), element)
@@ -489,25 +619,32 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
         ty = cuda.threadIdx.x // TX
         tx = cuda.threadIdx.x - ty * TX
         row0 = q0 + ty * TR
+        structured = mods[D_HAS] or mods[P_MODE] != sbm.NO_PAIR
         for r in range(TR):
             for c in range(TD):
                 acc[r, c] = zero
+            for c in range(3):
+                grad_x[r, c] = zero
         load_rows(smem, G_Q, q, b, h, q0, n_q, D)
         load_rows(smem, G_DO, dout, b, h, q0, n_q, D)
         load_row_stats(row_lse, row_delta, lse, delta, b, h, row0, n_q)
-        first, stop = key_tiles(q0, n_q, n_k, left, right)
+        first, stop = key_tiles(q0, n_q, n_k, mods[5], mods[6])
         for k0 in range(first, stop, BK):
             cuda.syncthreads()
             load_transposed(smem, G_KT, k, b, kv_h, k0, n_k, D)
             load_transposed(smem, G_VT, v, b, kv_h, k0, n_k, D)
             cuda.syncthreads()
             score_gradient_tile(ds, p, smem, G_Q, G_DO, G_KT, G_VT, row_lse, row_delta, b, h,
-                                q0, k0, n_q, n_k, ty, tx, bias, attn_mask, key_padding_mask,
-                                alibi_slopes, scale, left, right, has_bias, has_mask, has_kpm,
-                                has_alibi)
+                                q0, k0, n_q, n_k, ty, tx, mods)
             for r in range(TR):
                 for c in range(TC):
                     smem[G_DS + (ty * TR + r) * PS + tx + c * TX] = ds[r, c]
+                    if structured and ds[r, c] != zero:  # hidden pairs have dS = 0
+                        gx, gy, gz = structured_grads(ds[r, c], b, h, row0 + r, k0 + tx + c * TX,
+                                                      mods, dtable, dpair)
+                        grad_x[r, 0] += gx
+                        grad_x[r, 1] += gy
+                        grad_x[r, 2] += gz
             cuda.syncthreads()
             if row0 < n_q and tx < D:
                 accumulate_times_keys(acc, smem, G_DS, G_KT, ty, tx, min(BK, n_k - k0))
@@ -516,15 +653,30 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                 for c in range(TD):
                     d = tx + c * TX
                     if d < D:
-                        dq[b, h, row0 + r, d] = scale * acc[r, c]
+                        dq[b, h, row0 + r, d] = mods[4] * acc[r, c]
+        if mods[D_HAS]:
+            # Each row's TX threads hold parts of its dx: add them up in a fixed order.
+            for axis in range(3):
+                cuda.syncthreads()
+                for r in range(TR):
+                    smem[G_DS + (ty * TR + r) * TX + tx] = grad_x[r, axis]
+                cuda.syncthreads()
+                if tx == 0:
+                    for r in range(TR):
+                        if row0 + r < n_q:
+                            total = zero
+                            for t in range(TX):
+                                total += smem[G_DS + (ty * TR + r) * TX + t]
+                            dx[h, b, axis, row0 + r] = total
 
     @cuda.jit
-    def attention_dkdv_kernel(dk, dv, dout, lse, delta, q, k, v, bias, attn_mask,
-                              key_padding_mask, alibi_slopes, scale, left, right, has_bias,
-                              has_mask, has_kpm, has_alibi):
+    def attention_dkdv_kernel(dk, dv, dy, dout, lse, delta, q, k, v, mods):
         """Grid (B*Hkv, key tiles): dk = scale * dS^T q and dv = P^T dout for one key tile,
-        summed over the query heads that share the kv head and over their query tiles."""
+        summed over the query heads that share the kv head and over their query tiles; with a
+        distance bias also dy (Hkv, B, 3, M), this kv head's part of the key positions' gradient.
+        """
         smem = cuda.shared.array(KV_SIZE, element)
+        grad_y = cuda.local.array((TC, 3), element)
         p = cuda.local.array((TR, TC), element)
         ds = cuda.local.array((TR, TC), element)
         acc_dk = cuda.local.array((TK, TD), element)
@@ -542,13 +694,17 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
         ty = cuda.threadIdx.x // TX
         tx = cuda.threadIdx.x - ty * TX
         key0 = k0 + ty * TK  # this thread's first key row in the accumulators
+        has_distance = mods[D_HAS]
         for r in range(TK):
             for c in range(TD):
                 acc_dk[r, c] = zero
                 acc_dv[r, c] = zero
+        for c in range(TC):
+            for axis in range(3):
+                grad_y[c, axis] = zero
         load_transposed(smem, KV_KT, k, b, kv_h, k0, n_k, D)
         load_transposed(smem, KV_VT, v, b, kv_h, k0, n_k, D)
-        first, stop = query_tiles(k0, n_q, n_k, left, right)
+        first, stop = query_tiles(k0, n_q, n_k, mods[5], mods[6])
         for h in range(kv_h * group, (kv_h + 1) * group):
             for q0 in range(first, stop, BQ):
                 cuda.syncthreads()  # the previous query tile is no longer read
@@ -557,14 +713,20 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                 load_row_stats(row_lse, row_delta, lse, delta, b, h, q0 + ty * TR, n_q)
                 cuda.syncthreads()
                 score_gradient_tile(ds, p, smem, KV_Q, KV_DO, KV_KT, KV_VT, row_lse, row_delta,
-                                    b, h, q0, k0, n_q, n_k, ty, tx, bias, attn_mask,
-                                    key_padding_mask, alibi_slopes, scale, left, right,
-                                    has_bias, has_mask, has_kpm, has_alibi)
+                                    b, h, q0, k0, n_q, n_k, ty, tx, mods)
                 for r in range(TR):
                     for c in range(TC):
                         at = (ty * TR + r) * PS + tx + c * TX
                         smem[KV_P + at] = p[r, c]
                         smem[KV_DS + at] = ds[r, c]
+                        if has_distance and ds[r, c] != zero:
+                            i, j = q0 + ty * TR + r, k0 + tx + c * TX
+                            rx, ry, rz, d = displacement(b, i, j, mods)
+                            gx, gy, gz = distance_position_grad(ds[r, c], b, h, i, j, rx, ry,
+                                                                rz, d, mods)
+                            grad_y[c, 0] -= gx
+                            grad_y[c, 1] -= gy
+                            grad_y[c, 2] -= gz
                 cuda.syncthreads()
                 if key0 < n_k and tx < D:
                     key_at = index(ty * TK)
@@ -584,13 +746,24 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                 for c in range(TD):
                     d = tx + c * TX
                     if d < D:
-                        dk[b, kv_h, key0 + r, d] = scale * acc_dk[r, c]
+                        dk[b, kv_h, key0 + r, d] = mods[4] * acc_dk[r, c]
                         dv[b, kv_h, key0 + r, d] = acc_dv[r, c]
+        if has_distance:
+            # Each key's THREAD_ROWS threads hold parts of its dy: add them up in a fixed order.
+            for axis in range(3):
+                cuda.syncthreads()
+                for c in range(TC):
+                    smem[KV_DS + ty * BK + tx + c * TX] = grad_y[c, axis]
+                cuda.syncthreads()
+                for jj in range(cuda.threadIdx.x, BK, THREADS):
+                    if k0 + jj < n_k:
+                        total = zero
+                        for t in range(THREAD_ROWS):
+                            total += smem[KV_DS + t * BK + jj]
+                        dy[kv_h, b, axis, k0 + jj] = total
 
     @cuda.jit
-    def attention_bias_grad_kernel(dbias, dout, lse, delta, q, k, v, bias, attn_mask,
-                                   key_padding_mask, alibi_slopes, scale, left, right, has_bias,
-                                   has_mask, has_kpm, has_alibi):
+    def attention_bias_grad_kernel(dbias, dout, lse, delta, q, k, v, mods):
         """Grid (bias tiles, Bb*Hb): dbias (Bb, Hb, Nb, Mb) = dS summed over broadcast dims.
 
         A block owns one tile of dbias (a single row or column where that dim is broadcast) and
@@ -627,7 +800,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             for h in range(h_first, h_stop):
                 kv_h = h // group
                 for q0 in range(q_first, q_stop, BQ):
-                    visible_first, visible_stop = key_tiles(q0, n_q, n_k, left, right)
+                    visible_first, visible_stop = key_tiles(q0, n_q, n_k, mods[5], mods[6])
                     for k0 in range(k_first, k_stop, BK):
                         if k0 + BK <= visible_first or k0 >= visible_stop:
                             continue  # the whole tile is outside the band: dS = 0
@@ -639,9 +812,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                         load_row_stats(row_lse, row_delta, lse, delta, b, h, q0 + ty * TR, n_q)
                         cuda.syncthreads()
                         score_gradient_tile(ds, p, smem, DB_Q, DB_DO, DB_KT, DB_VT, row_lse,
-                                            row_delta, b, h, q0, k0, n_q, n_k, ty, tx, bias,
-                                            attn_mask, key_padding_mask, alibi_slopes, scale,
-                                            left, right, has_bias, has_mask, has_kpm, has_alibi)
+                                            row_delta, b, h, q0, k0, n_q, n_k, ty, tx, mods)
                         for r in range(TR):
                             for c in range(TC):
                                 acc[r, c] += ds[r, c]
@@ -696,7 +867,7 @@ def _row_delta_kernel(dtype_name):
 
 
 def _row_delta(dout, out, call):
-    B, H, Hkv, N, M, D = shapes_of(call)
+    B, H, Hkv, N, M, D = _sizes(call)
     delta = cuda.device_array((B, H, N), dtype=call.q.dtype)
     rows = B * H * N
     if rows > 0:
@@ -707,38 +878,60 @@ def _row_delta(dout, out, call):
 
 def attention_forward(out, lse, call):
     """out (B, H, N, D) and lse (B, H, N) for a prepared call; empty rows get 0 and -inf."""
-    B, H, Hkv, N, M, D = shapes_of(call)
+    B, H, Hkv, N, M, D = _sizes(call)
     kernels, tiles = _kernels("forward", call.q.dtype, D)
     _launch(kernels.forward, (B * H, _cdiv(N, tiles.block_q)), out, lse, call.q, call.k, call.v,
-            *_score_args(call))
+            _score_args(call))
 
 
-def attention_backward(dq, dk, dv, dout, out, lse, call):
-    """dq (B, H, N, D), dk and dv (B, Hkv, M, D) given dout and the forward's out and lse."""
-    B, H, Hkv, N, M, D = shapes_of(call)
+def _zeros(shape, dtype):
+    return cuda.to_device(np.zeros(shape, dtype))
+
+
+def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
+    """dq (B, H, N, D), dk and dv (B, Hkv, M, D), and the :class:`StructuredGrads`
+    ``structured`` (its arrays not None where the call has that bias), given dout and the
+    forward's out and lse."""
+    B, H, Hkv, N, M, D = _sizes(call)
+    dtype = call.q.dtype
     delta = _row_delta(dout, out, call)
-    kernels, tiles = _kernels("dq", call.q.dtype, D)
-    _launch(kernels.dq, (B * H, _cdiv(N, tiles.block_q)), dq, dout, lse, delta, call.q, call.k,
-            call.v, *_score_args(call))
-    kernels, tiles = _kernels("dkdv", call.q.dtype, D)
-    _launch(kernels.dkdv, (B * Hkv, _cdiv(M, tiles.block_k)), dk, dv, dout, lse, delta, call.q,
-            call.k, call.v, *_score_args(call))
+    has_distance = call.distance.has
+    P, C = (int(n) for n in call.distance.table.shape[1:])
+    # Per-head parts of the position gradients (each written by one block) and the tables
+    # (atomics: zeroed first); 1-element placeholders where unused.
+    dx = cuda.device_array((H, B, 3, N) if has_distance else (1, 1, 3, 1), dtype)
+    dy = cuda.device_array((Hkv, B, 3, M) if has_distance else (1, 1, 3, 1), dtype)
+    dtable = _zeros((H, P, C) if has_distance else (1, 1, 2), dtype)
+    dpair = _zeros(tuple(call.pair.table.shape) if call.pair.mode else (1, 1), dtype)
+    mods = _score_args(call)
+    kernels, tiles = _kernels("dq", dtype, D)
+    _launch(kernels.dq, (B * H, _cdiv(N, tiles.block_q)), dq, dx, dtable, dpair, dout, lse,
+            delta, call.q, call.k, call.v, mods)
+    kernels, tiles = _kernels("dkdv", dtype, D)
+    _launch(kernels.dkdv, (B * Hkv, _cdiv(M, tiles.block_k)), dk, dv, dy, dout, lse, delta,
+            call.q, call.k, call.v, mods)
+    if has_distance:
+        structured.distance_table.copy_to_device(dtable)
+        structured.x.copy_to_device(dx.copy_to_host().sum(axis=0))
+        structured.y.copy_to_device(dy.copy_to_host().sum(axis=0))
+    if call.pair.mode:
+        structured.pair_table.copy_to_device(dpair)
 
 
 def attention_bias_grad(dbias, dout, out, lse, call):
     """dbias, shaped like call.bias (each dim full or 1): dS summed over the broadcast dims."""
-    B, H, Hkv, N, M, D = shapes_of(call)
+    B, H, Hkv, N, M, D = _sizes(call)
     delta = _row_delta(dout, out, call)
     kernels, tiles = _kernels("dbias", call.q.dtype, D)
     bias_b, bias_h, bias_n, bias_m = (int(s) for s in dbias.shape)
     grid = (_cdiv(bias_n, tiles.block_q) * _cdiv(bias_m, tiles.block_k), bias_b * bias_h)
     _launch(kernels.bias_grad, grid, dbias, dout, lse, delta, call.q, call.k, call.v,
-            *_score_args(call))
+            _score_args(call))
 
 
 def attention_weights(weights, call):
     """weights (B, H, N, M): the attention probabilities."""
-    B, H, Hkv, N, M, D = shapes_of(call)
+    B, H, Hkv, N, M, D = _sizes(call)
     kernels, tiles = _kernels("weights", call.q.dtype, D)
     _launch(kernels.weights, (B * H, _cdiv(N, tiles.block_q)), weights, call.q, call.k,
-            *_score_args(call))
+            _score_args(call))

@@ -1,27 +1,56 @@
-"""The fused attention operator as a differentiable op (q, k, v and an optional dense bias)."""
+"""The fused attention operator as a differentiable op: q, k, v, an optional dense bias, and the
+structured biases' tables and positions (``seqattn.ops.DistanceBias``, ``PairBias``)."""
+import dataclasses
+
 from .. import ops
 from .function import Function
 from .tensor import unwrap
 
 
+def _with(bias, **arrays):
+    """The structured bias with its fields as arrays (Tensors unwrapped, the recorded ones
+    replaced by the arrays the Function received)."""
+    if bias is None:
+        return None
+    fields = {f.name: unwrap(getattr(bias, f.name)) for f in dataclasses.fields(bias)}
+    fields.update(arrays)
+    return dataclasses.replace(bias, **fields)
+
+
 class Attention(Function):
     @staticmethod
-    def forward(ctx, q, k, v, bias, options):
-        out, lse = ops.attention(q, k, v, bias=bias, return_lse=True, **options)
-        ctx.save(q=q, k=k, v=v, bias=bias, out=out, lse=lse, options=options)
+    def forward(ctx, q, k, v, bias, distance_table, distance_x, distance_y, pair_table, options,
+                distance_bias, pair_bias):
+        distance_bias = _with(distance_bias, table=distance_table, x=distance_x, y=distance_y)
+        pair_bias = _with(pair_bias, table=pair_table)
+        out, lse = ops.attention(q, k, v, bias=bias, distance_bias=distance_bias,
+                                 pair_bias=pair_bias, return_lse=True, **options)
+        ctx.save(q=q, k=k, v=v, bias=bias, out=out, lse=lse, options=options,
+                 distance_bias=distance_bias, pair_bias=pair_bias)
         return out
 
     @staticmethod
     def backward(ctx, dout):
         s = ctx.saved
-        dq, dk, dv, dbias = ops.attention_backward(
+        grads = ops.attention_backward(
             dout, s["q"], s["k"], s["v"], s["out"], s["lse"], bias=s["bias"],
+            distance_bias=s["distance_bias"], pair_bias=s["pair_bias"],
             bias_requires_grad=ctx.needs_grad[3], **s["options"])
-        return dq, dk, dv, dbias, None
+        distance = grads.distance_bias or (None, None, None)
+        pair_table = None if grads.pair_bias is None else grads.pair_bias.table
+        return (grads.dq, grads.dk, grads.dv, grads.dbias, *distance, pair_table,
+                None, None, None)
 
 
-def attention(q, k, v, bias=None, **options):
+def attention(q, k, v, bias=None, distance_bias=None, pair_bias=None, **options):
     """softmax(q k^T * scale + bias) v for q (B, H, N, D), k, v (B, Hkv, M, D); ``options`` are
-    those of :func:`seqattn.ops.attention` (causal, masks, ALiBi, window, scale). A bias that is
-    a Tensor requiring gradients gets one (summed over its broadcast dims)."""
-    return Attention.apply(q, k, v, bias, {name: unwrap(x) for name, x in options.items()})
+    those of :func:`seqattn.ops.attention` (causal, masks, ALiBi, window, scale). A dense bias,
+    a structured bias's table or its positions that are Tensors requiring gradients get them
+    (a dense bias's summed over its broadcast dims; in self-attention the positions' gradient
+    holds both the query and the key part)."""
+    options = {name: unwrap(x) for name, x in options.items()}
+    distance = (None, None, None) if distance_bias is None else (
+        distance_bias.table, distance_bias.x, distance_bias.y)
+    pair_table = None if pair_bias is None else pair_bias.table
+    return Attention.apply(q, k, v, bias, *distance, pair_table, options, distance_bias,
+                           pair_bias)

@@ -1,4 +1,4 @@
-"""Layers that define forward only (differentiated by ``seqattn.autodiff``), on the CPU and the GPU.
+"""Layers that define forward only (differentiated by ``seqattn.autodiff``), on CPU and GPU.
 
 Parameter names and shapes follow torch.nn, so state dicts move between the two.
 """
@@ -15,6 +15,7 @@ from .module import Module
 from .multihead_attention import MultiheadAttention
 from .parameter import Parameter
 from .rms_norm import RMSNorm
+from .structured_bias import DistanceBiasTable, PairBiasTable, Structure
 from .transformer import Transformer
 from .transformer_decoder_layer import TransformerDecoderLayer
 from .transformer_decoder import TransformerDecoder
@@ -23,9 +24,9 @@ from .transformer_encoder_layer import TransformerEncoderLayer
 from . import positional
 
 __all__ = [
-    "AdditiveAttention", "Dropout", "Embedding", "FeedForward", "GELU", "KeyValueCache",
-    "LayerNorm", "Linear",
-    "Module", "ModuleList", "MultiheadAttention", "Parameter", "RMSNorm", "ReLU", "Residual",
-    "SiLU", "Sequential", "SwiGLUFeedForward", "Transformer", "TransformerDecoder",
+    "AdditiveAttention", "DistanceBiasTable", "Dropout", "Embedding", "FeedForward", "GELU",
+    "KeyValueCache", "LayerNorm", "Linear", "Module", "ModuleList", "MultiheadAttention",
+    "PairBiasTable", "Parameter", "RMSNorm", "ReLU", "Residual", "SiLU", "Sequential",
+    "Structure", "SwiGLUFeedForward", "Transformer", "TransformerDecoder",
     "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "positional",
 ]

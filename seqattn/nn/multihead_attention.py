@@ -4,6 +4,8 @@ differs from embed_dim, and out_proj (a Linear). Masks mean what they mean in se
 """
 import numpy as np
 
+import dataclasses
+
 from .. import autodiff, ops
 from ..autodiff import unwrap
 from .init import generator, xavier_uniform
@@ -18,11 +20,14 @@ class MultiheadAttention(Module):
     ``dropout`` must be 0: the fused attention operator never forms the attention matrix, so
     there is nothing to drop (the Transformer layers still drop their residual branches).
     ``rotary`` (a :class:`RotaryEmbedding`) rotates queries and keys by their positions;
-    ``alibi_slopes`` (H,) adds ALiBi's linear distance penalty per head.
+    ``alibi_slopes`` (H,) adds ALiBi's linear distance penalty per head; ``distance_bias`` (a
+    :class:`DistanceBiasTable`) and ``pair_bias`` (a :class:`PairBiasTable`) add learnable
+    structured biases, read from the ``structure`` passed to forward.
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
-                 rotary=None, alibi_slopes=None, dtype=np.float32, seed=None):
+                 rotary=None, alibi_slopes=None, distance_bias=None, pair_bias=None,
+                 dtype=np.float32, seed=None):
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim = {embed_dim} must be divisible by num_heads = "
@@ -47,6 +52,7 @@ class MultiheadAttention(Module):
         if bias:
             self.out_proj.bias.data[...] = 0  # torch zeroes both biases
         self.rotary = rotary
+        self.distance_bias, self.pair_bias = distance_bias, pair_bias
         if alibi_slopes is not None:
             self.register_buffer("alibi_slopes", np.asarray(alibi_slopes, dtype=dtype))
         else:
@@ -95,11 +101,12 @@ class MultiheadAttention(Module):
         return self.out_proj(autodiff.merge_heads(out))
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, attn_mask=None,
-                bias=None, need_weights=False, is_causal=False, cache=None):
+                bias=None, need_weights=False, is_causal=False, cache=None, structure=None):
         """Returns (out (B, N, E), weights (B, H, N, M) or None). key and value default to
         query (self-attention). With a ``cache`` (:class:`KeyValueCache`, for decoding in
         evaluation mode) the keys and values come from it, masks and bias apart from
-        ``key_padding_mask`` of a memory cache do not apply, and weights are not returned."""
+        ``key_padding_mask`` of a memory cache do not apply, and weights are not returned.
+        ``structure`` (a :class:`Structure`) feeds the layer's structured biases."""
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
@@ -118,8 +125,22 @@ class MultiheadAttention(Module):
             q, k = self.rotary.rotate(q), self.rotary.rotate(k)
         options = dict(causal=is_causal, key_padding_mask=key_padding_mask,
                        attn_mask=attn_mask, alibi_slopes=self.alibi_slopes)
-        out = self.out_proj(autodiff.merge_heads(autodiff.attention(q, k, v, bias, **options)))
+        structured = {name: None if table is None else table.bias(structure)
+                      for name, table in (("distance_bias", self.distance_bias),
+                                          ("pair_bias", self.pair_bias))}
+        out = self.out_proj(autodiff.merge_heads(autodiff.attention(q, k, v, bias, **structured,
+                                                                    **options)))
         weights = None
         if need_weights:
-            weights = ops.attention_weights(unwrap(q), unwrap(k), bias=unwrap(bias), **options)
+            weights = ops.attention_weights(unwrap(q), unwrap(k), bias=unwrap(bias), **options,
+                                            **{name: _as_arrays(b) for name, b in
+                                               structured.items()})
         return out, weights
+
+
+def _as_arrays(bias):
+    """A structured bias with its Tensors as arrays (for the weights, outside the record)."""
+    if bias is None:
+        return None
+    return dataclasses.replace(bias, **{f.name: unwrap(getattr(bias, f.name))
+                                        for f in dataclasses.fields(bias)})

@@ -18,10 +18,12 @@ class TransformerEncoder(Module):
         self.layers = ModuleList(layers)
         self.norm = norm
 
-    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False):
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False,
+                structure=None):
+        """``structure`` feeds every layer's structured biases (each layer its own tables)."""
         x = src
         for layer in self.layers:
             x = layer(x, src_key_padding_mask=src_key_padding_mask, src_mask=mask,
-                      is_causal=is_causal)
+                      is_causal=is_causal, structure=structure)
         return x if self.norm is None else self.norm(x)
 

@@ -15,19 +15,22 @@ from .placement import check_tokens
 class TransformerEncoderLayer(Module):
     """Post-norm (``norm_first=False``, torch's default) or pre-norm. Dropout applies to the
     feed-forward hidden layer and to both residual branches; attention weights are not dropped
-    (see :class:`MultiheadAttention`). ``rotary`` and ``alibi_slopes`` position the
-    self-attention as they do there."""
+    (see :class:`MultiheadAttention`). ``rotary``, ``alibi_slopes``, ``distance_bias`` and
+    ``pair_bias`` go to the self-attention, as there."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
-                 rotary=None, alibi_slopes=None, dtype=np.float32, seed=None):
+                 rotary=None, alibi_slopes=None, distance_bias=None, pair_bias=None,
+                 dtype=np.float32, seed=None):
         super().__init__()
         if not batch_first:
             raise ValueError("seqattn is batch-first: tokens are (B, N, E); pass batch_first=True")
         rng = generator(seed)
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, rotary=rotary,
-                                            alibi_slopes=alibi_slopes, dtype=dtype, seed=rng)
+                                            alibi_slopes=alibi_slopes,
+                                            distance_bias=distance_bias, pair_bias=pair_bias,
+                                            dtype=dtype, seed=rng)
         self.linear1 = Linear(d_model, dim_feedforward, bias, dtype, rng)
         self.dropout = Dropout(dropout, rng)
         self.linear2 = Linear(dim_feedforward, d_model, bias, dtype, rng)
@@ -37,22 +40,25 @@ class TransformerEncoderLayer(Module):
         self.dropout2 = Dropout(dropout, rng)
         self.activation = activation_named(activation)
 
-    def _attention_block(self, x, key_padding_mask, attn_mask, is_causal):
+    def _attention_block(self, x, key_padding_mask, attn_mask, is_causal, structure):
         out, _ = self.self_attn(x, x, x, key_padding_mask=key_padding_mask,
-                                attn_mask=attn_mask, is_causal=is_causal)
+                                attn_mask=attn_mask, is_causal=is_causal, structure=structure)
         return self.dropout1(out)
 
     def _feed_forward_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
-    def forward(self, src, src_key_padding_mask=None, src_mask=None, is_causal=False):
-        """src (B, N, E) -> (B, N, E). ``src_mask`` is a bool "may attend" mask."""
+    def forward(self, src, src_key_padding_mask=None, src_mask=None, is_causal=False,
+                structure=None):
+        """src (B, N, E) -> (B, N, E). ``src_mask`` is a bool "may attend" mask; ``structure``
+        feeds the self-attention's structured biases."""
         self.check_device(src=src)
         check_tokens("src", src, self.d_model)
         x = src
         if self.norm_first:
             x = x + self._attention_block(self.norm1(x), src_key_padding_mask, src_mask,
-                                          is_causal)
+                                          is_causal, structure)
             return x + self._feed_forward_block(self.norm2(x))
-        x = self.norm1(x + self._attention_block(x, src_key_padding_mask, src_mask, is_causal))
+        x = self.norm1(x + self._attention_block(x, src_key_padding_mask, src_mask, is_causal,
+                                                 structure))
         return self.norm2(x + self._feed_forward_block(x))

@@ -1,0 +1,91 @@
+"""Learnable structured attention biases that a layer owns: the tables behind
+``seqattn.ops.DistanceBias`` and ``PairBias``, and the per-token structure they read.
+
+An attention layer built with ``distance_bias=DistanceBiasTable(...)`` and/or
+``pair_bias=PairBiasTable(...)`` adds them to its scores when called with a :class:`Structure`;
+the tables are parameters of the layer and train with the rest of the model. The biases are
+computed inside the attention kernels tile by tile, so nothing N x M is stored, and gradients
+reach the tables and, when they are Tensors that require them, the positions (forces).
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ops import DistanceBias, PairBias
+from .init import generator, normal
+from .module import Module
+from .parameter import Parameter
+
+
+@dataclass
+class Structure:
+    """What the structured biases read, per batch. ``positions`` (B, N, 3) of the queries and
+    ``key_positions`` (B, M, 3) of the keys (None: the same tokens); ``types`` (B, N) and
+    ``key_types`` (B, M) small integers (atom or node types); ``cell`` (B, 3, 3) or (3, 3)
+    periodic lattice vectors as rows; ``pair_codes`` (B, N, M) or (N, M) int8/16/32 (hops,
+    edge types; negative = not connected, hidden); ``query_index`` (B, N) / ``key_index``
+    (B, M) integer positions for relative codes (default: the token order)."""
+
+    positions: object = None
+    key_positions: object = None
+    types: object = None
+    key_types: object = None
+    cell: object = None
+    pair_codes: object = None
+    query_index: object = None
+    key_index: object = None
+
+
+class DistanceBiasTable(Module):
+    """f_h(d): per-head values at ``bins`` equally spaced distances on [0, ``r_max``], linearly
+    interpolated (constant beyond r_max); one table per type pair with ``num_types``. Keys
+    farther than ``cutoff`` are hidden; ``smooth_cutoff`` fades weights to zero at it."""
+
+    def __init__(self, num_heads, bins=32, r_max=5.0, num_types=None, cutoff=None,
+                 smooth_cutoff=False, dtype=np.float32, seed=None):
+        super().__init__()
+        shape = (num_heads, bins) if num_types is None else (num_types, num_types, num_heads,
+                                                             bins)
+        self.r_max, self.cutoff, self.smooth_cutoff = float(r_max), cutoff, smooth_cutoff
+        self.num_types = num_types
+        self.table = Parameter(normal(generator(seed), shape, dtype, std=0.02))
+
+    def bias(self, structure):
+        if structure is None or structure.positions is None:
+            raise ValueError("this attention layer has a distance bias: pass "
+                             "structure=Structure(positions=(B, N, 3) array)")
+        if self.num_types is not None and structure.types is None:
+            raise ValueError(f"the distance bias has a table per type pair (num_types = "
+                             f"{self.num_types}): pass Structure(types=(B, N) integers)")
+        return DistanceBias(x=structure.positions, table=self.table, r_max=self.r_max,
+                            y=structure.key_positions,
+                            types=structure.types if self.num_types is not None else None,
+                            key_types=structure.key_types if self.num_types is not None
+                            else None, cell=structure.cell, cutoff=self.cutoff,
+                            smooth_cutoff=self.smooth_cutoff)
+
+
+class PairBiasTable(Module):
+    """table[h, code]: a learnable bias per head and pair code (``num_codes`` codes). With
+    ``max_offset`` R the code is the clipped relative position j - i (2 R + 1 codes, nothing
+    N x M stored); otherwise ``Structure.pair_codes`` gives it."""
+
+    def __init__(self, num_heads, num_codes=None, max_offset=None, dtype=np.float32, seed=None):
+        super().__init__()
+        if (num_codes is None) == (max_offset is None):
+            raise ValueError("give num_codes (codes from Structure.pair_codes) or max_offset (a "
+                             f"relative-position bias), not both; got {num_codes!r}, "
+                             f"{max_offset!r}")
+        self.relative = max_offset is not None
+        codes = 2 * max_offset + 1 if self.relative else num_codes
+        self.table = Parameter(normal(generator(seed), (num_heads, codes), dtype, std=0.02))
+
+    def bias(self, structure):
+        if self.relative:
+            index = (None, None) if structure is None else (structure.query_index,
+                                                            structure.key_index)
+            return PairBias.relative(self.table, *index)
+        if structure is None or structure.pair_codes is None:
+            raise ValueError("this attention layer has a pair-code bias: pass "
+                             "structure=Structure(pair_codes=(B, N, M) integers)")
+        return PairBias(self.table, codes=structure.pair_codes)

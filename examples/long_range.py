@@ -53,7 +53,7 @@ class ExampleConfig:
     seed: int = 0
 
 
-QUICK = dict(distances=(4, 64), n_validation=128, n_test=256, learning_rates=(3e-3,))
+QUICK = dict(distances=(4, 256), n_validation=128, n_test=256, learning_rates=(3e-3,))
 
 
 def sequences(n, distance, rng, length=None):

@@ -1,0 +1,137 @@
+"""Images as vectors: scikit-learn's 8 x 8 handwritten digits as sequences of patch tokens.
+
+1,797 images of 8 x 8 pixels (grey levels 0-16) of the digits 0-9, bundled with scikit-learn.
+The seqattn path:
+
+    images -> Dataset (sample, y, x) -> GridAdapter (patch x patch cells per token, statistics
+    of the training images only) -> SequenceModel (mean pooling) -> fit (cross-entropy, AdamW,
+    warmup-cosine, early stopping on the validation images) -> predict(..., per_sample=True):
+    class logits back on the test Dataset's sample dim.
+
+A stratified quarter of the images is the test set, read once for the final table; a fifth of
+the rest validates. The patch size is chosen on the validation images, as is the inverse
+regularization strength C of the logistic regression baseline (then refitted on training and
+validation images). The 1-nearest-neighbour baseline (Euclidean) remembers training and
+validation images alike.
+
+Run ``python examples/digits.py [--quick]``.
+"""
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+import xarray as xr
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from seqattn.adapters import GridAdapter, predict
+from seqattn.models import SequenceModel, SequenceModelConfig
+from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine, fit
+
+
+@dataclasses.dataclass
+class ExampleConfig:
+    patches: tuple = (2, 4)       # candidate patch sizes, chosen on validation accuracy
+    d_model: int = 64
+    nhead: int = 4
+    num_layers: int = 2
+    dim_feedforward: int = 128
+    dropout: float = 0.1
+    label_smoothing: float = 0.1  # chosen on validation (0.985 against 0.981 without)
+    epochs: int = 40
+    patience: int = 40            # keeps the weights of the best validation loss
+    batch_size: int = 32
+    lr: float = 2e-3
+    test_fraction: float = 0.25
+    validation_fraction: float = 0.2
+    seed: int = 0
+
+
+QUICK = dict(patches=(4,))
+
+
+def as_dataset(images, labels):
+    return xr.Dataset({"image": (("sample", "y", "x"), images.astype(np.float64)),
+                       "label": ("sample", labels)},
+                      coords={"sample": np.arange(len(images)), "y": np.arange(8),
+                              "x": np.arange(8)})
+
+
+def splits(config):
+    """(train, validation, test) Datasets, stratified by digit."""
+    digits = load_digits()
+    rest, test = train_test_split(np.arange(len(digits.target)), test_size=config.test_fraction,
+                                  stratify=digits.target, random_state=config.seed)
+    train, validation = train_test_split(rest, test_size=config.validation_fraction,
+                                         stratify=digits.target[rest], random_state=config.seed)
+    return [as_dataset(digits.images[i], digits.target[i]) for i in (train, validation, test)]
+
+
+def accuracy(model, ds, adapter):
+    logits = predict(model, ds, adapter, per_sample=True)["prediction"]
+    return float(np.mean(logits.argmax("output").values == ds["label"].values))
+
+
+def train_model(train, validation, patch, config):
+    adapter = GridAdapter(["image"], patch={"y": patch, "x": patch}).fit(train)
+    fitted, held = adapter.encode(train), adapter.encode(validation)
+    model = SequenceModel(SequenceModelConfig(
+        in_features=fitted.tokens.shape[-1], out_features=10, d_model=config.d_model,
+        nhead=config.nhead, num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
+        dropout=config.dropout, pooling="mean", positions="learned", seed=config.seed))
+    steps = config.epochs * -(-len(fitted) // config.batch_size)
+    fit(model, CrossEntropyLoss(label_smoothing=config.label_smoothing),
+        AdamW(model, lr=config.lr, weight_decay=0.01),
+        (fitted.tokens, train["label"].values, fitted.key_padding_mask),
+        validation=(held.tokens, validation["label"].values, held.key_padding_mask),
+        epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
+        schedule=WarmupCosine(config.lr, steps // 20, steps),
+        early_stopping=EarlyStopping(patience=config.patience), progress=False)
+    return model, adapter
+
+
+def baselines(train, validation, test, seed):
+    """Test accuracy of logistic regression (C chosen on validation) and of 1-NN."""
+    def pixels(ds):
+        return ds["image"].values.reshape(ds.sizes["sample"], -1), ds["label"].values
+
+    (x, y), (xv, yv), (xt, yt) = pixels(train), pixels(validation), pixels(test)
+    logistic = lambda c: make_pipeline(StandardScaler(),
+                                       LogisticRegression(C=c, max_iter=2000, random_state=seed))
+    best_c = max((0.01, 0.1, 1.0, 10.0), key=lambda c: logistic(c).fit(x, y).score(xv, yv))
+    xa, ya = np.concatenate([x, xv]), np.concatenate([y, yv])
+    return {"logistic regression": logistic(best_c).fit(xa, ya).score(xt, yt),
+            "1-NN": KNeighborsClassifier(n_neighbors=1).fit(xa, ya).score(xt, yt),
+            "C": best_c}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one patch size (CI)")
+    args = parser.parse_args(argv)
+    config = ExampleConfig(**(QUICK if args.quick else {}))
+    train, validation, test = splits(config)
+    start = time.perf_counter()
+    candidates = {}
+    for patch in config.patches:
+        model, adapter = train_model(train, validation, patch, config)
+        candidates[patch] = (accuracy(model, validation, adapter), model, adapter)
+        print(f"patch {patch} x {patch}: validation accuracy {candidates[patch][0]:.3f}")
+    patch = max(candidates, key=lambda p: candidates[p][0])
+    _, model, adapter = candidates[patch]
+    results = {"seqattn": accuracy(model, test, adapter), "patch": patch,
+               "seconds": time.perf_counter() - start}
+    results.update(baselines(train, validation, test, config.seed))
+    print(f"test accuracy: seqattn ({patch} x {patch} patches) {results['seqattn']:.3f}, "
+          f"logistic regression (C={results['C']}) {results['logistic regression']:.3f}, "
+          f"1-NN {results['1-NN']:.3f}  (seqattn {results['seconds']:.0f} s)")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -6,17 +6,20 @@
 * :func:`predict` a model over a Dataset (lazy and chunk-parallel on dask data): per token, per
   sample, or forecasts from a ForecastWindows set-up (``predict(model, ds, windows)`` or
   ``windows.predict(model)``); seqattn models run in evaluation mode (:mod:`.model_call`).
+* :class:`GenomeAdapter` DNA as base or k-mer tokens (:mod:`.genome`: FASTA, variants,
+  in-silico mutagenesis).
 * :class:`Normalizer` per-variable statistics; importing this package registers ``ds.seqattn``.
 """
 from . import accessor  # noqa: F401  (registers ds.seqattn)
 from .batch import Batch, Placement, Template
 from .batching import BatchIterator
 from .forecast import ForecastWindows, TargetPutBack
+from .genome import GenomeAdapter
 from .grid import GridAdapter
 from .normalize import Normalizer
 from .predict import predict
 from .signal import SignalAdapter
 from .stitch import PutBack, Stitcher
 
-__all__ = ["Batch", "BatchIterator", "ForecastWindows", "GridAdapter", "Normalizer", "Placement",
+__all__ = ["Batch", "BatchIterator", "ForecastWindows", "GenomeAdapter", "GridAdapter", "Normalizer", "Placement",
            "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack", "Template", "predict"]

@@ -1,6 +1,7 @@
 """Task models for the three problem shapes, each built from a typed config dataclass:
 N -> N (TokenModel), N -> 1 (SequenceModel with a pooling head), N -> N' (Seq2SeqModel, with
 cached autoregressive ``generate`` and ``rollout``)."""
+from .dna import StrandSymmetric
 from .encoder import EncoderConfig, SequenceEncoder
 from .generation import generate, rollout
 from .pooling import AttentionPooling, ClassTokenPooling, MaskedMeanPooling
@@ -10,4 +11,5 @@ from .token_model import TokenModel, TokenModelConfig
 
 __all__ = ["AttentionPooling", "ClassTokenPooling", "EncoderConfig", "MaskedMeanPooling",
            "Seq2SeqConfig", "Seq2SeqModel", "SequenceEncoder", "SequenceModel",
-           "SequenceModelConfig", "TokenModel", "TokenModelConfig", "generate", "rollout"]
+           "SequenceModelConfig", "StrandSymmetric", "TokenModel", "TokenModelConfig", "generate",
+           "rollout"]

@@ -29,7 +29,9 @@ class EncoderConfig:
     per-token coordinates the adapters provide (see :mod:`seqattn.models.coordinates`:
     "latlon", "time_of_day", "day_of_year", "lead", "level"), with ``num_frequencies`` per
     Fourier or sinusoidal encoding. ``causal`` lets token i attend to tokens j <= i only (a
-    forecast that must not see the future). ``class_token`` puts a learned token in front of
+    forecast that must not see the future). ``window`` (left, right) limits attention to a band
+    of tokens i - left .. i + right (local attention: linear cost in N, for long sequences such
+    as 32K bases). ``class_token`` puts a learned token in front of
     every sequence (for class-token pooling)."""
 
     in_features: int = None
@@ -48,6 +50,7 @@ class EncoderConfig:
     coordinates: tuple = ()
     num_frequencies: int = 8
     causal: bool = False
+    window: tuple = None
 
     def check(self):
         if (self.in_features is None) == (self.vocab_size is None):
@@ -79,7 +82,8 @@ def encoder_stack(config, num_layers, rng):
     slopes = alibi_slopes(config.nhead) if config.positions == "alibi" else None
     layer = TransformerEncoderLayer(config.d_model, config.nhead, config.dim_feedforward,
                                     config.dropout, config.activation, norm_first=True,
-                                    rotary=rotary, alibi_slopes=slopes, dtype=dtype, seed=rng)
+                                    rotary=rotary, alibi_slopes=slopes, window=config.window,
+                                    dtype=dtype, seed=rng)
     return TransformerEncoder(layer, num_layers, LayerNorm(config.d_model, dtype=dtype))
 
 

@@ -22,12 +22,13 @@ class MultiheadAttention(Module):
     ``rotary`` (a :class:`RotaryEmbedding`) rotates queries and keys by their positions;
     ``alibi_slopes`` (H,) adds ALiBi's linear distance penalty per head; ``distance_bias`` (a
     :class:`DistanceBiasTable`) and ``pair_bias`` (a :class:`PairBiasTable`) add learnable
-    structured biases, read from the ``structure`` passed to forward.
+    structured biases, read from the ``structure`` passed to forward; ``window`` (left, right)
+    lets query i attend to keys i - left .. i + right only (local attention).
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
                  rotary=None, alibi_slopes=None, distance_bias=None, pair_bias=None,
-                 dtype=np.float32, seed=None):
+                 window=None, dtype=np.float32, seed=None):
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim = {embed_dim} must be divisible by num_heads = "
@@ -57,6 +58,7 @@ class MultiheadAttention(Module):
             self.register_buffer("alibi_slopes", np.asarray(alibi_slopes, dtype=dtype))
         else:
             self.alibi_slopes = None
+        self.window = None if window is None else tuple(window)
 
     def _projection(self, i):
         """(weight, bias) of projection i (0 = q, 1 = k, 2 = v); rows of the packed parameters
@@ -83,8 +85,8 @@ class MultiheadAttention(Module):
 
     def _cached(self, query, key, value, key_padding_mask, cache):
         """Attention of the new position(s) in ``query`` through a :class:`KeyValueCache`."""
-        if self.rotary is not None or self.alibi_slopes is not None:
-            raise ValueError("cached decoding supports attention without rotary or ALiBi "
+        if self.rotary is not None or self.alibi_slopes is not None or self.window is not None:
+            raise ValueError("cached decoding supports attention without rotary, ALiBi or window "
                              "positions (the task models add sinusoidal positions to the inputs)")
         H = self.num_heads
 
@@ -124,7 +126,7 @@ class MultiheadAttention(Module):
         if self.rotary is not None:
             q, k = self.rotary.rotate(q), self.rotary.rotate(k)
         options = dict(causal=is_causal, key_padding_mask=key_padding_mask,
-                       attn_mask=attn_mask, alibi_slopes=self.alibi_slopes)
+                       attn_mask=attn_mask, alibi_slopes=self.alibi_slopes, window=self.window)
         structured = {name: None if table is None else table.bias(structure)
                       for name, table in (("distance_bias", self.distance_bias),
                                           ("pair_bias", self.pair_bias))}

@@ -15,13 +15,13 @@ from .placement import check_tokens
 class TransformerEncoderLayer(Module):
     """Post-norm (``norm_first=False``, torch's default) or pre-norm. Dropout applies to the
     feed-forward hidden layer and to both residual branches; attention weights are not dropped
-    (see :class:`MultiheadAttention`). ``rotary``, ``alibi_slopes``, ``distance_bias`` and
-    ``pair_bias`` go to the self-attention, as there."""
+    (see :class:`MultiheadAttention`). ``rotary``, ``alibi_slopes``, ``distance_bias``,
+    ``pair_bias`` and ``window`` go to the self-attention, as there."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
                  rotary=None, alibi_slopes=None, distance_bias=None, pair_bias=None,
-                 dtype=np.float32, seed=None):
+                 window=None, dtype=np.float32, seed=None):
         super().__init__()
         if not batch_first:
             raise ValueError("seqattn is batch-first: tokens are (B, N, E); pass batch_first=True")
@@ -30,7 +30,7 @@ class TransformerEncoderLayer(Module):
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, rotary=rotary,
                                             alibi_slopes=alibi_slopes,
                                             distance_bias=distance_bias, pair_bias=pair_bias,
-                                            dtype=dtype, seed=rng)
+                                            window=window, dtype=dtype, seed=rng)
         self.linear1 = Linear(d_model, dim_feedforward, bias, dtype, rng)
         self.dropout = Dropout(dropout, rng)
         self.linear2 = Linear(dim_feedforward, d_model, bias, dtype, rng)

@@ -292,15 +292,21 @@ def from_dataarray(da, position_dim="position", variable="sequence"):
 def _namer(da, position_dim):
     """f(index tuple) -> the record label and position of an element of `da`, for errors."""
     def name(index):
-        labels = {d: (da[d].values[i] if d in da.coords else i) for d, i in zip(da.dims, index)}
+        labels = {d: (_plain(da[d].values[i]) if d in da.coords else i)
+                  for d, i in zip(da.dims, index)}
         position = labels.pop(position_dim)
-        return ", ".join(f"{d} {v!r}" for d, v in labels.items()), position
+        return ", ".join([f"{d} {v!r}" for d, v in labels.items()] + [f"position {position}"])
     return name
+
+
+def _plain(value):
+    """A NumPy scalar as the Python value it holds (so messages read 's2', not np.str_('s2'))."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def as_codes(values, name=None):
     """uint8 codes of an array of base letters (str/bytes) or of codes; an invalid element is a
-    ValueError naming its record and position (`name(index)` -> (record, position))."""
+    ValueError naming its record and position (`name(index)` says where an element is)."""
     values = np.asarray(values)
     if values.dtype.kind in "USO":
         text = values.astype(str)
@@ -318,8 +324,8 @@ def as_codes(values, name=None):
                         f"{values.dtype}")
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
-        record, position = name(index) if name else ("sequence", index[-1])
-        raise ValueError(f"record {record}, position {position}: {values[index]!r} is not a DNA "
+        where = name(index) if name else f"position {index[-1]}"
+        raise ValueError(f"{where}: {_plain(values[index])!r} is not a DNA "
                          f"base or IUPAC code (letters {' '.join(LETTERS)} in either case, or "
                          f"uint8 codes 0-{len(LETTERS) - 1}, +{SOFT} soft-masked, {PAD} none)")
     return codes
@@ -417,7 +423,10 @@ class GenomeAdapter(Persistable):
 
     def n_tokens(self, length):
         """Tokens of a sequence of `length` bases (a last k-mer may be partial)."""
-        return 1 + -(-max(length - self.k, 0) // self.stride)
+        return int(self._n_tokens(np.asarray(length)))
+
+    def _n_tokens(self, lengths):
+        return 1 + -(-np.maximum(lengths - self.k, 0) // self.stride)
 
     # ---- checking ------------------------------------------------------------------------------
 
@@ -458,7 +467,7 @@ class GenomeAdapter(Persistable):
         return as_codes(a, lambda index: self._where(placement, *index))
 
     def _where(self, placement, b, offset):
-        """(record label, position) of base `offset` of sample `b`, for error messages."""
+        """'record ..., position ...' of base `offset` of sample `b`, for error messages."""
         coords = placement.template.coords
         labels = []
         position = offset
@@ -467,9 +476,9 @@ class GenomeAdapter(Persistable):
             if d == self.position_dim:
                 position = at + offset
             else:
-                labels.append(f"{d} {coords[d].values[at]!r}" if d in coords.coords
+                labels.append(f"{d} {_plain(coords[d].values[at])!r}" if d in coords.coords
                               else f"{d} {at}")
-        return ", ".join(labels) or "0", position
+        return ", ".join(labels + [f"position {position}"])
 
     def encode_samples(self, arrays, var_dims, sizes, coords, placement):
         """Tokens of stacked sample windows (what :class:`BatchIterator` calls)."""
@@ -481,8 +490,7 @@ class GenomeAdapter(Persistable):
         soft = ~pad & (codes >= SOFT)
         if self.ambiguous == "error" and ambiguous.any():
             b, offset = np.argwhere(ambiguous)[0]
-            record, position = self._where(placement, b, offset)
-            raise ValueError(f"record {record}, position {position}: ambiguous base "
+            raise ValueError(f"{self._where(placement, b, offset)}: ambiguous base "
                              f"{LETTERS[base[b, offset]]!r} with ambiguous='error'; choose "
                              "ambiguous='mask' or 'token' to keep such sequences")
         n = self.n_tokens(L)
@@ -490,12 +498,20 @@ class GenomeAdapter(Persistable):
         index = first[:, None] + np.arange(self.k)  # (n, k) base offsets of each token
         beyond = index >= L
         index = np.minimum(index, L - 1)
-        exists = ~(pad[:, index] | beyond)  # (B, n, k)
+        # the tokens a record has alone, wherever padding puts it in the window: a token starts
+        # on one of its bases and ends inside it, or is its first or its partial last one
+        real = ~pad
+        begin = np.where(real.any(axis=1), real.argmax(axis=1), L)[:, None]
+        end = np.where(real.any(axis=1), L - real[:, ::-1].argmax(axis=1), 0)[:, None]
+        own = (first >= begin) & (first < end) & (
+            (first + self.k <= end) | (first - self.stride + self.k < end) | (first == begin))
+        padding = ~own
+        exists = ~(pad[:, index] | beyond) & ~padding[..., None]  # (B, n, k)
         unknown = (~exists | ambiguous[:, index]).any(axis=-1)
         powers = 4 ** np.arange(self.k - 1, -1, -1)
         ids = (np.where(exists, np.minimum(base[:, index], 3), 0) * powers).sum(axis=-1)
         ids = np.where(unknown, self.unknown_id, ids).astype(np.int64)
-        masked = ~exists.any(axis=-1)
+        masked = padding.copy()
         if self.ambiguous == "mask":
             masked |= unknown
         if self.soft_masked == "mask":
@@ -510,7 +526,7 @@ class GenomeAdapter(Persistable):
         position = coords.get(self.position_dim)
         position = (np.broadcast_to(np.arange(L, dtype=np.float64), (B, L)) if position is None
                     else np.asarray(position, np.float64).reshape(B, L))[:, first]
-        token_coords = {self.position_dim: np.where(exists.any(axis=-1), position, np.nan)}
+        token_coords = {self.position_dim: np.where(padding, np.nan, position)}
         for d, v in coords.items():
             if d != self.position_dim and np.ndim(v) == 1:
                 token_coords[d] = np.repeat(np.asarray(v, np.float64)[:, None], n, axis=1)

@@ -155,7 +155,8 @@ def build(config, adapter):
     model_config = SequenceModelConfig(
         vocab_size=adapter.vocab_size, d_model=config.d_model, nhead=config.nhead,
         num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
-        positions=config.positions, max_len=256, pooling=config.pooling, out_features=1, seed=config.seed)
+        positions=config.positions, max_len=256, pooling=config.pooling, out_features=1,
+        seed=config.seed)
     return StrandSymmetric(SequenceModel(model_config), adapter.complement)
 
 

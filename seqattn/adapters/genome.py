@@ -91,7 +91,8 @@ _COMPLEMENT_CODE = np.arange(256, dtype=np.uint8)
 for _letter, _other in COMPLEMENT.items():
     _a, _b = LETTERS.index(_letter), LETTERS.index(_other)
     _COMPLEMENT_CODE[_a], _COMPLEMENT_CODE[_a + SOFT] = _b, _b + SOFT
-_REGION = re.compile(r"^(?P<chrom>[^:\s]+):(?P<start>[\d,]+)-(?P<end>[\d,]+)(\((?P<strand>[+-])\))?$")
+_REGION = re.compile(r"^(?P<chrom>[^:\s]+):(?P<start>[\d,]+)-(?P<end>[\d,]+)"
+                     r"(\((?P<strand>[+-])\))?$")
 
 
 def reverse_complement(sequence):
@@ -197,7 +198,7 @@ def from_sequences(sequences, names=None, position_dim="position", variable="seq
         items = list(sequences.items())
     else:
         items = []
-        for i, item in enumerate(sequences):
+        for item in sequences:
             if isinstance(item, FastaRecord):
                 items.append((item.name, item.sequence))
             elif isinstance(item, str):
@@ -416,7 +417,8 @@ class GenomeAdapter(Persistable):
     def complement(self):
         """int64 permutation: the id (or one-hot column) of each token's reverse complement."""
         ids = np.arange(4 ** self.k)
-        digits = (ids[:, None] // 4 ** np.arange(self.k - 1, -1, -1)) % 4  # (4**k, k), first base first
+        # (4**k, k) digits, the first base first
+        digits = (ids[:, None] // 4 ** np.arange(self.k - 1, -1, -1)) % 4
         rc = ((3 - digits[:, ::-1]) * 4 ** np.arange(self.k - 1, -1, -1)).sum(axis=1)
         size = self.vocab_size if self.tokens == "ids" else self.in_features
         return np.concatenate([rc, np.arange(4 ** self.k, size)]).astype(np.int64)

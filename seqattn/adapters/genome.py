@@ -641,7 +641,8 @@ class GenomeBatches:
 
     `targets`: a DataArray on the Dataset's sample dims (one target per record: (record,) or
     (record, target)) or on them and the position dim (per base, single-base tokens only, NaN
-    past a record's end), or a NumPy array whose first axis is the record. With
+    past a record's end; a batch's are (B, N, 1) or (B, N, T)), or a NumPy array whose first
+    axis is the record (a batch's per-record targets are (B, 1) or (B, T)). With
     `reverse_complement`, each sample is put on the reverse strand with probability 1/2 (drawn
     from (seed, epoch, batch)); per-base targets are reversed with it. `input_dims` and
     `input_overlap` cut long records into windows as in :class:`BatchIterator`."""
@@ -700,14 +701,16 @@ class GenomeBatches:
         columns = [placement.dims.index(d) for d in self.sample_dims]
         index = tuple(placement.starts[:, c] for c in columns)
         if not self.per_base:
-            return self.targets[index]
+            targets = self.targets[index]
+            return targets[:, None] if targets.ndim == 1 else targets  # (B, targets)
         L = placement.window_sizes()[self.adapter.position_dim]
         if self.adapter.position_dim in placement.dims:
             offset = placement.starts[:, placement.dims.index(self.adapter.position_dim)]
         else:
             offset = np.zeros(len(batch), np.int64)
         positions = offset[:, None] + np.arange(L)
-        return self.targets[tuple(i[:, None] for i in index) + (positions,)]
+        targets = self.targets[tuple(i[:, None] for i in index) + (positions,)]
+        return targets[..., None] if targets.ndim == 2 else targets  # (B, N, targets)
 
 
 # ---- variants and in-silico mutagenesis ----------------------------------------------------

@@ -329,7 +329,7 @@ def report(results, data):
         print(f"  {name:40s} {row['auroc']:.3f}  {row['accuracy']:.3f}")
     print("validation AUROC per candidate:", {k: round(v, 3)
                                               for k, v in results["validation_auroc"].items()})
-    print("motif check (JASPAR log-odds, best strand):")
+    print("motif check (JASPAR log-odds, best strand and offset within k bases):")
     for factor, row in results["motifs"].items():
         print(f"  {factor}: most important window {row['top_window_log_odds']:.2f}, random "
               f"windows {row['random_window_log_odds']:.2f} (best possible "

@@ -5,7 +5,7 @@ Arrays are flat device arrays of one size. The formulas are the CPU's (``kernels
 from numba import cuda
 
 from .. import scalar_math
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 _gelu = cuda.jit(device=True)(scalar_math.gelu)
 _gelu_grad = cuda.jit(device=True)(scalar_math.gelu_grad)

@@ -2,7 +2,7 @@
 from numba import cuda
 
 from .. import scalar_math
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 _uniform = cuda.jit(device=True)(scalar_math.uniform_from_counter)
 

@@ -4,7 +4,7 @@ Arrays are flat device arrays; ``b`` of size S broadcasts over a of size G * S.
 """
 from numba import cuda
 
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 
 @cuda.jit(cache=True)

@@ -5,7 +5,7 @@ id outside [0, V) that reaches this kernel yields a zero row and no gradient, ne
 """
 from numba import cuda
 
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 
 @cuda.jit(cache=True)

@@ -3,7 +3,7 @@ semantics as ``kernels/cpu/heads``. Shapes: (B, N, H * D) <-> (B, H, N, D).
 """
 from numba import cuda
 
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 
 @cuda.jit(cache=True)

@@ -2,7 +2,7 @@
 ``kernels/cpu/kv_cache``. Shapes: cache (B, H, M, D), new (B, H, n, D)."""
 from numba import cuda
 
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 
 @cuda.jit(cache=True)

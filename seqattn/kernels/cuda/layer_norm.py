@@ -8,8 +8,8 @@ import math
 
 from numba import cuda, float64
 
-from ..cuda_grid import THREADS, blocks_for
-from ..cuda_reduce import ROW_THREADS, block_sum
+from .grid import THREADS, blocks_for
+from .block_reduce import ROW_THREADS, block_sum
 
 ROWS_PER_THREAD = 64
 

@@ -8,7 +8,7 @@ import math
 from numba import cuda
 
 from .. import loss_math
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 _loss = cuda.jit(device=True)(loss_math.pointwise_loss)
 _loss_grad = cuda.jit(device=True)(loss_math.pointwise_loss_grad)

@@ -4,7 +4,7 @@ One thread per output element; the masked mean loops over the N tokens of its (b
 """
 from numba import cuda
 
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 
 @cuda.jit(cache=True)

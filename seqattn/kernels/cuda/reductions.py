@@ -5,7 +5,7 @@ adds it atomically, so long columns (a bias gradient over B * N tokens) still fi
 """
 from numba import cuda
 
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 from .elementwise import fill
 
 ROWS_PER_THREAD = 64

@@ -4,7 +4,7 @@ Shapes: x (B, H, N, D), cos and sin (N, D / 2). One thread per rotated feature p
 """
 from numba import cuda
 
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 
 @cuda.jit(cache=True)

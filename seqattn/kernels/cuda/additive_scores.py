@@ -1,11 +1,13 @@
 """Additive attention scores on the GPU; same launchers and semantics as
 ``kernels/cpu/additive_scores``. Shapes: qp (B, N, A), kp (B, M, A), v (A,), scores (B, N, M).
+The gradient of v is summed over (b, m) in a fixed order (no atomics: see ``reductions``).
 """
 import math
 
 from numba import cuda
 
 from .grid import THREADS, blocks_for
+from .reductions import add_strip_sums, strip_partials
 
 
 @cuda.jit(cache=True)
@@ -43,7 +45,7 @@ def additive_query_grad_kernel(dqp, dscores, qp, kp, v):
 
 
 @cuda.jit(cache=True)
-def additive_key_grad_kernel(dkp, dv, dscores, qp, kp, v):
+def additive_key_grad_kernel(dkp, partial_v, dscores, qp, kp, v):
     # dkp_a = sum_n ds v_a (1 - t_a^2); dv_a = sum_{n, m} ds t_a
     B, N, A = qp.shape
     M = kp.shape[1]
@@ -60,7 +62,7 @@ def additive_key_grad_kernel(dkp, dv, dscores, qp, kp, v):
         total += dscores[b, n, m] * (1.0 - t * t)
         total_v += dscores[b, n, m] * t
     dkp[b, m, a] = total * v[a]
-    cuda.atomic.add(dv, a, total_v)
+    partial_v[b * M + m, a] = total_v  # summed over (b, m) in order by add_strip_sums
 
 
 def additive_scores_forward(scores, qp, kp, v):
@@ -70,4 +72,7 @@ def additive_scores_forward(scores, qp, kp, v):
 def additive_scores_backward(dqp, dkp, dv, dscores, qp, kp, v):
     """dqp and dkp are overwritten; dv is accumulated (+=)."""
     additive_query_grad_kernel[blocks_for(qp.size), THREADS](dqp, dscores, qp, kp, v)
-    additive_key_grad_kernel[blocks_for(kp.size), THREADS](dkp, dv, dscores, qp, kp, v)
+    B, M, A = kp.shape
+    partial_v = strip_partials(B * M, A)
+    additive_key_grad_kernel[blocks_for(kp.size), THREADS](dkp, partial_v, dscores, qp, kp, v)
+    add_strip_sums(dv, partial_v)

@@ -2,16 +2,16 @@
 
 Shapes: x (R, E), weight and bias (E,), mean and rstd (R,). One block of ROW_THREADS threads per
 row computes the row statistics with a shared-memory tree sum (float64 accumulation, as on the
-CPU); the weight and bias gradients are column sums over strips of rows, added atomically.
+CPU); the weight and bias gradients are column sums over strips of rows, finished in strip order
+(no atomics: see ``reductions``).
 """
 import math
 
 from numba import cuda, float64
 
-from .grid import THREADS, blocks_for
 from .block_reduce import ROW_THREADS, block_sum
-
-ROWS_PER_THREAD = 64
+from .grid import THREADS, blocks_for
+from .reductions import ROWS_PER_THREAD, add_strip_sums, strip_partials, strips_for
 
 
 @cuda.jit(cache=True)
@@ -60,7 +60,7 @@ def layer_norm_input_grad_kernel(dx, dout, x, mean, rstd, weight):
 
 
 @cuda.jit(cache=True)
-def layer_norm_param_grad_kernel(dweight, dbias, dout, x, mean, rstd):
+def layer_norm_param_grad_kernel(partial_w, partial_b, dout, x, mean, rstd):
     e = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     strip = cuda.blockIdx.y
     R, E = x.shape
@@ -72,8 +72,8 @@ def layer_norm_param_grad_kernel(dweight, dbias, dout, x, mean, rstd):
     for r in range(strip * ROWS_PER_THREAD, min(R, (strip + 1) * ROWS_PER_THREAD)):
         w += dout[r, e] * (x[r, e] - mean[r]) * rstd[r]
         b += dout[r, e]
-    cuda.atomic.add(dweight, e, w)
-    cuda.atomic.add(dbias, e, b)
+    partial_w[strip, e] = w
+    partial_b[strip, e] = b
 
 
 def layer_norm_forward(out, mean, rstd, x, weight, bias, eps):
@@ -88,6 +88,8 @@ def layer_norm_backward(dx, dweight, dbias, dout, x, mean, rstd, weight):
     if R == 0:
         return
     layer_norm_input_grad_kernel[R, ROW_THREADS](dx, dout, x, mean, rstd, weight)
-    strips = (R + ROWS_PER_THREAD - 1) // ROWS_PER_THREAD
-    layer_norm_param_grad_kernel[(blocks_for(E), strips), THREADS](dweight, dbias, dout, x, mean,
-                                                                   rstd)
+    partial_w, partial_b = strip_partials(strips_for(R), E), strip_partials(strips_for(R), E)
+    layer_norm_param_grad_kernel[(blocks_for(E), strips_for(R)), THREADS](
+        partial_w, partial_b, dout, x, mean, rstd)
+    add_strip_sums(dweight, partial_w)
+    add_strip_sums(dbias, partial_b)

@@ -1,14 +1,16 @@
 """Optimizer updates on the GPU; same launchers and semantics as ``kernels/cpu/optimizers``.
 
 One thread per parameter element; the squared norm sums a strided slice per thread, then a
-block-wide tree sum, and one atomic add per block.
+block-wide tree sum per block, and the block sums are added in block order (no atomics: the
+clipping factor, and so the step, is the same every run).
 """
 import math
 
 from numba import cuda, float64
 
-from .grid import THREADS, blocks_for
 from .block_reduce import ROW_THREADS, block_sum
+from .grid import THREADS, blocks_for
+from .reductions import add_strip_sums, strip_partials
 
 MAX_NORM_BLOCKS = 256  # enough blocks to fill a GPU; each then loops over its stride
 
@@ -44,14 +46,14 @@ def adam_update_kernel(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, eps, 
 
 
 @cuda.jit(cache=True)
-def add_sum_of_squares_kernel(total, x):
+def sum_of_squares_kernel(block_totals, x):
     scratch = cuda.shared.array(ROW_THREADS, float64)
     partial = 0.0
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
         partial += float64(x[i]) * float64(x[i])
     block_total = block_sum(scratch, partial)
     if cuda.threadIdx.x == 0:
-        cuda.atomic.add(total, 0, block_total)
+        block_totals[cuda.blockIdx.x, 0] = block_total
 
 
 def sgd_update(param, velocity, grad, lr, momentum, weight_decay, nesterov, grad_scale):
@@ -69,4 +71,6 @@ def adam_update(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, eps, weight_
 def add_sum_of_squares(total, x):
     """total (1,) float64 += sum of x (P,) squared."""
     blocks = min(MAX_NORM_BLOCKS, blocks_for(x.size, ROW_THREADS))
-    add_sum_of_squares_kernel[blocks, ROW_THREADS](total, x)
+    block_totals = strip_partials(blocks, 1)
+    sum_of_squares_kernel[blocks, ROW_THREADS](block_totals, x)
+    add_strip_sums(total, block_totals)

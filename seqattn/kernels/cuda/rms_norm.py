@@ -1,15 +1,15 @@
 """RMS normalisation on the GPU; same launchers and semantics as ``kernels/cpu/rms_norm``.
 
-Shapes: x (R, E), weight (E,), rstd (R,). One block per row, as in ``cuda/layer_norm``.
+Shapes: x (R, E), weight (E,), rstd (R,). One block per row, as in ``cuda/layer_norm``; the
+weight gradient is a column sum over strips of rows, finished in strip order (no atomics).
 """
 import math
 
 from numba import cuda, float64
 
-from .grid import THREADS, blocks_for
 from .block_reduce import ROW_THREADS, block_sum
-
-ROWS_PER_THREAD = 64
+from .grid import THREADS, blocks_for
+from .reductions import ROWS_PER_THREAD, add_strip_sums, strip_partials, strips_for
 
 
 @cuda.jit(cache=True)
@@ -45,7 +45,7 @@ def rms_norm_input_grad_kernel(dx, dout, x, rstd, weight):
 
 
 @cuda.jit(cache=True)
-def rms_norm_param_grad_kernel(dweight, dout, x, rstd):
+def rms_norm_param_grad_kernel(partial_w, dout, x, rstd):
     e = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     strip = cuda.blockIdx.y
     R, E = x.shape
@@ -54,7 +54,7 @@ def rms_norm_param_grad_kernel(dweight, dout, x, rstd):
     w = 0.0
     for r in range(strip * ROWS_PER_THREAD, min(R, (strip + 1) * ROWS_PER_THREAD)):
         w += dout[r, e] * x[r, e] * rstd[r]
-    cuda.atomic.add(dweight, e, w)
+    partial_w[strip, e] = w
 
 
 def rms_norm_forward(out, rstd, x, weight, eps):
@@ -69,5 +69,6 @@ def rms_norm_backward(dx, dweight, dout, x, rstd, weight):
     if R == 0:
         return
     rms_norm_input_grad_kernel[R, ROW_THREADS](dx, dout, x, rstd, weight)
-    strips = (R + ROWS_PER_THREAD - 1) // ROWS_PER_THREAD
-    rms_norm_param_grad_kernel[(blocks_for(E), strips), THREADS](dweight, dout, x, rstd)
+    partial_w = strip_partials(strips_for(R), E)
+    rms_norm_param_grad_kernel[(blocks_for(E), strips_for(R)), THREADS](partial_w, dout, x, rstd)
+    add_strip_sums(dweight, partial_w)

@@ -4,8 +4,10 @@ A NumPy array runs on the CPU; a numba.cuda device array (or anything with
 ``__cuda_array_interface__``) runs on the GPU. Layers never branch on the device themselves:
 they call ``seqattn.ops``, which asks :func:`backend_of` for the kernel module.
 """
+import functools
 import importlib
 
+import numpy as np
 
 from .host_memory import HOST_POOL
 
@@ -52,9 +54,49 @@ def kernels_for(device, family):
 
 
 def empty_like_on(device, shape, dtype):
-    """An uninitialised array on ``device``."""
+    """An uninitialised array on ``device``.
+
+    On the GPU it comes from numba's memory manager: seqattn's caching pool once
+    :func:`use_memory_pool` is on, so that repeated shapes (a training step) reuse device memory.
+    """
     if device == CUDA:
         from numba import cuda
 
         return cuda.device_array(shape, dtype=dtype)
     return HOST_POOL.empty(shape, dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def placeholder_on(device, shape, dtype):
+    """A small array on ``device`` that stands in for an absent optional input (a kernel argument
+    it never reads), allocated once per (device, shape, dtype) and shared by every call.
+
+    Callers must never write to it.
+    """
+    return empty_like_on(device, shape, np.dtype(dtype))
+
+
+def use_memory_pool():
+    """Serve every numba.cuda device allocation in this process from seqattn's caching pool
+    (:mod:`seqattn.kernels.cuda.memory_pool`): after the first training step, a step makes no
+    driver allocation. Also possible with ``NUMBA_CUDA_MEMORY_MANAGER=seqattn.kernels.cuda.memory_pool``.
+
+    Call it before the process's first CUDA call: numba fixes a context's memory manager when it
+    creates the context. Raises a RuntimeError if a context already uses another manager, and
+    under the CUDA simulator, which has no device memory to pool.
+    """
+    from numba import config, cuda
+
+    if config.ENABLE_CUDASIM:
+        raise RuntimeError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) has no device memory "
+                           "to pool; use_memory_pool() needs a GPU")
+    from .kernels.cuda.memory_pool import PooledMemoryManager
+
+    cuda.set_memory_manager(PooledMemoryManager)
+    manager = cuda.current_context().memory_manager
+    if not isinstance(manager, PooledMemoryManager):
+        raise RuntimeError(
+            f"the CUDA context already exists with {type(manager).__name__}; call "
+            "seqattn.backend.use_memory_pool() before any other CUDA call in the process, or set "
+            "NUMBA_CUDA_MEMORY_MANAGER=seqattn.kernels.cuda.memory_pool")
+    return manager.pool

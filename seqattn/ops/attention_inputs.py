@@ -23,7 +23,7 @@ import numbers
 
 import numpy as np
 
-from ..backend import CUDA, backend_of, empty_like_on
+from ..backend import CUDA, backend_of, placeholder_on
 from .checks import FLOAT_DTYPES, contiguous, shape_of
 from .structured_bias import bias_arrays, prepare_distance_bias, prepare_pair_bias
 
@@ -141,7 +141,7 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
         bias_shape = shape_of(bias)
         bias = _broadcast_4d("bias", bias, full, device)
     else:
-        bias = empty_like_on(device, (1, 1, 1, 1), dtype)
+        bias = placeholder_on(device, (1, 1, 1, 1), dtype)
 
     has_mask = attn_mask is not None
     if has_mask:
@@ -151,7 +151,7 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
                             "(True = may attend). Pass additive float masks as bias=")
         attn_mask = _broadcast_4d("attn_mask", attn_mask, full, device)
     else:
-        attn_mask = empty_like_on(device, (1, 1, 1, 1), np.bool_)
+        attn_mask = placeholder_on(device, (1, 1, 1, 1), np.bool_)
 
     has_kpm = key_padding_mask is not None
     if has_kpm:
@@ -164,7 +164,7 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
                              f"expected (B, M) = {(B, M)}")
         key_padding_mask = contiguous("key_padding_mask", key_padding_mask, device)
     else:
-        key_padding_mask = empty_like_on(device, (1, 1), np.bool_)
+        key_padding_mask = placeholder_on(device, (1, 1), np.bool_)
 
     has_alibi = alibi_slopes is not None
     if has_alibi:
@@ -175,7 +175,7 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
                              f"expected (H,) = ({H},)")
         alibi_slopes = contiguous("alibi_slopes", alibi_slopes, device)
     else:
-        alibi_slopes = empty_like_on(device, (1,), dtype)
+        alibi_slopes = placeholder_on(device, (1,), dtype)
 
     if scale is None:
         scale = 1.0 / np.sqrt(D)

@@ -79,7 +79,8 @@ def placeholder_on(device, shape, dtype):
 def use_memory_pool():
     """Serve every numba.cuda device allocation in this process from seqattn's caching pool
     (:mod:`seqattn.kernels.cuda.memory_pool`): after the first training step, a step makes no
-    driver allocation. Also possible with ``NUMBA_CUDA_MEMORY_MANAGER=seqattn.kernels.cuda.memory_pool``.
+    driver allocation. The same as setting
+    ``NUMBA_CUDA_MEMORY_MANAGER=seqattn.kernels.cuda.memory_pool`` in the environment.
 
     Call it before the process's first CUDA call: numba fixes a context's memory manager when it
     creates the context. Raises a RuntimeError if a context already uses another manager, and

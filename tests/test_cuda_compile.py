@@ -1,0 +1,90 @@
+"""Every CUDA kernel seqattn launches compiles with the real numba-cuda compiler, for compute
+capability 9.0 (H100, H200) and 8.0 (A100), on a machine without a GPU.
+
+The CUDA simulator that runs the other CUDA tests executes kernels as Python and never types them
+as the compiler does: a GEMM whose shared array had the shape (TILE, TILE + 1) passed every
+simulator test and compiled for no GPU. ``tests/cuda_kernel_census.py`` records every launch of a
+workload over all op families (simulator on, in one process), then compiles each kernel for each
+signature it was launched with and reads registers and spills from ptxas (simulator off, in
+another). The census itself fails when a ``@cuda.jit`` kernel in ``seqattn/kernels/cuda`` is never
+launched, or is launched in only one of float32 and float64.
+
+Needs NVRTC, NVVM and ptxas from pip (``.ci/run`` installs them); skipped, saying so, without.
+With ``CUDA_KERNEL_REPORT=path`` the table of registers and spills per kernel is written there.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+CENSUS = pathlib.Path(__file__).with_name("cuda_kernel_census.py")
+ROOT = CENSUS.parent.parent
+COMPUTE_CAPABILITIES = ("9.0", "8.0")
+
+
+def _toolchain_missing():
+    """Why the real compiler cannot run here, or None."""
+    from cuda import pathfinder
+
+    try:
+        for library in ("nvrtc", "nvvm"):
+            pathfinder.load_nvidia_dynamic_lib(library)
+    except Exception as error:
+        return f"{library} not found ({type(error).__name__})"
+    if pathfinder.find_nvidia_binary_utility("ptxas") is None:
+        return "ptxas not found"
+    return None
+
+
+def _run(args, simulator):
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1" if simulator else "0",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, str(CENSUS), *args], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=1800)
+    return result
+
+
+@pytest.fixture(scope="module")
+def compile_reports(tmp_path_factory):
+    missing = _toolchain_missing()
+    if missing:
+        pytest.skip(f"the CUDA compiler toolchain is incomplete: {missing}; pip install "
+                    "nvidia-cuda-nvrtc nvidia-nvvm nvidia-cuda-nvcc")
+    folder = tmp_path_factory.mktemp("cuda_compile")
+    launches, report = folder / "launches.pkl", folder / "report.json"
+    census = _run(["census", str(launches)], simulator=True)
+    assert census.returncode == 0, f"kernel census failed:\n{census.stderr[-6000:]}"
+    ccs = [arg for cc in COMPUTE_CAPABILITIES for arg in ("--cc", cc)]
+    compiled = _run(["compile", str(launches), str(report), *ccs,
+                     "--workers", str(min(4, os.cpu_count() or 1))], simulator=False)
+    if os.environ.get("CUDA_KERNEL_REPORT"):
+        pathlib.Path(os.environ["CUDA_KERNEL_REPORT"]).write_text(compiled.stdout)
+    assert report.exists(), f"the compile step stopped:\n{compiled.stderr[-6000:]}"
+    return json.loads(report.read_text())
+
+
+def test_every_launched_kernel_compiles(compile_reports):
+    failed = [f"{r['kernel']} (cc {r['cc']}) [{r['signature']}]: {r['error']}"
+              for r in compile_reports if "error" in r]
+    assert not failed, "kernels that do not compile:\n" + "\n".join(failed)
+
+
+def test_each_kernel_is_compiled_for_every_compute_capability(compile_reports):
+    by_kernel = {}
+    for r in compile_reports:
+        by_kernel.setdefault((r["kernel"], r["signature"]), set()).add(r["cc"])
+    assert all(ccs == set(COMPUTE_CAPABILITIES) for ccs in by_kernel.values())
+    # ptxas reported on every kernel it assembled (a kernel uses at least one register).
+    assert all(r["registers"] > 0 for r in compile_reports if "error" not in r)
+
+
+def test_float32_gemm_stays_in_float32_without_spills(compile_reports):
+    gemm = [r for r in compile_reports if r["kernel"].endswith("sgemm.sgemm_kernel")
+            and "float32" in r["signature"]]
+    assert gemm
+    for r in gemm:
+        assert not r["float64_in_float32"], f"float64 instructions in the float32 GEMM ({r})"
+        assert r["spill_stores"] == r["spill_loads"] == 0, r

@@ -68,8 +68,8 @@ def kernels_in_source():
 
 
 def kernel_modules():
-    return [f"{KERNEL_PACKAGE}.{p.stem}" for p in sorted(KERNEL_DIR.glob("*.py"))
-            if p.stem != "__init__"]
+    """The modules that define kernels (others, like the memory pool, may need a real GPU)."""
+    return sorted({module for module, _ in kernels_in_source()})
 
 
 # --- census: the simulator records every launch --------------------------------------------

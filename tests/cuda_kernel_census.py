@@ -8,8 +8,8 @@ as two commands, each in a process of its own:
     NUMBA_ENABLE_CUDASIM=0 python tests/cuda_kernel_census.py compile LAUNCHES.pkl REPORT.json \
         --cc 9.0 --cc 8.0
 
-``census`` runs :func:`workload` (every op family through ``seqattn.ops`` on the simulator, in
-float32 and float64, attention at every head-dim variant) and records each launch: where its
+``census`` runs :func:`workload` (every case of tests/op_cases.py through ``seqattn.ops`` on the
+simulator, in float32 and float64, and attention with every option and at every head-dim variant) and records each launch: where its
 kernel comes from (a module attribute, or a cached kernel factory and the arguments it was called
 with) and the numba types of its arguments. It fails if a ``@cuda.jit`` kernel found in the source
 of ``seqattn/kernels/cuda`` was never launched, or a kernel with float arrays was not launched in
@@ -149,9 +149,11 @@ def _cast(inputs, names, dtype):
     return {k: _on_device(v.astype(dtype) if k in names else v) for k, v in inputs.items()}
 
 
-def _layer_ops(dtype):
-    """Every case of the layer-op table, forward and backward, in ``dtype``."""
-    from op_cases import CASES, _dout, _inputs
+def _table_ops(dtype):
+    """Every case of the op table (layers, arithmetic, losses, pooling, optimizers), forward
+    and backward, in ``dtype``."""
+    from op_cases import CASES
+    from ops_checks import _dout, _inputs
 
     for case in CASES:
         inputs = _inputs(case)
@@ -160,39 +162,6 @@ def _layer_ops(dtype):
         case.forward(**device_inputs)
         if case.backward is not None:
             case.backward(_on_device(dout), **device_inputs)
-
-
-def _other_ops(dtype):
-    """The ops outside the layer table: losses, optimizers, pooling, dropout, caches, arrays."""
-    from seqattn import ops
-
-    rng = np.random.default_rng(0)
-    d = lambda *shape: _on_device(rng.normal(size=shape).astype(dtype))  # noqa: E731
-    pred, target, weight = d(3, 4), d(3, 4), d(3, 4)
-    for kind in ("mse", "huber"):
-        ops.pointwise_loss(pred, target, kind, weight=weight, skip_nan=True)
-        ops.pointwise_loss_backward(pred, target, kind, scale=0.5, weight=weight)
-    logits, targets = d(3, 5), _on_device(np.array([0, 4, 2]))
-    _, _, lse = ops.cross_entropy(logits, targets, class_weight=d(5), label_smoothing=0.1)
-    ops.cross_entropy_backward(logits, lse, targets, scale=0.5, class_weight=d(5),
-                               label_smoothing=0.1)
-    param, grad = d(7), d(7)
-    ops.sgd_step(param, grad, d(7), lr=0.1, momentum=0.9, nesterov=True)
-    squares = _on_device(np.abs(rng.normal(size=7)).astype(dtype))
-    ops.adam_step(param, grad, d(7), squares, step=1, lr=0.1, decoupled_weight_decay=True)
-    ops.sum_of_squares([param, grad])
-    x, padding = d(2, 3, 4), _on_device(np.array([[False, True, False], [False, False, True]]))
-    ops.masked_mean(x, padding)
-    ops.masked_mean_backward(d(2, 4), x, padding)
-    ops.prepend_token(x, d(4))
-    ops.prepend_token_backward(d(2, 4, 4), x, token_grad=_on_device(np.zeros(4, dtype)))
-    ops.first_token(x)
-    ops.first_token_backward(d(2, 4), x)
-    ops.dropout(x, 0.5, 3)
-    ops.dropout_backward(x, 0.5, 3)
-    ops.write_positions(d(2, 2, 5, 4), d(2, 2, 1, 4), 2)
-    ops.fill(d(3), 1.0)
-    ops.add_into(d(3), d(3))
 
 
 def attention_head_dims(dtype):
@@ -237,8 +206,7 @@ def _attention_ops(dtype):
 
 def workload():
     for dtype in FLOATS:
-        _layer_ops(dtype)
-        _other_ops(dtype)
+        _table_ops(dtype)
         _attention_ops(dtype)
 
 

@@ -3,7 +3,7 @@
 rows; 3-D (P, L, Q) views for the axis kernels)."""
 from numba import cuda
 
-from ..cuda_grid import THREADS, blocks_for
+from .grid import THREADS, blocks_for
 
 
 @cuda.jit(cache=True)

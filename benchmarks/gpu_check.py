@@ -170,59 +170,59 @@ def check_training_step(shape):
 
 # --- 2. attention throughput ----------------------------------------------------------------
 
-def torch_sdpa_timers(q, k, v, dout, causal):
-    """{name: (forward timer, backward timer)} for torch's float32 SDPA backends."""
+def torch_sdpa_contenders(q, k, v, dout, causal):
+    """{name: (forward, forward + backward)} for torch's float32 SDPA backends."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention
 
-    timers = {}
     tq, tk, tv = (torch.from_numpy(x).to(torch_device()).requires_grad_() for x in (q, k, v))
     tdout = torch.from_numpy(dout).to(torch_device())
     backends = {"torch_math": SDPBackend.MATH}
     if torch.cuda.is_available():
         backends["torch_efficient"] = SDPBackend.EFFICIENT_ATTENTION
+    contenders = {}
     for name, backend in backends.items():
         def forward(backend=backend):
             with sdpa_kernel(backend):
                 return scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
 
-        def backward(forward=forward):
-            out = forward()
-            out.backward(tdout)
+        def forward_backward(forward=forward):
+            forward().backward(tdout)
 
-        timers[name] = (forward, backward)
-    return timers
+        contenders[name] = (forward, forward_backward)
+    return contenders
 
 
 def bench_attention(shape, causal, repeats):
+    """Forward and forward + backward TFLOP/s of each contender; backward alone is derived as
+    the backward FLOPs over the difference of the two medians."""
     B, H, N, D = shape["B"], shape["H"], shape["N"], shape["D"]
     rng = np.random.default_rng(1)
     q, k, v, dout = (rng.standard_normal((B, H, N, D)).astype(np.float32) for _ in range(4))
     dq_, dk_, dv_, ddout = (cuda.to_device(x) for x in (q, k, v, dout))
-    saved = {}
 
     def ours_forward():
-        saved["out"], saved["lse"] = seqattn.attention(dq_, dk_, dv_, causal=causal,
-                                                       return_lse=True)
+        return seqattn.attention(dq_, dk_, dv_, causal=causal, return_lse=True)
 
-    def ours_backward():
-        seqattn.attention_backward(ddout, dq_, dk_, dv_, saved["out"], saved["lse"],
-                                   causal=causal)
+    def ours_forward_backward():
+        out, lse = ours_forward()
+        seqattn.attention_backward(ddout, dq_, dk_, dv_, out, lse, causal=causal)
 
-    ours_forward()
-    contenders = {"seqattn": (ours_forward, ours_backward),
-                  **torch_sdpa_timers(q, k, v, dout, causal)}
+    contenders = {"seqattn": (ours_forward, ours_forward_backward),
+                  **torch_sdpa_contenders(q, k, v, dout, causal)}
+    seconds = {}
+    for phase, index in (("forward", 0), ("forward_backward", 1)):
+        timers = {name: (lambda fn=fns[index]: timed(fn, sync_all))
+                  for name, fns in contenders.items()}
+        seconds[phase] = interleaved_medians(timers, repeats)
+    forward_flops = attention_flops(B, H, N, N, D, causal)
+    backward_flops = attention_flops(B, H, N, N, D, causal, backward=True)
     results = {}
-    for phase, index, backward in (("forward", 0, False), ("backward", 1, True)):
-        seconds = interleaved_medians(
-            {name: (lambda fn=fns[index]: timed(fn, sync_all)) for name, fns in contenders.items()},
-            repeats)
-        flops = attention_flops(B, H, N, N, D, causal, backward)
-        for name, s in seconds.items():
-            # torch's backward timer runs its forward too: count its FLOPs.
-            counted = flops + (attention_flops(B, H, N, N, D, causal) if backward
-                               and name != "seqattn" else 0)
-            results[f"{name}_{phase}_tflops"] = counted / s / 1e12
+    for name in contenders:
+        forward, both = seconds["forward"][name], seconds["forward_backward"][name]
+        results[f"{name}_forward_tflops"] = forward_flops / forward / 1e12
+        results[f"{name}_forward_backward_tflops"] = (forward_flops + backward_flops) / both / 1e12
+        results[f"{name}_backward_tflops"] = backward_flops / max(both - forward, 1e-12) / 1e12
     results["seqattn_forward_percent_of_fp32_peak"] = (
         100 * results["seqattn_forward_tflops"] / H200_FP32_PEAK_TFLOPS)
     return {"shape": dict(shape, causal=causal), **results}
@@ -295,7 +295,8 @@ def kernel_registers():
         if dispatcher.targetoptions.get("device"):
             continue
         for argtypes, kernel in dispatcher.overloads.items():
-            rows.append({"kernel": f"{dispatcher.py_func.__module__}.{dispatcher.__name__}",
+            function = dispatcher.py_func
+            rows.append({"kernel": f"{function.__module__}.{function.__name__}",
                          "signature": ", ".join(map(str, argtypes)),
                          "registers": kernel.regs_per_thread,
                          "local_bytes": kernel.local_mem_per_thread})

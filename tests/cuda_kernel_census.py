@@ -9,12 +9,13 @@ as two commands, each in a process of its own:
         --cc 9.0 --cc 8.0
 
 ``census`` runs :func:`workload` (every case of tests/op_cases.py through ``seqattn.ops`` on the
-simulator, in float32 and float64, and attention with every option and at every head-dim variant) and records each launch: where its
-kernel comes from (a module attribute, or a cached kernel factory and the arguments it was called
-with) and the numba types of its arguments. It fails if a ``@cuda.jit`` kernel found in the source
-of ``seqattn/kernels/cuda`` was never launched, or a kernel with float arrays was not launched in
-both float32 and float64, so no kernel can be silently left out. ``compile`` rebuilds each kernel
-from where it came from, compiles it for every recorded signature with ``numba.cuda.compile_ptx``
+simulator, in float32 and float64, and attention with every option and at every head-dim
+variant) and records each launch: where its kernel comes from (a module attribute, or a cached
+kernel factory and the arguments it was called with) and the numba types of its arguments. It
+fails if a ``@cuda.jit`` kernel found in the source of ``seqattn/kernels/cuda`` was never
+launched, or a kernel with float arrays was not launched in both float32 and float64, so no
+kernel can be silently left out. ``compile`` rebuilds each kernel from where it came from,
+compiles it for every recorded signature and each compute capability with numba-cuda's compiler
 and the kernel's own options (fastmath, launch bounds), and runs ptxas on the PTX.
 """
 import argparse

@@ -14,7 +14,11 @@ NUMBA = "numba"
 
 
 def gemm_backend(c, a, b, cublas_available=None):
-    """Which implementation :func:`gemm` uses for these operands: CUBLAS or NUMBA."""
+    """Which implementation :func:`gemm` uses for these operands: CUBLAS or NUMBA.
+
+    ``cublas_available`` says whether the cuBLAS binding can be used; by default, whether it
+    imports (never under the simulator, whose arrays cuBLAS cannot read).
+    """
     if cublas_available is None:
         cublas_available = not ON_SIMULATOR and cublas_gemm.available()
     return CUBLAS if cublas_available and cublas_gemm.supports(c, a, b) else NUMBA

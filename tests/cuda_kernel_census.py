@@ -194,7 +194,8 @@ def _attention(dtype, D, options, kinds=ATTENTION_KINDS):
 
     rng = np.random.default_rng(D)
     q, k, v = (_on_device(rng.normal(size=(1, 2, 3, D)).astype(dtype)) for _ in range(3))
-    options = {n: _on_device(x) for n, x in options.items()}
+    options = {n: _on_device(x) if isinstance(x, np.ndarray) else x
+               for n, x in options.items()}
     out, lse = seqattn.attention(q, k, v, return_lse=True, **options)
     dout = _on_device(rng.normal(size=(1, 2, 3, D)).astype(dtype))
     if {"dq", "dkdv"} <= set(kinds):
@@ -205,6 +206,26 @@ def _attention(dtype, D, options, kinds=ATTENTION_KINDS):
         seqattn.attention_weights(q, k, **options)
 
 
+def _structured_biases(dtype):
+    """Attention with each structured bias: distances (typed, periodic, cut off) and pair
+    codes of every integer dtype the op accepts, and the relative-position form."""
+    from seqattn.ops import DistanceBias, PairBias
+
+    rng = np.random.default_rng(5)
+    x = _on_device(rng.uniform(0, 2, (1, 3, 3)).astype(dtype))
+    table = _on_device(rng.normal(size=(2, 2, 2, 4)).astype(dtype))
+    types = _on_device(np.array([[0, 1, 1]], np.int32))
+    cell = _on_device((2.5 * np.eye(3)).astype(dtype))
+    distance = DistanceBias(x=x, table=table, r_max=2.0, types=types, cell=cell, cutoff=1.8,
+                            smooth_cutoff=True)
+    _attention(dtype, 4, {"distance_bias": distance})
+    pair_table = _on_device(rng.normal(size=(2, 5)).astype(dtype))
+    for code_dtype in (np.int8, np.int16, np.int32):
+        codes = _on_device(rng.integers(-1, 5, (1, 3, 3)).astype(code_dtype))
+        _attention(dtype, 4, {"pair_bias": PairBias(pair_table, codes)})
+    _attention(dtype, 4, {"pair_bias": PairBias.relative(pair_table)})
+
+
 def _attention_ops(dtype):
     """Attention forward, backward, bias gradient and weights: every option at one head dim,
     and every head-dim variant once, with the kernels that support it."""
@@ -213,6 +234,7 @@ def _attention_ops(dtype):
                       key_padding_mask=np.zeros((1, 3), bool),
                       alibi_slopes=np.ones(2, dtype), window=(2, 0))
     _attention(dtype, 4, everything)
+    _structured_biases(dtype)
     for D, kinds in attention_head_dims(dtype).items():
         _attention(dtype, D, {"bias": bias}, kinds)
 

@@ -86,7 +86,9 @@ def test_forecast_path_with_checkpoint(tmp_path):
     model_again, windows_again = (seqattn.load(p, ds=ds) if i else seqattn.load(p)
                                   for i, p in enumerate(_saved(tmp_path, model, windows)))
     xr.testing.assert_identical(windows_again.predict(model_again), out)
-    xr.testing.assert_identical(predict(model_again, ds, windows_again), out)
+    # the same batches: another batch size may round float32 sums in another order
+    xr.testing.assert_identical(predict(model_again, ds, windows_again,
+                                        batch_size=windows.batch_size), out)
 
 
 def _saved(tmp_path, *objects):

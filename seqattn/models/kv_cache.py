@@ -13,10 +13,6 @@ class DecoderCache:
         self.memory_key_padding_mask = memory_key_padding_mask
         self.caches = [(KeyValueCache(max_len), KeyValueCache()) for _ in decoder.layers]
 
-    @property
-    def position(self):
-        return self.caches[0][0].length if self.caches else 0
-
     def step(self, x):
         """x (B, 1, E), the embedded input at the next position -> the decoder's output there."""
         return self.decoder(x, self.memory, memory_key_padding_mask=self.memory_key_padding_mask,

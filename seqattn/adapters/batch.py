@@ -42,6 +42,10 @@ other batches leave these None:
 * ``lead`` (B,): each sample's lead time in the time coordinate's units (timedelta64 for datetime
   coordinates; a number, e.g. hours, for numeric ones).
 
+Adapters whose tokens have pairwise structure (atoms, graph nodes) also fill ``structure``, a
+:class:`seqattn.nn.Structure` of host arrays (positions, types, cell, pair codes) that the models'
+structured attention biases read; ``fit`` and ``predict`` pass it on as ``structure=``.
+
 The ``placement`` of a forecasting batch places its targets (at their valid times), since those
 are what predictions stand for.
 
@@ -117,6 +121,7 @@ class Batch:
     targets: np.ndarray = None
     target_valid: np.ndarray = None
     lead: np.ndarray = None
+    structure: object = None
     parts: tuple = ()  # ((rows slice, n_tokens), ...) for a concatenation of ragged batches
 
     def __len__(self):

@@ -7,7 +7,10 @@ The protocol (no dependency on seqattn's model classes, so any NumPy code fits):
 with ``tokens`` (B, N, F), ``key_padding_mask`` (B, N) bool (True = padded), ``coords`` a dict of
 (B, N) float64 per-token coordinates (names in :mod:`seqattn.adapters.batch`) passed by keyword,
 and ``predictions`` a NumPy array (B, N, F_out) (N -> N) or (B, F_out) (N -> 1). A callable that
-takes no ``coords`` argument is called as ``model(tokens, key_padding_mask)``. An object with a
+takes no ``coords`` argument is called as ``model(tokens, key_padding_mask)``. A batch with a
+``structure`` (atoms, graphs) is passed it as ``structure=`` too, on the model's device and in
+its dtype when the model has them; a model without that parameter is an error, since it would
+predict without the structure. An object with a
 ``predict`` method of that signature works too, and is preferred over ``__call__``.
 
 A model with training and evaluation modes (``.training``, ``.eval()``, ``.train(mode)``: every
@@ -20,6 +23,8 @@ import threading
 from contextlib import contextmanager
 
 import numpy as np
+
+from ..nn.structured_bias import structure_argument
 
 _MODE_LOCK = threading.RLock()
 
@@ -35,16 +40,24 @@ def as_model_function(model):
                     f"have such a predict method; got {type(model).__name__}")
 
 
-def takes_coords(function):
-    """Whether `function` accepts a ``coords`` keyword argument (for a module, its ``forward``:
+def takes_keyword(function, name):
+    """Whether `function` accepts a keyword argument `name` (for a module, its ``forward``:
     a module's ``__call__`` passes any arguments through)."""
     function = getattr(function, "forward", function)
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):  # no signature to read (a builtin): assume the protocol
         return True
-    return any(p.name == "coords" and p.kind != p.POSITIONAL_ONLY or p.kind == p.VAR_KEYWORD
+    return any(p.name == name and p.kind != p.POSITIONAL_ONLY or p.kind == p.VAR_KEYWORD
                for p in parameters)
+
+
+def takes_coords(function):
+    """Whether `function` accepts a ``coords`` keyword argument."""
+    return takes_keyword(function, "coords")
+
+
+
 
 
 def has_modes(model):
@@ -76,11 +89,12 @@ class ModelCall:
 
     def __call__(self, batch):
         function = as_model_function(self.model)
+        kwargs = structure_argument(self.model, getattr(batch, "structure", None),
+                                    takes_keyword(function, "structure"))
+        if takes_coords(function):
+            kwargs["coords"] = batch.coords
         with evaluation_mode(self.model):
-            if takes_coords(function):
-                out = function(batch.tokens, batch.key_padding_mask, coords=batch.coords)
-            else:
-                out = function(batch.tokens, batch.key_padding_mask)
+            out = function(batch.tokens, batch.key_padding_mask, **kwargs)
         if hasattr(out, "copy_to_host"):  # a device array: predictions go back to the host
             out = out.copy_to_host()
         return np.asarray(out)

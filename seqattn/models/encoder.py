@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import autodiff, ops
-from ..nn import (Embedding, LayerNorm, Linear, Module, Parameter, TransformerEncoder,
-                  TransformerEncoderLayer)
+from ..nn import (DistanceBiasTable, Embedding, LayerNorm, Linear, Module, PairBiasTable,
+                  Parameter, TransformerEncoder, TransformerEncoderLayer)
 from ..nn.init import generator, normal
 from ..nn.placement import moved
 from ..nn.positional import LearnedPositionalEmbedding, RotaryEmbedding, alibi_slopes
@@ -32,7 +32,15 @@ class EncoderConfig:
     forecast that must not see the future). ``window`` (left, right) limits attention to a band
     of tokens i - left .. i + right (local attention: linear cost in N, for long sequences such
     as 32K bases). ``class_token`` puts a learned token in front of
-    every sequence (for class-token pooling)."""
+    every sequence (for class-token pooling).
+
+    Structured biases (read from the ``structure`` passed to forward, a
+    :class:`seqattn.nn.Structure`; each layer owns its own tables): ``distance_bias`` is a dict of
+    :class:`~seqattn.nn.DistanceBiasTable` options (``bins``, ``r_max``, ``num_types``,
+    ``cutoff``, ``smooth_cutoff``: a learnable function of the distance between tokens, for
+    atoms); ``pair_bias`` of :class:`~seqattn.nn.PairBiasTable` options (``num_codes``, codes from
+    the structure's ``pair_codes``: graph hops, edge types; or ``max_offset``, a relative-position
+    bias)."""
 
     in_features: int = None
     vocab_size: int = None
@@ -51,6 +59,8 @@ class EncoderConfig:
     num_frequencies: int = 8
     causal: bool = False
     window: tuple = None
+    distance_bias: dict = None
+    pair_bias: dict = None
 
     def check(self):
         if (self.in_features is None) == (self.vocab_size is None):
@@ -66,6 +76,14 @@ class EncoderConfig:
         if self.class_token and self.causal:
             raise ValueError("class_token=True with causal=True: the class token comes first and "
                              "would see only itself; pool by 'mean' or 'attention' instead")
+        for name in ("distance_bias", "pair_bias"):
+            options = getattr(self, name)
+            if options is not None and not isinstance(options, dict):
+                raise ValueError(f"{name} must be a dict of table options (e.g. "
+                                 f"{{'bins': 32, 'r_max': 6.0}}) or None, got {options!r}")
+        if self.class_token and (self.distance_bias or self.pair_bias):
+            raise ValueError("class_token=True with a structured bias: the class token has no "
+                             "position or pair code; pool by 'mean' or 'attention' instead")
 
 
 def input_layer(in_features, vocab_size, d_model, dtype, rng):
@@ -80,10 +98,18 @@ def encoder_stack(config, num_layers, rng):
     head_dim = config.d_model // config.nhead
     rotary = RotaryEmbedding(head_dim, dtype=dtype) if config.positions == "rope" else None
     slopes = alibi_slopes(config.nhead) if config.positions == "alibi" else None
+    distance_bias = pair_bias = None
+    if config.distance_bias is not None:
+        distance_bias = DistanceBiasTable(config.nhead, **config.distance_bias, dtype=dtype,
+                                          seed=generator([config.seed, 5]))
+    if config.pair_bias is not None:
+        pair_bias = PairBiasTable(config.nhead, **config.pair_bias, dtype=dtype,
+                                  seed=generator([config.seed, 6]))
     layer = TransformerEncoderLayer(config.d_model, config.nhead, config.dim_feedforward,
                                     config.dropout, config.activation, norm_first=True,
-                                    rotary=rotary, alibi_slopes=slopes, window=config.window,
-                                    dtype=dtype, seed=rng)
+                                    rotary=rotary, alibi_slopes=slopes,
+                                    distance_bias=distance_bias, pair_bias=pair_bias,
+                                    window=config.window, dtype=dtype, seed=rng)
     return TransformerEncoder(layer, num_layers, LayerNorm(config.d_model, dtype=dtype))
 
 
@@ -120,8 +146,10 @@ class SequenceEncoder(Module):
         if config.class_token:
             self.class_token = Parameter(normal(rng, (config.d_model,), dtype, std=0.02))
 
-    def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None):
-        """``attn_mask`` bool, broadcastable to (B, H, N, N), True = may attend."""
+    def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None,
+                structure=None):
+        """``attn_mask`` bool, broadcastable to (B, H, N, N), True = may attend; ``structure``
+        (a :class:`seqattn.nn.Structure`) feeds the layers' structured biases."""
         x = self.embed(inputs)
         if self.positions is not None:
             x = self.positions(x)
@@ -138,7 +166,7 @@ class SequenceEncoder(Module):
                 key_padding_mask = ops.prepend_token(key_padding_mask.reshape(B, N, 1),
                                                      never_padded).reshape(B, N + 1)
         return self.encoder(x, mask=attn_mask, src_key_padding_mask=key_padding_mask,
-                            is_causal=self.causal)
+                            is_causal=self.causal, structure=structure)
 
     @property
     def config_class_token(self):

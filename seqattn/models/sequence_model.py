@@ -37,7 +37,8 @@ class SequenceModel(Module):
             self.pool = AttentionPooling(config.d_model, config.nhead, dtype, rng)
         self.head = Linear(config.d_model, config.out_features, dtype=dtype, seed=rng)
 
-    def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None):
-        encoded = self.encoder(inputs, key_padding_mask, coords, attn_mask)
+    def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None,
+                structure=None):
+        encoded = self.encoder(inputs, key_padding_mask, coords, attn_mask, structure)
         return self.head(self.pool(encoded, None if self.config.pooling == "cls"
                                    else key_padding_mask))

@@ -16,7 +16,8 @@ class TokenModelConfig(EncoderConfig):
 class TokenModel(Module):
     """inputs (B, N, F) or ids (B, N) -> (B, N, out_features): the encoder, then a linear
     per-token head. ``coords`` are the batch's per-token coordinates (name -> (B, N)), which
-    the config's ``coordinates`` encodings read."""
+    the config's ``coordinates`` encodings read; ``structure`` (a :class:`seqattn.nn.Structure`)
+    feeds the config's structured biases."""
 
     def __init__(self, config):
         super().__init__()
@@ -26,5 +27,6 @@ class TokenModel(Module):
                            dtype=np.dtype(config.dtype).type,
                            seed=generator([config.seed, 1]))
 
-    def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None):
-        return self.head(self.encoder(inputs, key_padding_mask, coords, attn_mask))
+    def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None,
+                structure=None):
+        return self.head(self.encoder(inputs, key_padding_mask, coords, attn_mask, structure))

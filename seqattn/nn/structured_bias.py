@@ -7,14 +7,16 @@ the tables are parameters of the layer and train with the rest of the model. The
 computed inside the attention kernels tile by tile, so nothing N x M is stored, and gradients
 reach the tables and, when they are Tensors that require them, the positions (forces).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from ..autodiff import Tensor
 from ..ops import DistanceBias, PairBias
 from .init import generator, normal
 from .module import Module
 from .parameter import Parameter
+from .placement import moved
 
 
 @dataclass
@@ -34,6 +36,38 @@ class Structure:
     pair_codes: object = None
     query_index: object = None
     key_index: object = None
+
+    def on(self, device, dtype):
+        """This structure with its arrays on ``device`` and its float arrays (positions, cell)
+        cast to ``dtype``, the model's, as the kernels require; Tensors (positions that record
+        a gradient, for forces) are left as they are."""
+        def placed(x):
+            if x is None or not hasattr(x, "dtype") or not hasattr(x, "shape"):
+                return x
+            if isinstance(x, np.ndarray):
+                if np.issubdtype(x.dtype, np.floating):
+                    x = x.astype(dtype, copy=False)
+                return moved(np.ascontiguousarray(x), device)
+            return x if isinstance(x, Tensor) else moved(x, device)
+        return replace(self, **{f.name: placed(getattr(self, f.name)) for f in fields(self)})
+
+
+def structure_argument(model, structure, accepted):
+    """The keyword arguments that hand a batch's ``structure`` to ``model`` (whose forward
+    ``accepted`` one or not): none without a structure, else ``structure=`` on the model's device
+    and in its dtype (when it has them). A model that takes none is an error: it would predict
+    without the positions or pair codes the batch is about."""
+    if structure is None:
+        return {}
+    if not accepted:
+        raise TypeError(f"the batch carries a structure (positions, pair codes) but "
+                        f"{type(model).__name__} takes no structure= argument; use a model "
+                        "with structured attention biases (an EncoderConfig with distance_bias "
+                        "or pair_bias, a molecule or graph model)")
+    device, dtype = getattr(model, "device", None), getattr(model, "dtype", None)
+    if device is not None and dtype is not None and isinstance(structure, Structure):
+        structure = structure.on(device, dtype)
+    return {"structure": structure}
 
 
 class DistanceBiasTable(Module):

@@ -2,11 +2,13 @@
 
 A :class:`TrainingBatch` holds host arrays: ``inputs`` (B, N, F) tokens (or (B, N) integer ids),
 ``targets`` of the task's shape (NaN where a target is missing), an optional
-``key_padding_mask`` (B, N) (True = padded) and per-token ``coords``, name -> (B, N) float64
-(passed to models that take ``coords``, and read by latitude-weighted losses).
+``key_padding_mask`` (B, N) (True = padded), per-token ``coords``, name -> (B, N) float64
+(passed to models that take ``coords``, and read by latitude-weighted losses), and the tokens'
+pairwise ``structure`` (a :class:`seqattn.nn.Structure`: atoms' positions, graphs' pair codes),
+passed to models as ``structure=``.
 
 Items an iterable may yield: TrainingBatch objects, tuples (inputs, targets[, key_padding_mask]),
-dicts with those keys (and ``coords``), adapter batches that carry their targets (ForecastWindows:
+dicts with those keys (and ``coords``, ``structure``), adapter batches that carry their targets (ForecastWindows:
 a target that is False in ``target_valid`` becomes NaN, which NaN-aware losses skip), and
 (adapter batch, targets) pairs (a BatchIterator's batches hold inputs only). Adapter batches
 are recognised by their ``tokens``, ``key_padding_mask``, ``coords`` and ``targets``: the
@@ -32,6 +34,7 @@ class TrainingBatch:
     targets: np.ndarray
     key_padding_mask: np.ndarray = None
     coords: dict = field(default_factory=dict)
+    structure: object = None
 
     def __len__(self):
         return len(self.inputs)
@@ -56,10 +59,11 @@ def as_training_batch(item):
     if isinstance(item, TrainingBatch):
         return item
     if isinstance(item, dict):
-        unknown = set(item) - {"inputs", "targets", "key_padding_mask", "coords"}
+        unknown = set(item) - {"inputs", "targets", "key_padding_mask", "coords", "structure"}
         if unknown or not {"inputs", "targets"} <= set(item):
             raise ValueError(f"a batch dict needs 'inputs' and 'targets' (optionally "
-                             f"'key_padding_mask', 'coords'); got keys {sorted(item)}")
+                             f"'key_padding_mask', 'coords', 'structure'); got keys "
+                             f"{sorted(item)}")
         return TrainingBatch(**item)
     if _is_adapter_batch(item):
         if item.targets is None:
@@ -67,10 +71,11 @@ def as_training_batch(item):
                              "inputs only): yield (batch, targets) pairs, or use "
                              "ForecastWindows, whose batches carry their targets")
         return TrainingBatch(item.tokens, _targets_with_gaps(item), item.key_padding_mask,
-                             dict(item.coords))
+                             dict(item.coords), getattr(item, "structure", None))
     if isinstance(item, (tuple, list)) and len(item) == 2 and _is_adapter_batch(item[0]):
         batch, targets = item
-        return TrainingBatch(batch.tokens, targets, batch.key_padding_mask, dict(batch.coords))
+        return TrainingBatch(batch.tokens, targets, batch.key_padding_mask, dict(batch.coords),
+                             getattr(batch, "structure", None))
     if isinstance(item, (tuple, list)) and len(item) in (2, 3):
         return TrainingBatch(*item)
     raise TypeError(f"a batch must be a TrainingBatch, a tuple (inputs, targets[, "

@@ -7,7 +7,9 @@ and the callbacks. Models that condition on their targets (an encoder-decoder tr
 teacher forcing, ``teacher_forced = True``) are called ``model(inputs, targets, ...)``, every
 other model ``model(inputs, ...)``; ``key_padding_mask=`` is passed when a batch has one, and
 ``coords=`` (the batch's per-token coordinates, name -> (B, N) float64 host arrays) when it has
-some and the model's ``forward`` takes a ``coords`` parameter, so user models without one work.
+some and the model's ``forward`` takes a ``coords`` parameter, so user models without one work,
+and ``structure=`` (the tokens' pairwise structure, on the model's device and in its dtype) when
+the batch has one; a model without that parameter is then an error.
 """
 import inspect
 import math
@@ -16,6 +18,7 @@ import numpy as np
 
 from ..backend import CPU
 from ..nn.placement import moved
+from ..nn.structured_bias import structure_argument
 from .batches import as_batches
 from .checkpoints import has_checkpoint, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
@@ -62,12 +65,22 @@ def _host_batch(batch, loss, dtype, where):
     return inputs, targets, mask
 
 
-def takes_coords(model):
-    """Whether ``model.forward`` has a ``coords`` parameter (asked once per fit or evaluate)."""
+def takes_argument(model, name):
+    """Whether ``model.forward`` has a parameter ``name``."""
     try:
-        return "coords" in inspect.signature(model.forward).parameters
+        return name in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):  # a forward without a signature (a builtin)
         return False
+
+
+def takes_coords(model):
+    """Whether ``model.forward`` has a ``coords`` parameter (asked once per fit or evaluate)."""
+    return takes_argument(model, "coords")
+
+
+def takes_structure(model):
+    """Whether ``model.forward`` has a ``structure`` parameter."""
+    return takes_argument(model, "structure")
 
 
 def _batch_loss(model, loss, batch, where, pass_coords):
@@ -79,6 +92,7 @@ def _batch_loss(model, loss, batch, where, pass_coords):
     kwargs = {} if mask is None else {"key_padding_mask": moved(mask, device)}
     if pass_coords and batch.coords:
         kwargs["coords"] = batch.coords
+    kwargs.update(structure_argument(model, batch.structure, takes_structure(model)))
     if getattr(model, "teacher_forced", False):
         pred = model(inputs, targets_on_device, **kwargs)
     else:

@@ -12,7 +12,8 @@ def _updatable_flat(device, name, x, like):
         raise ValueError(f"{name} has shape {shape_of(x)}; expected the parameter's "
                          f"{shape_of(like)} on its device")
     if device == CPU and not x.flags.c_contiguous:
-        raise ValueError(f"{name} must be C-contiguous: it is updated in place")
+        why = "the kernels read it as one flat array" if name == "grad" else "it is updated in place"
+        raise ValueError(f"{name} must be C-contiguous: {why}")
     return flat(x)
 
 

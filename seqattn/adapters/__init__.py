@@ -8,6 +8,8 @@
   ``windows.predict(model)``); seqattn models run in evaluation mode (:mod:`.model_call`).
 * :class:`GenomeAdapter` DNA as base or k-mer tokens (:mod:`.genome`: FASTA, variants,
   in-silico mutagenesis).
+* :class:`MoleculeAdapter` molecules and periodic structures as atom tokens with their
+  structure (positions, types, cells) for distance-aware attention; :func:`from_ase`.
 * :class:`Normalizer` per-variable statistics; importing this package registers ``ds.seqattn``.
 """
 from . import accessor  # noqa: F401  (registers ds.seqattn)
@@ -16,10 +18,12 @@ from .batching import BatchIterator
 from .forecast import ForecastWindows, TargetPutBack
 from .genome import GenomeAdapter
 from .grid import GridAdapter
+from .molecule import MoleculeAdapter, MoleculeBatches, from_ase
 from .normalize import Normalizer
 from .predict import predict
 from .signal import SignalAdapter
 from .stitch import PutBack, Stitcher
 
-__all__ = ["Batch", "BatchIterator", "ForecastWindows", "GenomeAdapter", "GridAdapter", "Normalizer", "Placement",
-           "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack", "Template", "predict"]
+__all__ = ["Batch", "BatchIterator", "ForecastWindows", "GenomeAdapter", "GridAdapter", "MoleculeAdapter",
+           "MoleculeBatches", "Normalizer", "Placement",
+           "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack", "Template", "from_ase", "predict"]

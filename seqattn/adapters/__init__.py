@@ -10,6 +10,8 @@
   in-silico mutagenesis).
 * :class:`MoleculeAdapter` molecules and periodic structures as atom tokens with their
   structure (positions, types, cells) for distance-aware attention; :func:`from_ase`.
+* :class:`GraphAdapter` graphs as node tokens with pair codes (hops, edge types), predictions
+  back per node or per graph.
 * :class:`Normalizer` per-variable statistics; importing this package registers ``ds.seqattn``.
 """
 from . import accessor  # noqa: F401  (registers ds.seqattn)
@@ -17,6 +19,7 @@ from .batch import Batch, Placement, Template
 from .batching import BatchIterator
 from .forecast import ForecastWindows, TargetPutBack
 from .genome import GenomeAdapter
+from .graph import GraphAdapter, GraphBatches
 from .grid import GridAdapter
 from .molecule import MoleculeAdapter, MoleculeBatches, from_ase
 from .normalize import Normalizer
@@ -24,6 +27,7 @@ from .predict import predict
 from .signal import SignalAdapter
 from .stitch import PutBack, Stitcher
 
-__all__ = ["Batch", "BatchIterator", "ForecastWindows", "GenomeAdapter", "GridAdapter", "MoleculeAdapter",
-           "MoleculeBatches", "Normalizer", "Placement",
-           "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack", "Template", "from_ase", "predict"]
+__all__ = ["Batch", "BatchIterator", "ForecastWindows", "GenomeAdapter", "GraphAdapter",
+           "GraphBatches", "GridAdapter", "MoleculeAdapter", "MoleculeBatches", "Normalizer",
+           "Placement", "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack", "Template",
+           "from_ase", "predict"]

@@ -85,5 +85,6 @@ def laplacian_positions(adjacency, k, seed=0):
 
 
 def random_sign_flips(rng, shape):
-    """+1 / -1 with equal odds, ``shape`` (B, k): one sign per sample and eigenvector."""
+    """+1 / -1 with equal odds, of ``shape`` (e.g. (B, 1, k): one sign per graph and
+    eigenvector, the same for all its nodes)."""
     return rng.choice(np.array([-1.0, 1.0]), size=shape)

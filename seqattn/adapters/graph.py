@@ -20,7 +20,9 @@ attention may use (``attention``):
 per type instead. With ``directed=False`` the graph is read as undirected (an edge either way
 joins two nodes); with ``directed=True`` query node i sees key node j at the distance of a path
 j -> i (messages flow along the edges), the random walks follow the edges, and the Laplacian is
-still that of the undirected graph. Padded pairs are -1. ``edge_weight`` (an edge variable)
+still that of the undirected graph; ``directed="both"`` is the same but the pair code is that
+of the two distances (j -> i, i -> j) together, K * K codes for K per direction (no edge types
+then; with ``"edges"`` a pair is hidden when neither direction has an edge). Padded pairs are -1. ``edge_weight`` (an edge variable)
 weights the random walks and the Laplacian; degrees and distances count edges.
 
 Targets (:meth:`GraphAdapter.batches`) are a node variable (N -> N) or a graph variable (N -> 1):
@@ -49,6 +51,7 @@ from .normalize import Normalizer
 from .persistence import Persistable
 
 ATTENTION = ("global", "edges")
+DIRECTED = (False, True, "both")
 MISSING_CLASS = -100  # CrossEntropyLoss's default ignore_index
 
 
@@ -88,6 +91,11 @@ class GraphAdapter(Persistable):
                  source="source", target="target", normalizer=None):
         if isinstance(node_features, str):
             node_features = [node_features]
+        if directed not in DIRECTED:
+            raise ValueError(f"directed must be one of {DIRECTED}, got {directed!r}")
+        if directed == "both" and edge_type is not None:
+            raise ValueError('directed="both" pairs the distances of both directions in one '
+                             "code, which leaves no room for edge types; use directed=True")
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
         if (edge_type is None) != (num_edge_types is None):
@@ -122,10 +130,17 @@ class GraphAdapter(Persistable):
     # ---- what the model needs to know --------------------------------------------------
 
     @property
-    def first_type_code(self):
+    def codes_per_direction(self):
+        """Distance codes of one direction (in "edges" attention, "not connected" as one more
+        when both directions are paired)."""
         if self.attention == "edges":
-            return graphs.num_distance_codes(1, hide_farther=True)
+            return graphs.num_distance_codes(1, hide_farther=True) + (self.directed == "both")
         return graphs.num_distance_codes(self.max_distance)
+
+    @property
+    def first_type_code(self):
+        per_direction = self.codes_per_direction
+        return per_direction ** 2 if self.directed == "both" else per_direction
 
     @property
     def num_codes(self):
@@ -237,13 +252,29 @@ class GraphAdapter(Persistable):
 
     # ---- encoding ----------------------------------------------------------------------
 
+    def _distance_codes(self, adjacency):
+        if self.attention == "edges":
+            return graphs.shortest_path_codes(adjacency, 1, hide_farther=True)
+        return graphs.shortest_path_codes(adjacency, self.max_distance)
+
     def _pair_codes(self, adjacency, types):
         """(n, n) codes: query i, key j (see the module docstring)."""
-        towards_query = adjacency.T if self.directed else graphs.symmetrized(adjacency)
-        if self.attention == "edges":
-            codes = graphs.shortest_path_codes(towards_query, 1, hide_farther=True)
-        else:
-            codes = graphs.shortest_path_codes(towards_query, self.max_distance)
+        if not self.directed:
+            return self._typed(self._distance_codes(graphs.symmetrized(adjacency)), types)
+        towards_query = self._distance_codes(adjacency.T)  # [i, j]: the distance j -> i
+        if self.directed is True:
+            return self._typed(towards_query, types)
+        per_direction = self.codes_per_direction
+        not_connected = per_direction - 1  # the hidden code's place in "edges" attention
+        towards_key = self._distance_codes(adjacency)
+        hidden = (towards_query == graphs.HIDDEN) & (towards_key == graphs.HIDDEN)
+        towards_query, towards_key = (np.where(c == graphs.HIDDEN, not_connected, c)
+                                      for c in (towards_query, towards_key))
+        both = towards_query.astype(np.int32) * per_direction + towards_key
+        both[hidden] = graphs.HIDDEN
+        return both.astype(graphs.code_dtype(self.first_type_code - 1))
+
+    def _typed(self, codes, types):
         if types is not None:
             types = types.T if self.directed else types.maximum(types.T)
             codes = graphs.with_edge_types(codes, types, self.first_type_code)
@@ -349,33 +380,37 @@ class GraphAdapter(Persistable):
                      placement=placement, targets=targets,
                      structure=Structure(pair_codes=codes))
 
-    def encode(self, ds, batch_size=None):
+    def encode(self, ds, batch_size=None, samples=None):
         """Batches (a list) of every graph of ``ds``, ``batch_size`` graphs each (default: all
-        in one), without targets: what :meth:`predict` runs the model on."""
-        samples = self.samples(ds)
+        in one), without targets: what :meth:`predict` runs the model on. ``samples``: this
+        adapter's :meth:`samples` of ``ds``, to reuse encodings computed before."""
+        samples = self.samples(ds) if samples is None else samples
         size = batch_size or len(samples)
         return [self.collate(samples[i:i + size], template_of(ds))
                 for i in range(0, len(samples), size)]
 
-    def batches(self, ds, targets, mask=None, batch_size=32, shuffle=True, seed=0):
+    def batches(self, ds, targets, mask=None, batch_size=32, shuffle=True, seed=0,
+                samples=None):
         """Training (or validation) batches with ``targets`` (a node or graph variable), only
         where ``mask`` is True (see the module docstring): a :class:`GraphBatches`, whose
-        ``epoch(e)`` order depends on (seed, e) only, for ``fit``."""
-        samples = self.with_targets(ds, self.samples(ds), targets, mask)
+        ``epoch(e)`` order depends on (seed, e) only, for ``fit``. ``samples`` as in
+        :meth:`encode`."""
+        samples = self.with_targets(ds, self.samples(ds) if samples is None else samples,
+                                    targets, mask)
         if not samples:
             raise ValueError(f"mask {mask!r} keeps no graph; nothing to train or evaluate on")
         return GraphBatches(self, samples, template_of(ds), batch_size, shuffle, seed)
 
-    def predict(self, model, ds, batch_size=32, variables=None):
+    def predict(self, model, ds, batch_size=32, variables=None, samples=None):
         """The predictions of ``model`` for every graph of ``ds``, as a Dataset: on the node
         dim when the model gives (B, N, F_out) (node tasks; padding dropped), on the graph dim
         when it gives (B, F_out). One variable ``prediction`` (dim, ``output``), or with
-        ``variables`` one per output column, named in order. seqattn models run in
-        evaluation mode."""
+        ``variables`` one per output column, named in order; ``samples`` as in :meth:`encode`.
+        seqattn models run in evaluation mode."""
         run = ModelCall(model)
         graph_of_node, count = self._graph_of_node(ds)
         out = None
-        for batch in self.encode(ds, batch_size):
+        for batch in self.encode(ds, batch_size, samples):
             predictions = run(batch)
             node_level = predictions.ndim == 3
             if predictions.shape[:predictions.ndim - 1] != batch.key_padding_mask.shape[

@@ -40,11 +40,12 @@ def as_adjacency(adjacency, name="adjacency"):
 def symmetrized(adjacency):
     """The undirected graph of ``adjacency`` (CSR): an edge i - j wherever i -> j or j -> i,
     weighted by the larger of the two directions' weights (a symmetric matrix is unchanged)."""
-    return as_adjacency(adjacency.maximum(adjacency.T))
+    matrix = as_adjacency(adjacency)
+    return as_adjacency(matrix.maximum(matrix.T))
 
 
 def unweighted(adjacency):
     """``adjacency`` with every edge's weight set to 1 (CSR)."""
-    matrix = adjacency.copy()
+    matrix = as_adjacency(adjacency)
     matrix.data = np.ones_like(matrix.data)
     return matrix

@@ -11,6 +11,6 @@ from .sequence_model import SequenceModel, SequenceModelConfig
 from .token_model import TokenModel, TokenModelConfig
 
 __all__ = ["AttentionPooling", "ClassTokenPooling", "EncoderConfig", "GraphModel",
-           "GraphModelConfig", "MaskedMeanPooling", "Seq2SeqConfig", "Seq2SeqModel", "SequenceEncoder", "SequenceModel",
-           "SequenceModelConfig", "StrandSymmetric", "TokenModel", "TokenModelConfig", "generate",
+           "GraphModelConfig", "MaskedMeanPooling", "Seq2SeqConfig", "Seq2SeqModel",
+           "SequenceEncoder", "SequenceModel", "SequenceModelConfig", "StrandSymmetric", "TokenModel", "TokenModelConfig", "generate",
            "rollout"]

@@ -139,6 +139,7 @@ class GraphAdapter(Persistable):
 
     @property
     def first_type_code(self):
+        """The code of edge type 0 (the distance codes come first)."""
         per_direction = self.codes_per_direction
         return per_direction ** 2 if self.directed == "both" else per_direction
 
@@ -337,22 +338,23 @@ class GraphAdapter(Persistable):
         classes = np.issubdtype(values.dtype, np.integer)
         values = values.astype(np.int64) if classes else values.astype(np.float32)
         if not classes and values.ndim == 1:
-            values = values[:, None]
-        keep = np.ones(len(values), bool)
+            values = values[:, None]  # one value per node or graph: (rows, 1)
         if mask is not None:
-            keep = np.asarray(ds[mask].values, bool)
-            if ds[mask].dims != (level,) and not (ds[mask].dims == (self.graph_dim,)
-                                                  and level == self.node_dim):
-                raise ValueError(f"mask {mask!r} has dims {ds[mask].dims}; expected "
-                                 f"({level!r},) like the targets, or ({self.graph_dim!r},)")
-        chosen = samples
-        if mask is not None and ds[mask].dims == (self.graph_dim,):
-            chosen, keep = [s for s in samples if keep[s.graph]], np.ones(len(values), bool)
-        missing = MISSING_CLASS if classes else np.nan
-        values = np.where(keep.reshape((-1,) + (1,) * (values.ndim - 1)), values, missing)
+            keep, mask_dims = np.asarray(ds[mask].values), ds[mask].dims
+            if keep.dtype != np.bool_:
+                raise TypeError(f"mask {mask!r} has dtype {keep.dtype}; expected bool")
+            if mask_dims == (self.graph_dim,):
+                samples = [s for s in samples if keep[s.graph]]
+            elif mask_dims == (level,):
+                missing = MISSING_CLASS if classes else np.nan
+                values = np.where(keep.reshape((-1,) + (1,) * (values.ndim - 1)), values,
+                                  missing)
+            else:
+                raise ValueError(f"mask {mask!r} has dims {mask_dims}; expected ({level!r},) "
+                                 f"like the targets, or ({self.graph_dim!r},) to keep graphs")
         per_node = level == self.node_dim
         return [GraphSample(**{**vars(s), "targets": values[s.nodes] if per_node
-                               else values[s.graph], "per_node": per_node}) for s in chosen]
+                               else values[s.graph], "per_node": per_node}) for s in samples]
 
     def collate(self, samples, template):
         """One :class:`Batch` of ``samples`` padded to the largest graph among them."""

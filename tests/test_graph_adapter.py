@@ -173,3 +173,22 @@ def test_missing_node_features_become_validity_channels():
     (batch,) = GraphAdapter(["x"], validity_channels=True).fit(ds).encode(ds)
     np.testing.assert_array_equal(batch.tokens[0, :, 1], [1, 0, 1, 1])
     assert batch.tokens[0, 1, 0] == 0 and not batch.valid[0, 1, 0]
+
+
+def test_self_loops_and_isolated_nodes_from_networkx():
+    """A self loop is one edge (in both degrees), an isolated node sees only itself with
+    "edges" attention and gets zero Laplacian positions and return probabilities."""
+    g = nx.Graph([(0, 1), (1, 2), (2, 2)])
+    g.add_node(3)
+    ds = from_networkx(g)
+    assert ds.sizes["edge"] == 5  # 0-1 and 1-2 both ways, the loop once
+    (batch,) = GraphAdapter(attention="edges", max_degree=4, laplacian=2,
+                            random_walk=2).encode(ds)
+    np.testing.assert_array_equal(batch.coords["in_degree"][0], [1, 2, 2, 0])
+    np.testing.assert_array_equal(batch.structure.pair_codes[0], [[0, 1, -1, -1],
+                                                                  [1, 0, 1, -1],
+                                                                  [-1, 1, 0, -1],
+                                                                  [-1, -1, -1, 0]])
+    for name in ("laplacian_1", "laplacian_2", "random_walk_1", "random_walk_2"):
+        assert batch.coords[name][0, 3] == 0.0, name
+    assert batch.coords["random_walk_1"][0, 2] == 0.5  # the walk at 2 stays with odds 1/2

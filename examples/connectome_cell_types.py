@@ -22,6 +22,12 @@ Label propagation assumes that neighbours share a type; in this circuit nearly e
 connects mostly to Kenyon cells, so it labels every neuron K, no better than the majority.
 The last section checks the same path on networkx's karate club (which club each member joins).
 
+Results of the full run (5 seeds; 943 s on 2 shared vCPUs at a load average near 80): test
+accuracy seqattn 0.995 +- 0.010 (the attention over synaptic partners chosen on 4 seeds of 5),
+logistic regression on degrees 0.890 +- 0.012, majority 0.476, label propagation 0.476. Karate
+club: seqattn 0.889, label propagation 1.000 (its members do side with their neighbours),
+majority 0.444. ``--quick`` (3 seeds, partners only, 60 epochs): 0.984 +- 0.011.
+
 The data files are read by path, without importing graspologic (whose pinned dependencies
 need not be installed: ``pip install --no-deps graspologic``).
 

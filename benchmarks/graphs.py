@@ -8,8 +8,9 @@
    attends to every node with a learnable bias per hop distance) on one graph of 8,192 nodes,
    and the memory it takes: the peak of NumPy allocations above the start (tracemalloc) and the
    growth of the process's peak resident size (VmHWM, reset before the step, above VmRSS then),
-   both after a warm-up step on a smaller graph, so compilation is not counted. The pair codes are N x N bytes; a dense float32 bias
-   would be 4 N^2 bytes per head, and as much again for its gradient.
+   both after a warm-up step on a smaller graph, so compilation is not counted. The pair codes
+   are N x N bytes; a dense float32 bias would be 4 N^2 bytes per head, and as much again for
+   its gradient.
 
 The graph: a ring (so it is connected) plus random chords, about ``--degree`` neighbours per
 node, undirected. Run:  python benchmarks/graphs.py [--nodes 8192 --threads 2 --repeats 3]
@@ -142,7 +143,8 @@ def main(argv=None):
     rss_growth = resident_mib("VmHWM") - rss_before
     dense = 4 * args.nhead * args.nodes ** 2 / 2**20
     print(f"GraphModel step, N {args.nodes}, d_model "
-          f"{args.d_model}, {args.nhead} heads, 1 layer: {seconds:.1f} s ({cpu_seconds:.1f} CPU s) forward + backward; "
+          f"{args.d_model}, {args.nhead} heads, 1 layer: {seconds:.1f} s ({cpu_seconds:.1f} "
+          f"CPU s) forward + backward; "
           f"peak NumPy allocations {peak / 2**20:.0f} MiB (pair codes "
           f"{batch.structure.pair_codes.nbytes / 2**20:.0f} MiB), peak RSS growth "
           f"{rss_growth:.0f} MiB; a dense float32 bias would be {dense:.0f} MiB "

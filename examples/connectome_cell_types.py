@@ -13,9 +13,9 @@ neurons (P, 58). The seqattn path, transductive node classification on one graph
 
 The node features are the log in- and out-degrees and synapse totals. For each seed the neurons
 are split stratified by type into training, validation and test (60 / 20 / 20); a
-configuration (attention over all neurons with a bias per pair of distances, both ways along the synapses,
-or over the synaptic partners only) is
-chosen on the validation neurons and scored once on the test neurons. Baselines on the same
+configuration (attention over all neurons with a bias per pair of distances, both ways along
+the synapses, or over the synaptic partners only) is chosen on the validation neurons and
+scored once on the test neurons. Baselines on the same
 splits: the majority class; label propagation over the (symmetrized, weighted) synapses from
 the training neurons; logistic regression on the degree features (C chosen on validation).
 Label propagation assumes that neighbours share a type; in this circuit nearly every type

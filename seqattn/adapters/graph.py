@@ -20,10 +20,11 @@ attention may use (``attention``):
 per type instead. With ``directed=False`` the graph is read as undirected (an edge either way
 joins two nodes); with ``directed=True`` query node i sees key node j at the distance of a path
 j -> i (messages flow along the edges), the random walks follow the edges, and the Laplacian is
-still that of the undirected graph; ``directed="both"`` is the same but the pair code is that
-of the two distances (j -> i, i -> j) together, K * K codes for K per direction (no edge types
-then; with ``"edges"`` a pair is hidden when neither direction has an edge). Padded pairs are -1. ``edge_weight`` (an edge variable)
-weights the random walks and the Laplacian; degrees and distances count edges.
+still that of the undirected graph; ``directed="both"`` is the same but the pair code is that of
+the two distances (j -> i, i -> j) together, K * K codes for K per direction (no edge types
+then; with ``"edges"`` a pair is hidden when neither direction has an edge). Padded pairs are
+-1. ``edge_weight`` (an edge variable) weights the random walks and the Laplacian; degrees and
+distances count edges.
 
 Targets (:meth:`GraphAdapter.batches`) are a node variable (N -> N) or a graph variable (N -> 1):
 integers are class ids (missing: -100, CrossEntropyLoss's ignore_index), floats values (missing:
@@ -471,9 +472,10 @@ class GraphBatches:
         order = np.arange(len(self.samples))
         if self.shuffle:
             order = np.random.default_rng([self.seed, epoch]).permutation(order)
-        return [self.adapter.collate([self.samples[i] for i in order[start:start + self.batch_size]],
+        size = self.batch_size
+        return [self.adapter.collate([self.samples[i] for i in order[start:start + size]],
                                      self.template)
-                for start in range(0, len(order), self.batch_size)]
+                for start in range(0, len(order), size)]
 
     def __iter__(self):
         return iter(self.epoch(0))

@@ -14,8 +14,8 @@ from .degrees import clipped, in_out_degrees
 from .edge_types import type_matrix, with_edge_types
 from .laplacian import laplacian_positions, normalized_laplacian, random_sign_flips
 from .random_walks import return_probabilities, transition_matrix
-from .shortest_paths import (HIDDEN, code_dtype, farther_code, num_distance_codes, shortest_path_codes,
-                             unreachable_code)
+from .shortest_paths import (HIDDEN, code_dtype, farther_code, num_distance_codes,
+                             shortest_path_codes, unreachable_code)
 
 __all__ = ["HIDDEN", "as_adjacency", "clipped", "code_dtype", "farther_code", "in_out_degrees",
            "laplacian_positions", "normalized_laplacian", "num_distance_codes",

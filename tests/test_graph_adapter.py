@@ -167,6 +167,12 @@ def test_bad_graphs_are_refused_with_the_reason(change, message):
         adapter.samples(_with(ds, **change))
 
 
+def test_a_dataset_without_nodes_is_refused():
+    empty = graph_dataset(np.zeros((0, 0)))
+    with pytest.raises(ValueError, match="no nodes"):
+        GraphAdapter().encode(empty)
+
+
 def test_missing_node_features_become_validity_channels():
     ds = rings_dataset(sizes=(4,), held_out=0)
     ds["x"][1] = np.nan

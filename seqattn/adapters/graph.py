@@ -186,6 +186,9 @@ class GraphAdapter(Persistable):
 
     def _graph_of_node(self, ds):
         n = ds.sizes[self.node_dim]
+        if n == 0:
+            raise ValueError(f"the Dataset has no nodes (its {self.node_dim!r} dim is empty); a "
+                             "graph needs at least one node to be a sample")
         if self.graph_index not in ds:
             return np.zeros(n, np.int64), 1
         graph_of_node = np.asarray(ds[self.graph_index].values)

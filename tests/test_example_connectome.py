@@ -1,6 +1,7 @@
 """The connectome example's quick mode: seqattn's graph path classifies held-out neurons of the
 larval mushroom body better than every baseline (majority, label propagation, logistic
-regression on degree features), on the same stratified splits."""
+regression on degree features), on the same stratified splits; on the karate club it beats the
+majority class."""
 import sys
 from pathlib import Path
 
@@ -44,3 +45,5 @@ def test_quick_run_beats_every_baseline():
     for name in ("majority", "label propagation", "logistic regression (degrees)"):
         assert seqattn > results[name][0], name
     assert results["majority"][0] == pytest.approx(0.476, abs=0.01)
+    karate = results["karate club"]
+    assert karate["seqattn"] > karate["majority"]

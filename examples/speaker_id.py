@@ -32,7 +32,7 @@ import numpy as np
 import xarray as xr
 
 import seqattn
-from seqattn.adapters import SignalAdapter, predict
+from seqattn.adapters import BatchIterator, SignalAdapter, predict
 from seqattn.models import SequenceModel, SequenceModelConfig
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine, fit
 
@@ -164,17 +164,19 @@ def nearest_dtw(train_x, train_y, test_x):
 def train_model(train, validation, classes, window, config):
     adapter = SignalAdapter(["x"], window=window, channel_dims=("channel",),
                             per_dims=("channel",)).fit(train)
-    fitted, held = adapter.encode(train), adapter.encode(validation)
+    # every training series in one read block, so that shuffling mixes them all
+    batches = lambda ds, shuffle: BatchIterator(
+        ds, adapter, batch_dims={"sample": ds.sizes["sample"]}, batch_size=config.batch_size,
+        shuffle=shuffle, seed=config.seed, targets="label")
+    training, held = batches(train, True), batches(validation, False)
     model = SequenceModel(SequenceModelConfig(
-        in_features=fitted.tokens.shape[-1], out_features=len(classes), d_model=config.d_model,
-        nhead=config.nhead, num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
-        dropout=config.dropout, pooling="mean",
+        in_features=next(iter(held.epoch(0))).tokens.shape[-1], out_features=len(classes),
+        d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
+        dim_feedforward=config.dim_feedforward, dropout=config.dropout, pooling="mean",
         seed=config.seed))
-    steps = config.epochs * -(-len(fitted) // config.batch_size)
-    fit(model, CrossEntropyLoss(), AdamW(model, lr=config.lr, weight_decay=0.01),
-        (fitted.tokens, train["label"].values, fitted.key_padding_mask),
-        validation=(held.tokens, validation["label"].values, held.key_padding_mask),
-        epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
+    steps = config.epochs * len(training)
+    fit(model, CrossEntropyLoss(), AdamW(model, lr=config.lr, weight_decay=0.01), training,
+        validation=held, epochs=config.epochs, seed=config.seed,
         schedule=WarmupCosine(config.lr, steps // 20, steps),
         early_stopping=EarlyStopping(patience=config.patience), progress=False)
     return model, adapter

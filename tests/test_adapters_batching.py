@@ -114,3 +114,43 @@ def test_dask_data_is_read_lazily_one_block_at_a_time():
 def test_bad_iterator_arguments_name_the_dim(kwargs, match):
     with pytest.raises(ValueError, match=match):
         BatchIterator(make_grid(time=2, lat=4, lon=4), ADAPTER, **kwargs)
+
+
+def labelled_series():
+    """12 series (sample, time) whose first value is their own index, each with a label."""
+    x = np.arange(12, dtype=np.float64)[:, None] + np.zeros((12, 6))
+    return xr.Dataset({"x": (("sample", "time"), x),
+                       "label": ("sample", np.arange(12) % 3),
+                       "score": (("sample", "output"), np.arange(24.0).reshape(12, 2))})
+
+
+def test_a_label_per_sample_becomes_the_batch_targets_in_any_order():
+    from seqattn.adapters import SignalAdapter
+    from seqattn.train.batches import as_training_batch
+
+    ds = labelled_series()
+    adapter = SignalAdapter(["x"], 3, dtype="float64")
+    it = BatchIterator(ds, adapter, batch_dims={"sample": 12}, batch_size=5, shuffle=True,
+                       seed=1, targets="label")
+    seen = []
+    for batch in it.epoch(2):
+        sample = batch.tokens[:, 0, 0].astype(int)  # the series' own index
+        np.testing.assert_array_equal(batch.targets, sample % 3)
+        np.testing.assert_array_equal(as_training_batch(batch).targets, sample % 3)
+        seen += sample.tolist()
+    assert sorted(seen) == list(range(12)) and seen != sorted(seen)
+    (batch,) = BatchIterator(ds, adapter, batch_size=None, targets=ds["score"])
+    np.testing.assert_array_equal(batch.targets, ds["score"].values)  # (B, output)
+
+
+@pytest.mark.parametrize("targets, match", [
+    ("x", r"targets vary along \['time'\], which a sample spans"),
+    ("weight", "targets='weight' is not a variable of the dataset"),
+    (np.arange(12), "targets must be a variable name or a DataArray"),
+    (xr.DataArray(np.arange(5), dims="sample"), "targets have 5 values along 'sample'"),
+])
+def test_bad_targets_say_what_a_per_sample_target_is(targets, match):
+    from seqattn.adapters import SignalAdapter
+
+    with pytest.raises((ValueError, TypeError), match=match):
+        BatchIterator(labelled_series(), SignalAdapter(["x"], 3), targets=targets)

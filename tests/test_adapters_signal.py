@@ -1,12 +1,16 @@
 """SignalAdapter: frames in steps or coordinate units, calendar features, ragged batches,
-overlap-add back onto the time coordinate, round trips and errors."""
+overlap-add back onto the time coordinate, features per frame (log-mel against scipy), round
+trips and errors."""
 import numpy as np
 import pytest
 import xarray as xr
 from hypothesis import given, settings
+from scipy.signal import stft
 
 from adapters_helpers import make_signal, put_back_all, signal_cases
-from seqattn.adapters import BatchIterator, SignalAdapter
+from seqattn.adapters import BatchIterator, ForecastWindows, LogMel, SignalAdapter
+
+RATE = 8000  # Hz: 25 ms frames are 200 samples, a 10 ms hop 80
 
 
 @settings(max_examples=40, deadline=None)
@@ -82,3 +86,122 @@ def test_saved_and_loaded(tmp_path):
     loaded = seqattn.load(tmp_path / "signal")
     assert type(loaded) is SignalAdapter
     np.testing.assert_array_equal(loaded.encode(ds).tokens, adapter.encode(ds).tokens)
+
+
+def recordings():
+    """Two recordings at 8 kHz of a 1 kHz tone in noise, the second stopping (NaN) after 5000
+    samples, as (recording, time in s)."""
+    rng = np.random.default_rng(0)
+    t = np.arange(RATE) / RATE
+    tone = np.sin(2 * np.pi * 1000 * t) + 0.1 * rng.standard_normal((2, RATE))
+    tone[1, 5000:] = np.nan
+    return xr.Dataset({"audio": (("recording", "time"), tone, {"units": "1"})},
+                      coords={"time": ("time", t, {"units": "s"})})
+
+
+def scipy_log_mel(audio):
+    """The reference: scipy's STFT (Hann, 200-sample frames every 80, whole frames only) through
+    LogMel's mel filters."""
+    _, _, spectrum = stft(audio, fs=RATE, window="hann", nperseg=200, noverlap=120,
+                          boundary=None, padded=False)
+    return np.log(LogMel().filterbank(200, RATE) @ np.abs(spectrum) ** 2 + 1e-6).T
+
+
+def test_log_mel_frames_of_25_ms_every_10_ms_match_scipy_and_find_the_tone():
+    ds = recordings()
+    adapter = SignalAdapter(["audio"], window=0.025, hop=0.01, frame_features="log_mel",
+                            dtype="float64")
+    batch = adapter.encode(ds)
+    # 1 s: 98 whole frames and a partial one, which is missing as a whole (masked)
+    assert batch.tokens.shape == (2, 99, 40 + 1)
+    for i, length in enumerate([RATE, 5000]):
+        reference = scipy_log_mel(ds.audio.values[i, :length])
+        whole = len(reference)
+        np.testing.assert_allclose(batch.values[i, :whole], reference, rtol=0, atol=1e-10)
+        assert not batch.key_padding_mask[i, :whole].any()
+        assert batch.key_padding_mask[i, whole:].all()
+    np.testing.assert_allclose(np.diff(batch.coords["time"][0]), 0.01)
+
+    spectra = adapter.decode(batch)["audio"]
+    assert spectra.dims == ("recording", "time", "mel")
+    np.testing.assert_allclose(spectra["time"].values[:3], (np.arange(3) * 80 + 99.5) / RATE)
+    loudest = spectra.isel(recording=0).mean("time", skipna=True).argmax("mel").item()
+    assert abs(spectra["mel"].values[loudest] - 1000) < 60  # bands are ~70 Hz wide there
+
+
+def test_mel_filters_are_triangles_between_edges_evenly_spaced_in_mel():
+    from seqattn.adapters.frame_features import hz_to_mel, mel_to_hz
+
+    assert abs(hz_to_mel(1000.0) - 1000.0) < 0.05 and abs(mel_to_hz(hz_to_mel(3210.0)) - 3210) < 1e-9
+    bank = LogMel(n_mels=8, fmin=100.0, fmax=3000.0).filterbank(RATE, RATE)  # 1 Hz rfft bins
+    assert bank.shape == (8, RATE // 2 + 1)
+    edges = 700 * (10 ** (np.linspace(hz_to_mel(100.0), hz_to_mel(3000.0), 10) / 2595) - 1)
+    for m, (low, peak, high) in enumerate(zip(edges, edges[1:], edges[2:])):
+        hz = np.arange(RATE // 2 + 1)
+        assert not bank[m, (hz < low) | (hz > high)].any(), m
+        np.testing.assert_allclose(bank[m, round((low + peak) / 2)], 0.5, atol=1 / (peak - low))
+        np.testing.assert_allclose(bank[m, round((peak + high) / 2)], 0.5, atol=1 / (high - peak))
+        assert bank[m].max() > 1 - 1 / (peak - low)
+
+
+def test_frame_features_are_normalized_per_band_and_decode_to_physical_units():
+    ds = recordings()
+    adapter = SignalAdapter(["audio"], window=0.025, hop=0.01, frame_features=LogMel(40),
+                            dtype="float64").fit(ds)
+    batch = adapter.encode(ds)
+    values = batch.values[~batch.key_padding_mask]
+    np.testing.assert_allclose(values.mean(axis=0), 0, atol=1e-10)
+    np.testing.assert_allclose(values.std(axis=0), 1, rtol=1e-10)
+    decoded = adapter.decode(batch)["audio"].values
+    np.testing.assert_allclose(decoded[0, :98], scipy_log_mel(ds.audio.values[0]), atol=1e-10)
+    # predictions (B, N, 40) in normalized units come back per band in physical units
+    stats = adapter.normalizer.stats["audio"]
+    zeros = adapter.decode(batch, np.zeros_like(batch.values))["audio"]
+    np.testing.assert_allclose(zeros.isel(recording=0, time=0), stats.sel(stat="mean"))
+    assert np.isnan(zeros.isel(recording=1, time=-1)).all()
+
+
+def test_a_function_per_frame_and_channel_and_its_statistics_per_channel(tmp_path):
+    import seqattn
+
+    ds = make_signal(length=42, channels=3, stations=1)  # 9 whole frames and a partial one
+    summary = lambda frames: np.stack([frames.mean(-1), frames.max(-1)], axis=-1)
+    adapter = SignalAdapter(["y"], window=8, hop=4, channel_dims=("channel",),
+                            per_dims=("channel",), frame_features=summary,
+                            dtype="float64").fit(ds)
+    batch = adapter.encode(ds)
+    frames = np.stack([ds.y.values[4 * f:4 * f + 8] for f in range(9)])  # (frame, step, channel)
+    raw = np.stack([frames.mean(1), frames.max(1)], axis=1)  # (frame, feature, channel)
+    mean, std = raw.mean(axis=0), raw.std(axis=0)
+    np.testing.assert_allclose(batch.values[0, :9], ((raw - mean) / std).reshape(9, -1))
+    assert batch.key_padding_mask[0].tolist() == [False] * 9 + [True]
+    back = adapter.decode(batch)["y"]
+    assert back.dims == ("time", "feature", "channel")
+    np.testing.assert_allclose(back.values[:9], raw)
+    with pytest.raises(TypeError, match="frame_features=.* cannot be stored as JSON"):
+        seqattn.save(adapter, tmp_path / "adapter")
+
+
+def test_log_mel_adapter_saved_and_loaded(tmp_path):
+    import seqattn
+
+    ds = recordings()
+    adapter = SignalAdapter(["audio"], 0.025, 0.01, frame_features=LogMel(16, fmin=100.0)).fit(ds)
+    seqattn.save(adapter, tmp_path / "adapter")
+    loaded = seqattn.load(tmp_path / "adapter")
+    np.testing.assert_array_equal(loaded.encode(ds).tokens, adapter.encode(ds).tokens)
+    assert loaded.encode(ds).tokens.shape[-1] == 16 + 1
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda ds: SignalAdapter(["audio"], 0.025, frame_features="mfcc"), "frame_features='mfcc'"),
+    (lambda ds: SignalAdapter(["audio"], 0.025, frame_features=lambda f: f[..., 0]).encode(ds),
+     r"returned shape \(2, 40, 1\) for frames of shape \(2, 40, 1, 200\)"),
+    (lambda ds: SignalAdapter(["audio"], 200, frame_features="log_mel").encode(
+        ds.drop_vars("time")), "LogMel needs the sample rate"),
+    (lambda ds: ForecastWindows(ds, SignalAdapter(["audio"], 200, frame_features="log_mel"),
+                                leads=[200], history=399), "cannot be forecast"),
+])
+def test_frame_feature_errors_say_what_to_give(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call(recordings())

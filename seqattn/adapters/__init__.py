@@ -1,6 +1,7 @@
 """xarray <-> sequences of vectors: adapters, batches, and putting predictions back.
 
-* :class:`GridAdapter` gridded fields, :class:`SignalAdapter` time series and audio.
+* :class:`GridAdapter` gridded fields, :class:`SignalAdapter` time series and audio (frames as
+  raw steps or features computed per frame, e.g. :class:`LogMel`).
 * :class:`Batch` what they produce; :class:`BatchIterator` lazy batches over large datasets;
   :class:`ForecastWindows` forecasting samples (history, targets at several leads).
 * :func:`predict` a model over a Dataset (lazy and chunk-parallel on dask data): per token, per
@@ -18,6 +19,7 @@ from . import accessor  # noqa: F401  (registers ds.seqattn)
 from .batch import Batch, Placement, Template
 from .batching import BatchIterator
 from .forecast import ForecastWindows, TargetPutBack
+from .frame_features import LogMel
 from .genome import GenomeAdapter
 from .graph import GraphAdapter, GraphBatches
 from .grid import GridAdapter
@@ -28,6 +30,6 @@ from .signal import SignalAdapter
 from .stitch import PutBack, Stitcher
 
 __all__ = ["Batch", "BatchIterator", "ForecastWindows", "GenomeAdapter", "GraphAdapter",
-           "GraphBatches", "GridAdapter", "MoleculeAdapter", "MoleculeBatches", "Normalizer",
-           "Placement", "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack", "Template",
-           "from_ase", "predict"]
+           "GraphBatches", "GridAdapter", "LogMel", "MoleculeAdapter", "MoleculeBatches",
+           "Normalizer", "Placement", "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack",
+           "Template", "from_ase", "predict"]

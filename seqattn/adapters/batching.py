@@ -11,14 +11,19 @@ It covers what xbatcher's BatchGenerator does and adds what its users ask for:
 * ``shuffle`` with a ``seed``: a new order every epoch that depends only on (seed, epoch), so
   ``epoch(e)`` gives the batches of epoch e again (exact resume); ``drop_last``.
 * Outputs go back on the original coordinates: :meth:`put_back`.
+* ``targets``: a variable of the Dataset (its name) or a DataArray with one value per sample
+  (N -> 1: a speaker's label, a recording's word) becomes every batch's ``targets``, (B, *its
+  other dims), as it is (not normalized), so ``fit`` takes the iterator itself.
 
 Memory stays bounded by the read block, not the dataset: samples are grouped in blocks (the read
 block along batch dims, the dask chunk along input dims, else the whole dim) and only the region
 covering the samples of one block is read at a time. Shuffling permutes the blocks and the
 samples inside each block, which keeps that bound; larger blocks mix more.
 """
+import dataclasses
 
 import numpy as np
+import xarray as xr
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .batch import Placement, Template
@@ -60,7 +65,7 @@ class BatchIterator:
     """
 
     def __init__(self, ds, adapter, input_dims=None, input_overlap=None, batch_dims=None,
-                 batch_size=32, shuffle=False, seed=None, drop_last=False):
+                 batch_size=32, shuffle=False, seed=None, drop_last=False, targets=None):
         source = ds
         ds = to_utc(ds)
         adapter.check(ds)
@@ -118,6 +123,33 @@ class BatchIterator:
         self.block = (np.ravel_multi_index(blocks.T, blocks.max(axis=0) + 1)
                       if per_dim else np.zeros(1, dtype=np.int64))
         self._coords = token_coordinates(ds)
+        self.targets = None if targets is None else self._per_sample(ds, targets, sample_dims)
+
+    def _per_sample(self, ds, targets, sample_dims):
+        """(columns of `starts` that index the target, its values with those dims first)."""
+        da = targets
+        if isinstance(targets, str):
+            if targets not in ds.data_vars:
+                raise ValueError(f"targets={targets!r} is not a variable of the dataset (it has "
+                                 f"{sorted(map(str, ds.data_vars))})")
+            da = ds[targets]
+        elif not isinstance(targets, xr.DataArray):
+            raise TypeError(f"targets must be a variable name or a DataArray with one value per "
+                            f"sample, got {type(targets).__name__}")
+        spanned = [d for d in da.dims if d not in sample_dims and (
+            d in self.dims or any(d in self.ds[v].dims for v in self.adapter.variables))]
+        if spanned:
+            raise ValueError(f"targets vary along {spanned}, which a sample spans (its tokens, "
+                             f"channels or windows); targets here are per sample, along the sample "
+                             f"dims {sample_dims} (for a value per token use ForecastWindows or "
+                             "predict per token)")
+        per = [d for d in da.dims if d in sample_dims]
+        for d in per:
+            if da.sizes[d] != ds.sizes[d]:
+                raise ValueError(f"targets have {da.sizes[d]} values along {d!r}, the dataset "
+                                 f"{ds.sizes[d]}; give one per sample")
+        values = np.asarray(da.transpose(*per, ...).values)
+        return [self.dims.index(d) for d in per], values
 
     @property
     def n_samples(self):
@@ -171,9 +203,8 @@ class BatchIterator:
         starts = self.starts[samples]
         lo = starts.min(axis=0)
         hi = (starts + np.asarray(self.sizes)).max(axis=0)
-        region = self.ds.isel({d: slice(a, b) for d, a, b in zip(self.dims, lo, hi)}).compute()
-        if self.adapter.normalizer is not None:
-            region = self.adapter.normalizer.apply(region)
+        region = normalized(self.adapter, self.ds.isel(
+            {d: slice(a, b) for d, a, b in zip(self.dims, lo, hi)}).compute())
         rel = starts - lo
         arrays = {name: self._windows(region[name], rel) for name in self.adapter.variables}
         coords = {}
@@ -204,13 +235,28 @@ class BatchIterator:
 
     def _encode(self, arrays, coords, starts):
         placement = Placement(self.template, self.dims, self.sizes, self.overlap, starts)
-        return self.adapter.encode_samples(arrays, self.template.var_dims,
-                                           placement.window_sizes(), coords, placement)
+        batch = self.adapter.encode_samples(arrays, self.template.var_dims,
+                                            placement.window_sizes(), coords, placement)
+        if self.targets is None:
+            return batch
+        columns, values = self.targets
+        return dataclasses.replace(batch, targets=values[tuple(starts[:, i] for i in columns)])
 
     def put_back(self, variables=None, mask_missing=True):
         """A :class:`PutBack` for this iterator's batches: ``add(batch, predictions)`` for each
         batch, then ``result()`` is a Dataset on the source's coordinates."""
+        put_back = getattr(self.adapter, "put_back", None)  # an adapter's own layout of outputs
+        if put_back is not None:
+            return put_back(self.template, variables, mask_missing)
         return PutBack(self.adapter, self.template, variables, mask_missing)
+
+
+def normalized(adapter, region):
+    """`region` as the adapter encodes it: normalized by its statistics, unless they are those
+    of features it computes from the values (a SignalAdapter's frame features)."""
+    if adapter.normalizer is None or getattr(adapter, "normalizes_frames", False):
+        return region
+    return adapter.normalizer.apply(region)
 
 
 def check_epoch(epoch):

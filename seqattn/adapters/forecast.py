@@ -62,7 +62,7 @@ import pandas as pd
 import xarray as xr
 
 from .batch import Batch, Placement, Template
-from .batching import check_epoch
+from .batching import check_epoch, normalized
 from .checks import require_dims, require_variables
 from .coords import (as_float, even_step, require_numeric_axis, to_utc, token_coordinates,
                      whole_steps)
@@ -95,6 +95,9 @@ class ForecastWindows:
         require_dims(ds, [time_dim], "time_dim")
         sample_dims = adapter.sample_dims(ds)
         along_tokens = isinstance(adapter, SignalAdapter)
+        if along_tokens and adapter.frame_features is not None:
+            raise ValueError("a SignalAdapter with frame_features cannot be forecast: a target "
+                             "must be values on the time steps; forecast with frame_features=None")
         if along_tokens and time_dim != adapter.time_dim:
             raise ValueError(f"time_dim {time_dim!r} is not the SignalAdapter's time dim "
                              f"{adapter.time_dim!r}; a signal is forecast along its own time dim")
@@ -284,9 +287,7 @@ class ForecastWindows:
         source = window if self.along_tokens else t[:, None]
         target = source + steps[:, None]
         need = {time: np.union1d(window, target), **{d: np.unique(i) for d, i in other.items()}}
-        region = self.ds.isel(need).compute()
-        if self.adapter.normalizer is not None:
-            region = self.adapter.normalizer.apply(region)
+        region = normalized(self.adapter, self.ds.isel(need).compute())
         # positions inside the region, one (B, m) array per sample dim
         spot = {d: np.searchsorted(need[d], i)[:, None] for d, i in other.items()}
         at = lambda positions: {time: np.searchsorted(need[time], positions), **spot}

@@ -11,17 +11,31 @@ With ``calendar=True`` each token gets sin/cos of the hour of day and of the day
 first step (datetime coordinates only). Series of different lengths go in one batch with
 ``encode([ds_a, ds_b])``: shorter ones are padded out in ``key_padding_mask``; decoding such a
 batch gives back the list. Overlapping frames are blended when put back.
+
+Frame features. With ``frame_features`` each frame's steps (per variable and channel) become
+features computed inside the adapter: ``"log_mel"`` (or a :class:`~.frame_features.LogMel` with
+its options: 25 ms windows every 10 ms of audio become log-mel vectors) or a function of the
+frames (..., window) -> (..., K). A token is then ``[var0 K x channels, var1 ..., validity,
+calendar]``; a frame with a missing step (the last, partial one; padding past a recording's end)
+is missing as a whole. The normalization statistics are those of the features (per feature, and
+per index of ``per_dims``, which may then name channel dims only), and decoding gives the
+features back per frame: each variable on (sample dims, time = the frames' centres, the
+features' dim, channel dims), the ``mel`` dim labelled by the bands' centre frequencies in Hz. A
+numeric time coordinate is read as seconds for the sample rate.
 """
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import xarray as xr
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .batch import Batch
+from .batch import Batch, Template
 from .blend import Blender, taper
 from .checks import require_dims, require_monotonic, require_variables
-from .coords import as_float, calendar_features, canonical_names, to_utc, whole_steps
-from .normalize import Normalizer
+from .coords import as_float, calendar_features, canonical_names, even_step, to_utc, whole_steps
+from .frame_features import frame_features as as_frame_features
+from .normalize import STATS, Normalizer
 from .persistence import Persistable
 from .stitch import PutBack
 
@@ -33,7 +47,7 @@ class SignalAdapter(Persistable):
 
     def __init__(self, variables, window, hop=None, time_dim="time", channel_dims=(),
                  calendar=False, per_dims=(), validity_channel=True, dtype="float32",
-                 normalizer=None):
+                 frame_features=None, normalizer=None):
         if isinstance(variables, str) or not variables:
             raise TypeError("variables must be a non-empty list of variable names, "
                             f"got {variables!r}")
@@ -51,7 +65,10 @@ class SignalAdapter(Persistable):
         self.validity_channel = bool(validity_channel)
         self.dtype = np.dtype(dtype)
         self.normalizer = normalizer
+        self.frame_features = as_frame_features(frame_features)
         self.frame = None  # (window, hop) in steps, resolved against the data's coordinate
+        self.rate = None   # steps per second of the time coordinate, when it has one
+        self.n_features = getattr(self.frame_features, "n_mels", None)  # K per frame and channel
 
     @property
     def token_dims(self):
@@ -63,7 +80,15 @@ class SignalAdapter(Persistable):
                 "hop": as_json(self.hop), "time_dim": self.time_dim,
                 "channel_dims": list(self.channel_dims), "calendar": self.calendar,
                 "per_dims": list(self.per_dims), "validity_channel": self.validity_channel,
-                "dtype": self.dtype.name}
+                "dtype": self.dtype.name,
+                "frame_features": None if self.frame_features is None
+                else {"log_mel": self.frame_features.config()}}
+
+    @property
+    def normalizes_frames(self):
+        """True when the statistics are those of frame features, applied after computing them
+        (iterators then hand over the data unnormalized)."""
+        return self.frame_features is not None
 
     # ---- fitting and checking ------------------------------------------------------------------
 
@@ -72,9 +97,42 @@ class SignalAdapter(Persistable):
         datasets = [to_utc(d) for d in (ds if isinstance(ds, (list, tuple)) else [ds])]
         for d in datasets:
             self.check(d)
+        if self.frame_features is not None:
+            self.normalizer = None
+            self.normalizer = self._feature_statistics(self.encode(ds), datasets[0])
+            return self
         merged = xr.concat([d[self.variables] for d in datasets], dim="__series__")
         self.normalizer = Normalizer.fit(merged, self.variables, self.per_dims)
         return self
+
+    def _feature_statistics(self, batch, ds):
+        """Mean and std of each variable's features over every valid frame (per feature, and per
+        index of the channel dims in per_dims), as a Normalizer on the decoded layout."""
+        k = self.n_features
+        stats, offset = {}, 0
+        for name in self.variables:
+            channels = [d for d in self.channel_dims if d in ds[name].dims]
+            shape = [ds.sizes[d] for d in channels]
+            width = k * int(np.prod(shape, dtype=np.int64))
+            values = batch.values[..., offset:offset + width].astype(np.float64)
+            valid = batch.valid[..., offset:offset + width]
+            offset += width
+            rows = np.where(valid, values, np.nan).reshape(-1, k, *shape)
+            over = tuple(1 + 1 + i for i, d in enumerate(channels) if d not in self.per_dims)
+            mean = np.nanmean(rows, axis=(0, *over))
+            std = np.nanstd(rows, axis=(0, *over))
+            if not np.isfinite(mean).any():
+                raise ValueError(f"variable {name!r} has no whole frame without missing steps, "
+                                 "so its features have no statistics")
+            kept = [d for d in channels if d in self.per_dims]
+            dims = ("stat", self.frame_features.dim, *kept)
+            coords = {d: ds[d] for d in kept if d in ds.coords}
+            band = self.frame_features.coordinate(k, self.rate)
+            if band is not None:
+                coords[self.frame_features.dim] = band
+            stats[name] = xr.DataArray(np.stack([mean, np.where(std > 0, std, 1.0)]), dims=dims,
+                                       coords={"stat": list(STATS), **coords})
+        return Normalizer(xr.Dataset(stats))
 
     def check(self, ds):
         """Raise a clear error if `ds` cannot be encoded; resolve window and hop to steps."""
@@ -102,6 +160,23 @@ class SignalAdapter(Persistable):
             raise ValueError(f"calendar=True needs a datetime coordinate {self.time_dim!r}, got "
                              f"dtype {ds[self.time_dim].dtype}")
         self.frame = (window, hop)
+        self.rate = self._steps_per_second(ds)
+        if self.frame_features is not None:
+            extra = [d for d in self.per_dims if d not in self.channel_dims]
+            if extra:
+                raise ValueError(f"per_dims {extra} are not channel dims; with frame_features the "
+                                 "statistics are per feature and per channel only")
+
+    def _steps_per_second(self, ds):
+        """The time coordinate's rate (a numeric coordinate is read as seconds), or None."""
+        if self.time_dim not in ds.coords or ds.sizes[self.time_dim] < 2:
+            return None
+        values = ds[self.time_dim].values
+        if not (np.issubdtype(values.dtype, np.number) or
+                np.issubdtype(values.dtype, np.datetime64)):
+            return None
+        step = even_step(values)
+        return None if step is None else 1.0 / float(as_float(step))
 
     def check_window(self, dim, size):
         """A window of `size` steps along the time dim must hold at least one whole frame."""
@@ -135,9 +210,47 @@ class SignalAdapter(Persistable):
             return [self.decode(part, None if values is None else values[rows, :n], variables,
                                 mask_missing)
                     for part, (rows, n) in zip(batch.split(), batch.parts)]
-        put_back = PutBack(self, batch.placement.template, variables, mask_missing)
+        put_back = self.put_back(batch.placement.template, variables, mask_missing)
         put_back.add(batch, values)
         return put_back.result()
+
+    def put_back(self, template, variables=None, mask_missing=True):
+        """A PutBack for batches of the source `template`: back on its time steps, or with
+        frame features on the frames' times (see the module docstring)."""
+        if self.frame_features is None:
+            return PutBack(self, template, variables, mask_missing)
+        return FeaturePutBack(self, template, variables, mask_missing)
+
+    def decoded_template(self, template):
+        """The Template of what decoding gives with frame features: each variable on (sample
+        dims, time = frame centres, the features' dim, channel dims), as floats."""
+        window, hop = self.frame
+        length = template.sizes[self.time_dim]
+        n = self._n_frames(length)
+        fdim = self.frame_features.dim
+        coords = template.coords.drop_vars([c for c, v in template.coords.coords.items()
+                                            if self.time_dim in v.dims])
+        if self.time_dim in template.coords.coords:
+            t = template.coords[self.time_dim].values
+            seconds = as_float(t)
+            step = seconds[1] - seconds[0] if len(t) > 1 else 1.0
+            centres = seconds[0] + step * (np.arange(n) * hop + (window - 1) / 2)
+            if np.issubdtype(t.dtype, np.datetime64):
+                centres = (centres * 1e9).round().astype("datetime64[ns]")
+            coords = coords.assign_coords({self.time_dim: (self.time_dim, centres,
+                                                           {"long_name": "frame centre"})})
+        band = self.frame_features.coordinate(self.n_features, self.rate)
+        if band is not None:
+            coords = coords.assign_coords({fdim: (fdim, band, {"units": "Hz"})})
+        var_dims = {}
+        for name, dims in template.var_dims.items():
+            at = dims.index(self.time_dim) + 1
+            var_dims[name] = dims[:at] + (fdim,) + dims[at:]
+        return Template(coords=coords, var_dims=var_dims,
+                        var_attrs={v: {k: a for k, a in attrs.items() if k != "units"}
+                                   for v, attrs in template.var_attrs.items()},
+                        var_dtypes={v: self.dtype for v in template.var_dims},
+                        dim_sizes={**template.sizes, self.time_dim: n, fdim: self.n_features})
 
     def denormalize(self, ds):
         return ds if self.normalizer is None else self.normalizer.invert(ds)
@@ -172,11 +285,17 @@ class SignalAdapter(Persistable):
             a = arrays[name]
             b = a.shape[0]
             a = a.transpose([0] + [1 + dims.index(d) for d in order + samples])
-            a = np.asarray(a.reshape(b, length, -1), dtype=self.dtype)
+            # features are computed in float64 from the data's own values
+            dtype = self.dtype if self.frame_features is None else np.float64
+            a = np.asarray(a.reshape(b, length, -1), dtype=dtype)
             a = np.pad(a, [(0, 0), (0, padded - length), (0, 0)], constant_values=np.nan)
             # (B, T, C) -> (B, n, C, window) -> (B, n, window, C) -> (B, n, window * C)
             frames = sliding_window_view(a, window, axis=1)[:, ::hop]
-            pieces.append(frames.transpose(0, 1, 3, 2).reshape(b, n, -1))
+            if self.frame_features is None:
+                pieces.append(frames.transpose(0, 1, 3, 2).reshape(b, n, -1))
+            else:
+                channels = self._var_layout(name, dims, sizes)[2]
+                pieces.append(self._features(name, frames, channels, sizes).reshape(b, n, -1))
         values = np.concatenate(pieces, axis=2)
         valid = ~np.isnan(values)
         channels = [np.where(valid, values, 0).astype(self.dtype)]
@@ -189,6 +308,28 @@ class SignalAdapter(Persistable):
         return Batch(tokens=np.concatenate(channels, axis=-1), key_padding_mask=~valid.any(-1),
                      valid=valid, coords=self._token_coords(coords, times[1], n, b),
                      placement=placement)
+
+    def _features(self, name, frames, channels, sizes):
+        """(B, n, K, C) features of (B, n, C, window) frames, normalized by the features'
+        statistics; NaN for a frame with a missing step."""
+        missing = np.isnan(frames).any(axis=-1)
+        features = self.frame_features(np.where(missing[..., None], 0.0, frames), self.rate)
+        if features.ndim != frames.ndim or features.shape[:-1] != frames.shape[:-1]:
+            raise ValueError(f"frame_features returned shape {features.shape} for frames of shape "
+                             f"{frames.shape}; expected (..., K) with the frames' leading dims")
+        if self.n_features is None:
+            self.n_features = features.shape[-1]
+        elif features.shape[-1] != self.n_features:
+            raise ValueError(f"frame_features returned {features.shape[-1]} features per frame, "
+                             f"{self.n_features} before; a frame's features must keep their number")
+        features = np.where(missing[..., None], np.nan, features).transpose(0, 1, 3, 2)
+        if self.normalizer is not None:
+            stats = self.normalizer.stats[name]
+            stats = stats.expand_dims({d: sizes[d] for d in channels if d not in stats.dims})
+            mean, std = stats.transpose("stat", self.frame_features.dim, *channels).values.reshape(
+                2, self.n_features, -1)
+            features = (features - mean) / std
+        return features
 
     def _frame_times(self, coords, n, padded):
         """(first step, centre) of every frame, as coordinate values and as float64."""
@@ -217,7 +358,10 @@ class SignalAdapter(Persistable):
         return canonical_names(out, {self.time_dim: "time"})
 
     def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
-        """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}."""
+        """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}; with
+        frame features the dims of :meth:`decoded_template`."""
+        if self.frame_features is not None:
+            return self._decode_features(batch, values, variables, mask_missing)
         window, hop = self.frame
         sizes = batch.placement.window_sizes()
         var_dims = batch.placement.template.var_dims
@@ -264,3 +408,58 @@ class SignalAdapter(Persistable):
             layout = order + samples
             out[name] = a.transpose([0] + [1 + layout.index(d) for d in dims])
         return out
+
+    def _decode_features(self, batch, values, variables, mask_missing):
+        """{variable: (B, 1.., n, K, *channel sizes, in its decoded dims' order)}."""
+        sizes = batch.placement.window_sizes()
+        var_dims = batch.placement.template.var_dims
+        if self.time_dim in batch.placement.dims:
+            raise ValueError(f"batches cut into windows along {self.time_dim!r} cannot be put "
+                             "back with frame_features (a frame's features have no time step to "
+                             "go to); encode whole series")
+        n, k, fdim = self._n_frames(sizes[self.time_dim]), self.n_features, self.frame_features.dim
+        layouts, starts, offset = {}, {}, 0
+        for name in self.variables:
+            order, samples, channels = self._var_layout(name, var_dims[name], sizes)
+            layouts[name] = ([self.time_dim, fdim, *channels, *samples], [sizes[d] for d in channels],
+                             len(samples))
+            starts[name] = offset
+            offset += k * int(np.prod(layouts[name][1], dtype=np.int64))
+        widths = {name: k * int(np.prod(layouts[name][1], dtype=np.int64)) for name in layouts}
+        if values is None:
+            values, variables, mask_missing = batch.values, self.variables, True
+        else:
+            values = np.asarray(values)
+            variables = list(variables or self.variables)
+            want = (len(batch), n, sum(widths[v] for v in variables))
+            if values.shape != want:
+                raise ValueError(f"values have shape {values.shape}; expected {want} = (B, N, F) "
+                                 f"for variables {variables} (K = {k} features x channels each)")
+        out, offset = {}, 0
+        for name in variables:
+            layout, shape, n_samples = layouts[name]
+            a = values[:, :, offset: offset + widths[name]].astype(np.float64)
+            offset += widths[name]
+            if mask_missing:
+                a = np.where(batch.valid[:, :, starts[name]: starts[name] + widths[name]], a, np.nan)
+            a = np.where(batch.key_padding_mask[..., None], np.nan, a)
+            a = a.reshape(len(a), n, k, *shape, *[1] * n_samples)
+            dims = var_dims[name]
+            at = dims.index(self.time_dim) + 1
+            decoded = dims[:at] + (fdim,) + dims[at:]
+            out[name] = a.transpose([0] + [1 + layout.index(d) for d in decoded])
+        return out
+
+
+class FeaturePutBack(PutBack):
+    """PutBack of frame features: batches of whole series go on the frames' times (the
+    adapter's :meth:`SignalAdapter.decoded_template` of the source), in physical units."""
+
+    def __init__(self, adapter, template, variables=None, mask_missing=True):
+        super().__init__(adapter, adapter.decoded_template(template), variables, mask_missing)
+        self.template = self._stitcher.template
+
+    def add(self, batch, values=None):
+        variables = None if values is None else self.variables
+        arrays = self.adapter.decode_samples(batch, values, variables, self.mask_missing)
+        self._stitcher.add(arrays, dataclasses.replace(batch.placement, template=self.template))

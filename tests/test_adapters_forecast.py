@@ -173,3 +173,34 @@ def test_targets_as_increments_decode_to_the_targets_where_both_steps_are_presen
             np.testing.assert_array_equal(got.notnull(), present)
             np.testing.assert_allclose(got.where(present).values,
                                        truth.where(present).values, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("make, adapter", [
+    (lambda: make_grid(time=9, level=2, lat=4, lon=4, nan_fraction=0.1),
+     GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, channel_dims=("level",),
+                 calendar=True, dtype="float64")),
+    (lambda: make_signal(length=30, stations=2, start="2020-01-01", nan_fraction=0.1),
+     SignalAdapter(["x"], 2, 1, calendar=True, dtype="float64")),
+])
+def test_in_memory_windows_give_the_same_batches_cut_from_one_encoding(make, adapter):
+    ds = make()
+    adapter.fit(ds)
+    options = dict(leads=[1, 3], history=3, batch_size=5, shuffle=True, seed=2, increments=True)
+    lazy, cached = (ForecastWindows(ds, adapter, in_memory=m, **options) for m in (False, True))
+    reads = []
+    cached._encode = lambda rows, encode=cached._encode: reads.append(len(rows)) or encode(rows)
+    for epoch in (0, 1):
+        pairs = list(zip(lazy.epoch(epoch), cached.epoch(epoch), strict=True))
+        for a, b in pairs:
+            for field in ("tokens", "key_padding_mask", "valid", "targets", "target_valid",
+                          "lead"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field), field)
+            assert a.coords.keys() == b.coords.keys()
+            for name in a.coords:
+                np.testing.assert_array_equal(a.coords[name], b.coords[name], name)
+            np.testing.assert_array_equal(a.placement.starts, b.placement.starts)
+    assert reads == [cached.n_samples]  # one encoding of every sample, for both epochs
+    restored = ForecastWindows.from_dict(cached.to_dict(), ds)
+    assert restored.in_memory and restored.like(ds).in_memory
+    xr.testing.assert_identical(cached.decode(next(iter(cached.epoch(0)))),
+                                lazy.decode(next(iter(lazy.epoch(0)))))

@@ -204,3 +204,40 @@ def test_in_memory_windows_give_the_same_batches_cut_from_one_encoding(make, ada
     assert restored.in_memory and restored.like(ds).in_memory
     xr.testing.assert_identical(cached.decode(next(iter(cached.epoch(0)))),
                                 lazy.decode(next(iter(lazy.epoch(0)))))
+
+
+def test_increments_scaled_per_lead_have_unit_rms_and_put_back_unchanged():
+    ds = make_signal(length=40, stations=2, start="2020-01-01", nan_fraction=0.1)
+    ds["x"] = ds.x.cumsum("time")  # a random walk: increments grow with the lead
+    adapter = SignalAdapter(["x"], 2, 1, dtype="float64").fit(ds)
+    options = dict(leads=[1, 4], history=3, batch_size=None, increments=True)
+    plain = ForecastWindows(ds, adapter, **options)
+    scaled = ForecastWindows(ds, adapter, lead_scales="rms", **options)
+    (a,), (b,) = plain.epoch(0), scaled.epoch(0)
+    lead = scaled.samples[:, 1]
+    for i, scale in enumerate(scaled.lead_scales):
+        valid = b.target_valid[lead == i]
+        np.testing.assert_allclose(np.sqrt(np.mean(b.targets[lead == i][valid] ** 2)), 1.0)
+        np.testing.assert_allclose(b.targets[lead == i], a.targets[lead == i] / scale)
+    assert scaled.lead_scales[1] > 1.5 * scaled.lead_scales[0]
+    xr.testing.assert_allclose(scaled.decode(b), plain.decode(a))
+    xr.testing.assert_allclose(scaled.decode(b, 0 * b.targets), plain.decode(a, 0 * a.targets))
+    # validation windows keep the training scales, and so does a saved set-up
+    later = scaled.like(ds.isel(time=slice(10, None)))
+    np.testing.assert_array_equal(later.lead_scales, scaled.lead_scales)
+    np.testing.assert_array_equal(
+        ForecastWindows.from_dict(scaled.to_dict(), ds).lead_scales, scaled.lead_scales)
+    cached = ForecastWindows(ds, adapter, lead_scales="rms", in_memory=True, **options)
+    np.testing.assert_array_equal(next(iter(cached.epoch(0))).targets, b.targets)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"lead_scales": "rms"}, "give increments=True as well"),
+    ({"lead_scales": [1.0], "increments": True}, r"expected 'rms' or 2 positive numbers"),
+    ({"lead_scales": [1.0, 0.0], "increments": True}, r"expected 'rms' or 2 positive numbers"),
+    ({"lead_scales": "std", "increments": True}, "lead_scales='std'"),
+])
+def test_bad_lead_scales_say_what_to_give(kwargs, match):
+    ds = make_signal(length=20, stations=1)
+    with pytest.raises(ValueError, match=match):
+        ForecastWindows(ds, SignalAdapter(["x"], 1), leads=[1, 2], history=2, **kwargs)

@@ -36,6 +36,11 @@ cells ``lead`` earlier: the last input step t on a grid, the input frame itself 
 normalized units, ``(y - x) / std``; a target is missing where either value is. Putting back adds
 the source values back in physical units (``prediction * std + x``), so a model that predicts zero
 gives persistence exactly, and a prediction needs the value it is an increment from.
+Increments grow with the lead, so a loss on them is dominated by the longest leads; with
+``lead_scales="rms"`` each lead's increments are also divided by their root mean square over this
+Dataset's samples (one number per lead, kept in ``lead_scales`` and passed on by ``like`` and
+``to_dict``, so validation and test windows use the training data's), which weighs every lead
+alike; putting back multiplies them again. A list gives the numbers directly.
 
 A missing target is 0 in ``targets`` and False in ``target_valid``, never a silent value.
 
@@ -93,7 +98,7 @@ class ForecastWindows:
 
     def __init__(self, ds, adapter, leads, history=0, targets=None, time_dim="time",
                  batch_size=32, shuffle=False, seed=None, drop_last=False, increments=False,
-                 in_memory=False):
+                 lead_scales=None, in_memory=False):
         if not isinstance(adapter, (GridAdapter, SignalAdapter)):
             raise TypeError(f"adapter must be a GridAdapter or a SignalAdapter, got "
                             f"{type(adapter).__name__}")
@@ -181,6 +186,40 @@ class ForecastWindows:
                            *[np.arange(ds.sizes[d]) for d in self.other_dims], indexing="ij")
         rows = np.stack([g.ravel() for g in grid], axis=1).astype(np.int64)
         self.samples = rows[rows[:, 0] + self.steps[rows[:, 1]] < ds.sizes[time_dim]]
+        self.lead_scales = None
+        if lead_scales is not None:
+            self.lead_scales = self._lead_scales(lead_scales)
+
+    def _lead_scales(self, given):
+        """One positive number per lead that its increments are divided by (see the module
+        docstring): `given`, or with "rms" the root mean square of this Dataset's increments."""
+        if not self.increments:
+            raise ValueError("lead_scales scale increments; give increments=True as well")
+        if isinstance(given, str):
+            if given != "rms":
+                raise ValueError(f"lead_scales={given!r}; expected 'rms' or one number per lead")
+            whole = self._encode(self.samples)
+            squares = np.where(whole.target_valid, whole.targets, 0).astype(np.float64) ** 2
+            counts = whole.target_valid.reshape(len(whole), -1).sum(axis=1)
+            lead = self.samples[:, 1]
+            scales = []
+            for i in range(len(self.steps)):
+                n = counts[lead == i].sum()
+                if n == 0:
+                    raise ValueError(f"leads[{i}] has no valid target in this Dataset, so "
+                                     "lead_scales='rms' has nothing to measure")
+                scales.append(np.sqrt(squares[lead == i].sum() / n))
+            scales = np.where(np.asarray(scales) > 0, scales, 1.0)
+            if self.in_memory:  # the encoding just made is the one to cut batches from
+                self._encoded = dataclasses.replace(whole, targets=(
+                    whole.targets / scales[lead][:, None, None]).astype(whole.targets.dtype))
+            return scales
+        scales = np.asarray(given, dtype=np.float64)
+        if scales.shape != (len(self.steps),) or not (np.isfinite(scales).all()
+                                                       and (scales > 0).all()):
+            raise ValueError(f"lead_scales={given!r}; expected 'rms' or {len(self.steps)} "
+                             "positive numbers, one per lead")
+        return scales
 
     @staticmethod
     def _check_token_variables(ds, adapter, targets, history, time_dim):
@@ -236,7 +275,8 @@ class ForecastWindows:
                 "shuffle": bool(self.shuffle),
                 "seed": None if self.seed is None else int(self.seed),
                 "drop_last": bool(self.drop_last), "increments": self.increments,
-                "in_memory": self.in_memory}
+                "lead_scales": None if self.lead_scales is None
+                else [float(x) for x in self.lead_scales], "in_memory": self.in_memory}
 
     def to_dict(self):
         """Options and adapter (with its normalizer) as a JSON-able dict; not the data."""
@@ -347,6 +387,8 @@ class ForecastWindows:
             base = self._encode_targets(region, at(source), sizes, coords, placement)
             target_valid = target_valid & base.valid
             targets = np.where(target_valid, targets - base.tokens, 0).astype(targets.dtype)
+            if self.lead_scales is not None:
+                targets = (targets / self.lead_scales[lead][:, None, None]).astype(targets.dtype)
         if self.target_adapter.variables != self.targets:  # tokens of non-target variables
             n = targets.shape[1] // len(self.target_adapter.variables)
             for j, name in enumerate(self.target_adapter.variables):
@@ -377,7 +419,8 @@ class ForecastWindows:
         if unknown:
             raise ValueError(f"variables {unknown} are not among the targets {self.targets}")
         base = self._persistence(variables) if self.increments else None
-        return TargetPutBack(self.target_adapter, self.template, variables, mask_missing, base)
+        return TargetPutBack(self.target_adapter, self.template, variables, mask_missing, base,
+                             self.lead_scales)
 
     def decode(self, batch, values=None, variables=None, mask_missing=True):
         """One batch's targets (or `values`, predictions (B, N, Ft) in the layout of `targets`
@@ -418,11 +461,14 @@ class TargetPutBack(PutBack):
     predictions past the data's end (all targets NaN) survive ``mask_missing=False``.
 
     With `base` ({variable: array on the template's dims}) the values are increments: the result
-    is ``values * std + base`` in physical units."""
+    is ``values * std + base`` in physical units; with `lead_scales` (one per lead) increments
+    in units of their lead's scale, ``values * scale * std + base``."""
 
-    def __init__(self, adapter, template, variables=None, mask_missing=True, base=None):
+    def __init__(self, adapter, template, variables=None, mask_missing=True, base=None,
+                 lead_scales=None):
         super().__init__(adapter, template, variables, mask_missing)
         self.base = base
+        self.lead_scales = lead_scales
 
     def add(self, batch, values=None):
         empty = batch.key_padding_mask & ~batch.target_valid.any(axis=-1)
@@ -437,6 +483,8 @@ class TargetPutBack(PutBack):
                                  f"(B, N) = {batch.targets.shape[:2]}, the batch's tokens")
             if getattr(self.adapter, "variables_as", "channels") == "tokens":
                 values = values[:, self._token_rows(values.shape[1], names)]
+        if self.lead_scales is not None:  # starts[:, 0] is each sample's lead index
+            values = values * self.lead_scales[batch.placement.starts[:, 0]][:, None, None]
         arrays = self.adapter.decode_samples(as_targets, values, names, mask)
         self._stitcher.add(arrays, batch.placement)
 

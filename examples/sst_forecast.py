@@ -8,7 +8,7 @@ xarray; iris is not needed). Land cells are NaN; they become masks, never values
     read -> train the first 36 months | validate the next 6 | test the last 12 -> GridAdapter
     (3 x 6 cell patches, periodic in longitude, statistics of the training months only, sin/cos
     of the day of year) -> ForecastWindows (the last 3 months as inputs, one month ahead,
-    increments: predicting zero is persistence) -> TokenModel that encodes each patch's
+    increments: predicting zero is persistence; in memory) -> TokenModel that encodes each patch's
     latitude and longitude -> fit (early stopping on the validation months) ->
     windows.predict -> RMSE over ocean cells on the test months against persistence (this
     month's field) and climatology (the training months' mean for the calendar month).
@@ -97,7 +97,7 @@ def train(config, train_ds, val_ds, progress=True):
                           periodic=["lon"], calendar=True).fit(train_ds)
     training = ForecastWindows(train_ds, adapter, leads=[1], history=config.history,
                                increments=True, batch_size=config.batch_size, shuffle=True,
-                               seed=config.seed)
+                               seed=config.seed, in_memory=True)
     validation = training.like(val_ds, shuffle=False)
     first = next(iter(validation.epoch(0)))
     model = TokenModel(TokenModelConfig(

@@ -8,9 +8,10 @@ year, so the series has small jumps at month boundaries; the times are local sta
 
     read the CSV -> Dataset (time, station) -> train January-August | validate September |
     test October-December -> GridAdapter, one token per variable (its 48 hourly values,
-    normalized with the training months' statistics, plus sin/cos of hour of day and day of
-    year) -> ForecastWindows (history 47, leads 1-6 h, increments: predicting zero is
-    persistence) -> TokenModel that encodes the lead -> fit (early stopping on September) ->
+    normalized with the training months' statistics) -> ForecastWindows (history 47, leads
+    1-6 h, increments: predicting zero is persistence, scaled per lead so that every lead
+    weighs alike in the loss; in memory) -> TokenModel that encodes the lead and the hour of
+    day -> fit on the windows (early stopping on September) ->
     windows.predict -> RMSE per lead on the test months against three baselines computed here:
     persistence, the same hour yesterday, and ridge regression on exactly the model's inputs
     (one ridge per lead, its penalty chosen on September).
@@ -32,7 +33,7 @@ import xarray as xr
 
 from seqattn.adapters import ForecastWindows, GridAdapter
 from seqattn.models import TokenModel, TokenModelConfig
-from seqattn.train import AdamW, ArrayBatches, EarlyStopping, MSELoss, WarmupCosine, fit
+from seqattn.train import AdamW, EarlyStopping, MSELoss, WarmupCosine, fit
 
 # TMY3 column -> (variable name, units); wind enters as its eastward and northward components
 COLUMNS = {"Dry-bulb (C)": ("temperature", "degC"), "Dew-point (C)": ("dew_point", "degC"),
@@ -65,6 +66,8 @@ class ExampleConfig:
     # (the adapter's calendar=True) would have to extrapolate to the unseen October-December
     coordinates: tuple = ("lead", "time_of_day")
     calendar: bool = False
+    # increments divided by each lead's RMS (chosen against unscaled increments on September)
+    lead_scales: str = "rms"
     seed: int = 0
 
 
@@ -119,9 +122,13 @@ def months(ds, first, last, history=0):
 # ---- the model -------------------------------------------------------------------------------
 
 def windows_for(config, ds, adapter, shuffle=False):
+    """Every sample encoded once (a handful of months fit in memory, and one pass over the
+    Dataset is much cheaper than one per batch); increments scaled per lead, by the training
+    months' RMS, so that the short leads count as much in the loss as the long ones."""
     return ForecastWindows(ds, adapter, leads=[f"{lead}h" for lead in config.leads],
                            history=config.history, targets=[TARGET], increments=True,
-                           batch_size=config.batch_size, shuffle=shuffle, seed=config.seed)
+                           lead_scales=config.lead_scales, batch_size=config.batch_size,
+                           shuffle=shuffle, seed=config.seed, in_memory=True)
 
 
 def build_model(config, in_features, n_tokens):
@@ -134,33 +141,23 @@ def build_model(config, in_features, n_tokens):
         coordinates=list(config.coordinates), seed=config.seed))
 
 
-def in_memory(windows, shuffle=False):
-    """All samples of `windows` encoded in one pass (a handful of months fit in memory, and one
-    pass over the Dataset is much cheaper than one per batch), cut into mini-batches for fit;
-    a missing target is NaN, which the NaN-aware loss skips."""
-    (batch,) = windows.like(windows.source, batch_size=None, shuffle=False).epoch(0)
-    targets = np.where(batch.target_valid, batch.targets, np.nan).astype(np.float32)
-    return batch, ArrayBatches(batch.tokens, targets, batch.key_padding_mask, batch.coords,
-                               batch_size=windows.batch_size, shuffle=shuffle,
-                               seed=windows.seed)
-
-
 def train(config, train_ds, val_ds, progress=True):
     variables = list(train_ds.data_vars)
     adapter = GridAdapter(variables, patch={"station": 1}, variables_as="tokens",
                           calendar=config.calendar).fit(train_ds)
-    windows = windows_for(config, train_ds, adapter)
-    training_batch, training = in_memory(windows, shuffle=True)
-    validation_batch, validation = in_memory(windows.like(val_ds))
-    model = build_model(config, training_batch.tokens.shape[-1], training_batch.tokens.shape[1])
+    training = windows_for(config, train_ds, adapter, shuffle=True)
+    validation = training.like(val_ds, shuffle=False)
+    first = next(iter(validation.epoch(0)))
+    model = build_model(config, first.tokens.shape[-1], first.tokens.shape[1])
     steps = config.epochs * len(training)
     schedule = WarmupCosine(config.lr, max(1, steps // 20), steps, min_lr=config.lr / 20)
+    # missing targets (a gap in the record) count for nothing in the NaN-aware loss
     history = fit(model, MSELoss(skip_nan=True),
                   AdamW(model, lr=config.lr, weight_decay=config.weight_decay), training,
                   validation=validation, epochs=config.epochs, seed=config.seed,
                   schedule=schedule, clip_grad_norm=1.0,
                   early_stopping=EarlyStopping(patience=config.patience), progress=progress)
-    return windows, (training_batch, validation_batch), model, history
+    return training, validation, model, history
 
 
 # ---- baselines -------------------------------------------------------------------------------
@@ -174,8 +171,10 @@ def ridge_inputs(tokens, coords):
                            np.cos(phase)[:, None]], axis=1)
 
 
-def ridge_data(batch):
-    """(inputs, increment targets, lead in seconds) of every sample with a target."""
+def ridge_data(windows):
+    """(inputs, increment targets, lead in seconds) of every sample of `windows` with a
+    target."""
+    (batch,) = windows.like(windows.source, batch_size=None, shuffle=False).epoch(0)
     valid = batch.target_valid[..., 0]  # (B, N): only the temperature token has a target
     keep = valid.any(axis=1)
     inputs = ridge_inputs(batch.tokens, batch.coords)[keep]
@@ -195,9 +194,9 @@ class RidgeForecast:
     """One ridge regression per lead on the model's own input tokens, predicting the same
     normalized increments; each lead's penalty is the one with the lowest September error."""
 
-    def __init__(self, config, training_batch, validation_batch):
-        x, y, lead = ridge_data(training_batch)
-        vx, vy, vlead = ridge_data(validation_batch)
+    def __init__(self, config, training, validation):
+        x, y, lead = ridge_data(training)
+        vx, vy, vlead = ridge_data(validation)
         self.weights, self.penalties, errors = {}, {}, []
         for value in np.unique(lead):
             best = None
@@ -292,8 +291,8 @@ def main(argv=None, config=None, progress=True):
     train_ds = months(ds, *config.train_months)
     val_ds = months(ds, config.validation_month, config.validation_month, config.history)
     test_ds = months(ds, *config.test_months, config.history)
-    windows, batches, model, history = train(config, train_ds, val_ds, progress)
-    ridge = RidgeForecast(config, *batches)
+    windows, validation, model, history = train(config, train_ds, val_ds, progress)
+    ridge = RidgeForecast(config, windows, validation)
 
     observed = test_ds[TARGET].isel(station=0)
     persistence, yesterday = baselines(observed, list(config.leads))

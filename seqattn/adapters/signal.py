@@ -417,15 +417,15 @@ class SignalAdapter(Persistable):
             raise ValueError(f"batches cut into windows along {self.time_dim!r} cannot be put "
                              "back with frame_features (a frame's features have no time step to "
                              "go to); encode whole series")
-        n, k, fdim = self._n_frames(sizes[self.time_dim]), self.n_features, self.frame_features.dim
-        layouts, starts, offset = {}, {}, 0
+        n, k = self._n_frames(sizes[self.time_dim]), self.n_features
+        fdim = self.frame_features.dim
+        layouts, starts, widths, offset = {}, {}, {}, 0
         for name in self.variables:
-            order, samples, channels = self._var_layout(name, var_dims[name], sizes)
-            layouts[name] = ([self.time_dim, fdim, *channels, *samples], [sizes[d] for d in channels],
-                             len(samples))
-            starts[name] = offset
-            offset += k * int(np.prod(layouts[name][1], dtype=np.int64))
-        widths = {name: k * int(np.prod(layouts[name][1], dtype=np.int64)) for name in layouts}
+            _, samples, channels = self._var_layout(name, var_dims[name], sizes)
+            shape = [sizes[d] for d in channels]
+            layouts[name] = ([self.time_dim, fdim, *channels, *samples], shape, len(samples))
+            starts[name], widths[name] = offset, k * int(np.prod(shape, dtype=np.int64))
+            offset += widths[name]
         if values is None:
             values, variables, mask_missing = batch.values, self.variables, True
         else:
@@ -441,7 +441,8 @@ class SignalAdapter(Persistable):
             a = values[:, :, offset: offset + widths[name]].astype(np.float64)
             offset += widths[name]
             if mask_missing:
-                a = np.where(batch.valid[:, :, starts[name]: starts[name] + widths[name]], a, np.nan)
+                present = batch.valid[:, :, starts[name]: starts[name] + widths[name]]
+                a = np.where(present, a, np.nan)
             a = np.where(batch.key_padding_mask[..., None], np.nan, a)
             a = a.reshape(len(a), n, k, *shape, *[1] * n_samples)
             dims = var_dims[name]

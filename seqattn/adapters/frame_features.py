@@ -1,16 +1,17 @@
 """Features computed from each frame of a signal inside the SignalAdapter: log-mel energies of
 25 ms audio windows, or any function of a frame's steps.
 
-A frame-feature function takes ``frames`` (..., window) in physical units (one frame of one
-channel per row, no missing values) and ``rate``, the time coordinate's steps per second (None
-when the time dim has no coordinate in seconds or datetimes), and returns (..., K) features.
-``dim`` names the dim the K features get when a batch is decoded (``"feature"`` for a plain
-function); ``coordinate(K, rate)`` gives that dim's coordinate values, or None.
+The adapter calls a frame-feature object as ``f(frames, rate)``: ``frames`` (..., window) in
+physical units (one frame of one channel per row; a frame with a missing step arrives with
+zeros in its place, and the adapter marks its features missing), ``rate`` the time coordinate's steps per second (None when it has
+no numeric or datetime coordinate); it returns (..., K) features. ``dim`` names the dim the K
+features get when a batch is decoded, ``coordinate(K, rate)`` that dim's values (or None), and
+``config()`` the JSON the adapter is saved with. A plain function ``f(frames)`` given as
+``frame_features`` is wrapped in :class:`FrameFunction` (dim ``"feature"``; not saveable).
 
 :class:`LogMel` is the one the seeds describe for audio: a Hann window, the power spectrum
 (scaled as :func:`scipy.signal.stft` scales it, by the window's sum), triangular filters evenly
-spaced on the mel scale, and the log. Its configuration is JSON, so an adapter that uses it can be
-saved; an adapter with a plain function cannot (say so when it is saved).
+spaced on the mel scale, and the log.
 """
 import numpy as np
 from scipy.fft import rfft

@@ -41,7 +41,7 @@ from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine, 
 
 # (window, hop) of a frame token, in steps, chosen per set by `--select` (5-fold
 # cross-validation on the training file, lowest held-out cross-entropy; see the README)
-FRAMES = {"JapaneseVowels": (1, 1), "GunPoint": (8, 4)}
+FRAMES = {"JapaneseVowels": (4, 2), "GunPoint": (8, 4)}
 CANDIDATE_FRAMES = ((1, 1), (4, 2), (8, 4))
 SETS = tuple(FRAMES)
 

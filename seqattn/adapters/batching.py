@@ -123,7 +123,7 @@ class BatchIterator:
         self.block = (np.ravel_multi_index(blocks.T, blocks.max(axis=0) + 1)
                       if per_dim else np.zeros(1, dtype=np.int64))
         self._coords = token_coordinates(ds)
-        self.targets = None if targets is None else self._per_sample(ds, targets, sample_dims)
+        self._targets = None if targets is None else self._per_sample(ds, targets, sample_dims)
 
     def _per_sample(self, ds, targets, sample_dims):
         """(columns of `starts` that index the target, its values with those dims first)."""
@@ -237,9 +237,9 @@ class BatchIterator:
         placement = Placement(self.template, self.dims, self.sizes, self.overlap, starts)
         batch = self.adapter.encode_samples(arrays, self.template.var_dims,
                                             placement.window_sizes(), coords, placement)
-        if self.targets is None:
+        if self._targets is None:
             return batch
-        columns, values = self.targets
+        columns, values = self._targets
         return dataclasses.replace(batch, targets=values[tuple(starts[:, i] for i in columns)])
 
     def put_back(self, variables=None, mask_missing=True):

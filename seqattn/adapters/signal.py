@@ -117,8 +117,8 @@ class SignalAdapter(Persistable):
             values = batch.values[..., offset:offset + width].astype(np.float64)
             valid = batch.valid[..., offset:offset + width]
             offset += width
-            rows = np.where(valid, values, np.nan).reshape(-1, k, *shape)
-            over = tuple(1 + 1 + i for i, d in enumerate(channels) if d not in self.per_dims)
+            rows = np.where(valid, values, np.nan).reshape(-1, k, *shape)  # (frames, K, *channels)
+            over = tuple(2 + i for i, d in enumerate(channels) if d not in self.per_dims)
             mean = np.nanmean(rows, axis=(0, *over))
             std = np.nanstd(rows, axis=(0, *over))
             if not np.isfinite(mean).any():

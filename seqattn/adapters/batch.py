@@ -32,7 +32,9 @@ Shapes (B samples, N tokens, F features per token):
   the name above that the adapter gives it (``time_dim``, ``lat``, ``lon`` options).
 
 Forecasting batches (:class:`ForecastWindows`) also carry what the model is asked to predict;
-other batches leave these None:
+a :class:`BatchIterator` with ``targets=`` carries one target per sample, ``targets`` (B, ...),
+and the molecule and graph adapters their per-structure (B, ...) or per-token (B, N, ...)
+targets; other batches leave these None:
 
 * ``targets`` (B, N, Ft): target values at the valid time, in the same tokens (patches, frames)
   as the inputs and normalized like them; with ``increments=True`` the change from the same cells

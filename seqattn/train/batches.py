@@ -8,9 +8,9 @@ pairwise ``structure`` (a :class:`seqattn.nn.Structure`: atoms' positions, graph
 passed to models as ``structure=``.
 
 Items an iterable may yield: TrainingBatch objects, tuples (inputs, targets[, key_padding_mask]),
-dicts with those keys (and ``coords``, ``structure``), adapter batches that carry their targets (ForecastWindows:
-a target that is False in ``target_valid`` becomes NaN, which NaN-aware losses skip), and
-(adapter batch, targets) pairs (a BatchIterator's batches hold inputs only). Adapter batches
+dicts with those keys (and ``coords``, ``structure``), adapter batches that carry their targets
+(a target that is False in ``target_valid`` becomes NaN, which NaN-aware losses skip), and
+(adapter batch, targets) pairs (for batches without targets of their own). Adapter batches
 are recognised by their ``tokens``, ``key_padding_mask``, ``coords`` and ``targets``: the
 adapters sit above this layer and are not imported.
 
@@ -67,9 +67,10 @@ def as_training_batch(item):
         return TrainingBatch(**item)
     if _is_adapter_batch(item):
         if item.targets is None:
-            raise ValueError("an adapter batch without targets (a BatchIterator's batches hold "
-                             "inputs only): yield (batch, targets) pairs, or use "
-                             "ForecastWindows, whose batches carry their targets")
+            raise ValueError("an adapter batch without targets: give the iterator its targets "
+                             "(BatchIterator(..., targets='label') for one per sample; "
+                             "ForecastWindows' batches carry theirs), or yield (batch, "
+                             "targets) pairs")
         return TrainingBatch(item.tokens, _targets_with_gaps(item), item.key_padding_mask,
                              dict(item.coords), getattr(item, "structure", None))
     if isinstance(item, (tuple, list)) and len(item) == 2 and _is_adapter_batch(item[0]):

@@ -67,8 +67,8 @@ def as_training_batch(item):
         return TrainingBatch(**item)
     if _is_adapter_batch(item):
         if item.targets is None:
-            raise ValueError("an adapter batch without targets: give the iterator its targets "
-                             "(BatchIterator(..., targets='label') for one per sample; "
+            raise ValueError("an adapter batch without targets (give the iterator its "
+                             "targets: BatchIterator(..., targets='label') for one per sample; "
                              "ForecastWindows' batches carry theirs), or yield (batch, "
                              "targets) pairs")
         return TrainingBatch(item.tokens, _targets_with_gaps(item), item.key_padding_mask,

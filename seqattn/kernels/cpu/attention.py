@@ -24,7 +24,7 @@ from collections import namedtuple
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from .attention_bias import (DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
+from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
@@ -207,8 +207,8 @@ def _score_gradients(ds, p, dout_rows, v_rows, delta_rows):
 @njit(cache=True)
 def _structured_grads(ds, b, h, i0, j0, mods, task_grads):
     """Gradients of the structured biases from a dS tile, into one task's own buffers:
-    task_grads = (dtable (group, P, C), dpair (group, C), dx (3, N), dy (3, M)), where
-    h % group picks the head's slot."""
+    task_grads = (dtable (group, LANES, P, C), dpair (group, LANES, C), dx (3, N), dy (3, M)),
+    where h % group picks the head's slot (LANES: copies summed by the launcher)."""
     distance, pair = _structured_biases(mods)
     dtable, dpair, dx, dy = task_grads
     if distance.has:
@@ -266,7 +266,7 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
 @njit(cache=True, parallel=True)
 def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, scale,
                     block_q, block_k, mods):
-    """structured_parts = (dtable (tasks, group, P, C), dpair (tasks, group, C),
+    """structured_parts = (dtable (tasks, group, LANES, P, C), dpair (tasks, group, LANES, C),
     dx (chunks, Hkv, B, 3, N), dy (Hkv, B, 3, M)), zeroed: each task writes only its own part."""
     n_chunks = dq_parts.shape[0]
     B, Hkv = k.shape[0], k.shape[1]
@@ -412,14 +412,15 @@ def _structured_parts(call, n_chunks):
     distance, pair = call.distance, call.pair
     P, C = distance.table.shape[1:]
     if distance.has:
-        dtable = np.zeros((n_tasks, group, P, C), dtype)
+        dtable = np.zeros((n_tasks, group, LANES, P, C), dtype)
         dx = np.zeros((n_chunks, Hkv, B, 3, N), dtype)
         dy = np.zeros((Hkv, B, 3, M), dtype)
     else:
-        dtable, dx, dy = (np.zeros((1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 3, 1), dtype),
+        dtable, dx, dy = (np.zeros((1, 1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 3, 1), dtype),
                           np.zeros((1, 1, 3, 1), dtype))
     n_codes = pair.table.shape[1]
-    dpair = np.zeros((n_tasks, group, n_codes) if pair.mode != NO_PAIR else (1, 1, 1), dtype)
+    dpair = np.zeros((n_tasks, group, LANES, n_codes) if pair.mode != NO_PAIR else (1, 1, 1, 1),
+                     dtype)
     return dtable, dpair, dx, dy
 
 
@@ -431,12 +432,12 @@ def _sum_structured_parts(grads, parts, call):
     if grads.distance_table is not None:
         # task t = (b * Hkv + hk) * n_chunks + chunk holds heads hk * group ... for batch b
         per_task = dtable.reshape(B, Hkv, -1, *dtable.shape[1:])
-        grads.distance_table[...] = per_task.sum(axis=(0, 2)).reshape(H, *dtable.shape[2:])
+        grads.distance_table[...] = per_task.sum(axis=(0, 2, 4)).reshape(H, *dtable.shape[3:])
         grads.x[...] = dx.sum(axis=(0, 1))
         grads.y[...] = dy.sum(axis=0)
     if grads.pair_table is not None:
         per_task = dpair.reshape(B, Hkv, -1, *dpair.shape[1:])
-        grads.pair_table[...] = per_task.sum(axis=(0, 2)).reshape(H, -1)
+        grads.pair_table[...] = per_task.sum(axis=(0, 2, 4)).reshape(H, -1)
 
 
 def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLOCK_Q,

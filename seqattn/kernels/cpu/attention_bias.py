@@ -7,8 +7,11 @@ fields mean); the per-pair formulas are those of ``kernels/structured_bias_math`
 kernels use too.
 
 Gradients go into buffers owned by one backward task each (no two tasks write the same memory,
-so the result is deterministic): dtable (P, C) and dpair (C,) for this head, dx (3, N) and
-dy (3, M) for this batch.
+so the result is deterministic): dtable (LANES, P, C) and dpair (LANES, C) for this head, dx (3, N)
+and dy (3, M) for this batch. The table gradients are scatter-adds, and neighbouring keys often
+add into the same entry (every key beyond r_max adds into the last one, every clipped relative
+offset into an end code): one accumulator would make each add wait for the previous one's store
+(measured 4 ns per score). Key c adds into copy c % LANES instead; the launcher sums the copies.
 """
 from collections import namedtuple
 
@@ -19,6 +22,10 @@ from .. import structured_bias_math as sbm
 from .float32_math import FASTMATH
 
 NEG_INF = -np.inf
+# Copies of each table-gradient accumulator (a power of two): enough that a copy's previous add
+# has left the store buffer by the time key c + LANES adds into it again.
+LANES = 8
+LANE_MASK = LANES - 1
 
 _fractional = njit(inline="always")(sbm.fractional)
 _cartesian = njit(inline="always")(sbm.cartesian)
@@ -87,18 +94,6 @@ def _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, inv_step, last, one
         lower = min(np.floor(u), last - one)
         weight[c] = u - lower
         entry[c] = np.int32(lower) if d <= cutoff else np.int32(-1)
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _open_row_slope_scales(scale, xi, yi, zi, yx, yy, yz, inv_step, last, zero):
-    """scale[c] = 1 / (step d): the factor turning T[k + 1] - T[k] into df/dd / d (0 beyond
-    r_max, where f is constant, and at d = 0), vectorised."""
-    for c in range(scale.shape[0]):
-        rx = xi - yx[c]
-        ry = yi - yy[c]
-        rz = zi - yz[c]
-        d = np.sqrt(rx * rx + ry * ry + rz * rz)
-        scale[c] = inv_step / d if d * inv_step < last and d > 0 else zero
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
@@ -171,24 +166,56 @@ def _open_row_position_grads(dx, dy, i, coef, xi, yi, zi, yx, yy, yz, j0, zero):
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _open_row_table_grads(dtab, coef, g_row, entry, weight, scale, tab, zero):
-    """dtab += g d f/d table for one row (a scalar loop: table lookups and scatters);
-    coef[c] = g df/dd / d, the factor of x_i - y_j in the position gradients (0 where hidden,
-    beyond r_max, or at d = 0)."""
-    for c in range(coef.shape[0]):
-        g = g_row[c] if entry[c] >= 0 else zero
-        k = max(entry[c], 0)
+def _open_row_far_sum(g_row, entry, weight, one, zero):
+    """sum of g over the row's far keys: visible and beyond r_max (w = 1 on the last entry),
+    where f is the constant last entry, so they add only into it (a vectorised reduction)."""
+    total = zero
+    for c in range(g_row.shape[0]):
+        total += g_row[c] if entry[c] >= 0 and weight[c] == one else zero
+    return total
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _open_row_near_keys(near, coef, entry, weight, one, zero):
+    """Writes the near keys' columns (visible, below r_max) to near[:n] and returns n; zeroes
+    coef. Branch-free: whether a key is near is data, which a branch would mispredict."""
+    coef[:] = zero
+    n = 0
+    for c in range(entry.shape[0]):
+        near[n] = c
+        n += np.int32((entry[c] >= 0) & (weight[c] < one))
+    return n
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _open_row_table_grads(dtab, coef, g_row, entry, weight, tab, near, n_near, xi, yi, zi, yx,
+                          yy, yz, inv_step, one, zero):
+    """dtab (LANES, C) += g d f/d table for one row; coef[c] = g df/dd / d, the factor of
+    x_i - y_j in the position gradients (0 where hidden, beyond r_max, or at d = 0). The far
+    keys add only into the last entry (f is constant there), summed apart; the near ones take
+    a scalar loop of table lookups and scatters."""
+    dtab[0, dtab.shape[1] - 1] += _open_row_far_sum(g_row, entry, weight, one, zero)
+    for t in range(n_near):
+        c = near[t]
+        g = g_row[c]
+        k = entry[c]
         w = weight[c]
+        lane = t & LANE_MASK
         # forward: value = (1 - w) T[k] + w T[k + 1]
-        dtab[k] += g - g * w
-        dtab[k + 1] += g * w
+        dtab[lane, k] += g - g * w
+        dtab[lane, k + 1] += g * w
         # forward: d = |x_i - y_j|, u = d / step  =>  df/dx_i = (T[k+1] - T[k]) / step r / d
-        coef[c] = g * (tab[k + 1] - tab[k]) * scale[c]
+        rx = xi - yx[c]
+        ry = yi - yy[c]
+        rz = zi - yz[c]
+        d = np.sqrt(rx * rx + ry * ry + rz * rz)
+        coef[c] = g * (tab[k + 1] - tab[k]) * inv_step / d if d > 0 else zero
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
-    """From dS = dL/dscore of a tile: dtab (P, C) += dS d f/d table, dx (3, N) += dS df/dx_i,
+    """From dS = dL/dscore of a tile: dtab (LANES, P, C) += dS d f/d table (key c into copy
+    c % LANES), dx (3, N) += dS df/dx_i,
     dy (3, M) += dS df/dy_j. Hidden pairs have dS = 0 exactly."""
     rows, cols = ds.shape
     xq, yk = dist.x[b], dist.y[b]
@@ -197,16 +224,16 @@ def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
         entry = np.empty(cols, np.int32)
         weight = np.empty(cols, ds.dtype)
         coef = np.empty(cols, ds.dtype)
-        scale = np.empty(cols, ds.dtype)
+        near = np.empty(cols, np.int32)
         yx, yy, yz = yk[0, j0:j0 + cols], yk[1, j0:j0 + cols], yk[2, j0:j0 + cols]
         for r in range(rows):
             i = i0 + r
             xi, yi, zi = xq[0, i], xq[1, i], xq[2, i]
             _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, dist.inv_step, dist.last,
                               dist.one, dist.cutoff)
-            _open_row_slope_scales(scale, xi, yi, zi, yx, yy, yz, dist.inv_step, dist.last,
-                                   dist.zero)
-            _open_row_table_grads(dtab[0], coef, ds[r], entry, weight, scale, tab[0], dist.zero)
+            n_near = _open_row_near_keys(near, coef, entry, weight, dist.one, dist.zero)
+            _open_row_table_grads(dtab[:, 0], coef, ds[r], entry, weight, tab[0], near, n_near,
+                                  xi, yi, zi, yx, yy, yz, dist.inv_step, dist.one, dist.zero)
             _open_row_position_grads(dx, dy, i, coef, xi, yi, zi, yx, yy, yz, j0, dist.zero)
         return
     for r in range(rows):
@@ -223,9 +250,10 @@ def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
             p = p0 + dist.types_k[b, j] if dist.has_types else 0
             u = _table_coordinate(d, dist.inv_step, dist.last)
             k, w = _entry(u, dist.last, dist.one)
+            lane = c & LANE_MASK
             # forward: value = (1 - w) T[k] + w T[k + 1]
-            dtab[p, k] += g - g * w
-            dtab[p, k + 1] += g * w
+            dtab[lane, p, k] += g - g * w
+            dtab[lane, p, k + 1] += g * w
             slope = dist.zero  # constant beyond r_max
             if d * dist.inv_step < dist.last:
                 slope = (tab[p, k + 1] - tab[p, k]) * dist.inv_step
@@ -273,7 +301,8 @@ def add_pair_bias(s, b, h, i0, j0, pair):
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def pair_bias_grads(ds, b, i0, j0, pair, dtab):
-    """dtab (C,) += dS summed per code (forward: score += table[h, code])."""
+    """dtab (LANES, C) += dS summed per code, key c into copy c % LANES (forward: score +=
+    table[h, code])."""
     rows, cols = ds.shape
     for r in range(rows):
         i = i0 + r
@@ -281,10 +310,11 @@ def pair_bias_grads(ds, b, i0, j0, pair, dtab):
             codes = pair.codes[b if pair.codes.shape[0] > 1 else 0, i, j0:j0 + cols]
             for c in range(cols):
                 if codes[c] >= 0:
-                    dtab[codes[c]] += ds[r, c]
+                    dtab[c & LANE_MASK, codes[c]] += ds[r, c]
         else:
             bp = b if pair.query_positions.shape[0] > 1 else 0
             query_position = pair.query_positions[bp, i]
             keys = pair.key_positions[bp, j0:j0 + cols]
             for c in range(cols):
-                dtab[_relative_code(query_position, keys[c], pair.max_offset)] += ds[r, c]
+                code = _relative_code(query_position, keys[c], pair.max_offset)
+                dtab[c & LANE_MASK, code] += ds[r, c]

@@ -19,9 +19,10 @@ import time
 import numba
 import numpy as np
 
-from seqattn.kernels.cpu import (activations, dropout, elementwise, heads, layer_norm, linear,
-                                 optimizers, reductions)
+from seqattn.kernels.cpu import (activations, attention, dropout, elementwise, heads,
+                                 layer_norm, linear, optimizers, reductions)
 from seqattn.kernels.cpu.blas_library import LIBRARY, single_threaded_blas
+from seqattn.ops.attention_inputs import prepare_attention
 
 
 def _pointwise(kernel, inputs):
@@ -109,6 +110,34 @@ def _linear(backward):
     return make
 
 
+def _attention(backward):
+    def make(n, rng, B=2, H=4, D=16):
+        """n multiply-adds of q k^T: B H N N D, as in a small training step's attention."""
+        N = max(1, int((n / (B * H * D)) ** 0.5))
+        q, k, v = (rng.standard_normal((B, H, N, D), dtype=np.float32) for _ in range(3))
+        call = prepare_attention(q, k, v)
+        out, lse = np.empty_like(q), np.empty((B, H, N), np.float32)
+        attention.attention_forward(out, lse, call)
+        grads = attention.StructuredGrads(None, None, None, None)
+        dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+        kernel = attention._backward_tasks if backward else attention._forward_tasks
+
+        def launch(threads):
+            # The launchers pick their threads (and tile split) by size: a grain of 1 makes
+            # them take all threads, an infinite one run serial.
+            grain = kernel.grain
+            kernel.grain = 1 if threads > 1 else float("inf")
+            try:
+                if backward:
+                    attention.attention_backward(dq, dk, dv, grads, out, out, lse, call)
+                else:
+                    attention.attention_forward(out, lse, call)
+            finally:
+                kernel.grain = grain
+        return kernel, launch
+    return make
+
+
 FAMILIES = {
     "add": _pointwise(elementwise._add_same_size, 2),
     "add_into": _pointwise(elementwise.add_into, 1),
@@ -121,6 +150,8 @@ FAMILIES = {
     "split_heads": _split_heads,
     "linear": _linear(backward=False),
     "linear_backward": _linear(backward=True),
+    "attention": _attention(backward=False),
+    "attention_backward": _attention(backward=True),
 }
 
 

@@ -1,7 +1,7 @@
 """Small CPU launches run serial, large ones parallel (seqattn/kernels/cpu/threads.py): the
 thread count by size, the two compiled versions kept apart in Numba's disk cache, and every op
 correct on both sides of its kernels' grains (the shared op table runs its tiny shapes serial;
-here every kernel is made to run parallel on the same inputs)."""
+here every kernel is made to run parallel on the same inputs, the attention cases too)."""
 import importlib
 import pkgutil
 
@@ -10,10 +10,16 @@ import numpy as np
 import pytest
 from numba import prange
 
+import seqattn
 import seqattn.kernels.cpu
+import attention_cases
+from cpu_tiny_tiles import tiny_tile_attention, tiny_tile_backward
 from op_cases import CASES
 from ops_checks import check_backward, check_forward
+from seqattn.kernels.cpu import attention
 from seqattn.kernels.cpu.threads import SizedKernel, sized_kernel
+from seqattn.ops.attention_inputs import prepare_attention
+from structured_bias_cases import STRUCTURED_CASES, check_structured
 
 GRAIN = 8
 
@@ -83,3 +89,30 @@ def test_op_table_in_parallel(case, parallel_everywhere):
     check_forward(case)
     if case.backward:
         check_backward(case)
+
+
+def test_attention_threads_follow_the_score_products():
+    """Attention's launchers size by the multiply-adds of q k^T, B H N M D."""
+    rng = np.random.default_rng(0)
+    small = prepare_attention(*(rng.standard_normal((1, 2, 16, 8)) for _ in range(3)))
+    assert attention._score_work(small) == 1 * 2 * 16 * 16 * 8
+    assert attention._forward_tasks.threads(attention._score_work(small)) == 1
+    q = rng.standard_normal((1, 2, 512, 64))
+    large = prepare_attention(q, q[:, :1, :384], q[:, :1, :384])
+    assert attention._score_work(large) == 1 * 2 * 512 * 384 * 64
+    assert attention._backward_tasks.threads(attention._score_work(large)) == \
+        numba.get_num_threads()
+
+
+@pytest.mark.parametrize("case", [c for c in attention_cases.CASES if c.small], ids=str)
+def test_attention_in_parallel(case, parallel_everywhere):
+    attention_cases.check_forward(seqattn.attention, case, np.float32)
+    attention_cases.check_backward(seqattn.attention, seqattn.attention_backward, case,
+                                   np.float32)
+    attention_cases.check_weights(seqattn.attention_weights, case, np.float32)
+    attention_cases.check_backward(tiny_tile_attention, tiny_tile_backward, case, np.float32)
+
+
+@pytest.mark.parametrize("case", [c for c in STRUCTURED_CASES if c.small], ids=str)
+def test_structured_biases_in_parallel(case, parallel_everywhere):
+    check_structured(tiny_tile_attention, tiny_tile_backward, case, np.float32)

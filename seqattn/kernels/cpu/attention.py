@@ -20,16 +20,19 @@ the structured biases of ``attention_bias.py`` (distances, pair codes), whose gr
 backward gathers from each dS tile in :func:`_structured_grads`.
 """
 from collections import namedtuple
+import functools
+import glob
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import njit, prange
 
 from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
-from .blas_library import single_threaded_blas
+from .blas_library import LIBRARY, MKL, single_threaded_blas
 from .float32_math import FASTMATH
 from .softmax_rows import exp_shifted, row_max
 from .blas_gemm import gemm
+from .threads import sized_kernel
 from ..structured_bias_math import NO_PAIR
 
 NEG_INF = -np.inf
@@ -37,10 +40,25 @@ NEG_INF = -np.inf
 # tile (512 KiB) stays in L2 and makes both BLAS products run near peak; 64 x 512 was 20 % slower.
 BLOCK_Q = 256
 BLOCK_K = 512
+# The forward's key block where MKL runs the products and a core's L2 holds a 256 x 1024 tile
+# (1 MiB) with room to spare: measured on the Intel Xeon (2 MiB L2), MKL's forward gained 1-5 %
+# with it, OpenBLAS's lost 6-8 % and the backward (two such tiles) lost 7-8 % with either.
+WIDE_BLOCK_K = 1024
+WIDE_BLOCK_K_L2_BYTES = 2 << 20
 # Smallest query block worth a task: below it the per-tile overheads dominate.
 MIN_BLOCK_Q = 32
 # Tasks per thread wanted before query blocks are made smaller, so no thread idles.
 TASKS_PER_THREAD = 4
+# Multiply-adds of the score products (B H N M D) that pay for one more thread
+# (benchmarks/small_launches.py, BENCHMARKS.md): a smaller launch runs serial on the calling
+# thread, so it does not wait for a thread that another process has pushed off its core.
+GRAIN = 2 ** 20
+
+
+def _score_work(call):
+    """Multiply-adds of q k^T over all batches and heads: the work unit of the grains."""
+    B, H, N, D = call.q.shape
+    return B * H * N * call.k.shape[2] * D
 
 
 @njit(cache=True)
@@ -181,7 +199,7 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
             lse[b, h, i0 + r] = NEG_INF
 
 
-@njit(cache=True, parallel=True)
+@sized_kernel(GRAIN)
 def _forward_tasks(out, lse, q, k, v, scale, block_q, block_k, mods):
     B, H, N = q.shape[0], q.shape[1], q.shape[2]
     n_blocks = _ceil_div(N, block_q)
@@ -263,7 +281,7 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
         dv[b, hk, j0:j1] = dv_blk
 
 
-@njit(cache=True, parallel=True)
+@sized_kernel(GRAIN)
 def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, scale,
                     block_q, block_k, mods):
     """structured_parts = (dtable (tasks, group, LANES, P, C), dpair (tasks, group, LANES, C),
@@ -319,7 +337,7 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
                             out[i0 + r if Nb > 1 else 0, j0 + c if Mb > 1 else 0] += ds[r, c]
 
 
-@njit(cache=True, parallel=True)
+@sized_kernel(GRAIN)
 def _bias_grad_tasks(dbias, dout, lse, delta, q, k, v, scale, block_q, block_k, mods):
     N, M = q.shape[2], k.shape[2]
     Bb, Hb, Nb, Mb = dbias.shape
@@ -337,7 +355,7 @@ def _bias_grad_tasks(dbias, dout, lse, delta, q, k, v, scale, block_q, block_k, 
                         delta, q, k, v, scale, block_q, block_k, mods)
 
 
-@njit(cache=True, parallel=True, fastmath=FASTMATH)
+@sized_kernel(GRAIN, fastmath=FASTMATH)
 def _weights_tasks(weights, q, k, scale, block_q, mods):
     B, H, N, D = q.shape
     M = k.shape[2]
@@ -370,21 +388,46 @@ def _scale(call):
     return call.q.dtype.type(call.scale)
 
 
-def _query_block(call):
-    """BLOCK_Q, halved while there are too few (batch, head, query block) tasks for the threads."""
+@functools.cache
+def _l2_cache_bytes():
+    """One core's L2 cache in bytes, from Linux's sysfs (0 where it does not say)."""
+    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(f"{index}/level") as level, open(f"{index}/size") as size:
+                if level.read().strip() == "2":
+                    text = size.read().strip()
+                    return int(text[:-1]) << {"K": 10, "M": 20}[text[-1]]
+        except (OSError, ValueError, KeyError):
+            return 0
+    return 0
+
+
+def _forward_key_block():
+    """BLOCK_K, or WIDE_BLOCK_K with MKL on a CPU whose L2 holds such a tile."""
+    if LIBRARY == MKL and _l2_cache_bytes() >= WIDE_BLOCK_K_L2_BYTES:
+        return WIDE_BLOCK_K
+    return BLOCK_K
+
+
+def _query_block(call, threads):
+    """BLOCK_Q, halved while there are too few (batch, head, query block) tasks for the threads
+    (a serial launch keeps the full block)."""
     B, H, N = call.q.shape[:3]
     block = BLOCK_Q
-    while block > MIN_BLOCK_Q and B * H * -(-N // block) < TASKS_PER_THREAD * get_num_threads():
+    while (threads > 1 and block > MIN_BLOCK_Q
+           and B * H * -(-N // block) < TASKS_PER_THREAD * threads):
         block //= 2
     return block
 
 
-def attention_forward(out, lse, call, block_q=None, block_k=BLOCK_K):
+def attention_forward(out, lse, call, block_q=None, block_k=None):
     """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call."""
-    block_q = block_q or _query_block(call)
+    threads = _forward_tasks.threads(_score_work(call))
+    block_q = block_q or _query_block(call, threads)
+    block_k = block_k or _forward_key_block()
     with single_threaded_blas():
-        _forward_tasks(out, lse, call.q, call.k, call.v, _scale(call), block_q, block_k,
-                       _mods(call))
+        _forward_tasks.run(threads, out, lse, call.q, call.k, call.v, _scale(call), block_q,
+                           block_k, _mods(call))
 
 
 def _row_deltas(dout, out):
@@ -392,10 +435,10 @@ def _row_deltas(dout, out):
     return np.einsum("bhnd,bhnd->bhn", dout, out)
 
 
-def _dq_chunks(call, block_k):
+def _dq_chunks(call, block_k, threads):
     """How many key chunks each (batch, kv head) is split into, so every thread has work."""
     B, Hkv, M = call.k.shape[:3]
-    wanted = -(-2 * get_num_threads() // (B * Hkv))
+    wanted = -(-2 * threads // (B * Hkv))
     return max(1, min(wanted, -(-M // block_k)))
 
 
@@ -444,7 +487,8 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLO
                        block_k=BLOCK_K):
     """Fill dq, dk, dv and the :class:`StructuredGrads` ``structured`` (its arrays not None
     where the call has that bias) for a prepared call, given the forward's out and lse."""
-    n_chunks = _dq_chunks(call, block_k)
+    threads = _backward_tasks.threads(_score_work(call))
+    n_chunks = _dq_chunks(call, block_k, threads)
     if n_chunks == 1:
         dq[...] = 0
         dq_parts = dq.reshape((1,) + dq.shape)
@@ -452,8 +496,8 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLO
         dq_parts = np.zeros((n_chunks,) + dq.shape, dq.dtype)
     parts = _structured_parts(call, n_chunks)
     with single_threaded_blas():
-        _backward_tasks(dq_parts, dk, dv, parts, dout, lse, _row_deltas(dout, out), call.q,
-                        call.k, call.v, _scale(call), block_q, block_k, _mods(call))
+        _backward_tasks.run(threads, dq_parts, dk, dv, parts, dout, lse, _row_deltas(dout, out),
+                            call.q, call.k, call.v, _scale(call), block_q, block_k, _mods(call))
     if n_chunks > 1:
         np.sum(dq_parts, axis=0, out=dq)
     _sum_structured_parts(structured, parts, call)
@@ -461,13 +505,15 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLO
 
 def attention_bias_grad(dbias, dout, out, lse, call, block_q=BLOCK_Q, block_k=BLOCK_K):
     """Fill dbias, shaped like call.bias (4-D, broadcast dims of size 1)."""
+    threads = _bias_grad_tasks.threads(_score_work(call))
     with single_threaded_blas():
-        _bias_grad_tasks(dbias, dout, lse, _row_deltas(dout, out), call.q, call.k, call.v,
-                         _scale(call), block_q, block_k, _mods(call))
+        _bias_grad_tasks.run(threads, dbias, dout, lse, _row_deltas(dout, out), call.q, call.k,
+                             call.v, _scale(call), block_q, block_k, _mods(call))
 
 
 def attention_weights(weights, call, block_q=None):
     """Fill weights (B, H, N, M) with the attention probabilities."""
-    block_q = block_q or _query_block(call)
+    threads = _weights_tasks.threads(_score_work(call))
+    block_q = block_q or _query_block(call, threads)
     with single_threaded_blas():
-        _weights_tasks(weights, call.q, call.k, _scale(call), block_q, _mods(call))
+        _weights_tasks.run(threads, weights, call.q, call.k, _scale(call), block_q, _mods(call))

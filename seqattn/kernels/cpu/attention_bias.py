@@ -215,8 +215,8 @@ def _open_row_table_grads(dtab, coef, g_row, entry, weight, tab, near, n_near, x
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
     """From dS = dL/dscore of a tile: dtab (LANES, P, C) += dS d f/d table (key c into copy
-    c % LANES), dx (3, N) += dS df/dx_i,
-    dy (3, M) += dS df/dy_j. Hidden pairs have dS = 0 exactly."""
+    c % LANES), dx (3, N) += dS df/dx_i, dy (3, M) += dS df/dy_j. Hidden pairs have dS = 0
+    exactly."""
     rows, cols = ds.shape
     xq, yk = dist.x[b], dist.y[b]
     tab = dist.table[h]

@@ -9,7 +9,11 @@ other model ``model(inputs, ...)``; ``key_padding_mask=`` is passed when a batch
 ``coords=`` (the batch's per-token coordinates, name -> (B, N) float64 host arrays) when it has
 some and the model's ``forward`` takes a ``coords`` parameter, so user models without one work,
 and ``structure=`` (the tokens' pairwise structure, on the model's device and in its dtype) when
-the batch has one; a model without that parameter is then an error.
+the batch has one; a model without that parameter is then an error. A loss that needs more
+than one forward and backward (a loss on forces, which are themselves a gradient:
+:class:`~seqattn.train.force_matching.EnergyForceLoss`) runs a step itself: its
+``training_step(model, batch)`` fills the gradients and its ``batch_loss(model, batch)``
+serves evaluation.
 """
 import inspect
 import math

@@ -11,7 +11,8 @@ from seqattn.train import EnergyForceLoss
 from seqattn.train.batches import as_training_batch
 
 CHECKED = ("embed.weight", "layers.0.self_attn.distance_bias.table",
-           "layers.1.self_attn.in_proj_weight", "layers.1.linear1.weight",
+           "layers.1.self_attn.in_proj_weight", "layers.1.feed_forward.linear1.weight",
+           "layers.0.anchors.weight",
            "structure_head.weight", "atom_head.bias")
 
 

@@ -4,6 +4,13 @@ per-atom outputs (N -> N) and per-structure outputs summed over atoms (N -> 1, e
 an energy). Forces are minus the gradient of the energy (structure output 0) with respect to
 the positions, from a backward pass through the attention kernels' position gradients.
 
+Softmax attention averages: over neighbours that all look alike (a pure Cu cluster) it gives
+the same result however many there are, so it cannot tell a surface atom from a bulk one. Each
+atom therefore also attends to an *anchor* of its own, a learned vector per element placed at
+the atom's position (a second key, hidden from the other atoms by the distance table at
+first): the anchor's share of the attention falls as neighbours crowd in, a learnable
+neighbour density like that of embedded-atom potentials (see :class:`AtomLayer`).
+
 Only distances enter (no positional encodings, no coordinates in the tokens), so the outputs
 are invariant under translations, rotations and permutations of the atoms, and in periodic
 cells under the choice of image (tests/test_molecule_model.py checks all four).
@@ -21,9 +28,10 @@ from .. import autodiff
 from ..autodiff import Tensor
 from ..autodiff.recording import forward_scope, recording
 from ..backend import CPU, device_of
-from ..nn import (DistanceBiasTable, LayerNorm, Linear, Module, ModuleList, Structure,
-                  TransformerEncoderLayer)
+from ..nn import (DistanceBiasTable, Embedding, FeedForward, LayerNorm, Linear, Module,
+                  ModuleList, MultiheadAttention)
 from ..nn.init import generator
+from ..nn.structured_bias import Structure
 from ..nn.placement import moved
 
 
@@ -79,21 +87,58 @@ class MoleculeModelConfig:
             raise ValueError(f"force_step must be a positive distance, got {self.force_step!r}")
 
 
+ANCHOR_HIDDEN = -8.0  # initial bias of another atom's anchor: e^-8 of the attention
+
+
 @contextlib.contextmanager
-def _frozen(parameters):
-    """Parameters that take no part in the record for the block, for passes that want position
-    gradients only: they require no gradient, and the layers whose backward adds weight
-    gradients regardless (Linear, LayerNorm) add them into scratch arrays, so ``.grad`` keeps
-    what it held."""
-    saved = [(p.requires_grad, p.grad) for p in parameters]
+def _scratch_gradients(parameters):
+    """Parameter gradients of the block go to scratch arrays, so ``.grad`` keeps what it held
+    (for passes that want position gradients only). The parameters still take part in the
+    record: some layers' backward needs their weights' gradient slots."""
+    saved = [p.grad for p in parameters]
     for p in parameters:
-        p.requires_grad = False
         p.grad = moved(np.zeros(p.shape, p.dtype), device_of(p.data))
     try:
         yield
     finally:
-        for p, (flag, grad) in zip(parameters, saved):
-            p.requires_grad, p.grad = flag, grad
+        for p, grad in zip(parameters, saved):
+            p.grad = grad
+
+
+class AtomLayer(Module):
+    """A pre-norm encoder layer over atoms: x (B, N, E) -> (B, N, E). The attention's keys and
+    values are the atoms and their anchors (B, 2 N, E): anchor j (a learned vector per element,
+    ``anchors``) sits at atom j's position and has type T + type_j, so the distance table
+    (2 T types) gives it a bias of its own; it starts at 0 for an atom's own anchor (distance
+    0) and far below the atoms' biases elsewhere."""
+
+    def __init__(self, d_model, nhead, dim_feedforward, activation, num_types, bins, r_max,
+                 cutoff, smooth_cutoff, dtype=np.float32, seed=None):
+        super().__init__()
+        rng = generator(seed)
+        self.num_types = num_types
+        self.norm1 = LayerNorm(d_model, dtype=dtype)
+        self.anchors = Embedding(num_types, d_model, dtype=dtype, seed=rng)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dtype=dtype, seed=rng,
+            distance_bias=DistanceBiasTable(nhead, bins=bins, r_max=r_max,
+                                            num_types=2 * num_types, cutoff=cutoff,
+                                            smooth_cutoff=smooth_cutoff, dtype=dtype,
+                                            seed=rng))
+        self.norm2 = LayerNorm(d_model, dtype=dtype)
+        self.feed_forward = FeedForward(d_model, dim_feedforward, activation, dtype=dtype,
+                                        seed=rng)
+
+    def forward(self, x, key_padding_mask, structure, anchor_types):
+        """``structure``: the atoms as queries and atoms + anchors as keys (key_positions
+        (B, 2 N, 3), key_types (B, 2 N)); ``key_padding_mask`` (B, 2 N); ``anchor_types``
+        (B, N) the atoms' element indices."""
+        h = self.norm1(x)
+        keys = autodiff.concat([h, self.anchors(anchor_types)], axis=1)
+        out, _ = self.self_attn(h, keys, keys, key_padding_mask=key_padding_mask,
+                                structure=structure)
+        x = x + out
+        return x + self.feed_forward(self.norm2(x))
 
 
 def plane_spacings(cell):
@@ -118,20 +163,31 @@ class MoleculeModel(Module):
         self.embed = Linear(config.in_features or config.num_types, config.d_model, dtype=dtype,
                             seed=rng)
         self.layers = ModuleList([
-            TransformerEncoderLayer(
-                config.d_model, config.nhead, config.dim_feedforward, dropout=0.0,
-                activation=config.activation, norm_first=True, dtype=dtype, seed=rng,
-                distance_bias=DistanceBiasTable(config.nhead, bins=config.bins,
-                                                r_max=config.r_max, num_types=config.num_types,
-                                                cutoff=config.cutoff,
-                                                smooth_cutoff=config.smooth_cutoff,
-                                                dtype=dtype, seed=rng))
+            AtomLayer(config.d_model, config.nhead, config.dim_feedforward, config.activation,
+                      config.num_types, config.bins, config.r_max, config.cutoff,
+                      config.smooth_cutoff, dtype=dtype, seed=rng)
             for _ in range(config.num_layers)])
+        self._decay_with_distance()
         self.norm = LayerNorm(config.d_model, dtype=dtype)
         self.structure_head = (Linear(config.d_model, config.structure_outputs, dtype=dtype,
                                       seed=rng) if config.structure_outputs else None)
         self.atom_head = (Linear(config.d_model, config.atom_outputs, dtype=dtype, seed=rng)
                           if config.atom_outputs else None)
+
+    def _decay_with_distance(self):
+        """Start the distance tables (on top of their small random start) with each head's
+        attention to atoms at -slope_h * d, slopes -1 .. 1 per Angstrom (like ALiBi's), and
+        with an atom's own anchor at 0 but every other anchor at ANCHOR_HIDDEN: from the first
+        step the anchors' shares then measure neighbour densities at several ranges, which
+        tables starting near zero would take many steps to find."""
+        config = self.config
+        T = config.num_types
+        distances = np.linspace(0, config.r_max, config.bins)
+        slopes = np.linspace(-1, 1, config.nhead)
+        for layer in self.layers:
+            table = layer.self_attn.distance_bias.table.data  # (2T, 2T, H, C)
+            table[:, :T] += (-slopes[:, None] * distances).astype(table.dtype)
+            table[:, T:, :, 1:] += ANCHOR_HIDDEN
 
     def _check_structure(self, structure, n_atoms):
         if structure is None or structure.positions is None or structure.types is None:
@@ -158,8 +214,9 @@ class MoleculeModel(Module):
         B, N = (int(s) for s in inputs.shape[:2])
         self._check_structure(structure, (B, N))
         x = self.embed(inputs)
+        anchored, mask, anchor_types = self._with_anchors(structure, key_padding_mask, (B, N))
         for layer in self.layers:
-            x = layer(x, src_key_padding_mask=key_padding_mask, structure=structure)
+            x = layer(x, mask, anchored, anchor_types)
         x = self.norm(x)
         per_structure = None
         if self.structure_head is not None:
@@ -171,6 +228,25 @@ class MoleculeModel(Module):
         atoms = None if self.atom_head is None else self.atom_head(x)
         return per_structure, atoms
 
+    def _with_anchors(self, structure, key_padding_mask, shape):
+        """(structure with the anchors as extra keys, key_padding_mask (B, 2 N) on the model's
+        device, the anchors' element indices (B, N) there)."""
+        device = self.device
+        types = np.asarray(moved(autodiff.unwrap(structure.types), CPU), np.int32)
+        positions = structure.positions
+        if isinstance(positions, Tensor):
+            key_positions = autodiff.concat([positions, positions], axis=1)
+        else:
+            key_positions = np.concatenate([positions, positions], axis=1)
+        padded = np.zeros(shape, bool) if key_padding_mask is None else \
+            np.asarray(moved(autodiff.unwrap(key_padding_mask), CPU))
+        anchored = Structure(positions=positions, key_positions=key_positions, types=types,
+                             key_types=np.concatenate([types, types + self.config.num_types],
+                                                      axis=1),
+                             cell=structure.cell)
+        return (anchored, moved(np.concatenate([padded, padded], axis=1), device),
+                moved(types, device))
+
     def differentiate(self, inputs, key_padding_mask, structure, douts, parameters=True):
         """One forward at ``structure.positions`` and one backward: returns the outputs (host
         arrays, as forward's) and d(sum(outputs * douts))/d positions (B, N, 3) on the host.
@@ -178,7 +254,7 @@ class MoleculeModel(Module):
         ``douts(structure_outputs, atom_outputs)`` gives the (structure, atom) output
         gradients (arrays of those shapes, or None) once the outputs are known. With
         ``parameters`` the same backward adds the parameter gradients into ``.grad``;
-        without, the parameters take no part (nothing is added)."""
+        without, ``.grad`` is left as it was."""
         self._check_structure(structure, tuple(int(s) for s in inputs.shape[:2]))
         device = self.device
         positions = Tensor(moved(np.ascontiguousarray(structure.positions, self.dtype), device),
@@ -186,8 +262,9 @@ class MoleculeModel(Module):
         structure = replace(structure, positions=positions)
         tokens = Tensor(moved(np.ascontiguousarray(inputs, self.dtype), device))
         mask = None if key_padding_mask is None else moved(np.asarray(key_padding_mask), device)
-        frozen = contextlib.nullcontext() if parameters else _frozen(self.parameters())
-        with frozen:
+        scratch = contextlib.nullcontext() if parameters else \
+            _scratch_gradients(self.parameters())
+        with scratch:
             with forward_scope(), recording(True):
                 outputs = self.forward(tokens, mask, structure)
             host = tuple(None if t is None else moved(t.data, CPU) for t in outputs)

@@ -18,15 +18,24 @@ stay below half the supercells' smallest lattice-plane spacing (minimum image).
 Baseline, in this script: a linear pair potential, E = sum_e n_e b_e + sum over pairs of
 sum_k w_{pair type, k} g_k(d) fc(d) with Gaussian radial functions g_k times a cosine cutoff fc,
 fitted by (ridge) least squares on energies per atom and forces together (its forces are linear
-in w too); it sees every periodic image within its cutoff (ASE's neighbour list).
+in w too); it sees every periodic image within its cutoff (ASE's neighbour list). It is
+reported twice: with its cutoff chosen on validation among the model's 3.4 A, 4.5 and 5.5 A
+(the pair potential at its best, seeing the second and third neighbour shells the model's
+cutoff leaves out in the supercells), and at the model's cutoff (the same neighbourhood).
 
 Protocol: structures are split into training, validation and test sets (seeded). Every choice
 is made on validation data: the model's epoch (early stopping on the validation loss), the
 baseline's cutoff, force weight and ridge strength. Test energies MAE per atom (meV/atom) and
 force MAE (meV/A) are reported for both, with a parity plot (PNG).
 
+Quick run (seed 0; 91 training, 21 validation, 28 test structures): energy MAE 49.4 meV/atom and
+force MAE 141 meV/A for the model, 49.7 and 282 for the pair potential at its best (5.5 A), 77 and
+261 for the pair potential at the model's cutoff. The model halves the force error; on energies
+it is on par with the long-range pair potential (seed 1: 57 against 49 meV/atom; 160 structures
+and 40 epochs: 54 against 45), whose reach the model's 3.4 A cutoff lacks in the 32-atom cells.
+
     python examples/alloy_forces.py            # full run
-    python examples/alloy_forces.py --quick    # a small run for CI (about 2 min on 2 cores)
+    python examples/alloy_forces.py --quick    # a small run for CI (about 80 s of one core)
 """
 import argparse
 import itertools
@@ -194,12 +203,13 @@ def relative_score(scores, reference):
     return scores[0] / reference[0] + scores[1] / reference[1]
 
 
-def baseline(structures, parts, reference):
-    """The pair potential whose cutoff, force weight and ridge are best on validation."""
+def baseline(structures, parts, reference, cutoffs):
+    """The pair potential whose cutoff (among ``cutoffs``), force weight and ridge are best on
+    validation."""
     train = [structures[i] for i in parts["train"]]
     validation = [structures[i] for i in parts["validation"]]
     best = None
-    for cutoff in (4.5, 5.5):
+    for cutoff in cutoffs:
         potential = PairPotential(cutoff)
         train_features = [potential.features(a) for a in train]
         validation_features = [potential.features(a) for a in validation]
@@ -288,29 +298,33 @@ def main(argv=None, config=None, progress=True):
     reference = mean_predictor_errors(structures, parts)
     test = [structures[i] for i in parts["test"]]
 
-    potential, chosen = baseline(structures, parts, reference)
-    predicted = [potential.predict(a) for a in test]
-    base_e, base_f = [p[0] for p in predicted], [p[1] for p in predicted]
+    baselines = {}
+    for name, cutoffs in (("baseline", (config.cutoff, 4.5, 5.5)),
+                          ("baseline_model_cutoff", (config.cutoff,))):
+        potential, chosen = baseline(structures, parts, reference, cutoffs)
+        predicted = [potential.predict(a) for a in test]
+        baselines[name] = ([p[0] for p in predicted], [p[1] for p in predicted], chosen)
 
     model, adapter, history = train_model(config, ds, parts, progress)
     out_ds = adapter.predict(model, ds.isel(molecule=parts["test"]))
     model_e = out_ds["energy"].values
     model_f = [out_ds["forces"].values[k, :len(a)] for k, a in enumerate(test)]
 
-    results = {"baseline": dict(zip(("energy_mae", "force_mae"), errors(base_e, base_f, test)),
-                                **chosen),
-               "model": dict(zip(("energy_mae", "force_mae"), errors(model_e, model_f, test)),
-                             epochs=len(history["loss"]),
-                             best_val_loss=float(min(history["val_loss"]))),
-               "mean_predictor_validation": dict(zip(("energy_mae", "force_mae"), reference)),
-               "sizes": {k: len(v) for k, v in parts.items()}}
+    results = {name: dict(zip(("energy_mae", "force_mae"), errors(e, f, test)), **chosen)
+               for name, (e, f, chosen) in baselines.items()}
+    results.update({
+        "model": dict(zip(("energy_mae", "force_mae"), errors(model_e, model_f, test)),
+                      epochs=len(history["loss"]), best_val_loss=float(min(history["val_loss"]))),
+        "mean_predictor_validation": dict(zip(("energy_mae", "force_mae"), reference)),
+        "sizes": {k: len(v) for k, v in parts.items()}})
     n = np.array([len(a) for a in test])
     e_true = np.array([a.get_potential_energy() for a in test]) / n
     f_true = np.concatenate([a.get_forces().ravel() for a in test])
     parity_plot({"seqattn": (e_true, model_e / n, f_true,
                              np.concatenate([f.ravel() for f in model_f])),
-                 "pair potential": (e_true, np.array(base_e) / n, f_true,
-                                    np.concatenate([f.ravel() for f in base_f]))},
+                 "pair potential": (e_true, np.array(baselines["baseline"][0]) / n, f_true,
+                                    np.concatenate([f.ravel()
+                                                    for f in baselines["baseline"][1]]))},
                 out / "alloy_forces_parity.png")
     results["seconds"] = time.perf_counter() - started
     report(results)
@@ -319,9 +333,10 @@ def main(argv=None, config=None, progress=True):
 
 def report(results):
     print(f"\nstructures: {results['sizes']}; test MAE: energy (meV/atom), forces (meV/A)")
-    for name in ("model", "baseline"):
+    for name, label in (("model", "seqattn"), ("baseline", "pair potential"),
+                        ("baseline_model_cutoff", "pair potential, model's cutoff")):
         row = results[name]
-        print(f"  {name:10s} {row['energy_mae']:8.2f} {row['force_mae']:8.1f}")
+        print(f"  {label:32s} {row['energy_mae']:8.2f} {row['force_mae']:8.1f}")
     reference = results["mean_predictor_validation"]
     print(f"  mean predictor (validation) {reference['energy_mae']:.2f} "
           f"{reference['force_mae']:.1f}")

@@ -37,7 +37,8 @@ def test_structures_fit_predict_save_load(tmp_path):
         xr.testing.assert_equal(out[name].isnull(), ds[name].isnull())
     seqattn.save(model, tmp_path / "model")
     seqattn.save(adapter, tmp_path / "adapter")
-    model_again, adapter_again = seqattn.load(tmp_path / "model"), seqattn.load(tmp_path / "adapter")
+    model_again = seqattn.load(tmp_path / "model")
+    adapter_again = seqattn.load(tmp_path / "adapter")
     xr.testing.assert_identical(adapter_again.predict(model_again, ds, batch_size=4), out)
     xr.testing.assert_identical(adapter.predict(seqattn.load(tmp_path / "run"), ds,
                                                 batch_size=4), out)

@@ -2,6 +2,8 @@
 import numpy as np
 import xarray as xr
 
+from seqattn.models import MoleculeModel, MoleculeModelConfig
+
 XYZ = ["x", "y", "z"]
 
 
@@ -57,3 +59,18 @@ def pair_energy_and_forces(z, positions):
     forces = (phi / np.where(pair, d, 1.0))[..., None] * r
     forces = forces.sum(axis=2)
     return energy, np.where(real[..., None], forces, np.nan)
+
+
+def small_model(num_types=2, seed=0, **overrides):
+    """A float64 model whose distance tables are large enough to matter (a freshly initialised
+    table is ~0.02, which would leave distances almost without effect)."""
+    config = dict(num_types=num_types, structure_outputs=1, atom_outputs=1, forces=True,
+                  d_model=8, nhead=2, num_layers=2, dim_feedforward=16, bins=8, r_max=3.5,
+                  cutoff=3.2, dtype="float64", seed=seed)
+    config.update(overrides)
+    model = MoleculeModel(MoleculeModelConfig(**config))
+    rng = np.random.default_rng(seed + 1)
+    for name, p in model.named_parameters():
+        if name.endswith("distance_bias.table"):
+            p.data[...] = rng.normal(0, 1.5, p.shape)
+    return model

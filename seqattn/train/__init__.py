@@ -3,6 +3,7 @@ from .batches import ArrayBatches, IterableBatches, TrainingBatch
 from .checkpoints import has_checkpoint, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
 from .early_stopping import EarlyStopping
+from .force_matching import EnergyForceLoss
 from .fit import FitState, NonFiniteLossError, evaluate, fit
 from .losses import (BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, LatitudeWeightedMSELoss,
                      MAELoss, MSELoss)
@@ -11,7 +12,7 @@ from .schedules import StepDecay, WarmupCosine
 
 __all__ = [
     "Adam", "AdamW", "ArrayBatches", "BCEWithLogitsLoss", "CrossEntropyLoss", "EarlyStopping",
-    "FitState", "HuberLoss", "IterableBatches", "LatitudeWeightedMSELoss", "MAELoss", "MSELoss",
+    "EnergyForceLoss", "FitState", "HuberLoss", "IterableBatches", "LatitudeWeightedMSELoss", "MAELoss", "MSELoss",
     "NonFiniteLossError", "SGD", "StepDecay", "TrainingBatch", "WarmupCosine", "clip_factor",
     "evaluate", "fit", "global_grad_norm", "has_checkpoint", "load_checkpoint", "save_checkpoint",
 ]

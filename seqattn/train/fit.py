@@ -9,7 +9,11 @@ other model ``model(inputs, ...)``; ``key_padding_mask=`` is passed when a batch
 ``coords=`` (the batch's per-token coordinates, name -> (B, N) float64 host arrays) when it has
 some and the model's ``forward`` takes a ``coords`` parameter, so user models without one work,
 and ``structure=`` (the tokens' pairwise structure, on the model's device and in its dtype) when
-the batch has one; a model without that parameter is then an error.
+the batch has one; a model without that parameter is then an error. A loss that needs more
+than one forward and backward (a loss on forces, which are themselves a gradient:
+:class:`~seqattn.train.force_matching.EnergyForceLoss`) runs a step itself: its
+``training_step(model, batch)`` fills the gradients and its ``batch_loss(model, batch)``
+serves evaluation.
 """
 import inspect
 import math
@@ -85,6 +89,8 @@ def takes_structure(model):
 
 def _batch_loss(model, loss, batch, where, pass_coords):
     """Forward ``batch`` through ``model`` and the loss: (loss value, prediction, host targets)."""
+    if hasattr(loss, "batch_loss"):  # a loss that runs the model itself (forces: -dE/dx)
+        return loss.batch_loss(model, batch)
     inputs, targets, mask = _host_batch(batch, loss, model.dtype, where)
     device = model.device
     inputs = moved(np.ascontiguousarray(inputs), device)
@@ -118,9 +124,9 @@ def evaluate(model, loss, data, metrics=None, batch_size=32):
                                                pass_coords)
             total += value * loss.weight_sum
             weight += loss.weight_sum
-            samples += len(targets)
+            samples += len(batch)
             if metrics:
-                pred_host = moved(pred, CPU)
+                pred_host = pred if isinstance(pred, dict) else moved(pred, CPU)
                 for name, metric in metrics.items():
                     sums[name] += metric(pred_host, targets) * len(targets)
     finally:
@@ -140,9 +146,13 @@ def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_gr
     steps = 0
     for i, batch in enumerate(epoch_batches):
         where = f"epoch {epoch + 1}, batch {i}"
-        value, _, _ = _batch_loss(model, loss, batch, where, pass_coords)
-        optimizer.zero_grad()
-        model.backward(loss.backward())
+        if hasattr(loss, "training_step"):  # its own passes: seqattn.train.force_matching
+            optimizer.zero_grad()
+            value = loss.training_step(model, batch)
+        else:
+            value, _, _ = _batch_loss(model, loss, batch, where, pass_coords)
+            optimizer.zero_grad()
+            model.backward(loss.backward())
         norm = global_grad_norm(parameters)
         if not (math.isfinite(value) and math.isfinite(norm)):
             raise NonFiniteLossError(

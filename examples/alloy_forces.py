@@ -1,0 +1,349 @@
+"""Energies and forces of Cu-Au alloys: a distance-aware attention model trained on energies and
+forces together, against a fitted pair potential.
+
+Data: Cu-Au structures of random composition, computed with ASE's EMT potential (an effective
+medium theory, a many-body physical model shipped with ASE: ``pip install ase``):
+
+* clusters (icosahedra and octahedra of 13 and 38 atoms, 55 in the full run) with the lattice
+  spacing of their composition (Vegard's law between Cu 3.61 A and Au 4.08 A), a random strain
+  and rattled positions;
+* periodic 2 x 2 x 2 fcc supercells (32 atoms) likewise strained and rattled.
+
+The model (:class:`seqattn.models.MoleculeModel`) reads the structures through
+:class:`seqattn.adapters.MoleculeAdapter` (Dataset from :func:`seqattn.adapters.from_ase`),
+trains with :class:`seqattn.train.EnergyForceLoss` (forces = -dE/dx; their loss's gradient by
+force matching) and predicts onto the Dataset with ``adapter.predict``. Its cutoff (3.4 A) must
+stay below half the supercells' smallest lattice-plane spacing (minimum image).
+
+Baseline, in this script: a linear pair potential, E = sum_e n_e b_e + sum over pairs of
+sum_k w_{pair type, k} g_k(d) fc(d) with Gaussian radial functions g_k times a cosine cutoff fc,
+fitted by (ridge) least squares on energies per atom and forces together (its forces are linear
+in w too); it sees every periodic image within its cutoff (ASE's neighbour list). It is
+reported twice: with its cutoff chosen on validation among the model's 3.4 A, 4.5 and 5.5 A
+(the pair potential at its best, seeing the second and third neighbour shells the model's
+cutoff leaves out in the supercells), and at the model's cutoff (the same neighbourhood).
+
+Protocol: structures are split into training, validation and test sets (seeded). Every choice
+is made on validation data: the model's epoch (early stopping on the validation loss), the
+baseline's cutoff, force weight and ridge strength. Test energies MAE per atom (meV/atom) and
+force MAE (meV/A) are reported for both, with a parity plot (PNG).
+
+Quick run (seed 0; 91 training, 21 validation, 28 test structures): energy MAE 49.4 meV/atom and
+force MAE 141 meV/A for the model, 49.7 and 282 for the pair potential at its best (5.5 A), 77 and
+261 for the pair potential at the model's cutoff. The model halves the force error; on energies
+it is on par with the long-range pair potential (seed 1: 57 against 49 meV/atom; 160 structures
+and 40 epochs: 54 against 45), whose reach the model's 3.4 A cutoff lacks in the 32-atom cells.
+
+    python examples/alloy_forces.py            # full run
+    python examples/alloy_forces.py --quick    # a small run for CI (about 80 s of one core)
+"""
+import argparse
+import itertools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from seqattn.adapters import MoleculeAdapter, from_ase
+from seqattn.models import MoleculeModel, MoleculeModelConfig
+from seqattn.train import AdamW, EarlyStopping, EnergyForceLoss, WarmupCosine, fit
+
+LATTICE = {29: 3.61, 79: 4.08}  # Angstrom, fcc Cu and Au
+
+
+@dataclass
+class ExampleConfig:
+    n_clusters: int = 240
+    n_supercells: int = 240
+    cluster_shapes: tuple = ("ico2", "oct3", "oct4", "ico3")
+    validation_share: float = 0.15
+    test_share: float = 0.2
+    rattle: float = 0.12  # Angstrom, standard deviation of the displacements
+    strain: float = 0.03  # lattice spacing scaled by 1 +- this
+    d_model: int = 48
+    nhead: int = 4
+    num_layers: int = 2
+    dim_feedforward: int = 96
+    bins: int = 36
+    r_max: float = 3.5
+    cutoff: float = 3.4
+    epochs: int = 60
+    batch_size: int = 4
+    lr: float = 3e-3
+    energy_weight: float = 1.0
+    forces_weight: float = 1.0
+    patience: int = 10
+    seed: int = 0
+
+
+QUICK = ExampleConfig(n_clusters=70, n_supercells=70, cluster_shapes=("ico2", "oct3", "oct4"),
+                      d_model=32, dim_feedforward=64, epochs=30, patience=30)
+
+
+# ---- data --------------------------------------------------------------------------------------
+
+
+def _cluster(shape, spacing):
+    from ase.cluster import Icosahedron, Octahedron
+
+    kind, size = shape[:3], int(shape[3:])
+    make = Icosahedron if kind == "ico" else Octahedron
+    return make("Cu", size, latticeconstant=spacing) if kind == "ico" else \
+        make("Cu", size, 1, latticeconstant=spacing)
+
+
+def make_structures(config, rng):
+    """Clusters and supercells of random Cu-Au composition with EMT energies and forces."""
+    from ase.build import bulk
+    from ase.calculators.emt import EMT
+
+    structures = []
+    for i in range(config.n_clusters + config.n_supercells):
+        gold = rng.uniform(0, 1)
+        spacing = ((1 - gold) * LATTICE[29] + gold * LATTICE[79]) * \
+            (1 + rng.uniform(-config.strain, config.strain))
+        if i < config.n_clusters:
+            atoms = _cluster(config.cluster_shapes[i % len(config.cluster_shapes)], spacing)
+        else:
+            atoms = bulk("Cu", "fcc", a=spacing, cubic=True).repeat(2)
+        atoms.numbers = np.where(rng.random(len(atoms)) < gold, 79, 29)
+        atoms.rattle(config.rattle, seed=int(rng.integers(2 ** 31)))
+        atoms.calc = EMT()
+        atoms.get_forces()
+        structures.append(atoms)
+    return structures
+
+
+def split(n, config, rng):
+    order = rng.permutation(n)
+    n_test, n_val = int(config.test_share * n), int(config.validation_share * n)
+    return {"test": np.sort(order[:n_test]), "validation": np.sort(order[n_test:n_test + n_val]),
+            "train": np.sort(order[n_test + n_val:])}
+
+
+# ---- the baseline: a pair potential fitted by least squares ------------------------------------
+
+
+class PairPotential:
+    """E = sum_e n_e b_e + sum_{pairs} sum_k w[pair type, k] g_k(d) fc(d) (see the module
+    docstring); ``fit`` solves the ridge least squares on energies per atom and forces."""
+
+    def __init__(self, cutoff, n_basis=16, elements=(29, 79), inner=1.6):
+        self.cutoff, self.elements = cutoff, list(elements)
+        self.centres = np.linspace(inner, cutoff, n_basis)
+        self.width = self.centres[1] - self.centres[0]
+        pairs = list(itertools.combinations_with_replacement(range(len(elements)), 2))
+        self.pair_index = {p: i for i, p in enumerate(pairs)}
+        self.pair_index.update({p[::-1]: i for p, i in self.pair_index.items()})
+        self.n_pairs, self.n_basis = len(pairs), n_basis
+
+    def _radial(self, d):
+        """g_k(d) fc(d) and its derivative in d, (P, K) each."""
+        x = (d[:, None] - self.centres) / self.width
+        g = np.exp(-x ** 2)
+        dg = -2 * x / self.width * g
+        fc = 0.5 * (1 + np.cos(np.pi * d / self.cutoff))[:, None]
+        dfc = (-0.5 * np.pi / self.cutoff * np.sin(np.pi * d / self.cutoff))[:, None]
+        return g * fc, dg * fc + g * dfc
+
+    def features(self, atoms):
+        """(energy row (F,), force rows (N, 3, F)) with F = elements + pair types x basis."""
+        from ase.neighborlist import neighbor_list
+
+        i, j, d, D = neighbor_list("ijdD", atoms, self.cutoff)
+        types = np.array([self.elements.index(z) for z in atoms.numbers])
+        n_el = len(self.elements)
+        width = n_el + self.n_pairs * self.n_basis
+        energy, forces = np.zeros(width), np.zeros((len(atoms), 3, width))
+        energy[:n_el] = np.bincount(types, minlength=n_el)
+        value, slope = self._radial(d)
+        pair = np.array([self.pair_index[(a, b)] for a, b in zip(types[i], types[j])],
+                        dtype=np.int64)
+        columns = n_el + pair[:, None] * self.n_basis + np.arange(self.n_basis)
+        np.add.at(energy, columns, 0.5 * value)  # every pair is listed as (i, j) and (j, i)
+        # F_i = -dE/dx_i = sum_j w g'(d_ij) D_ij / d_ij with D_ij = x_j - x_i
+        contribution = (slope[:, None, :] * (D / d[:, None])[:, :, None])  # (P, 3, K)
+        for axis in range(3):
+            np.add.at(forces[:, axis], (i[:, None], columns), contribution[:, axis])
+        return energy, forces
+
+    def fit(self, structures, force_weight, ridge, features=None):
+        """Ridge least squares on energies per atom and forces (``features``: those of the
+        structures, when already computed)."""
+        features = features or [self.features(a) for a in structures]
+        rows, targets = [], []
+        for atoms, (e, f) in zip(structures, features):
+            n = len(atoms)
+            rows += [e[None] / n, np.sqrt(force_weight / (3 * n)) * f.reshape(-1, len(e))]
+            targets += [[atoms.get_potential_energy() / n],
+                        np.sqrt(force_weight / (3 * n)) * atoms.get_forces().reshape(-1)]
+        a, y = np.concatenate(rows), np.concatenate(targets)
+        penalty = ridge * np.eye(a.shape[1])
+        penalty[:len(self.elements), :len(self.elements)] = 0  # the references stay free
+        self.weights = np.linalg.solve(a.T @ a + penalty, a.T @ y)
+        return self
+
+    def predict(self, atoms, features=None):
+        e, f = features or self.features(atoms)
+        return e @ self.weights, f @ self.weights
+
+
+def errors(energy, forces, structures):
+    """(energy MAE per atom, force MAE) in meV/atom and meV/A."""
+    n = np.array([len(a) for a in structures])
+    e_true = np.array([a.get_potential_energy() for a in structures])
+    f_true = np.concatenate([a.get_forces().ravel() for a in structures])
+    return (float(np.mean(np.abs(np.asarray(energy) - e_true) / n)) * 1e3,
+            float(np.mean(np.abs(np.concatenate([np.ravel(f) for f in forces]) - f_true))) * 1e3)
+
+
+def relative_score(scores, reference):
+    """The validation criterion: each MAE over the mean predictor's, summed."""
+    return scores[0] / reference[0] + scores[1] / reference[1]
+
+
+def baseline(structures, parts, reference, cutoffs):
+    """The pair potential whose cutoff (among ``cutoffs``), force weight and ridge are best on
+    validation."""
+    train = [structures[i] for i in parts["train"]]
+    validation = [structures[i] for i in parts["validation"]]
+    best = None
+    for cutoff in cutoffs:
+        potential = PairPotential(cutoff)
+        train_features = [potential.features(a) for a in train]
+        validation_features = [potential.features(a) for a in validation]
+        for force_weight, ridge in itertools.product((0.1, 1.0, 10.0), (1e-6, 1e-4, 1e-2)):
+            potential.fit(train, force_weight, ridge, train_features)
+            predicted = [potential.predict(a, f) for a, f in zip(validation, validation_features)]
+            score = relative_score(errors([p[0] for p in predicted], [p[1] for p in predicted],
+                                          validation), reference)
+            if best is None or score < best[0]:
+                best = (score, (cutoff, force_weight, ridge))
+    cutoff, force_weight, ridge = best[1]
+    return PairPotential(cutoff).fit(train, force_weight, ridge), \
+        {"cutoff": cutoff, "force_weight": force_weight, "ridge": ridge}
+
+
+def mean_predictor_errors(structures, parts):
+    """The validation MAEs of predicting the mean training energy per atom and zero forces."""
+    train = [structures[i] for i in parts["train"]]
+    per_atom = np.mean([a.get_potential_energy() / len(a) for a in train])
+    validation = [structures[i] for i in parts["validation"]]
+    return errors([per_atom * len(a) for a in validation],
+                  [np.zeros((len(a), 3)) for a in validation], validation)
+
+
+# ---- the model -----------------------------------------------------------------------------------
+
+
+def train_model(config, ds, parts, progress):
+    adapter = MoleculeAdapter(energy="energy", forces="forces").fit(
+        ds.isel(molecule=parts["train"]))
+    model = MoleculeModel(MoleculeModelConfig(
+        **adapter.model_sizes(), d_model=config.d_model, nhead=config.nhead,
+        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward, bins=config.bins,
+        r_max=config.r_max, cutoff=config.cutoff, seed=config.seed))
+    batches = adapter.batches(ds.isel(molecule=parts["train"]), batch_size=config.batch_size,
+                              seed=config.seed)
+    validation = adapter.batches(ds.isel(molecule=parts["validation"]),
+                                 batch_size=config.batch_size, shuffle=False)
+    steps = config.epochs * len(batches)
+    history = fit(model, EnergyForceLoss(config.energy_weight, config.forces_weight),
+                  AdamW(model, lr=config.lr, weight_decay=0.0), batches, epochs=config.epochs,
+                  validation=validation,
+                  schedule=WarmupCosine(config.lr, warmup_steps=len(batches), total_steps=steps),
+                  early_stopping=EarlyStopping(patience=config.patience), progress=progress)
+    return model, adapter, history
+
+
+def parity_plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
+    for name, (e_true, e_pred, f_true, f_pred) in rows.items():
+        axes[0].scatter(e_true, e_pred, s=8, alpha=0.6, label=name)
+        axes[1].scatter(f_true, f_pred, s=3, alpha=0.3, label=name)
+    for ax, title in zip(axes, ("energy per atom (eV)", "force component (eV/A)")):
+        low, high = ax.get_xlim()
+        ax.plot([low, high], [low, high], "k--", lw=0.8)
+        ax.set_xlabel(f"EMT {title}")
+        ax.set_ylabel(f"predicted {title}")
+        ax.legend()
+    fig.suptitle("Cu-Au test structures")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---- main ----------------------------------------------------------------------------------------
+
+
+def main(argv=None, config=None, progress=True):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a small run (CI)")
+    parser.add_argument("--out", default="alloy_forces_output", help="folder for the figure")
+    args = parser.parse_args(argv)
+    config = config or (QUICK if args.quick else ExampleConfig())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    rng = np.random.default_rng(config.seed)
+    structures = make_structures(config, rng)
+    ds = from_ase(structures)
+    parts = split(len(structures), config, rng)
+    reference = mean_predictor_errors(structures, parts)
+    test = [structures[i] for i in parts["test"]]
+
+    baselines = {}
+    for name, cutoffs in (("baseline", (config.cutoff, 4.5, 5.5)),
+                          ("baseline_model_cutoff", (config.cutoff,))):
+        potential, chosen = baseline(structures, parts, reference, cutoffs)
+        predicted = [potential.predict(a) for a in test]
+        baselines[name] = ([p[0] for p in predicted], [p[1] for p in predicted], chosen)
+
+    model, adapter, history = train_model(config, ds, parts, progress)
+    out_ds = adapter.predict(model, ds.isel(molecule=parts["test"]))
+    model_e = out_ds["energy"].values
+    model_f = [out_ds["forces"].values[k, :len(a)] for k, a in enumerate(test)]
+
+    results = {name: dict(zip(("energy_mae", "force_mae"), errors(e, f, test)), **chosen)
+               for name, (e, f, chosen) in baselines.items()}
+    results.update({
+        "model": dict(zip(("energy_mae", "force_mae"), errors(model_e, model_f, test)),
+                      epochs=len(history["loss"]), best_val_loss=float(min(history["val_loss"]))),
+        "mean_predictor_validation": dict(zip(("energy_mae", "force_mae"), reference)),
+        "sizes": {k: len(v) for k, v in parts.items()}})
+    n = np.array([len(a) for a in test])
+    e_true = np.array([a.get_potential_energy() for a in test]) / n
+    f_true = np.concatenate([a.get_forces().ravel() for a in test])
+    parity_plot({"seqattn": (e_true, model_e / n, f_true,
+                             np.concatenate([f.ravel() for f in model_f])),
+                 "pair potential": (e_true, np.array(baselines["baseline"][0]) / n, f_true,
+                                    np.concatenate([f.ravel()
+                                                    for f in baselines["baseline"][1]]))},
+                out / "alloy_forces_parity.png")
+    results["seconds"] = time.perf_counter() - started
+    report(results)
+    return results
+
+
+def report(results):
+    print(f"\nstructures: {results['sizes']}; test MAE: energy (meV/atom), forces (meV/A)")
+    for name, label in (("model", "seqattn"), ("baseline", "pair potential"),
+                        ("baseline_model_cutoff", "pair potential, model's cutoff")):
+        row = results[name]
+        print(f"  {label:32s} {row['energy_mae']:8.2f} {row['force_mae']:8.1f}")
+    reference = results["mean_predictor_validation"]
+    print(f"  mean predictor (validation) {reference['energy_mae']:.2f} "
+          f"{reference['force_mae']:.1f}")
+    print(f"baseline chosen on validation: cutoff {results['baseline']['cutoff']} A, force "
+          f"weight {results['baseline']['force_weight']}, ridge {results['baseline']['ridge']}")
+    print(f"{results['seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

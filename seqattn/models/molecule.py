@@ -1,0 +1,302 @@
+"""A molecule model: atoms as tokens, attention whose scores carry a learnable bias per pair of
+atom types as a function of their distance (with a cutoff, minimum image in periodic cells),
+per-atom outputs (N -> N) and per-structure outputs summed over atoms (N -> 1, extensive like
+an energy). Forces are minus the gradient of the energy (structure output 0) with respect to
+the positions, from a backward pass through the attention kernels' position gradients.
+
+Softmax attention averages: over neighbours that all look alike (a pure Cu cluster) it gives
+the same result however many there are, so it cannot tell a surface atom from a bulk one. Each
+atom therefore also attends to an *anchor* of its own, a learned vector per element placed at
+the atom's position (a second key, hidden from the other atoms by the distance table at
+first): the anchor's share of the attention falls as neighbours crowd in, a learnable
+neighbour density like that of embedded-atom potentials (see :class:`AtomLayer`).
+
+Only distances enter (no positional encodings, no coordinates in the tokens), so the outputs
+are invariant under translations, rotations and permutations of the atoms, and in periodic
+cells under the choice of image (tests/test_molecule_model.py checks all four).
+
+Training on forces needs the parameter gradient of a loss on dE/dx, a second derivative; the
+first-order passes of :meth:`MoleculeModel.differentiate` are what
+:mod:`seqattn.train.force_matching` combines for it.
+"""
+import contextlib
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .. import autodiff
+from ..autodiff import Tensor
+from ..autodiff.recording import forward_scope, recording
+from ..backend import CPU, device_of
+from ..nn import (DistanceBiasTable, Embedding, FeedForward, LayerNorm, Linear, Module,
+                  ModuleList, MultiheadAttention)
+from ..nn.init import generator
+from ..nn.structured_bias import Structure
+from ..nn.placement import moved
+
+
+@dataclass
+class MoleculeModelConfig:
+    """``num_types`` atom types (elements); tokens of ``in_features`` features (default: a
+    one-hot row per type, as :class:`seqattn.adapters.MoleculeAdapter` makes them; its
+    ``model_sizes()`` gives these first five fields). ``structure_outputs`` per-structure
+    values summed over atoms (the first is the energy when ``forces``), ``atom_outputs``
+    per-atom values.
+
+    Each of the ``num_layers`` pre-norm encoder layers owns a distance table per type pair and
+    head: ``bins`` values on [0, ``r_max``] Angstrom, linearly interpolated; keys beyond
+    ``cutoff`` are hidden and, with ``smooth_cutoff``, fade out continuously (so energies and
+    forces are continuous as atoms cross it). In periodic cells the cutoff must be below half
+    the smallest distance between lattice planes, so each neighbour counts once.
+    ``force_step`` (Angstrom) is the largest displacement of the central difference that
+    trains on forces (see :mod:`seqattn.train.force_matching`)."""
+
+    num_types: int
+    in_features: int = None
+    structure_outputs: int = 1
+    atom_outputs: int = 0
+    forces: bool = True
+    d_model: int = 64
+    nhead: int = 4
+    num_layers: int = 2
+    dim_feedforward: int = 128
+    activation: str = "gelu"
+    bins: int = 64
+    r_max: float = 6.0
+    cutoff: float = 5.0
+    smooth_cutoff: bool = True
+    force_step: float = 1e-3
+    dtype: str = "float32"
+    seed: int = 0
+
+    def check(self):
+        for name in ("num_types", "d_model", "nhead", "num_layers", "dim_feedforward", "bins"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.structure_outputs < 0 or self.atom_outputs < 0 or \
+                self.structure_outputs + self.atom_outputs == 0:
+            raise ValueError(f"structure_outputs = {self.structure_outputs} and atom_outputs = "
+                             f"{self.atom_outputs}: the model needs at least one output")
+        if self.forces and self.structure_outputs < 1:
+            raise ValueError("forces=True derives forces from an energy: give "
+                             "structure_outputs >= 1 (output 0 is the energy)")
+        if self.cutoff is not None and not self.cutoff > 0:
+            raise ValueError(f"cutoff must be a positive distance or None, got {self.cutoff!r}")
+        if not self.force_step > 0:
+            raise ValueError(f"force_step must be a positive distance, got {self.force_step!r}")
+
+
+ANCHOR_HIDDEN = -8.0  # initial bias of another atom's anchor: e^-8 of the attention
+
+
+@contextlib.contextmanager
+def _scratch_gradients(parameters):
+    """Parameter gradients of the block go to scratch arrays, so ``.grad`` keeps what it held
+    (for passes that want position gradients only). The parameters still take part in the
+    record: some layers' backward needs their weights' gradient slots."""
+    saved = [p.grad for p in parameters]
+    for p in parameters:
+        p.grad = moved(np.zeros(p.shape, p.dtype), device_of(p.data))
+    try:
+        yield
+    finally:
+        for p, grad in zip(parameters, saved):
+            p.grad = grad
+
+
+class AtomLayer(Module):
+    """A pre-norm encoder layer over atoms: x (B, N, E) -> (B, N, E). The attention's keys and
+    values are the atoms and their anchors (B, 2 N, E): anchor j (a learned vector per element,
+    ``anchors``) sits at atom j's position and has type T + type_j, so the distance table
+    (2 T types) gives it a bias of its own; it starts at 0 for an atom's own anchor (distance
+    0) and far below the atoms' biases elsewhere."""
+
+    def __init__(self, d_model, nhead, dim_feedforward, activation, num_types, bins, r_max,
+                 cutoff, smooth_cutoff, dtype=np.float32, seed=None):
+        super().__init__()
+        rng = generator(seed)
+        self.num_types = num_types
+        self.norm1 = LayerNorm(d_model, dtype=dtype)
+        self.anchors = Embedding(num_types, d_model, dtype=dtype, seed=rng)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dtype=dtype, seed=rng,
+            distance_bias=DistanceBiasTable(nhead, bins=bins, r_max=r_max,
+                                            num_types=2 * num_types, cutoff=cutoff,
+                                            smooth_cutoff=smooth_cutoff, dtype=dtype,
+                                            seed=rng))
+        self.norm2 = LayerNorm(d_model, dtype=dtype)
+        self.feed_forward = FeedForward(d_model, dim_feedforward, activation, dtype=dtype,
+                                        seed=rng)
+
+    def forward(self, x, key_padding_mask, structure, anchor_types):
+        """``structure``: the atoms as queries and atoms + anchors as keys (key_positions
+        (B, 2 N, 3), key_types (B, 2 N)); ``key_padding_mask`` (B, 2 N); ``anchor_types``
+        (B, N) the atoms' element indices."""
+        h = self.norm1(x)
+        keys = autodiff.concat([h, self.anchors(anchor_types)], axis=1)
+        out, _ = self.self_attn(h, keys, keys, key_padding_mask=key_padding_mask,
+                                structure=structure)
+        x = x + out
+        return x + self.feed_forward(self.norm2(x))
+
+
+def plane_spacings(cell):
+    """(B, 3) distances between the lattice planes of cells (B, 3, 3) (rows: vectors)."""
+    volume = np.abs(np.linalg.det(cell))
+    areas = np.stack([np.linalg.norm(np.cross(cell[:, (k + 1) % 3], cell[:, (k + 2) % 3]),
+                                     axis=-1) for k in range(3)], axis=1)
+    return volume[:, None] / areas
+
+
+class MoleculeModel(Module):
+    """tokens (B, N, F) and a :class:`Structure` (positions (B, N, 3), types (B, N), cell) ->
+    (per-structure outputs (B, structure_outputs), per-atom outputs (B, N, atom_outputs) or
+    None). :meth:`predict` adds the forces (B, N, 3) = -d(output 0)/d positions."""
+
+    def __init__(self, config):
+        super().__init__()
+        config.check()
+        self.config = config
+        dtype = np.dtype(config.dtype).type
+        rng = generator(config.seed)
+        self.embed = Linear(config.in_features or config.num_types, config.d_model, dtype=dtype,
+                            seed=rng)
+        self.layers = ModuleList([
+            AtomLayer(config.d_model, config.nhead, config.dim_feedforward, config.activation,
+                      config.num_types, config.bins, config.r_max, config.cutoff,
+                      config.smooth_cutoff, dtype=dtype, seed=rng)
+            for _ in range(config.num_layers)])
+        self._decay_with_distance()
+        self.norm = LayerNorm(config.d_model, dtype=dtype)
+        self.structure_head = (Linear(config.d_model, config.structure_outputs, dtype=dtype,
+                                      seed=rng) if config.structure_outputs else None)
+        self.atom_head = (Linear(config.d_model, config.atom_outputs, dtype=dtype, seed=rng)
+                          if config.atom_outputs else None)
+
+    def _decay_with_distance(self):
+        """Start the distance tables (on top of their small random start) with each head's
+        attention to atoms at -slope_h * d, slopes -1 .. 1 per Angstrom (like ALiBi's), and
+        with an atom's own anchor at 0 but every other anchor at ANCHOR_HIDDEN: from the first
+        step the anchors' shares then measure neighbour densities at several ranges, which
+        tables starting near zero would take many steps to find."""
+        config = self.config
+        T = config.num_types
+        distances = np.linspace(0, config.r_max, config.bins)
+        slopes = np.linspace(-1, 1, config.nhead)
+        for layer in self.layers:
+            table = layer.self_attn.distance_bias.table.data  # (2T, 2T, H, C)
+            table[:, :T] += (-slopes[:, None] * distances).astype(table.dtype)
+            table[:, T:, :, 1:] += ANCHOR_HIDDEN
+
+    def _check_structure(self, structure, n_atoms):
+        if structure is None or structure.positions is None or structure.types is None:
+            raise ValueError("a MoleculeModel needs structure=Structure(positions=(B, N, 3), "
+                             "types=(B, N)), as MoleculeAdapter batches carry it")
+        if tuple(structure.positions.shape[:2]) != n_atoms:
+            raise ValueError(f"structure.positions has shape {tuple(structure.positions.shape)}; "
+                             f"expected (B, N, 3) with (B, N) = {n_atoms} like the tokens")
+        if structure.cell is None:
+            return
+        cell = np.asarray(moved(structure.cell, CPU), np.float64)
+        cell = np.broadcast_to(cell, (n_atoms[0], 3, 3))
+        half = plane_spacings(cell).min(axis=1) / 2
+        if self.config.cutoff is None or (half < self.config.cutoff).any():
+            b = 0 if self.config.cutoff is None else int(np.argmax(half < self.config.cutoff))
+            raise ValueError(f"structure {b} of the batch is periodic with half its smallest "
+                             f"lattice-plane spacing {half[b]:.3g} A, but the model's cutoff is "
+                             f"{self.config.cutoff}: a neighbour would be seen through one image "
+                             "only. Use a larger supercell or a cutoff below that")
+
+    def forward(self, inputs, key_padding_mask=None, structure=None):
+        """inputs (B, N, F), key_padding_mask (B, N) bool (True = padding) -> (structure
+        outputs (B, S) summed over the unpadded atoms, atom outputs (B, N, A) or None)."""
+        B, N = (int(s) for s in inputs.shape[:2])
+        self._check_structure(structure, (B, N))
+        x = self.embed(inputs)
+        anchored, mask, anchor_types = self._with_anchors(structure, key_padding_mask, (B, N))
+        for layer in self.layers:
+            x = layer(x, mask, anchored, anchor_types)
+        x = self.norm(x)
+        per_structure = None
+        if self.structure_head is not None:
+            real = np.ones((B, N), bool) if key_padding_mask is None else \
+                ~np.asarray(moved(autodiff.unwrap(key_padding_mask), CPU))
+            weight = np.broadcast_to(real[..., None], (B, N, self.config.structure_outputs))
+            weight = moved(np.ascontiguousarray(weight, self.dtype), self.device)
+            per_structure = (self.structure_head(x) * weight).sum(axis=1)
+        atoms = None if self.atom_head is None else self.atom_head(x)
+        return per_structure, atoms
+
+    def _with_anchors(self, structure, key_padding_mask, shape):
+        """(structure with the anchors as extra keys, key_padding_mask (B, 2 N) on the model's
+        device, the anchors' element indices (B, N) there)."""
+        device = self.device
+        types = np.asarray(moved(autodiff.unwrap(structure.types), CPU), np.int32)
+        positions = structure.positions
+        if isinstance(positions, Tensor):
+            key_positions = autodiff.concat([positions, positions], axis=1)
+        else:
+            key_positions = np.concatenate([positions, positions], axis=1)
+        padded = np.zeros(shape, bool) if key_padding_mask is None else \
+            np.asarray(moved(autodiff.unwrap(key_padding_mask), CPU))
+        anchored = Structure(positions=positions, key_positions=key_positions, types=types,
+                             key_types=np.concatenate([types, types + self.config.num_types],
+                                                      axis=1),
+                             cell=structure.cell)
+        return (anchored, moved(np.concatenate([padded, padded], axis=1), device),
+                moved(types, device))
+
+    def differentiate(self, inputs, key_padding_mask, structure, douts, parameters=True):
+        """One forward at ``structure.positions`` and one backward: returns the outputs (host
+        arrays, as forward's) and d(sum(outputs * douts))/d positions (B, N, 3) on the host.
+
+        ``douts(structure_outputs, atom_outputs)`` gives the (structure, atom) output
+        gradients (arrays of those shapes, or None) once the outputs are known. With
+        ``parameters`` the same backward adds the parameter gradients into ``.grad``;
+        without, ``.grad`` is left as it was."""
+        self._check_structure(structure, tuple(int(s) for s in inputs.shape[:2]))
+        device = self.device
+        positions = Tensor(moved(np.ascontiguousarray(structure.positions, self.dtype), device),
+                           requires_grad=True)
+        structure = replace(structure, positions=positions)
+        tokens = Tensor(moved(np.ascontiguousarray(inputs, self.dtype), device))
+        mask = None if key_padding_mask is None else moved(np.asarray(key_padding_mask), device)
+        scratch = contextlib.nullcontext() if parameters else \
+            _scratch_gradients(self.parameters())
+        with scratch:
+            with forward_scope(), recording(True):
+                outputs = self.forward(tokens, mask, structure)
+            host = tuple(None if t is None else moved(t.data, CPU) for t in outputs)
+            gradients = douts(*host)
+            pairs = [(t, moved(np.ascontiguousarray(g, self.dtype), device))
+                     for t, g in zip(outputs, gradients) if t is not None and g is not None]
+            (dx,) = autodiff.backward([t for t, _ in pairs], [g for _, g in pairs],
+                                      inputs=[positions])
+        return host, moved(dx, CPU)
+
+    def predict(self, inputs, key_padding_mask=None, structure=None):
+        """{"structure": (B, S), "atoms": (B, N, A) (when the model has atom outputs),
+        "forces": (B, N, 3) (with ``forces``)}, host arrays; no parameter gradients."""
+        if not self.config.forces:
+            with autodiff.no_grad():
+                tokens = moved(np.ascontiguousarray(inputs, self.dtype), self.device)
+                mask = None if key_padding_mask is None else \
+                    moved(np.asarray(key_padding_mask), self.device)
+                per_structure, atoms = self(tokens, mask, structure=structure)
+            out = {"structure": None if per_structure is None else moved(per_structure, CPU),
+                   "atoms": None if atoms is None else moved(atoms, CPU)}
+            return {k: v for k, v in out.items() if v is not None}
+        (per_structure, atoms), gradient = self.differentiate(
+            inputs, key_padding_mask, structure, self.energy_gradient, parameters=False)
+        out = {"structure": per_structure, "forces": -gradient}
+        if atoms is not None:
+            out["atoms"] = atoms
+        return out
+
+    @staticmethod
+    def energy_gradient(per_structure, atoms, scale=1.0):
+        """Output gradients that select scale * (sum of every structure's energy)."""
+        d = np.zeros_like(per_structure)
+        d[:, 0] = scale
+        return d, None

@@ -6,7 +6,7 @@ as two commands, each in a process of its own:
 
     NUMBA_ENABLE_CUDASIM=1 python tests/cuda_kernel_census.py census LAUNCHES.pkl
     NUMBA_ENABLE_CUDASIM=0 python tests/cuda_kernel_census.py compile LAUNCHES.pkl REPORT.json \
-        --cc 9.0 --cc 8.0
+        --cc 9.0 --representative-cc 8.0
 
 ``census`` runs :func:`workload` (every case of tests/op_cases.py through ``seqattn.ops`` on the
 simulator, in float32 and float64, and attention with every option and at every head-dim
@@ -15,8 +15,12 @@ kernel factory and the arguments it was called with) and the numba types of its 
 fails if a ``@cuda.jit`` kernel found in the source of ``seqattn/kernels/cuda`` was never
 launched, or a kernel with float arrays was not launched in both float32 and float64, so no
 kernel can be silently left out. ``compile`` rebuilds each kernel from where it came from,
-compiles it for every recorded signature and each compute capability with numba-cuda's compiler
-and the kernel's own options (fastmath, launch bounds), and runs ptxas on the PTX.
+compiles it for every recorded signature with numba-cuda's compiler and the kernel's own options
+(fastmath, launch bounds) for each ``--cc``, and for each ``--representative-cc`` one signature per
+kernel only (a float32 one where there is one): numba types and lowers a kernel once per
+signature, the slow part; each further compute capability costs NVVM and ptxas again, which for
+every signature would add about a quarter to the run for little news (the kernel bodies are the
+same, and each of them is compiled for it). Then ptxas runs on each PTX.
 """
 import argparse
 import ast
@@ -248,6 +252,9 @@ def workload():
 def census():
     """The launches of :func:`workload`, or an AssertionError naming what it did not cover."""
     sys.path.insert(0, str(HERE))
+    # The simulator runs a block's threads as Python threads polled by the launching thread;
+    # with the default 5 ms switch interval each barrier waits for a switch (see tests/conftest).
+    sys.setswitchinterval(1e-4)
     recorder = _Recorder()
     recorder.install()
     workload()
@@ -353,16 +360,27 @@ def compile_one(launch, ccs):
     return reports
 
 
-def compile_all(launches, ccs, workers):
-    """Compile every distinct (kernel, signature) of the census for each of ``ccs``."""
+def _is_float32(launch):
+    return any(str(getattr(t, "dtype", "")) == "float32" for t in launch.argtypes)
+
+
+def compile_all(launches, ccs, representative_ccs, workers):
+    """Compile every distinct (kernel, signature) of the census for each of ``ccs``, and one
+    signature of each kernel (float32 where it has one) also for each of
+    ``representative_ccs``."""
     unique = list({(launch.kernel, launch.locator, launch.argtypes): launch
                    for launch in launches}.values())
+    representative = {}
+    for launch in sorted(unique, key=lambda launch: not _is_float32(launch)):
+        representative.setdefault(launch.kernel, launch)
+    chosen = {id(launch) for launch in representative.values()}
     # The slowest first (attention's tile kernels), so that no worker is left with one at the end.
     unique.sort(key=lambda launch: launch.locator[0] != "factory")
+    ccs_each = [list(ccs) + (list(representative_ccs) if id(launch) in chosen else [])
+                for launch in unique]
     with concurrent.futures.ProcessPoolExecutor(
             max_workers=workers, initializer=_compile_without_gpu, initargs=(ccs[0],)) as pool:
-        return [r for reports in pool.map(compile_one, unique, [ccs] * len(unique))
-                for r in reports]
+        return [r for reports in pool.map(compile_one, unique, ccs_each) for r in reports]
 
 
 def format_report(reports):
@@ -385,7 +403,10 @@ def main(argv=None):
     build = commands.add_parser("compile")
     build.add_argument("launches")
     build.add_argument("report")
-    build.add_argument("--cc", action="append", default=None, help="e.g. 9.0 (repeatable)")
+    build.add_argument("--cc", action="append", default=None,
+                       help="for every signature, e.g. 9.0 (repeatable)")
+    build.add_argument("--representative-cc", action="append", default=[],
+                       help="for one signature per kernel, e.g. 8.0 (repeatable)")
     build.add_argument("--workers", type=int, default=os.cpu_count())
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -395,8 +416,9 @@ def main(argv=None):
         return 0
     with open(args.launches, "rb") as f:
         launches = pickle.load(f)
-    ccs = [tuple(int(p) for p in cc.split(".")) for cc in (args.cc or ["9.0"])]
-    reports = compile_all(launches, ccs, args.workers)
+    ccs, representative_ccs = ([tuple(int(p) for p in cc.split(".")) for cc in names]
+                               for names in (args.cc or ["9.0"], args.representative_cc))
+    reports = compile_all(launches, ccs, representative_ccs, args.workers)
     with open(args.report, "w") as f:
         json.dump(reports, f, indent=1)
     print(format_report(reports))

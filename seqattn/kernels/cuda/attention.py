@@ -52,12 +52,12 @@ StructuredGrads = namedtuple("StructuredGrads", "distance_table x y pair_table")
 StructuredGrads.__doc__ = """Outputs for the structured biases' gradients, in kernel layout:
 distance_table (H, P, C), x (B, 3, N), y (B, 3, M), pair_table (H, C); None where absent."""
 
-_fractional = cuda.jit(device=True, inline="always")(sbm.fractional)
-_cartesian = cuda.jit(device=True, inline="always")(sbm.cartesian)
-_nearest_image = cuda.jit(device=True, inline="always")(sbm.nearest_image)
-_table_coordinate = cuda.jit(device=True, inline="always")(sbm.table_coordinate)
-_log_envelope = cuda.jit(device=True, inline="always")(sbm.log_cosine_envelope)
-_log_envelope_grad = cuda.jit(device=True, inline="always")(sbm.log_cosine_envelope_grad)
+_fractional = cuda.jit(device=True)(sbm.fractional)
+_cartesian = cuda.jit(device=True)(sbm.cartesian)
+_nearest_image = cuda.jit(device=True)(sbm.nearest_image)
+_table_coordinate = cuda.jit(device=True)(sbm.table_coordinate)
+_log_envelope = cuda.jit(device=True)(sbm.log_cosine_envelope)
+_log_envelope_grad = cuda.jit(device=True)(sbm.log_cosine_envelope_grad)
 
 
 def _head_tile(D):
@@ -209,7 +209,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                                                for name in ("q", "do", "kt", "vt", "p", "ds"))
     DB_Q, DB_DO, DB_KT, DB_VT, DB_DS = DB["q"], DB["do"], DB["kt"], DB["vt"], DB["ds"]
 
-    device = cuda.jit(device=True, inline="always")
+    device = cuda.jit(device=True)
 
     @device
     def floor(x):

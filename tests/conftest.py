@@ -1,6 +1,5 @@
 """Test-session setup shared by every test file."""
 import os
-import sys
 
 from numba.core import config
 
@@ -11,9 +10,3 @@ from numba.core import config
 if not os.path.exists("/dev/nvidia0") and "NUMBA_ENABLE_CUDASIM" not in os.environ:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     config.ENABLE_CUDASIM = True
-
-# The simulator runs each block's threads as Python threads while the launching thread polls
-# them; with Python's default 5 ms switch interval every barrier waits for a switch, which made a
-# layer-norm test over 192 rows take minutes. A 0.1 ms interval runs the same kernels ~6x faster.
-if config.ENABLE_CUDASIM:
-    sys.setswitchinterval(1e-4)

@@ -169,26 +169,27 @@ def _table_ops(dtype):
             case.backward(_on_device(dout), **device_inputs)
 
 
-ATTENTION_KINDS = ("forward", "weights", "dq", "dkdv", "dbias")
+ATTENTION_KINDS = ("forward", "weights", "backward", "dbias")
 
 
 def attention_head_dims(dtype):
-    """{D: the kernel kinds whose tiles fit at D}, one D per head-tile variant that at least the
-    forward supports. Reads the CUDA attention module's tile planning (``_plan``,
-    ``_head_tile``, ``LARGEST_HEAD_TILE``): a change there must be followed here."""
+    """{D: the kernel kinds whose tiles fit at D}, one D for each distinct combination of the
+    kinds' tile plans (each plan is a compiled variant; the forward pads D to other widths than
+    the backward kernels), as long as at least the forward supports it. Reads the CUDA attention
+    module's tile planning (``_plan``, ``LARGEST_HEAD_TILE``): a change there must be followed
+    here."""
     from seqattn.kernels.cuda import attention
 
     dims = {}
     for D in range(1, attention.LARGEST_HEAD_TILE + 1):
-        kinds = set()
+        plans = {}
         for kind in ATTENTION_KINDS:
             try:
-                attention._plan(kind, np.dtype(dtype).name, D)
-                kinds.add(kind)
+                plans[kind] = attention._plan(kind, np.dtype(dtype).name, D)
             except ValueError:
                 pass
-        if "forward" in kinds:
-            dims.setdefault(attention._head_tile(D), (D, kinds))
+        if "forward" in plans:
+            dims.setdefault(tuple(sorted(plans.items())), (D, set(plans)))
     return dict(dims.values())
 
 
@@ -202,7 +203,7 @@ def _attention(dtype, D, options, kinds=ATTENTION_KINDS):
                for n, x in options.items()}
     out, lse = seqattn.attention(q, k, v, return_lse=True, **options)
     dout = _on_device(rng.normal(size=(1, 2, 3, D)).astype(dtype))
-    if {"dq", "dkdv"} <= set(kinds):
+    if "backward" in kinds:
         bias_grad = "bias" in options and "dbias" in kinds
         seqattn.attention_backward(dout, q, k, v, out, lse, bias_requires_grad=bias_grad,
                                    **options)
@@ -252,9 +253,6 @@ def workload():
 def census():
     """The launches of :func:`workload`, or an AssertionError naming what it did not cover."""
     sys.path.insert(0, str(HERE))
-    # The simulator runs a block's threads as Python threads polled by the launching thread;
-    # with the default 5 ms switch interval each barrier waits for a switch (see tests/conftest).
-    sys.setswitchinterval(1e-4)
     recorder = _Recorder()
     recorder.install()
     workload()
@@ -343,6 +341,25 @@ def _kernel_ptx(dispatcher, argtypes, ccs):
     return {cc: library.get_asm_str(cc=cc) for cc in ccs}
 
 
+# libdevice's float32 sine, cosine and tangent reduce an argument beyond about 1e5 (never the
+# case for the cosine cutoff envelope, whose argument is below pi / 2) on a slow path that
+# converts a 64-bit integer product to float64 and scales it by pi/2 * 2**-64, this constant.
+_TRIG_REDUCTION_SCALE = "0d3BF921FB54442D19"
+_TRIG_REDUCTION_STEPS = ("cvt.rn.f64.s64", "mul.f64", "cvt.rn.f32.f64")
+
+
+def float64_instructions(ptx):
+    """The float64 instructions of ``ptx`` (declarations aside), less libdevice's trigonometric
+    slow-path argument reduction (three instructions each time it is inlined)."""
+    found = [line.strip() for line in ptx.splitlines()
+             if re.search(r"\.f64\b", line) and not line.strip().startswith(".reg")]
+    reductions = sum(_TRIG_REDUCTION_SCALE in line for line in found)
+    for step in _TRIG_REDUCTION_STEPS:
+        for _ in range(reductions):
+            found.remove(next(line for line in found if line.startswith(step)))
+    return found
+
+
 def compile_one(launch, ccs):
     """Reports for one (kernel, signature), one per compute capability: usage, or the error."""
     name = ".".join(launch.kernel)
@@ -352,8 +369,9 @@ def compile_one(launch, ccs):
         ptx = _kernel_ptx(_resolve(launch.locator), launch.argtypes, ccs)
         for report, cc in zip(reports, ccs):
             report.update(ptxas_usage(ptx[cc], cc))
+            report["float64_instructions"] = len(float64_instructions(ptx[cc]))
             report["float64_in_float32"] = ("float64" not in signature
-                                            and bool(re.search(r"\.f64\b", ptx[cc])))
+                                            and report["float64_instructions"] > 0)
     except Exception as error:  # every failure is reported, none stops the others
         for report in reports:
             report["error"] = f"{type(error).__name__}: {error}"[:4000]

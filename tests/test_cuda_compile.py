@@ -92,3 +92,16 @@ def test_float32_gemm_stays_in_float32_without_spills(compile_reports):
     for r in gemm:
         assert not r["float64_in_float32"], f"float64 instructions in the float32 GEMM ({r})"
         assert r["spill_stores"] == r["spill_loads"] == 0, r
+
+
+def test_float32_attention_stays_in_float32(compile_reports):
+    """No float64 instruction in any float32 attention kernel: a float literal or a mixed
+    operation promoted to float64 runs at half the float32 rate on an H200 (1/64 on most other
+    GPUs) and takes two registers per value."""
+    attention = [r for r in compile_reports if ".attention" in r["kernel"]
+                 and "float64" not in r["signature"] and "error" not in r]
+    assert attention
+    promoted = sorted({f"{r['kernel']} [{r['signature'][:100]}]" for r in attention
+                       if r["float64_in_float32"]})
+    assert not promoted, "float64 instructions in float32 attention kernels:\n" + \
+        "\n".join(promoted)

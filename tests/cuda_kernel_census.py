@@ -6,7 +6,7 @@ as two commands, each in a process of its own:
 
     NUMBA_ENABLE_CUDASIM=1 python tests/cuda_kernel_census.py census LAUNCHES.pkl
     NUMBA_ENABLE_CUDASIM=0 python tests/cuda_kernel_census.py compile LAUNCHES.pkl REPORT.json \
-        --cc 9.0 --cc 8.0
+        --cc 9.0 --representative-cc 8.0
 
 ``census`` runs :func:`workload` (every case of tests/op_cases.py through ``seqattn.ops`` on the
 simulator, in float32 and float64, and attention with every option and at every head-dim
@@ -15,8 +15,12 @@ kernel factory and the arguments it was called with) and the numba types of its 
 fails if a ``@cuda.jit`` kernel found in the source of ``seqattn/kernels/cuda`` was never
 launched, or a kernel with float arrays was not launched in both float32 and float64, so no
 kernel can be silently left out. ``compile`` rebuilds each kernel from where it came from,
-compiles it for every recorded signature and each compute capability with numba-cuda's compiler
-and the kernel's own options (fastmath, launch bounds), and runs ptxas on the PTX.
+compiles it for every recorded signature with numba-cuda's compiler and the kernel's own options
+(fastmath, launch bounds) for each ``--cc``, and for each ``--representative-cc`` one signature per
+kernel only (a float32 one where there is one): numba types and lowers a kernel once per
+signature, the slow part; each further compute capability costs NVVM and ptxas again, which for
+every signature would add about a quarter to the run for little news (the kernel bodies are the
+same, and each of them is compiled for it). Then ptxas runs on each PTX.
 """
 import argparse
 import ast
@@ -165,26 +169,27 @@ def _table_ops(dtype):
             case.backward(_on_device(dout), **device_inputs)
 
 
-ATTENTION_KINDS = ("forward", "weights", "dq", "dkdv", "dbias")
+ATTENTION_KINDS = ("forward", "weights", "backward", "dbias")
 
 
 def attention_head_dims(dtype):
-    """{D: the kernel kinds whose tiles fit at D}, one D per head-tile variant that at least the
-    forward supports. Reads the CUDA attention module's tile planning (``_plan``,
-    ``_head_tile``, ``LARGEST_HEAD_TILE``): a change there must be followed here."""
+    """{D: the kernel kinds whose tiles fit at D}, one D for each distinct combination of the
+    kinds' tile plans (each plan is a compiled variant; the forward pads D to other widths than
+    the backward kernels), as long as at least the forward supports it. Reads the CUDA attention
+    module's tile planning (``_plan``, ``LARGEST_HEAD_TILE``): a change there must be followed
+    here."""
     from seqattn.kernels.cuda import attention
 
     dims = {}
     for D in range(1, attention.LARGEST_HEAD_TILE + 1):
-        kinds = set()
+        plans = {}
         for kind in ATTENTION_KINDS:
             try:
-                attention._plan(kind, np.dtype(dtype).name, D)
-                kinds.add(kind)
+                plans[kind] = attention._plan(kind, np.dtype(dtype).name, D)
             except ValueError:
                 pass
-        if "forward" in kinds:
-            dims.setdefault(attention._head_tile(D), (D, kinds))
+        if "forward" in plans:
+            dims.setdefault(tuple(sorted(plans.items())), (D, set(plans)))
     return dict(dims.values())
 
 
@@ -198,7 +203,7 @@ def _attention(dtype, D, options, kinds=ATTENTION_KINDS):
                for n, x in options.items()}
     out, lse = seqattn.attention(q, k, v, return_lse=True, **options)
     dout = _on_device(rng.normal(size=(1, 2, 3, D)).astype(dtype))
-    if {"dq", "dkdv"} <= set(kinds):
+    if "backward" in kinds:
         bias_grad = "bias" in options and "dbias" in kinds
         seqattn.attention_backward(dout, q, k, v, out, lse, bias_requires_grad=bias_grad,
                                    **options)
@@ -336,6 +341,25 @@ def _kernel_ptx(dispatcher, argtypes, ccs):
     return {cc: library.get_asm_str(cc=cc) for cc in ccs}
 
 
+# libdevice's float32 sine, cosine and tangent reduce an argument beyond about 1e5 (never the
+# case for the cosine cutoff envelope, whose argument is below pi / 2) on a slow path that
+# converts a 64-bit integer product to float64 and scales it by pi/2 * 2**-64, this constant.
+_TRIG_REDUCTION_SCALE = "0d3BF921FB54442D19"
+_TRIG_REDUCTION_STEPS = ("cvt.rn.f64.s64", "mul.f64", "cvt.rn.f32.f64")
+
+
+def float64_instructions(ptx):
+    """The float64 instructions of ``ptx`` (declarations aside), less libdevice's trigonometric
+    slow-path argument reduction (three instructions each time it is inlined)."""
+    found = [line.strip() for line in ptx.splitlines()
+             if re.search(r"\.f64\b", line) and not line.strip().startswith(".reg")]
+    reductions = sum(_TRIG_REDUCTION_SCALE in line for line in found)
+    for step in _TRIG_REDUCTION_STEPS:
+        for _ in range(reductions):
+            found.remove(next(line for line in found if line.startswith(step)))
+    return found
+
+
 def compile_one(launch, ccs):
     """Reports for one (kernel, signature), one per compute capability: usage, or the error."""
     name = ".".join(launch.kernel)
@@ -345,24 +369,36 @@ def compile_one(launch, ccs):
         ptx = _kernel_ptx(_resolve(launch.locator), launch.argtypes, ccs)
         for report, cc in zip(reports, ccs):
             report.update(ptxas_usage(ptx[cc], cc))
+            report["float64_instructions"] = len(float64_instructions(ptx[cc]))
             report["float64_in_float32"] = ("float64" not in signature
-                                            and bool(re.search(r"\.f64\b", ptx[cc])))
+                                            and report["float64_instructions"] > 0)
     except Exception as error:  # every failure is reported, none stops the others
         for report in reports:
             report["error"] = f"{type(error).__name__}: {error}"[:4000]
     return reports
 
 
-def compile_all(launches, ccs, workers):
-    """Compile every distinct (kernel, signature) of the census for each of ``ccs``."""
+def _is_float32(launch):
+    return any(str(getattr(t, "dtype", "")) == "float32" for t in launch.argtypes)
+
+
+def compile_all(launches, ccs, representative_ccs, workers):
+    """Compile every distinct (kernel, signature) of the census for each of ``ccs``, and one
+    signature of each kernel (float32 where it has one) also for each of
+    ``representative_ccs``."""
     unique = list({(launch.kernel, launch.locator, launch.argtypes): launch
                    for launch in launches}.values())
+    representative = {}
+    for launch in sorted(unique, key=lambda launch: not _is_float32(launch)):
+        representative.setdefault(launch.kernel, launch)
+    chosen = {id(launch) for launch in representative.values()}
     # The slowest first (attention's tile kernels), so that no worker is left with one at the end.
     unique.sort(key=lambda launch: launch.locator[0] != "factory")
+    ccs_each = [list(ccs) + (list(representative_ccs) if id(launch) in chosen else [])
+                for launch in unique]
     with concurrent.futures.ProcessPoolExecutor(
             max_workers=workers, initializer=_compile_without_gpu, initargs=(ccs[0],)) as pool:
-        return [r for reports in pool.map(compile_one, unique, [ccs] * len(unique))
-                for r in reports]
+        return [r for reports in pool.map(compile_one, unique, ccs_each) for r in reports]
 
 
 def format_report(reports):
@@ -385,7 +421,10 @@ def main(argv=None):
     build = commands.add_parser("compile")
     build.add_argument("launches")
     build.add_argument("report")
-    build.add_argument("--cc", action="append", default=None, help="e.g. 9.0 (repeatable)")
+    build.add_argument("--cc", action="append", default=None,
+                       help="for every signature, e.g. 9.0 (repeatable)")
+    build.add_argument("--representative-cc", action="append", default=[],
+                       help="for one signature per kernel, e.g. 8.0 (repeatable)")
     build.add_argument("--workers", type=int, default=os.cpu_count())
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -395,8 +434,9 @@ def main(argv=None):
         return 0
     with open(args.launches, "rb") as f:
         launches = pickle.load(f)
-    ccs = [tuple(int(p) for p in cc.split(".")) for cc in (args.cc or ["9.0"])]
-    reports = compile_all(launches, ccs, args.workers)
+    ccs, representative_ccs = ([tuple(int(p) for p in cc.split(".")) for cc in names]
+                               for names in (args.cc or ["9.0"], args.representative_cc))
+    reports = compile_all(launches, ccs, representative_ccs, args.workers)
     with open(args.report, "w") as f:
         json.dump(reports, f, indent=1)
     print(format_report(reports))

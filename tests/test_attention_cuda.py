@@ -46,6 +46,10 @@ MULTI_TILE_CASES = [
          bias_shape=(1, 1, 70, 75), small=False),
     Case("multi_tile_window_key_bias", B=1, H=1, Hkv=1, N=40, M=100, D=3, key_padding="some",
          window=(20, 5), bias_shape=(1, 1, 1, 100), small=False),
+    # Plain scores (no mask or bias): the kernels skip score_at on the tiles the band covers
+    # entirely, the diagonal ones of 64 x 64 here; the window's edges cut the two others.
+    Case("multi_tile_plain_window", B=1, H=1, Hkv=1, N=128, M=128, D=2, window=(80, 70),
+         small=False),
 ]
 FLOAT64_CASES = [c for c in SMALL_CASES if c.name in (
     "basic", "key_padding_empty_row", "bias_key_only", "everything")]

@@ -1,31 +1,33 @@
 """Fused attention on NVIDIA GPUs (numba.cuda): forward, backward, bias gradient and weights.
 
 The CUDA twin of ``seqattn/kernels/cpu/attention.py``: the same launchers with the same semantics
-(see :class:`seqattn.ops.attention_inputs.AttentionCall`). Shapes: q (B, H, N, D); k, v (B, Hkv, M, D).
-Every score modification (band, masks, dense bias, ALiBi, and the structured biases: distances and
-pair codes, with the per-pair formulas of ``kernels/structured_bias_math``) is made in one device
-function, ``score_at``; the kernels receive them as one tuple, ``mods`` (see :func:`_score_args`).
-The plan is FlashAttention-2's, on CUDA cores (Numba has no tensor-core intrinsics):
+(see :class:`seqattn.ops.attention_inputs.AttentionCall`). Shapes: q (B, H, N, D); k, v (B, Hkv,
+M, D). Every score modification (band, masks, dense bias, ALiBi, and the structured biases) is
+made in one device function, ``score_at`` in ``cuda/attention_scores.py``; the kernels receive
+them as one tuple, ``mods`` (see ``attention_scores.score_args``). Scores are in log2 units and
+the softmax takes exp2; lse is saved in natural units. The plan is FlashAttention-2's, on CUDA
+cores (Numba has no tensor-core intrinsics):
 
-* forward: one block per (batch x head, query tile); key/value tiles stream through shared memory,
-  an online softmax keeps each row's running max and sum, and only the log-sum-exp is stored.
-* backward: delta = rowsum(dout * out) first; then a dK/dV pass parallel over key tiles (the query
-  heads sharing a kv head are summed inside the block) and a dQ pass parallel over query tiles, both
-  recomputing the probabilities from the lse. No atomics: the results are deterministic.
-* structured biases' gradients, in the same backward kernels: the position gradients dx per query
-  row (dQ kernel) and dy per key (dK/dV kernel) are summed inside their block and written per
-  head, then added up over heads; the tables are summed with atomics (not bit-reproducible).
+* forward (``cuda/attention_forward.py``): one block per (batch x head, query tile), each thread
+  owning a register tile of scores and of the output; the row statistics stay in registers.
+* backward (``cuda/attention_backward.py``): delta = rowsum(dout * out) first; then one pass
+  parallel over key tiles that recomputes the scores once per (query tile, key tile): dk and dv
+  in registers (deterministic), dq added with atomics (not bit-reproducible), as are the
+  structured biases' tables and query positions' gradient; the key positions' gradient is summed
+  inside the block.
 * bias gradient: one block per tile of the bias's own (broadcast) shape, looping over the dims it
   was broadcast along, so every dbias element has exactly one writer.
 
-Tile products are register-blocked: the 128 threads of a block form a 16 x 8 grid over a
-(query x key) tile; each thread owns ``rows_per_thread`` contiguous rows and every 8th column, so
-neighbouring threads read neighbouring shared-memory words. Keys and values are stored transposed
-with an odd row stride, which makes both q.k (along a key row) and p.v (down a key column) free of
-bank conflicts. Tile sizes are picked per kernel and head dim to fit 48 KiB of static shared memory.
+The kernels of this file (weights, bias gradient) are register-blocked: the 128 threads of a
+block form a 16 x 8 grid over a (query x key) tile; each thread owns ``rows_per_thread``
+contiguous rows and every 8th column, so neighbouring threads read neighbouring shared-memory
+words. Keys and values are stored transposed with an odd row stride, which makes both q.k (along
+a key row) and p.v (down a key column) free of bank conflicts. Tile sizes are picked per kernel
+and head dim to fit 48 KiB of static shared memory (:func:`_plan`).
 
-Kernels compile lazily, once per (dtype, head tile, tile shape), from :func:`_tile_kernels`, which
-bakes dtype-typed constants into the code so that float32 kernels never promote to float64.
+Kernels compile lazily, once per (dtype, head tile, tile shape), from :func:`_tile_kernels`,
+``attention_forward.forward_kernel`` and ``attention_backward.backward_kernel``, which bake
+dtype-typed constants into the code so that float32 kernels never promote to float64.
 """
 from collections import namedtuple
 import functools
@@ -35,7 +37,10 @@ import numba
 import numpy as np
 from numba import cuda
 
-from .. import structured_bias_math as sbm
+from . import attention_backward as fused_backward
+from . import attention_forward as fused_forward
+from .elementwise import fill
+from .attention_scores import LEFT, LOG2E, NEG_INF, RIGHT, SCALE, score_args, score_functions
 
 THREADS = 128
 THREAD_COLS = 8  # threads across a tile's columns (keys, or head dims of an accumulator)
@@ -45,26 +50,20 @@ SHARED_BYTES = 48 * 1024  # the static shared memory one block may declare
 TILE_SHAPES = ((64, 32), (32, 32), (32, 16), (16, 16))
 LARGEST_HEAD_TILE = 256
 MAX_GRID_Y = 65535  # CUDA's limit on the grid's second dim (the first allows 2**31 - 1)
-NEG_INF = -math.inf  # score of a key a query may not see; lse of a row that sees no key
 
 Tiles = namedtuple("Tiles", "head_tile block_q block_k")
 StructuredGrads = namedtuple("StructuredGrads", "distance_table x y pair_table")
 StructuredGrads.__doc__ = """Outputs for the structured biases' gradients, in kernel layout:
 distance_table (H, P, C), x (B, 3, N), y (B, 3, M), pair_table (H, C); None where absent."""
 
-_fractional = cuda.jit(device=True, inline="always")(sbm.fractional)
-_cartesian = cuda.jit(device=True, inline="always")(sbm.cartesian)
-_nearest_image = cuda.jit(device=True, inline="always")(sbm.nearest_image)
-_table_coordinate = cuda.jit(device=True, inline="always")(sbm.table_coordinate)
-_log_envelope = cuda.jit(device=True, inline="always")(sbm.log_cosine_envelope)
-_log_envelope_grad = cuda.jit(device=True, inline="always")(sbm.log_cosine_envelope_grad)
 
 
-def _head_tile(D):
-    """Shared-memory width for head dim D: padded with zeros to a multiple of THREAD_COLS.
-
-    Powers of two up to 32, then multiples of 32, to keep the number of compiled variants small.
-    """
+def _head_tile(kind, D):
+    """Shared-memory width of kernel ``kind`` for head dim D, D padded with zeros: for the
+    forward a multiple of 32; for the others a multiple of THREAD_COLS, powers of two up to 32,
+    then multiples of 32, to keep the number of compiled variants small."""
+    if kind in ("forward", "backward"):
+        return fused_forward.head_tile(D)
     if D <= 32:
         return max(THREAD_COLS, 1 << (D - 1).bit_length())
     return 32 * -(-D // 32)
@@ -72,15 +71,16 @@ def _head_tile(D):
 
 def _buffer_sizes(kind, head_tile, block_q, block_k):
     """Elements of each shared-memory buffer a kernel kind uses, in layout order."""
+    if kind == "forward":
+        return fused_forward.buffer_sizes(head_tile, block_q, block_k)
+    if kind == "backward":
+        return fused_backward.buffer_sizes(head_tile, block_q, block_k)
     rows = block_q * (head_tile + 1)  # a query-side tile, [row][d]
     keys = head_tile * (block_k + 1)  # a key-side tile stored transposed, [d][key]
     scores = block_q * (block_k + 1)  # a score tile, [row][key]
     partials = block_q * THREAD_COLS  # each thread's partial row statistic, [row][thread col]
     return {
-        "forward": {"q": rows, "kt": keys, "vt": keys, "p": scores, "partial": partials},
         "weights": {"q": rows, "kt": keys, "partial": partials},
-        "dq": {"q": rows, "do": rows, "kt": keys, "vt": keys, "ds": scores},
-        "dkdv": {"q": rows, "do": rows, "kt": keys, "vt": keys, "p": scores, "ds": scores},
         "dbias": {"q": rows, "do": rows, "kt": keys, "vt": keys, "ds": scores},
     }[kind]
 
@@ -95,7 +95,9 @@ def _layout(kind, tiles):
 
 
 def _fitting_tiles(kind, itemsize, head_tile):
-    for block_q, block_k in TILE_SHAPES:
+    shapes = {"forward": fused_forward.TILE_SHAPES,
+              "backward": fused_backward.TILE_SHAPES}.get(kind, TILE_SHAPES)
+    for block_q, block_k in shapes:
         tiles = Tiles(head_tile, block_q, block_k)
         if _layout(kind, tiles)[1] * itemsize <= SHARED_BYTES:
             return tiles
@@ -104,7 +106,7 @@ def _fitting_tiles(kind, itemsize, head_tile):
 
 def _largest_head_dim(kind, itemsize):
     supported = [t for t in range(THREAD_COLS, LARGEST_HEAD_TILE + 1, THREAD_COLS)
-                 if _head_tile(t) == t and _fitting_tiles(kind, itemsize, t) is not None]
+                 if _head_tile(kind, t) == t and _fitting_tiles(kind, itemsize, t) is not None]
     return max(supported)
 
 
@@ -112,7 +114,7 @@ def _largest_head_dim(kind, itemsize):
 def _plan(kind, dtype_name, D):
     """The tiles kernel ``kind`` uses for head dim D, or a ValueError if its buffers cannot fit."""
     itemsize = np.dtype(dtype_name).itemsize
-    tiles = _fitting_tiles(kind, itemsize, _head_tile(D))
+    tiles = _fitting_tiles(kind, itemsize, _head_tile(kind, D))
     if D > LARGEST_HEAD_TILE or tiles is None:
         float32_hint = " or use float32" if dtype_name == "float64" else ""
         raise ValueError(
@@ -123,10 +125,15 @@ def _plan(kind, dtype_name, D):
     return tiles
 
 
-def _kernels(kind, dtype, D):
-    """(kernel family, tiles) for kernel ``kind`` at this dtype and head dim."""
-    tiles = _plan(kind, np.dtype(dtype).name, D)
-    return _tile_kernels(np.dtype(dtype).name, *tiles), tiles
+def _kernel(kind, dtype, D):
+    """(kernel, tiles) of kernel ``kind`` at this dtype and head dim."""
+    dtype_name = np.dtype(dtype).name
+    tiles = _plan(kind, dtype_name, D)
+    if kind == "forward":
+        return fused_forward.forward_kernel(dtype_name, *tiles), tiles
+    if kind == "backward":
+        return fused_backward.backward_kernel(dtype_name, *tiles), tiles
+    return getattr(_tile_kernels(dtype_name, *tiles), kind), tiles
 
 
 def _cdiv(a, b):
@@ -148,214 +155,36 @@ def _sizes(call):
     return B, H, int(call.k.shape[1]), N, int(call.k.shape[2]), D
 
 
-# Positions in the tuple _score_args builds: the dense modifications, then the distance bias's
-# fields, then the pair bias's. Plain names, since numba.cuda folds a global used as an index
-# into a constant but not an expression such as DISTANCE_AT + 1.
-DENSE_FIELDS = 11
-(D_HAS, D_X, D_Y, D_TABLE, D_TYPES_Q, D_TYPES_K, D_N_TYPES, D_HAS_TYPES, D_CELL, D_INV_CELL,
- D_IMAGES, D_PERIODIC, D_INV_STEP, D_LAST, D_CUTOFF, D_SMOOTH, D_SMOOTH_A) = range(11, 28)
-P_MODE, P_CODES, P_QUERY_POSITIONS, P_KEY_POSITIONS, P_TABLE, P_MAX_OFFSET = range(28, 34)
-
-
-def _score_args(call):
-    """The tuple ``mods`` that defines each score (see ``score_at``), scalars in the q dtype:
-    bias, attn_mask, key_padding_mask, alibi_slopes, scale, left, right, has_bias, has_mask,
-    has_kpm, has_alibi; then the distance bias (has, x, y, table, types_q, types_k, n_types,
-    has_types, cell, inv_cell, images, periodic, inv_step, last, cutoff, smooth, smooth_a);
-    then the pair bias (mode, codes, query_positions, key_positions, table, max_offset)."""
-    f = np.dtype(call.q.dtype).type
-    d, p = call.distance, call.pair
-    C = int(d.table.shape[2])
-    return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes, f(call.scale),
-            call.left, call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi,
-            d.has, d.x, d.y, d.table, d.types_q, d.types_k, d.n_types, d.has_types, d.cell,
-            d.inv_cell, d.images, d.periodic, f((C - 1) / d.r_max), f(C - 1), f(d.cutoff),
-            d.smooth, f(math.pi / (2 * d.cutoff)),
-            p.mode, p.codes, p.query_positions, p.key_positions, p.table, p.max_offset)
-
-
 @functools.lru_cache(maxsize=None)
 def _tile_kernels(dtype_name, head_tile, block_q, block_k):
     """Compile-on-first-launch kernels for one dtype and tiling, as a namespace of kernels."""
     dtype = np.dtype(dtype_name)
     ftype = dtype.type  # casts ints and literals so float32 code stays float32
     element = numba.from_dtype(dtype)
-    zero, one, neg_inf = ftype(0), ftype(1), ftype(NEG_INF)
-    half, two = ftype(0.5), ftype(2)
+    zero, neg_inf = ftype(0), ftype(NEG_INF)
 
     DT = head_tile
     BQ, BK = block_q, block_k
     TR = BQ // THREAD_ROWS  # score rows per thread
     TC = BK // THREAD_COLS  # score columns per thread
-    TD = DT // THREAD_COLS  # head dims per thread in an accumulator
-    TK = BK // THREAD_ROWS  # key rows per thread in the dK/dV accumulators
     QS, KS, PS = DT + 1, BK + 1, BK + 1  # odd row strides: no shared-memory bank conflicts
     TX = THREAD_COLS
     # Offsets in the inner loops are unsigned: Numba then skips its negative-index fix-up, which
     # otherwise costs several 64-bit integer instructions per shared-memory load.
     index = np.uint64
-    U_DT, U_TR, U_TC, U_TD, U_TK, U_TX = (index(n) for n in (DT, TR, TC, TD, TK, TX))
-    U_QS, U_KS, U_PS = index(QS), index(KS), index(PS)
+    U_DT, U_TR, U_TC, U_TX = (index(n) for n in (DT, TR, TC, TX))
+    U_QS, U_KS = index(QS), index(KS)
     tiles = Tiles(head_tile, block_q, block_k)
-    F, F_SIZE = _layout("forward", tiles)
     W, W_SIZE = _layout("weights", tiles)
-    G, G_SIZE = _layout("dq", tiles)
-    KV, KV_SIZE = _layout("dkdv", tiles)
     DB, DB_SIZE = _layout("dbias", tiles)
-    F_Q, F_KT, F_VT, F_P, F_PART = F["q"], F["kt"], F["vt"], F["p"], F["partial"]
     W_Q, W_KT, W_PART = W["q"], W["kt"], W["partial"]
-    G_Q, G_DO, G_KT, G_VT, G_DS = G["q"], G["do"], G["kt"], G["vt"], G["ds"]
-    KV_Q, KV_DO, KV_KT, KV_VT, KV_P, KV_DS = (index(KV[name])
-                                               for name in ("q", "do", "kt", "vt", "p", "ds"))
     DB_Q, DB_DO, DB_KT, DB_VT, DB_DS = DB["q"], DB["do"], DB["kt"], DB["vt"], DB["ds"]
 
-    device = cuda.jit(device=True, inline="always")
+    log2e = ftype(LOG2E)
+    scores = score_functions(dtype_name)
+    score_at, key_tiles = scores.score_at, scores.key_tiles
 
-    @device
-    def floor(x):
-        """floor(x) in the kernel's dtype (math.floor returns an int64)."""
-        return ftype(math.floor(x))
-
-    @device
-    def displacement(b, i, j, mods):
-        """(x_i - y_j by the minimum image, its length) for the distance bias."""
-        x, y = mods[D_X], mods[D_Y]
-        cell, inv_cell, images = mods[D_CELL], mods[D_INV_CELL], \
-            mods[D_IMAGES]
-        periodic = mods[D_PERIODIC]
-        rx = x[b, 0, i] - y[b, 0, j]
-        ry = x[b, 1, i] - y[b, 1, j]
-        rz = x[b, 2, i] - y[b, 2, j]
-        if periodic != sbm.NOT_PERIODIC:
-            fx, fy, fz = _fractional(rx, ry, rz, inv_cell, b)
-            rx, ry, rz = _cartesian(fx - floor(fx + half), fy - floor(fy + half),
-                                    fz - floor(fz + half), cell, b)
-            if periodic == sbm.TRICLINIC:
-                rx, ry, rz = _nearest_image(rx, ry, rz, images, b)
-        return rx, ry, rz, math.sqrt(rx * rx + ry * ry + rz * rz)
-
-    @device
-    def distance_entry(b, i, j, d, mods):
-        """(pair p, bin c, weight w): f = (1 - w) table[h, p, c] + w table[h, p, c + 1]."""
-        types_q, types_k = mods[D_TYPES_Q], mods[D_TYPES_K]
-        p = 0
-        if mods[D_HAS_TYPES]:
-            p = types_q[b, i] * mods[D_N_TYPES] + types_k[b, j]
-        u = _table_coordinate(d, mods[D_INV_STEP], mods[D_LAST])
-        lower = min(floor(u), mods[D_LAST] - one)
-        return p, int(lower), u - lower
-
-    @device
-    def distance_value(b, h, i, j, mods):
-        """f_h(d_ij), or NEG_INF beyond the cutoff (and for NaN positions)."""
-        rx, ry, rz, d = displacement(b, i, j, mods)
-        if not d <= mods[D_CUTOFF]:
-            return neg_inf
-        table = mods[D_TABLE]
-        p, c, w = distance_entry(b, i, j, d, mods)
-        value = table[h, p, c] + w * (table[h, p, c + 1] - table[h, p, c])
-        if mods[D_SMOOTH]:
-            value += _log_envelope(d, mods[D_SMOOTH_A], two)
-        return value
-
-    @device
-    def pair_code(b, i, j, mods):
-        """The pair bias's code of (i, j); negative means hidden."""
-        if mods[P_MODE] == sbm.CODE_ARRAY:
-            codes = mods[P_CODES]
-            return int(codes[min(b, codes.shape[0] - 1), i, j])
-        query_positions, key_positions = mods[P_QUERY_POSITIONS], mods[P_KEY_POSITIONS]
-        bp = min(b, query_positions.shape[0] - 1)
-        max_offset = mods[P_MAX_OFFSET]
-        offset = key_positions[bp, j] - query_positions[bp, i]
-        return min(max(offset, -max_offset), max_offset) + max_offset
-
-    @device
-    def score_at(dot, b, h, i, j, n_q, n_k, mods):
-        """Score of query i and key j from their dot product, or NEG_INF where j is hidden.
-
-        The one place a score is modified. A dim of size 1 in bias or attn_mask is broadcast by
-        clamping the index to 0.
-        """
-        bias, attn_mask, key_padding_mask, alibi_slopes, scale, left, right, has_bias, \
-            has_mask, has_kpm, has_alibi = mods[:DENSE_FIELDS]
-        aligned = i + n_k - n_q  # the query's position on the key axis (bottom-right alignment)
-        if j < aligned - left or j > aligned + right:
-            return neg_inf
-        if has_kpm and key_padding_mask[b, j]:
-            return neg_inf
-        if has_mask and not attn_mask[min(b, attn_mask.shape[0] - 1),
-                                      min(h, attn_mask.shape[1] - 1),
-                                      min(i, attn_mask.shape[2] - 1),
-                                      min(j, attn_mask.shape[3] - 1)]:
-            return neg_inf
-        score = scale * dot
-        if has_bias:
-            score += bias[min(b, bias.shape[0] - 1), min(h, bias.shape[1] - 1),
-                          min(i, bias.shape[2] - 1), min(j, bias.shape[3] - 1)]
-        if has_alibi:
-            score -= alibi_slopes[h] * ftype(abs(aligned - j))
-        if mods[D_HAS]:
-            score += distance_value(b, h, i, j, mods)
-        if mods[P_MODE] != sbm.NO_PAIR:
-            code = pair_code(b, i, j, mods)
-            if code < 0:
-                return neg_inf
-            pair_table = mods[P_TABLE]
-            score += pair_table[h, min(code, pair_table.shape[1] - 1)]
-        return score
-
-    @device
-    def distance_position_grad(g, b, h, i, j, rx, ry, rz, d, mods):
-        """g df_h(d)/dx_i for the displacement r = x_i - y_j of length d (-that for y_j)."""
-        table, inv_step = mods[D_TABLE], mods[D_INV_STEP]
-        p, c, w = distance_entry(b, i, j, d, mods)
-        slope = zero  # constant beyond r_max
-        if d * inv_step < mods[D_LAST]:
-            slope = (table[h, p, c + 1] - table[h, p, c]) * inv_step
-        if mods[D_SMOOTH]:
-            slope += _log_envelope_grad(d, mods[D_SMOOTH_A], two)
-        # forward: d = |x_i - y_j|  =>  dd/dx_i = r / d (zero at d = 0)
-        coef = zero
-        if d > zero:
-            coef = g * slope / d
-        return coef * rx, coef * ry, coef * rz
-
-    @device
-    def structured_grads(g, b, h, i, j, mods, dtable, dpair):
-        """The tables' gradients from g = dL/dscore of (i, j), added with atomics; returns
-        g df_h(d_ij)/dx_i = -g df_h(d_ij)/dy_j as three components (0 without distances)."""
-        gx = gy = gz = zero
-        if mods[D_HAS]:
-            rx, ry, rz, d = displacement(b, i, j, mods)
-            p, c, w = distance_entry(b, i, j, d, mods)
-            # forward: value = (1 - w) T[c] + w T[c + 1]
-            cuda.atomic.add(dtable, (h, p, c), g - g * w)
-            cuda.atomic.add(dtable, (h, p, c + 1), g * w)
-            gx, gy, gz = distance_position_grad(g, b, h, i, j, rx, ry, rz, d, mods)
-        if mods[P_MODE] != sbm.NO_PAIR:
-            code = pair_code(b, i, j, mods)
-            if code >= 0:
-                cuda.atomic.add(dpair, (h, min(code, dpair.shape[1] - 1)), g)
-        return gx, gy, gz
-
-    @device
-    def key_tiles(q0, n_q, n_k, left, right):
-        """(first tile start, stop) of the key tiles any row of query tile q0 may see."""
-        first = max(0, q0 + n_k - n_q - left)
-        last = min(n_k - 1, min(q0 + BQ, n_q) - 1 + n_k - n_q + right)
-        if last < first:
-            return 0, 0
-        return first - first % BK, last + 1
-
-    @device
-    def query_tiles(k0, n_q, n_k, left, right):
-        """(first tile start, stop) of the query tiles whose rows may see a key of tile k0."""
-        first = max(0, k0 - (n_k - n_q) - right)
-        last = min(n_q - 1, min(k0 + BK, n_k) - 1 - (n_k - n_q) + left)
-        if last < first:
-            return 0, 0
-        return first - first % BQ, last + 1
+    device = cuda.jit(device=True)
 
     @device
     def load_rows(smem, at, src, b, h, row0, n_rows, D):
@@ -410,7 +239,8 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                 j = k0 + tx + c * TX
                 score = neg_inf
                 if i < n_q and j < n_k:
-                    score = score_at(s[r, c], b, h, i, j, n_q, n_k, mods)
+                    score = score_at(s[r, c] * mods[SCALE] * log2e, b, h, i, j, n_q, n_k,
+                                     mods)
                 s[r, c] = score
 
     @device
@@ -433,11 +263,11 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             # A row that has seen no visible key keeps max -inf; shifting by 0 instead keeps
             # exp's argument at -inf rather than NaN (-inf - -inf), so its weights stay 0.
             shift = new_max if new_max != neg_inf else zero
-            rescale[r] = math.exp(row_max[r] - shift)
+            rescale[r] = math.exp2(row_max[r] - shift)
             row_max[r] = new_max
             total = row_sum[r] * rescale[r]
             for c in range(TC):
-                p = math.exp(s[r, c] - shift)
+                p = math.exp2(s[r, c] - shift)
                 s[r, c] = p
                 total += p
             row_sum[r] = total
@@ -456,30 +286,13 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             row_sum[r] = total
 
     @device
-    def accumulate_times_keys(acc, smem, tile_at, kt_at, ty, tx, n_cols):
-        """acc[r, c] += sum_kk tile[ty*TR + r][kk] * keys[kk][tx + c*TX] over a tile's keys.
-
-        ``keys`` is a transposed key-side buffer (values for p.v, keys for dS.k).
-        """
-        a = cuda.local.array(TR, element)
-        a_at = index(tile_at + ty * TR * PS)
-        w_at = index(kt_at + tx * KS)
-        for kk in range(index(n_cols)):
-            for r in range(U_TR):
-                a[r] = smem[a_at + r * U_PS + kk]
-            for c in range(U_TD):
-                w = smem[w_at + c * U_TX * U_KS + kk]
-                for r in range(TR):
-                    acc[r, c] += a[r] * w
-
-    @device
     def load_row_stats(row_lse, row_delta, lse, delta, b, h, row0, n_q):
         """This thread's rows of lse and delta; rows past the end count as empty."""
         for r in range(TR):
             row_lse[r] = neg_inf
             row_delta[r] = zero
             if row0 + r < n_q:
-                row_lse[r] = lse[b, h, row0 + r]
+                row_lse[r] = lse[b, h, row0 + r] * log2e  # in log2 units, as the scores
                 row_delta[r] = delta[b, h, row0 + r]
 
     @device
@@ -492,63 +305,9 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             for c in range(TC):
                 prob = zero
                 if row_lse[r] != neg_inf:  # a row that sees no key has no gradient
-                    prob = math.exp(p[r, c] - row_lse[r])
+                    prob = math.exp2(p[r, c] - row_lse[r])
                 p[r, c] = prob
                 ds[r, c] = prob * (ds[r, c] - row_delta[r])
-
-    @cuda.jit
-    def attention_forward_kernel(out, lse, q, k, v, mods):
-        """Grid (B*H, query tiles): out (B, H, N, D) and lse (B, H, N) of one query tile."""
-        smem = cuda.shared.array(F_SIZE, element)
-        s = cuda.local.array((TR, TC), element)
-        acc = cuda.local.array((TR, TD), element)
-        row_max = cuda.local.array(TR, element)
-        row_sum = cuda.local.array(TR, element)
-        rescale = cuda.local.array(TR, element)
-        n_heads, n_q, D = q.shape[1], q.shape[2], q.shape[3]
-        n_k = k.shape[2]
-        b = cuda.blockIdx.x // n_heads
-        h = cuda.blockIdx.x - b * n_heads
-        kv_h = h // (n_heads // k.shape[1])
-        # Last query tile first: under a causal mask it has the most keys to visit.
-        q0 = (cuda.gridDim.y - 1 - cuda.blockIdx.y) * BQ
-        ty = cuda.threadIdx.x // TX
-        tx = cuda.threadIdx.x - ty * TX
-        row0 = q0 + ty * TR
-        for r in range(TR):
-            row_max[r] = neg_inf
-            row_sum[r] = zero
-            for c in range(TD):
-                acc[r, c] = zero
-        load_rows(smem, F_Q, q, b, h, q0, n_q, D)
-        first, stop = key_tiles(q0, n_q, n_k, mods[5], mods[6])
-        for k0 in range(first, stop, BK):
-            cuda.syncthreads()  # the previous tile's p and v are no longer read
-            load_transposed(smem, F_KT, k, b, kv_h, k0, n_k, D)
-            load_transposed(smem, F_VT, v, b, kv_h, k0, n_k, D)
-            cuda.syncthreads()
-            scores_tile(s, smem, F_Q, F_KT, b, h, q0, k0, n_q, n_k, ty, tx, mods)
-            softmax_step(s, row_max, row_sum, rescale, smem, F_PART, ty, tx)
-            for r in range(TR):
-                for c in range(TD):
-                    acc[r, c] *= rescale[r]
-                for c in range(TC):
-                    smem[F_P + (ty * TR + r) * PS + tx + c * TX] = s[r, c]
-            cuda.syncthreads()
-            if row0 < n_q and tx < D:
-                accumulate_times_keys(acc, smem, F_P, F_VT, ty, tx, min(BK, n_k - k0))
-        total_rows(row_sum, smem, F_PART, ty, tx)
-        for r in range(TR):
-            i = row0 + r
-            if i < n_q:
-                total = row_sum[r]
-                inverse = one / total if total > zero else zero  # no visible key: out = 0
-                for c in range(TD):
-                    d = tx + c * TX
-                    if d < D:
-                        out[b, h, i, d] = acc[r, c] * inverse
-                if tx == 0:
-                    lse[b, h, i] = row_max[r] + math.log(total) if total > zero else neg_inf
 
     @cuda.jit
     def attention_weights_kernel(weights, q, k, mods):
@@ -571,7 +330,7 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             row_max[r] = neg_inf
             row_sum[r] = zero
         load_rows(smem, W_Q, q, b, h, q0, n_q, D)
-        first, stop = key_tiles(q0, n_q, n_k, mods[5], mods[6])
+        first, stop = key_tiles(q0, BQ, BK, n_q, n_k, mods[LEFT], mods[RIGHT])
         # Pass 1: each row's max and sum, as in the forward pass.
         for k0 in range(first, stop, BK):
             cuda.syncthreads()
@@ -593,174 +352,8 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                     if i < n_q and j < n_k:
                         p = zero
                         if row_sum[r] > zero:
-                            p = math.exp(s[r, c] - row_max[r]) / row_sum[r]
+                            p = math.exp2(s[r, c] - row_max[r]) / row_sum[r]
                         weights[b, h, i, j] = p
-
-    @cuda.jit
-    def attention_dq_kernel(dq, dx, dtable, dpair, dout, lse, delta, q, k, v, mods):
-        """Grid (B*H, query tiles): dq = scale * dS k for one query tile, over its key tiles.
-
-        With structured biases also dx (H, B, 3, N), this head's part of the query positions'
-        gradient, and, by atomics, dtable (H, P, C) and dpair (H, C).
-        """
-        smem = cuda.shared.array(G_SIZE, element)
-        grad_x = cuda.local.array((TR, 3), element)
-        p = cuda.local.array((TR, TC), element)
-        ds = cuda.local.array((TR, TC), element)
-        acc = cuda.local.array((TR, TD), element)
-        row_lse = cuda.local.array(TR, element)
-        row_delta = cuda.local.array(TR, element)
-        n_heads, n_q, D = q.shape[1], q.shape[2], q.shape[3]
-        n_k = k.shape[2]
-        b = cuda.blockIdx.x // n_heads
-        h = cuda.blockIdx.x - b * n_heads
-        kv_h = h // (n_heads // k.shape[1])
-        q0 = (cuda.gridDim.y - 1 - cuda.blockIdx.y) * BQ
-        ty = cuda.threadIdx.x // TX
-        tx = cuda.threadIdx.x - ty * TX
-        row0 = q0 + ty * TR
-        structured = mods[D_HAS] or mods[P_MODE] != sbm.NO_PAIR
-        for r in range(TR):
-            for c in range(TD):
-                acc[r, c] = zero
-            for c in range(3):
-                grad_x[r, c] = zero
-        load_rows(smem, G_Q, q, b, h, q0, n_q, D)
-        load_rows(smem, G_DO, dout, b, h, q0, n_q, D)
-        load_row_stats(row_lse, row_delta, lse, delta, b, h, row0, n_q)
-        first, stop = key_tiles(q0, n_q, n_k, mods[5], mods[6])
-        for k0 in range(first, stop, BK):
-            cuda.syncthreads()
-            load_transposed(smem, G_KT, k, b, kv_h, k0, n_k, D)
-            load_transposed(smem, G_VT, v, b, kv_h, k0, n_k, D)
-            cuda.syncthreads()
-            score_gradient_tile(ds, p, smem, G_Q, G_DO, G_KT, G_VT, row_lse, row_delta, b, h,
-                                q0, k0, n_q, n_k, ty, tx, mods)
-            for r in range(TR):
-                for c in range(TC):
-                    smem[G_DS + (ty * TR + r) * PS + tx + c * TX] = ds[r, c]
-                    if structured and ds[r, c] != zero:  # hidden pairs have dS = 0
-                        gx, gy, gz = structured_grads(ds[r, c], b, h, row0 + r, k0 + tx + c * TX,
-                                                      mods, dtable, dpair)
-                        grad_x[r, 0] += gx
-                        grad_x[r, 1] += gy
-                        grad_x[r, 2] += gz
-            cuda.syncthreads()
-            if row0 < n_q and tx < D:
-                accumulate_times_keys(acc, smem, G_DS, G_KT, ty, tx, min(BK, n_k - k0))
-        for r in range(TR):
-            if row0 + r < n_q:
-                for c in range(TD):
-                    d = tx + c * TX
-                    if d < D:
-                        dq[b, h, row0 + r, d] = mods[4] * acc[r, c]
-        if mods[D_HAS]:
-            # Each row's TX threads hold parts of its dx: add them up in a fixed order.
-            for axis in range(3):
-                cuda.syncthreads()
-                for r in range(TR):
-                    smem[G_DS + (ty * TR + r) * TX + tx] = grad_x[r, axis]
-                cuda.syncthreads()
-                if tx == 0:
-                    for r in range(TR):
-                        if row0 + r < n_q:
-                            total = zero
-                            for t in range(TX):
-                                total += smem[G_DS + (ty * TR + r) * TX + t]
-                            dx[h, b, axis, row0 + r] = total
-
-    @cuda.jit
-    def attention_dkdv_kernel(dk, dv, dy, dout, lse, delta, q, k, v, mods):
-        """Grid (B*Hkv, key tiles): dk = scale * dS^T q and dv = P^T dout for one key tile,
-        summed over the query heads that share the kv head and over their query tiles; with a
-        distance bias also dy (Hkv, B, 3, M), this kv head's part of the key positions' gradient.
-        """
-        smem = cuda.shared.array(KV_SIZE, element)
-        grad_y = cuda.local.array((TC, 3), element)
-        p = cuda.local.array((TR, TC), element)
-        ds = cuda.local.array((TR, TC), element)
-        acc_dk = cuda.local.array((TK, TD), element)
-        acc_dv = cuda.local.array((TK, TD), element)
-        row_lse = cuda.local.array(TR, element)
-        row_delta = cuda.local.array(TR, element)
-        p_col = cuda.local.array(TK, element)
-        ds_col = cuda.local.array(TK, element)
-        n_heads, n_q, D = q.shape[1], q.shape[2], q.shape[3]
-        n_kv_heads, n_k = k.shape[1], k.shape[2]
-        group = n_heads // n_kv_heads
-        b = cuda.blockIdx.x // n_kv_heads
-        kv_h = cuda.blockIdx.x - b * n_kv_heads
-        k0 = cuda.blockIdx.y * BK
-        ty = cuda.threadIdx.x // TX
-        tx = cuda.threadIdx.x - ty * TX
-        key0 = k0 + ty * TK  # this thread's first key row in the accumulators
-        has_distance = mods[D_HAS]
-        for r in range(TK):
-            for c in range(TD):
-                acc_dk[r, c] = zero
-                acc_dv[r, c] = zero
-        for c in range(TC):
-            for axis in range(3):
-                grad_y[c, axis] = zero
-        load_transposed(smem, KV_KT, k, b, kv_h, k0, n_k, D)
-        load_transposed(smem, KV_VT, v, b, kv_h, k0, n_k, D)
-        first, stop = query_tiles(k0, n_q, n_k, mods[5], mods[6])
-        for h in range(kv_h * group, (kv_h + 1) * group):
-            for q0 in range(first, stop, BQ):
-                cuda.syncthreads()  # the previous query tile is no longer read
-                load_rows(smem, KV_Q, q, b, h, q0, n_q, D)
-                load_rows(smem, KV_DO, dout, b, h, q0, n_q, D)
-                load_row_stats(row_lse, row_delta, lse, delta, b, h, q0 + ty * TR, n_q)
-                cuda.syncthreads()
-                score_gradient_tile(ds, p, smem, KV_Q, KV_DO, KV_KT, KV_VT, row_lse, row_delta,
-                                    b, h, q0, k0, n_q, n_k, ty, tx, mods)
-                for r in range(TR):
-                    for c in range(TC):
-                        at = (ty * TR + r) * PS + tx + c * TX
-                        smem[KV_P + at] = p[r, c]
-                        smem[KV_DS + at] = ds[r, c]
-                        if has_distance and ds[r, c] != zero:
-                            i, j = q0 + ty * TR + r, k0 + tx + c * TX
-                            rx, ry, rz, d = displacement(b, i, j, mods)
-                            gx, gy, gz = distance_position_grad(ds[r, c], b, h, i, j, rx, ry,
-                                                                rz, d, mods)
-                            grad_y[c, 0] -= gx
-                            grad_y[c, 1] -= gy
-                            grad_y[c, 2] -= gz
-                cuda.syncthreads()
-                if key0 < n_k and tx < D:
-                    key_at = index(ty * TK)
-                    dim_at = index(tx)
-                    for ii in range(index(min(BQ, n_q - q0))):
-                        for r in range(U_TK):
-                            p_col[r] = smem[KV_P + ii * U_PS + key_at + r]
-                            ds_col[r] = smem[KV_DS + ii * U_PS + key_at + r]
-                        for c in range(U_TD):
-                            dout_value = smem[KV_DO + ii * U_QS + dim_at + c * U_TX]
-                            q_value = smem[KV_Q + ii * U_QS + dim_at + c * U_TX]
-                            for r in range(TK):
-                                acc_dv[r, c] += p_col[r] * dout_value
-                                acc_dk[r, c] += ds_col[r] * q_value
-        for r in range(TK):
-            if key0 + r < n_k:
-                for c in range(TD):
-                    d = tx + c * TX
-                    if d < D:
-                        dk[b, kv_h, key0 + r, d] = mods[4] * acc_dk[r, c]
-                        dv[b, kv_h, key0 + r, d] = acc_dv[r, c]
-        if has_distance:
-            # Each key's THREAD_ROWS threads hold parts of its dy: add them up in a fixed order.
-            for axis in range(3):
-                cuda.syncthreads()
-                for c in range(TC):
-                    smem[KV_DS + ty * BK + tx + c * TX] = grad_y[c, axis]
-                cuda.syncthreads()
-                for jj in range(cuda.threadIdx.x, BK, THREADS):
-                    if k0 + jj < n_k:
-                        total = zero
-                        for t in range(THREAD_ROWS):
-                            total += smem[KV_DS + t * BK + jj]
-                        dy[kv_h, b, axis, k0 + jj] = total
 
     @cuda.jit
     def attention_bias_grad_kernel(dbias, dout, lse, delta, q, k, v, mods):
@@ -800,7 +393,8 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
             for h in range(h_first, h_stop):
                 kv_h = h // group
                 for q0 in range(q_first, q_stop, BQ):
-                    visible_first, visible_stop = key_tiles(q0, n_q, n_k, mods[5], mods[6])
+                    visible_first, visible_stop = key_tiles(q0, BQ, BK, n_q, n_k, mods[LEFT],
+                                                            mods[RIGHT])
                     for k0 in range(k_first, k_stop, BK):
                         if k0 + BK <= visible_first or k0 >= visible_stop:
                             continue  # the whole tile is outside the band: dS = 0
@@ -838,11 +432,10 @@ def _tile_kernels(dtype_name, head_tile, block_q, block_k):
                         total += smem[DB_DS + r * PS + c]
                 dbias[bb, hb, i, j] = total
 
-    return _KernelFamily(attention_forward_kernel, attention_weights_kernel,
-                         attention_dq_kernel, attention_dkdv_kernel, attention_bias_grad_kernel)
+    return _KernelFamily(attention_weights_kernel, attention_bias_grad_kernel)
 
 
-_KernelFamily = namedtuple("_KernelFamily", "forward weights dq dkdv bias_grad")
+_KernelFamily = namedtuple("_KernelFamily", "weights dbias")
 
 
 @functools.lru_cache(maxsize=None)
@@ -879,9 +472,9 @@ def _row_delta(dout, out, call):
 def attention_forward(out, lse, call):
     """out (B, H, N, D) and lse (B, H, N) for a prepared call; empty rows get 0 and -inf."""
     B, H, Hkv, N, M, D = _sizes(call)
-    kernels, tiles = _kernels("forward", call.q.dtype, D)
-    _launch(kernels.forward, (B * H, _cdiv(N, tiles.block_q)), out, lse, call.q, call.k, call.v,
-            _score_args(call))
+    kernel, tiles = _kernel("forward", call.q.dtype, D)
+    _launch(kernel, (B * H, _cdiv(N, tiles.block_q)), out, lse, call.q, call.k, call.v,
+            score_args(call))
 
 
 def _zeros(shape, dtype):
@@ -897,19 +490,17 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
     delta = _row_delta(dout, out, call)
     has_distance = call.distance.has
     P, C = (int(n) for n in call.distance.table.shape[1:])
-    # Per-head parts of the position gradients (each written by one block) and the tables
-    # (atomics: zeroed first); 1-element placeholders where unused.
-    dx = cuda.device_array((H, B, 3, N) if has_distance else (1, 1, 3, 1), dtype)
+    # dq, the per-head parts of the query positions' gradient and the tables receive atomic
+    # adds from every key tile (zeroed first); the key positions' gradient has one writer per
+    # element. 1-element placeholders where unused.
+    fill(dq.reshape(dq.size), 0.0)
+    dx = _zeros((H, B, 3, N) if has_distance else (1, 1, 3, 1), dtype)
     dy = cuda.device_array((Hkv, B, 3, M) if has_distance else (1, 1, 3, 1), dtype)
     dtable = _zeros((H, P, C) if has_distance else (1, 1, 2), dtype)
     dpair = _zeros(tuple(call.pair.table.shape) if call.pair.mode else (1, 1), dtype)
-    mods = _score_args(call)
-    kernels, tiles = _kernels("dq", dtype, D)
-    _launch(kernels.dq, (B * H, _cdiv(N, tiles.block_q)), dq, dx, dtable, dpair, dout, lse,
-            delta, call.q, call.k, call.v, mods)
-    kernels, tiles = _kernels("dkdv", dtype, D)
-    _launch(kernels.dkdv, (B * Hkv, _cdiv(M, tiles.block_k)), dk, dv, dy, dout, lse, delta,
-            call.q, call.k, call.v, mods)
+    kernel, tiles = _kernel("backward", dtype, D)
+    _launch(kernel, (B * Hkv, _cdiv(M, tiles.block_k)), dq, dk, dv, dx, dy, dtable, dpair, dout,
+            lse, delta, call.q, call.k, call.v, score_args(call))
     if has_distance:
         structured.distance_table.copy_to_device(dtable)
         structured.x.copy_to_device(dx.copy_to_host().sum(axis=0))
@@ -922,16 +513,16 @@ def attention_bias_grad(dbias, dout, out, lse, call):
     """dbias, shaped like call.bias (each dim full or 1): dS summed over the broadcast dims."""
     B, H, Hkv, N, M, D = _sizes(call)
     delta = _row_delta(dout, out, call)
-    kernels, tiles = _kernels("dbias", call.q.dtype, D)
+    kernel, tiles = _kernel("dbias", call.q.dtype, D)
     bias_b, bias_h, bias_n, bias_m = (int(s) for s in dbias.shape)
     grid = (_cdiv(bias_n, tiles.block_q) * _cdiv(bias_m, tiles.block_k), bias_b * bias_h)
-    _launch(kernels.bias_grad, grid, dbias, dout, lse, delta, call.q, call.k, call.v,
-            _score_args(call))
+    _launch(kernel, grid, dbias, dout, lse, delta, call.q, call.k, call.v,
+            score_args(call))
 
 
 def attention_weights(weights, call):
     """weights (B, H, N, M): the attention probabilities."""
     B, H, Hkv, N, M, D = _sizes(call)
-    kernels, tiles = _kernels("weights", call.q.dtype, D)
-    _launch(kernels.weights, (B * H, _cdiv(N, tiles.block_q)), weights, call.q, call.k,
-            _score_args(call))
+    kernel, tiles = _kernel("weights", call.q.dtype, D)
+    _launch(kernel, (B * H, _cdiv(N, tiles.block_q)), weights, call.q, call.k,
+            score_args(call))

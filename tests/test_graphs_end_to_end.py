@@ -6,7 +6,7 @@ import xarray as xr
 
 import seqattn
 from graph_helpers import SIZES, karate_dataset, rings_dataset
-from seqattn.adapters import GraphAdapter
+from seqattn.adapters import GraphAdapter, predict
 from seqattn.models import GraphModel
 from seqattn.train import AdamW, CrossEntropyLoss, MSELoss, fit
 
@@ -32,6 +32,7 @@ def test_graph_classification_of_many_small_graphs(tmp_path):
     out = adapter.predict(model, ds, batch_size=4)
     assert out["prediction"].dims == ("graph", "output")
     np.testing.assert_array_equal(out["prediction"].argmax("output"), ds["cycle"])
+    xr.testing.assert_identical(predict(model, ds, adapter, batch_size=4), out)
     xr.testing.assert_identical(_reloaded_predictions(tmp_path, model, adapter, ds), out)
 
 

@@ -8,7 +8,7 @@ import xarray as xr
 
 import seqattn
 from molecule_helpers import make_structures
-from seqattn.adapters import MoleculeAdapter
+from seqattn.adapters import MoleculeAdapter, predict
 from seqattn.models import MoleculeModel, MoleculeModelConfig
 from seqattn.train import AdamW, EnergyForceLoss, evaluate, fit
 from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
@@ -32,6 +32,7 @@ def test_structures_fit_predict_save_load(tmp_path):
 
     out = adapter.predict(model, ds, batch_size=4)
     assert set(out.data_vars) == {"energy", "forces", "charge"}
+    xr.testing.assert_identical(predict(model, ds, adapter, batch_size=4), out)
     for name in out.data_vars:
         assert out[name].dims == ds[name].dims and out[name].attrs == ds[name].attrs
         xr.testing.assert_equal(out[name].isnull(), ds[name].isnull())

@@ -13,6 +13,9 @@ is restored afterwards), plain callables and objects with a ``predict`` method w
 * Forecasts: pass a :class:`ForecastWindows` in place of the adapter (``predict(model, ds,
   windows)``, the same as ``windows.predict(model, ds)``): one Dataset with a ``lead`` dim on valid
   times; see :mod:`seqattn.adapters.forecast_predict`.
+* Adapters whose samples are whole structures (:class:`MoleculeAdapter`, :class:`GraphAdapter`)
+  predict with their own ``predict(model, ds, batch_size=...)``, which this calls: per-structure
+  and per-token predictions back on the molecule, atom, graph or node dims.
 
 On dask-backed data the prediction is lazy and chunk-parallel: ``xarray.map_blocks`` runs the model
 on each chunk, chunks being kept along the adapter's sample dims (time steps, stations) and made
@@ -57,6 +60,16 @@ def predict(model, ds, adapter, *, input_dims=None, input_overlap=None, batch_si
                              "already fixes what a sample is; drop them")
         return predict_forecast(run, adapter, ds, variables=variables, mask_missing=mask_missing,
                                 store=store, batch_size=batch_size)
+    if callable(getattr(adapter, "predict", None)):
+        given = {name: value for name, value in (("input_dims", input_dims),
+                                                 ("input_overlap", input_overlap),
+                                                 ("per_sample", per_sample), ("store", store),
+                                                 ("mask_missing", not mask_missing)) if value}
+        if given:
+            raise ValueError(f"{sorted(given)} do not apply to a {type(adapter).__name__}: its "
+                             "samples are whole structures; drop them")
+        options = {} if variables is None else {"variables": variables}
+        return adapter.predict(model, ds, batch_size=batch_size, **options)
     adapter.check(ds)
     if per_sample:
         if input_dims:

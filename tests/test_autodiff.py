@@ -78,6 +78,23 @@ def test_gradients_accumulate_until_zero_grad():
     assert not layer.weight.grad.any()
 
 
+def test_frozen_weights_get_no_gradient_and_their_inputs_still_do():
+    """A Parameter with requires_grad False keeps its .grad untouched, and a weight that is a
+    plain array (a view of one, say) needs no gradient at all; the inputs still get theirs."""
+    linear, norm = nn.Linear(3, 2, dtype=F64, seed=0), nn.LayerNorm(2, dtype=F64)
+    linear.zero_grad()
+    norm.zero_grad()
+    norm.weight.requires_grad = False
+    x, d = autodiff.Tensor(_x(4, 3), requires_grad=True), _x(4, 2, seed=2)
+    (norm(linear(x)) * d).sum().backward()
+    assert not norm.weight.grad.any() and norm.bias.grad.any() and linear.weight.grad.any()
+    assert x.grad.any()
+    frozen = _x(4, 2, seed=3)[:, :2].T  # (2, 4) view as the weight: a plain array, no gradient
+    x2 = autodiff.Tensor(_x(5, 4), requires_grad=True)
+    autodiff.linear(x2, frozen).sum().backward()
+    np.testing.assert_allclose(x2.grad, np.ones((5, 2)) @ frozen, rtol=1e-12)
+
+
 def test_numpy_functions_on_recorded_tensors_are_refused():
     class Glued(nn.Module):
         def __init__(self):

@@ -27,17 +27,20 @@ class Context:
         self.needs_grad = needs_grad
         self.saved = {}
         self.accumulated = set()
-        self._parameters = {i: x for i, x in enumerate(inputs) if isinstance(x, Parameter)}
-        self._layouts = {i: _layout(unwrap(x)) for i, x in enumerate(inputs) if needs_grad[i]}
+        self._parameters = {i: x for i, x in enumerate(inputs)
+                            if isinstance(x, Parameter) and needs_grad[i]}
+        self._layouts = {i: _layout(unwrap(x)) for i, x in enumerate(inputs)
+                         if hasattr(unwrap(x), "shape")}
 
     def save(self, **arrays):
         self.saved.update(arrays)
 
     def accumulator(self, i):
         """A zeroed array into which the backward may ADD input i's gradient (the kernels for
-        weights accumulate in place). For a Parameter this is its ``.grad`` itself, so weight
-        gradients land without a copy; for anything else a fresh zero array that the backward
-        then returns as input i's gradient."""
+        weights accumulate in place). For a Parameter that requires a gradient this is its
+        ``.grad`` itself, so weight gradients land without a copy; for anything else (a frozen
+        weight, a plain array) a fresh zero array that the backward returns as input i's
+        gradient, which the backward pass drops when input i needs none."""
         if i in self._parameters:
             self.accumulated.add(i)
             return self._parameters[i].grad

@@ -41,3 +41,21 @@ def test_a_model_of_ones_own_runs_as_written():
     exec(_block("### A model of your own"), namespace)
     assert namespace["dx"].shape == (2, 10, 3) and np.abs(namespace["dx"]).sum() > 0
     assert all(np.abs(p.grad).sum() > 0 for p in namespace["model"].parameters())
+
+
+def test_the_atoms_walkthrough_runs_as_written():
+    pytest.importorskip("ase")
+    namespace = {}
+    exec(_block("### Atoms and graphs"), namespace)
+    out, ds = namespace["out"], namespace["ds"]
+    assert out["energy"].dims == ("molecule",) and out["forces"].dims == ds["forces"].dims
+    assert np.isfinite(out["forces"]).all()
+
+
+def test_the_graph_walkthrough_runs_as_written():
+    pytest.importorskip("networkx")
+    block = _block("```python\nimport networkx")  # the second block of that section
+    namespace = {}
+    exec(block, namespace)
+    out = namespace["out"]
+    assert out["prediction"].dims == ("node", "output") and out["prediction"].shape == (34, 2)

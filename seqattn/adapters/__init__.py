@@ -13,6 +13,8 @@
   structure (positions, types, cells) for distance-aware attention; :func:`from_ase`.
 * :class:`GraphAdapter` graphs as node tokens with pair codes (hops, edge types), predictions
   back per node or per graph.
+* :func:`from_rdkit` / :func:`from_smiles` RDKit molecules (ETKDG conformers when they have
+  none) as the molecule Dataset (:mod:`.rdkit_molecules`).
 * :class:`Normalizer` per-variable statistics; importing this package registers ``ds.seqattn``.
 """
 from . import accessor  # noqa: F401  (registers ds.seqattn)
@@ -26,10 +28,11 @@ from .grid import GridAdapter
 from .molecule import MoleculeAdapter, MoleculeBatches, from_ase
 from .normalize import Normalizer
 from .predict import predict
+from .rdkit_molecules import from_rdkit, from_smiles
 from .signal import SignalAdapter
 from .stitch import PutBack, Stitcher
 
 __all__ = ["Batch", "BatchIterator", "ForecastWindows", "GenomeAdapter", "GraphAdapter",
            "GraphBatches", "GridAdapter", "LogMel", "MoleculeAdapter", "MoleculeBatches",
            "Normalizer", "Placement", "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack",
-           "Template", "from_ase", "predict"]
+           "Template", "from_ase", "from_rdkit", "from_smiles", "predict"]

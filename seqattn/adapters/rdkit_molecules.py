@@ -110,13 +110,13 @@ def _molecules_dataset(mols, labels, properties, conformers, seed, add_hydrogens
                 raise ValueError(f"molecule {index} (SMILES {label!r}): {failure}; pass "
                                  "on_failure='drop' to leave such molecules out") from None
             failures.append(f"molecule {index} (SMILES {label!r}): {failure}")
+    if not kept:
+        raise ValueError(f"none of the {len(mols)} molecules could be used"
+                         + (f" ({failures[0]})" if failures else ""))
     if failures:
         shown = "; ".join(failures[:5]) + ("; ..." if len(failures) > 5 else "")
         warnings.warn(f"from_rdkit dropped {len(failures)} of {len(mols)} molecules: {shown}",
                       stacklevel=3)
-    if not kept:
-        raise ValueError(f"none of the {len(mols)} molecules could be used"
-                         + (f" ({failures[0]})" if failures else ""))
     return _assemble(kept, labels, property_values, atom_features)
 
 

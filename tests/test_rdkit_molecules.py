@@ -114,12 +114,15 @@ def test_properties_read_from_the_molecules():
 
 
 def test_atom_features():
-    ds = from_smiles(["C[NH3+]", "c1ccccc1C"],
-                     atom_features=["formal_charge", "aromatic", "hydrogens", "hybridization"])
+    names = ["formal_charge", "aromatic", "hydrogens", "degree", "ring", "hybridization"]
+    ds = from_smiles(["C[NH3+]", "c1ccccc1C"], atom_features=names)
     np.testing.assert_array_equal(ds["formal_charge"].values[0, :2], [0, 1])
     np.testing.assert_array_equal(ds["aromatic"].values[1], [1, 1, 1, 1, 1, 1, 0])
     np.testing.assert_array_equal(ds["hydrogens"].values[0, :2], [3, 3])
     np.testing.assert_array_equal(ds["hydrogens"].values[1], [1, 1, 1, 1, 1, 0, 3])
+    np.testing.assert_array_equal(ds["degree"].values[0, :2], [4, 4])
+    np.testing.assert_array_equal(ds["degree"].values[1], [3, 3, 3, 3, 3, 3, 4])
+    np.testing.assert_array_equal(ds["ring"].values[1], [1, 1, 1, 1, 1, 1, 0])
     hybridization = ds["hybridization"]
     assert hybridization.dims == ("molecule", "atom", "hybridization_type")
     assert list(ds["hybridization_type"].values) == list(HYBRIDIZATIONS)
@@ -127,12 +130,13 @@ def test_atom_features():
                                   [1, 1, 1, 1, 1, 1, 0])
     np.testing.assert_array_equal(hybridization.sel(hybridization_type="sp3").values[1],
                                   [0, 0, 0, 0, 0, 0, 1])
-    for name in ("formal_charge", "aromatic", "hydrogens", "hybridization"):
+    for name in names:
         assert np.isnan(ds[name].values[0, 2:]).all(), name  # padding
     np.testing.assert_array_equal(hybridization.values[1].sum(-1), np.ones(7))
     # explicit hydrogens (added as atoms) count like implicit ones
-    explicit = from_smiles(["C[NH3+]"], add_hydrogens=True, atom_features=["hydrogens"])
+    explicit = from_smiles(["C[NH3+]"], add_hydrogens=True, atom_features=names)
     np.testing.assert_array_equal(explicit["hydrogens"].values[0], [3, 3, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(explicit["degree"].values[0], [4, 4, 1, 1, 1, 1, 1, 1])
 
 
 def test_failures_name_the_molecule_or_drop_it():

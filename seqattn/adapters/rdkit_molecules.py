@@ -9,7 +9,8 @@ The layout (M molecules padded to the largest, A atoms):
 * per-atom features (``atom_features=``), float64 with NaN on padding, for the adapter to use
   as token features: ``formal_charge`` (molecule, atom); ``aromatic`` (molecule, atom), 1 or 0;
   ``hydrogens`` (molecule, atom), the number of hydrogens bonded to the atom (explicit and
-  implicit); ``hybridization`` (molecule, atom, hybridization_type), one-hot
+  implicit); ``degree`` (molecule, atom), the number of atoms bonded to it, hydrogens included;
+  ``ring`` (molecule, atom), 1 for an atom in a ring, else 0; ``hybridization`` (molecule, atom, hybridization_type), one-hot
   over :data:`HYBRIDIZATIONS` (the ``hybridization_type`` coordinate).
 
 Coordinates: ``molecule`` is each molecule's index in the input (so dropped molecules leave
@@ -30,7 +31,7 @@ import numpy as np
 import xarray as xr
 
 HYBRIDIZATIONS = ("s", "sp", "sp2", "sp3", "sp3d", "sp3d2", "other")
-ATOM_FEATURES = ("formal_charge", "aromatic", "hydrogens", "hybridization")
+ATOM_FEATURES = ("formal_charge", "aromatic", "hydrogens", "degree", "ring", "hybridization")
 CONFORMER_MODES = ("auto", "embed", "given")
 ON_FAILURE = ("raise", "drop")
 
@@ -223,6 +224,10 @@ def _atom_feature(name, atom):
         return float(atom.GetIsAromatic())
     if name == "hydrogens":
         return atom.GetTotalNumHs(includeNeighbors=True)
+    if name == "degree":
+        return atom.GetTotalDegree()
+    if name == "ring":
+        return float(atom.IsInRing())
     kind = str(atom.GetHybridization()).lower()
     return np.eye(len(HYBRIDIZATIONS))[HYBRIDIZATIONS.index(kind) if kind in HYBRIDIZATIONS
                                        else HYBRIDIZATIONS.index("other")]

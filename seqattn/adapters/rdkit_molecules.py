@@ -10,8 +10,11 @@ The layout (M molecules padded to the largest, A atoms):
   as token features: ``formal_charge`` (molecule, atom); ``aromatic`` (molecule, atom), 1 or 0;
   ``hydrogens`` (molecule, atom), the number of hydrogens bonded to the atom (explicit and
   implicit); ``degree`` (molecule, atom), the number of atoms bonded to it, hydrogens included;
-  ``ring`` (molecule, atom), 1 for an atom in a ring, else 0; ``hybridization`` (molecule, atom, hybridization_type), one-hot
-  over :data:`HYBRIDIZATIONS` (the ``hybridization_type`` coordinate).
+  ``ring`` (molecule, atom), 1 for an atom in a ring, else 0; ``hybridization`` (molecule,
+  atom), the index of the atom's hybridisation in :data:`HYBRIDIZATIONS` (0 s, 1 sp, 2 sp2,
+  3 sp3, ...: the order of the number of hybrid orbitals; the CF attributes ``flag_values``
+  and ``flag_meanings`` name them). Every feature is one number per atom, so each is one
+  token feature.
 
 Coordinates: ``molecule`` is each molecule's index in the input (so dropped molecules leave
 gaps), ``smiles`` (molecule) its SMILES (as given to :func:`from_smiles`, RDKit's canonical
@@ -34,6 +37,8 @@ HYBRIDIZATIONS = ("s", "sp", "sp2", "sp3", "sp3d", "sp3d2", "other")
 ATOM_FEATURES = ("formal_charge", "aromatic", "hydrogens", "degree", "ring", "hybridization")
 CONFORMER_MODES = ("auto", "embed", "given")
 ON_FAILURE = ("raise", "drop")
+FEATURE_ATTRS = {"hybridization": {"flag_values": list(range(len(HYBRIDIZATIONS))),
+                                   "flag_meanings": " ".join(HYBRIDIZATIONS)}}
 
 
 def _rdkit():
@@ -229,8 +234,7 @@ def _atom_feature(name, atom):
     if name == "ring":
         return float(atom.IsInRing())
     kind = str(atom.GetHybridization()).lower()
-    return np.eye(len(HYBRIDIZATIONS))[HYBRIDIZATIONS.index(kind) if kind in HYBRIDIZATIONS
-                                       else HYBRIDIZATIONS.index("other")]
+    return HYBRIDIZATIONS.index(kind if kind in HYBRIDIZATIONS else "other")
 
 
 def _assemble(kept, labels, property_values, atom_features):
@@ -239,8 +243,7 @@ def _assemble(kept, labels, property_values, atom_features):
     count = len(kept)
     atomic_number = np.zeros((count, size), dtype=np.int64)
     positions = np.full((count, size, 3), np.nan)
-    features = {name: np.full((count, size, len(HYBRIDIZATIONS)) if name == "hybridization"
-                              else (count, size), np.nan) for name in atom_features}
+    features = {name: np.full((count, size), np.nan) for name in atom_features}
     for row, (_, mol, xyz, _) in enumerate(kept):
         atoms = list(mol.GetAtoms())
         atomic_number[row, :len(atoms)] = [atom.GetAtomicNum() for atom in atoms]
@@ -253,14 +256,10 @@ def _assemble(kept, labels, property_values, atom_features):
         "positions": (("molecule", "atom", "xyz"), positions, {"units": "Angstrom"}),
     }
     for name, values in features.items():
-        dims = ("molecule", "atom", "hybridization_type") if name == "hybridization" else \
-            ("molecule", "atom")
-        variables[name] = (dims, values)
+        variables[name] = (("molecule", "atom"), values, FEATURE_ATTRS.get(name, {}))
     for name, values in property_values.items():
         variables[name] = ("molecule", values[index])
     coords = {"molecule": index, "xyz": ["x", "y", "z"],
               "smiles": ("molecule", [labels[i] for i in index]),
               "conformer": ("molecule", [source for _, _, _, source in kept])}
-    if "hybridization" in features:
-        coords["hybridization_type"] = list(HYBRIDIZATIONS)
     return xr.Dataset(variables, coords=coords)

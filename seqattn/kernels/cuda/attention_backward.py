@@ -30,7 +30,7 @@ import numpy as np
 from numba import cuda
 
 from .attention_forward import (HEAD_TILE_STEP, PAD, SHUFFLE_SCRATCH, THREAD_COLS, THREAD_ROWS,
-                                THREADS, VECTOR)
+                                THREADS, VECTOR, tile_loader)
 from .attention_scores import (D_HAS, LEFT, LOG2E, NEG_INF, P_MODE, RIGHT, SCALE,
                                score_functions)
 from .compile_target import VECTOR_ALIGNMENT, jit_options, shuffle_xor
@@ -88,16 +88,7 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
 
     device = cuda.jit(device=True)
 
-    @device
-    def load_tile(smem, at, stride, src, b, h, row0, n_rows, rows, D, factor):
-        """smem[at + r*stride + d] = factor * src[b, h, row0 + r, d], zero outside the array."""
-        for idx in range(cuda.threadIdx.x, rows * DT, THREADS):
-            r = idx // DT
-            d = idx - r * DT
-            value = zero
-            if row0 + r < n_rows and d < D:
-                value = src[b, h, row0 + r, d] * factor
-            smem[at + u(r) * stride + u(d)] = value
+    load_tile = tile_loader(dtype_name, head_tile)
 
     @device
     def lanes_sum(value, scratch):

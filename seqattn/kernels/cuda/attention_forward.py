@@ -55,6 +55,28 @@ def head_tile(D):
     return HEAD_TILE_STEP * max(1, -(-D // HEAD_TILE_STEP))
 
 
+@functools.lru_cache(maxsize=None)
+def tile_loader(dtype_name, head_tile):
+    """The device function both attention kernels fill their shared-memory tiles with, for one
+    dtype and head tile DT: ``load_tile(smem, at, stride, src, b, h, row0, n_rows, rows, D,
+    factor)`` sets smem[at + r*stride + d] = factor * src[b, h, row0 + r, d] for r < rows,
+    d < DT, zero outside the array. Consecutive threads take consecutive d: coalesced reads."""
+    zero = np.dtype(dtype_name).type(0)
+    DT, u = head_tile, np.uint32
+
+    @cuda.jit(device=True)
+    def load_tile(smem, at, stride, src, b, h, row0, n_rows, rows, D, factor):
+        for idx in range(cuda.threadIdx.x, rows * DT, THREADS):
+            r = idx // DT
+            d = idx - r * DT
+            value = zero
+            if row0 + r < n_rows and d < D:
+                value = src[b, h, row0 + r, d] * factor
+            smem[at + u(r) * stride + u(d)] = value
+
+    return load_tile
+
+
 def buffer_sizes(head_tile, block_q, block_k):
     """Elements of each shared-memory buffer, in layout order."""
     return {"q": block_q * (head_tile + PAD), "k": block_k * (head_tile + PAD),
@@ -91,17 +113,7 @@ def forward_kernel(dtype_name, head_tile, block_q, block_k):
 
     device = cuda.jit(device=True)
 
-    @device
-    def load_tile(smem, at, stride, src, b, h, row0, n_rows, rows, D, factor):
-        """smem[at + r*stride + d] = factor * src[b, h, row0 + r, d] for r < rows, d < DT; zero
-        outside the array. Consecutive threads take consecutive d: coalesced reads."""
-        for idx in range(cuda.threadIdx.x, rows * DT, THREADS):
-            r = idx // DT
-            d = idx - r * DT
-            value = zero
-            if row0 + r < n_rows and d < D:
-                value = src[b, h, row0 + r, d] * factor
-            smem[at + u(r) * stride + u(d)] = value
+    load_tile = tile_loader(dtype_name, head_tile)
 
     @device
     def lanes_max(value, scratch):

@@ -38,6 +38,20 @@ def test_embedding_ids_out_of_range():
         ops.embedding(np.array([0, 4]), np.ones((4, 2)))
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("bad_id", [-1, 3])
+def test_cross_entropy_targets_out_of_range(device, bad_id):
+    from numba import cuda
+
+    logits, targets = np.zeros((4, 3)), np.array([0, bad_id, 1, 2])
+    if device == "cuda":
+        logits, targets = cuda.to_device(logits), cuda.to_device(targets)
+    with pytest.raises(ValueError, match=r"targets must lie in \[0, 3\) .* 1 of 4 do not"):
+        ops.cross_entropy(logits, targets)
+    total, weight_sum, _ = ops.cross_entropy(logits, targets, ignore_index=bad_id)
+    assert weight_sum == 3.0 and np.isclose(total, 3 * np.log(3.0))
+
+
 def test_add_with_non_trailing_shape():
     with pytest.raises(ValueError, match="not the trailing part"):
         ops.add(np.ones((2, 3)), np.ones(2))

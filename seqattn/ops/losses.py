@@ -14,11 +14,11 @@ POINTWISE_LOSSES = {"mse": loss_math.MSE, "mae": loss_math.MAE, "huber": loss_ma
 
 
 def _loss_sums(device, terms):
-    """(sum of terms[:, 0], sum of terms[:, 1]) as host floats."""
-    sums = sum_leading(terms, (2,))
+    """The column sums of terms (R, K) as K host floats."""
+    sums = sum_leading(terms, (shape_of(terms)[1],))
     if device != CPU:
         sums = sums.copy_to_host()
-    return float(sums[0]), float(sums[1])
+    return tuple(float(total) for total in sums)
 
 
 def _pointwise_loss_args(pred, target, kind, weight):
@@ -93,17 +93,15 @@ def cross_entropy(logits, targets, *, class_weight=None, label_smoothing=0.0, ig
     expect_probability("label_smoothing", label_smoothing)
     device, logits, targets, class_weight = _cross_entropy_args(logits, targets, class_weight)
     R, C = shape_of(logits)
-    if device == CPU and R:
-        outside = (targets != ignore_index) & ((targets < 0) | (targets >= C))
-        if outside.any():
-            raise ValueError(f"targets must lie in [0, {C}) (the number of classes) or equal "
-                             f"ignore_index = {ignore_index}; got {targets[outside][0]}")
-    terms = empty_like_on(device, (R, 2), logits.dtype)
+    terms = empty_like_on(device, (R, 3), logits.dtype)
     lse = empty_like_on(device, (R,), logits.dtype)
     if R:
         kernels_for(device, "losses").cross_entropy_forward(
             terms, lse, logits, targets, class_weight, float(label_smoothing), int(ignore_index))
-    total, weight_sum = _loss_sums(device, terms)
+    total, weight_sum, outside = _loss_sums(device, terms)
+    if outside:
+        raise ValueError(f"targets must lie in [0, {C}) (the number of classes) or equal "
+                         f"ignore_index = {ignore_index}; {int(outside)} of {R} do not")
     return total, weight_sum, lse
 
 

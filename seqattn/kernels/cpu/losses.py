@@ -3,6 +3,9 @@
 Forward writes ``terms`` (R, 2): column 0 the weighted loss of element (row) r, column 1 its
 weight, so one sum over rows (``ops.sum_leading``) gives the numerator and the denominator of
 the weighted mean. A missing target (NaN with ``skip_nan``, or ``ignore_index``) has weight 0.
+Cross-entropy's ``terms`` has a third column: 1 where a target is neither ``ignore_index`` nor
+a class id in [0, C) (that row counts as ignored), so the caller can report bad targets from the
+same sum on either device, without a second pass or a device-to-host copy of the targets.
 Backward writes the gradient of ``scale * terms[r, 0]`` with ``scale`` = dLoss / numerator.
 
 Pointwise shapes: pred, target, weight flat (R,) (weight (1,) unused when ``has_weight`` is
@@ -62,9 +65,13 @@ def cross_entropy_forward(terms, lse, logits, targets, class_weight, smoothing, 
         row_lse = top + math.log(total)
         lse[r] = row_lse
         y = targets[r]
-        if y == ignore_index:
+        terms[r, 2] = 0.0
+        if y == ignore_index or y < 0 or y >= C:
             terms[r, 0] = 0.0
             terms[r, 1] = 0.0
+            # an id outside [0, C) is counted in the third column, for the caller to report
+            if y != ignore_index:
+                terms[r, 2] = 1.0
             continue
         # torch's label smoothing: (1 - eps) w_y nll_y + eps / C sum_c w_c nll_c
         smooth = 0.0
@@ -81,7 +88,7 @@ def cross_entropy_backward(dlogits, logits, lse, targets, class_weight, smoothin
     R, C = logits.shape
     for r in prange(R):
         y = targets[r]
-        if y == ignore_index:
+        if y == ignore_index or y < 0 or y >= C:
             for c in range(C):
                 dlogits[r, c] = 0.0
             continue

@@ -55,10 +55,13 @@ def cross_entropy_forward_kernel(terms, lse, logits, targets, class_weight, smoo
     row_lse = top + math.log(total)
     lse[r] = row_lse
     y = targets[r]
-    # An id outside [0, C) cannot be reported from the device; it counts as ignored.
+    terms[r, 2] = 0.0
     if y == ignore_index or y < 0 or y >= C:
         terms[r, 0] = 0.0
         terms[r, 1] = 0.0
+        # an id outside [0, C) is counted in the third column, for the caller to report
+        if y != ignore_index:
+            terms[r, 2] = 1.0
         return
     smooth = 0.0
     for c in range(C):

@@ -10,21 +10,30 @@ from test_examples import load_example
 from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
 
 
+# The quick run's test MAEs (seed 0): the model 27 meV/atom and 177 meV/A, the pair potential
+# chosen on validation 47 and 284; the model must keep at least this share of its lead.
+MARGIN = 0.8
+
+
 def test_alloy_forces_quick_beats_the_pair_potential(tmp_path):
-    """Forces: better than the pair potential at any cutoff. Energies: better than the pair
-    potential that sees the same neighbourhood (the model's cutoff); the one that also sees
-    the second and third shells is not asserted against (see the example's docstring)."""
+    """The model beats the pair potential chosen on validation by the same criterion as the
+    model (among cutoffs up to 6.5 A) on energies and forces, with a margin, and the one at
+    its own cutoff. The pair potential chosen for energies alone is reported, not asserted
+    against on energies (the example's docstring says why)."""
     pytest.importorskip("ase")
     pytest.importorskip("matplotlib")
     example = load_example("alloy_forces")
     results = example.main(["--quick", "--out", str(tmp_path)], progress=False)
-    model, best, same = (results[k] for k in ("model", "baseline", "baseline_model_cutoff"))
-    assert same["cutoff"] == example.QUICK.cutoff and best["cutoff"] in (3.4, 4.5, 5.5)
-    for row in (model, best, same, results["mean_predictor_validation"]):
+    model, best, same, for_energies = (results[k] for k in (
+        "model", "baseline", "baseline_model_cutoff", "baseline_energy"))
+    cutoffs = (example.QUICK.cutoff,) + example.BASELINE_CUTOFFS
+    assert same["cutoff"] == example.QUICK.cutoff and best["cutoff"] in cutoffs
+    for row in (model, best, same, for_energies, results["mean_predictor_validation"]):
         assert all(math.isfinite(row[k]) and row[k] > 0 for k in ("energy_mae", "force_mae"))
-    assert model["force_mae"] < best["force_mae"] and model["force_mae"] < same["force_mae"], \
-        results
-    assert model["energy_mae"] < same["energy_mae"], results
+    for baseline in (best, same):
+        for metric in ("energy_mae", "force_mae"):
+            assert model[metric] < MARGIN * baseline[metric], (metric, results)
+    assert model["force_mae"] < MARGIN * for_energies["force_mae"], results
     assert best["energy_mae"] < results["mean_predictor_validation"]["energy_mae"], results
     assert (tmp_path / "alloy_forces_parity.png").stat().st_size > 0
 

@@ -242,12 +242,13 @@ def energy_score(scores, reference):
 BASELINE_GRID = {"force_weight": (0.0, 0.01, 0.1, 1.0, 10.0), "ridge": (1e-6, 1e-4, 1e-2)}
 
 
-def baseline(structures, parts, reference, cutoffs, criterion=relative_score):
-    """The pair potential whose cutoff (among ``cutoffs``), force weight and ridge (among
-    ``BASELINE_GRID``) are best on validation by ``criterion``."""
+def validation_sweep(structures, parts, cutoffs):
+    """{(cutoff, force weight, ridge): validation (energy MAE, force MAE)} of the pair
+    potential fitted on the training structures, for every cutoff and ``BASELINE_GRID`` point
+    (each cutoff's features computed once)."""
     train = [structures[i] for i in parts["train"]]
     validation = [structures[i] for i in parts["validation"]]
-    best = None
+    scores = {}
     for cutoff in cutoffs:
         potential = PairPotential(cutoff)
         train_features = [potential.features(a) for a in train]
@@ -255,11 +256,18 @@ def baseline(structures, parts, reference, cutoffs, criterion=relative_score):
         for force_weight, ridge in itertools.product(*BASELINE_GRID.values()):
             potential.fit(train, force_weight, ridge, train_features)
             predicted = [potential.predict(a, f) for a, f in zip(validation, validation_features)]
-            score = criterion(errors([p[0] for p in predicted], [p[1] for p in predicted],
-                                     validation), reference)
-            if best is None or score < best[0]:
-                best = (score, (cutoff, force_weight, ridge))
-    cutoff, force_weight, ridge = best[1]
+            scores[cutoff, force_weight, ridge] = errors(
+                [p[0] for p in predicted], [p[1] for p in predicted], validation)
+    return scores
+
+
+def baseline(structures, parts, sweep, criterion, reference, cutoffs):
+    """The pair potential, fitted on the training structures, whose setting (among the
+    ``sweep``'s with a cutoff in ``cutoffs``) is best on validation by ``criterion``."""
+    setting = min((key for key in sweep if key[0] in cutoffs),
+                  key=lambda key: criterion(sweep[key], reference))
+    cutoff, force_weight, ridge = setting
+    train = [structures[i] for i in parts["train"]]
     return PairPotential(cutoff).fit(train, force_weight, ridge), \
         {"cutoff": cutoff, "force_weight": force_weight, "ridge": ridge}
 
@@ -349,10 +357,11 @@ def main(argv=None, config=None, progress=True):
 
     baselines = {}
     all_cutoffs = (config.cutoff,) + BASELINE_CUTOFFS
+    sweep = validation_sweep(structures, parts, all_cutoffs)
     for name, cutoffs, criterion in (("baseline", all_cutoffs, relative_score),
                                      ("baseline_model_cutoff", (config.cutoff,), relative_score),
                                      ("baseline_energy", all_cutoffs, energy_score)):
-        potential, chosen = baseline(structures, parts, reference, cutoffs, criterion)
+        potential, chosen = baseline(structures, parts, sweep, criterion, reference, cutoffs)
         predicted = [potential.predict(a) for a in test]
         baselines[name] = ([p[0] for p in predicted], [p[1] for p in predicted], chosen)
 

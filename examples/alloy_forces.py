@@ -61,7 +61,7 @@ Supercells of 3 x 3 x 3 cells (108 atoms) would allow a 5 A cutoff, at about 11 
 attention cost per cell (the distance-biased kernels visit every pair): not tried.
 
     python examples/alloy_forces.py            # full run
-    python examples/alloy_forces.py --quick    # a small run for CI (about 80 s of one core)
+    python examples/alloy_forces.py --quick    # a small run for CI (about 2 minutes of one core)
 """
 import argparse
 import itertools

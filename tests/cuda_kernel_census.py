@@ -193,16 +193,21 @@ def attention_head_dims(dtype):
     return dict(dims.values())
 
 
+# One head of 3 tokens: each attention kernel runs one block on the simulator (its cost), and
+# the argument types, not the sizes, make the signatures.
+HEADS = 1
+
+
 def _attention(dtype, D, options, kinds=ATTENTION_KINDS):
     """The attention ops whose kernels ``kinds`` name, at head dim D."""
     import seqattn
 
     rng = np.random.default_rng(D)
-    q, k, v = (_on_device(rng.normal(size=(1, 2, 3, D)).astype(dtype)) for _ in range(3))
+    q, k, v = (_on_device(rng.normal(size=(1, HEADS, 3, D)).astype(dtype)) for _ in range(3))
     options = {n: _on_device(x) if isinstance(x, np.ndarray) else x
                for n, x in options.items()}
     out, lse = seqattn.attention(q, k, v, return_lse=True, **options)
-    dout = _on_device(rng.normal(size=(1, 2, 3, D)).astype(dtype))
+    dout = _on_device(rng.normal(size=(1, HEADS, 3, D)).astype(dtype))
     if "backward" in kinds:
         bias_grad = "bias" in options and "dbias" in kinds
         seqattn.attention_backward(dout, q, k, v, out, lse, bias_requires_grad=bias_grad,
@@ -218,13 +223,13 @@ def _structured_biases(dtype):
 
     rng = np.random.default_rng(5)
     x = _on_device(rng.uniform(0, 2, (1, 3, 3)).astype(dtype))
-    table = _on_device(rng.normal(size=(2, 2, 2, 4)).astype(dtype))
+    table = _on_device(rng.normal(size=(2, 2, HEADS, 4)).astype(dtype))
     types = _on_device(np.array([[0, 1, 1]], np.int32))
     cell = _on_device((2.5 * np.eye(3)).astype(dtype))
     distance = DistanceBias(x=x, table=table, r_max=2.0, types=types, cell=cell, cutoff=1.8,
                             smooth_cutoff=True)
     _attention(dtype, 4, {"distance_bias": distance})
-    pair_table = _on_device(rng.normal(size=(2, 5)).astype(dtype))
+    pair_table = _on_device(rng.normal(size=(HEADS, 5)).astype(dtype))
     for code_dtype in (np.int8, np.int16, np.int32):
         codes = _on_device(rng.integers(-1, 5, (1, 3, 3)).astype(code_dtype))
         _attention(dtype, 4, {"pair_bias": PairBias(pair_table, codes)})
@@ -234,10 +239,10 @@ def _structured_biases(dtype):
 def _attention_ops(dtype):
     """Attention forward, backward, bias gradient and weights: every option at one head dim,
     and every head-dim variant once, with the kernels that support it."""
-    bias = np.zeros((1, 2, 3, 3), dtype)
+    bias = np.zeros((1, HEADS, 3, 3), dtype)
     everything = dict(causal=True, bias=bias, attn_mask=np.ones((3, 3), bool),
                       key_padding_mask=np.zeros((1, 3), bool),
-                      alibi_slopes=np.ones(2, dtype), window=(2, 0))
+                      alibi_slopes=np.ones(HEADS, dtype), window=(2, 0))
     _attention(dtype, 4, everything)
     _structured_biases(dtype)
     for D, kinds in attention_head_dims(dtype).items():

@@ -29,11 +29,12 @@ import numba
 import numpy as np
 from numba import cuda
 
-from .attention_forward import (HEAD_TILE_STEP, PAD, SHUFFLE_SCRATCH, THREAD_COLS, THREAD_ROWS,
-                                THREADS, VECTOR, tile_loader)
+from .attention_forward import HEAD_TILE_STEP, SHUFFLE_SCRATCH, tile_loader
+from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, VECTOR,
+                                   score_tile_functions)
 from .attention_scores import (D_HAS, LEFT, LOG2E, NEG_INF, P_MODE, RIGHT, SCALE,
                                score_functions)
-from .compile_target import VECTOR_ALIGNMENT, jit_options, shuffle_xor
+from .compile_target import VECTOR_ALIGNMENT, jit_options
 from .. import structured_bias_math as sbm
 
 # (query rows, keys) per tile, largest first; the first whose buffers fit is used. Keys come in
@@ -64,8 +65,8 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
     zero, one, neg_inf = ftype(0), ftype(1), ftype(NEG_INF)
     log2e, ln2 = ftype(LOG2E), ftype(math.log(2))
     scores = score_functions(dtype_name)
-    score_at, modified, structured_grads = scores.score_at, scores.modified, \
-        scores.structured_grads
+    modified, structured_grads = scores.modified, scores.structured_grads
+    tile = score_tile_functions(dtype_name, head_tile, block_q, block_k)
     query_tiles, band_covers_tile = scores.query_tiles, scores.band_covers_tile
 
     DT, BQ, BK = head_tile, block_q, block_k
@@ -86,16 +87,7 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
         u(HEAD_TILE_STEP)
     D_STEPS, Q_STEPS, K_STEPS = u(DT // VECTOR), u(BQ // VECTOR), u(BK // VECTOR)
 
-    device = cuda.jit(device=True)
-
     load_tile = tile_loader(dtype_name, head_tile)
-
-    @device
-    def lanes_sum(value, scratch):
-        """The sum of ``value`` over the 8 lanes that share this thread's rows."""
-        for lane_mask in (1, 2, 4):
-            value += shuffle_xor(value, lane_mask, scratch)
-        return value
 
     @cuda.jit(**jit_options(launch_bounds=(THREADS, blocks_per_sm(dtype.itemsize, DT))))
     def attention_backward_kernel(dq, dk, dv, dx, dy, dtable, dpair, dout, lse, delta, q, k, v,
@@ -186,19 +178,15 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
                             for e in range(VECTOR):
                                 s[r, c] += a_vec[r, e] * c_vec[c, e]
                                 dp[r, c] += b_vec[r, e] * e_vec[c, e]
-                covered = plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)
+                if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)):
+                    tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
                 for r in range(TR):
                     i = q0 + ty + THREAD_ROWS * r
                     for c in range(TC):
                         j = k0 + tx + THREAD_COLS * c
-                        score = s[r, c]
-                        if not covered:
-                            score = neg_inf
-                            if i < n_q and j < n_k:
-                                score = score_at(s[r, c], b, h, i, j, n_q, n_k, mods)
                         prob = zero
                         if row_lse[r] != neg_inf:
-                            prob = math.exp2(score - row_lse[r])
+                            prob = math.exp2(s[r, c] - row_lse[r])
                         # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
                         ds = prob * (dp[r, c] - row_delta[r])
                         key = u(tx) + u(c) * U_COLS
@@ -218,7 +206,7 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
                     for r in range(TR):
                         i = q0 + ty + THREAD_ROWS * r
                         for axis in range(3):
-                            total = lanes_sum(grad_x[r, axis], scratch)
+                            total = tile.lanes_sum(grad_x[r, axis], scratch)
                             if tx == 0 and i < n_q:
                                 cuda.atomic.add(dx, (h, b, axis, i), total)
                 cuda.syncthreads()

@@ -19,9 +19,10 @@ row (along d for q.k, along the keys and along d for p.v): one vector load each 
 of q, k and p are padded by 4 elements so that the rows the lanes of a warp read at once (4
 consecutive ty, or 8 consecutive tx) start in different banks.
 
-The scores come from ``attention_scores.score_functions``: every modification (band, masks,
-biases, ALiBi, structured biases) is made there; a tile that the band covers entirely, in a call
-without other modifications, skips it.
+The score tile and the shuffles come from ``attention_score_tile`` (shared with the backward,
+weights and bias-gradient kernels), and every score modification (band, masks, biases, ALiBi,
+structured biases) from ``attention_scores.score_at``; a tile that the band covers entirely, in
+a call without other modifications, skips it.
 """
 import functools
 import math
@@ -30,14 +31,10 @@ import numba
 import numpy as np
 from numba import cuda
 
+from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, VECTOR,
+                                   score_tile_functions)
 from .attention_scores import LEFT, LOG2E, NEG_INF, RIGHT, SCALE, score_functions
-from .compile_target import VECTOR_ALIGNMENT, jit_options, shuffle_scratch_size, shuffle_xor
-
-THREADS = 128
-THREAD_COLS = 8  # threads across a tile's keys (a row's lanes in a warp)
-THREAD_ROWS = THREADS // THREAD_COLS  # 16 threads across a tile's rows
-VECTOR = 4  # consecutive elements per shared-memory read (a float4)
-PAD = 4  # elements added to each padded row: keeps rows 16-byte aligned, moves their banks
+from .compile_target import VECTOR_ALIGNMENT, jit_options, shuffle_scratch_size
 HEAD_TILE_STEP = VECTOR * THREAD_COLS  # 32: the head dims one accumulator column group covers
 # (query rows, keys) per tile, largest first; the first whose buffers fit is used.
 TILE_SHAPES = ((64, 64), (64, 32), (32, 32), (32, 16), (16, 16), (16, 8))
@@ -92,8 +89,9 @@ def forward_kernel(dtype_name, head_tile, block_q, block_k):
     zero, one, neg_inf = ftype(0), ftype(1), ftype(NEG_INF)
     log2e, ln2 = ftype(LOG2E), ftype(math.log(2))
     scores = score_functions(dtype_name)
-    score_at, modified = scores.score_at, scores.modified
-    key_tiles, band_covers_tile = scores.key_tiles, scores.band_covers_tile
+    modified, key_tiles, band_covers_tile = scores.modified, scores.key_tiles, \
+        scores.band_covers_tile
+    tile = score_tile_functions(dtype_name, head_tile, block_q, block_k)
 
     DT, BQ, BK = head_tile, block_q, block_k
     TR, TC = BQ // THREAD_ROWS, BK // THREAD_COLS
@@ -109,25 +107,9 @@ def forward_kernel(dtype_name, head_tile, block_q, block_k):
     QS, KS, VS, PS = u(DT + PAD), u(DT + PAD), u(DT), u(BK + PAD)
     U_VECTOR, U_ROWS, U_COLS, U_STEP = u(VECTOR), u(THREAD_ROWS), u(THREAD_COLS), \
         u(HEAD_TILE_STEP)
-    D_STEPS, K_STEPS = u(DT // VECTOR), u(BK // VECTOR)
-
-    device = cuda.jit(device=True)
+    K_STEPS = u(BK // VECTOR)
 
     load_tile = tile_loader(dtype_name, head_tile)
-
-    @device
-    def lanes_max(value, scratch):
-        """The max of ``value`` over the 8 lanes (consecutive tx) that share this thread's rows."""
-        for lane_mask in (1, 2, 4):
-            value = max(value, shuffle_xor(value, lane_mask, scratch))
-        return value
-
-    @device
-    def lanes_sum(value, scratch):
-        """The sum of ``value`` over the 8 lanes that share this thread's rows."""
-        for lane_mask in (1, 2, 4):
-            value += shuffle_xor(value, lane_mask, scratch)
-        return value
 
     @cuda.jit(**jit_options(launch_bounds=(THREADS, blocks_per_sm(dtype.itemsize, DT))))
     def attention_forward_kernel(out, lse, q, k, v, mods):
@@ -138,8 +120,6 @@ def forward_kernel(dtype_name, head_tile, block_q, block_k):
         acc = cuda.local.array((TR, TD), element)
         row_max = cuda.local.array(TR, element)  # in log2 units, like the scores
         row_sum = cuda.local.array(TR, element)  # of this thread's keys only, until the end
-        q_vec = cuda.local.array((TR, VECTOR), element)
-        k_vec = cuda.local.array((TC, VECTOR), element)
         p_vec = cuda.local.array((TR, VECTOR), element)
         v_vec = cuda.local.array(TD, element)
         n_heads, n_q, D = q.shape[1], q.shape[2], q.shape[3]
@@ -169,37 +149,15 @@ def forward_kernel(dtype_name, head_tile, block_q, block_k):
             load_tile(smem, K_AT, KS, k, b, kv_h, k0, n_k, BK, D, one)
             load_tile(smem, V_AT, VS, v, b, kv_h, k0, n_k, BK, D, one)
             cuda.syncthreads()
-            # s = (scale log2(e) q) k^T, 4 head dims of TR rows and TC keys per step
-            for r in range(TR):
-                for c in range(TC):
-                    s[r, c] = zero
-            for step in range(D_STEPS):
-                d = step * U_VECTOR
-                for r in range(TR):
-                    for e in range(VECTOR):
-                        q_vec[r, e] = smem[q_row + u(r) * U_ROWS * QS + d + u(e)]
-                for c in range(TC):
-                    for e in range(VECTOR):
-                        k_vec[c, e] = smem[k_row + u(c) * U_COLS * KS + d + u(e)]
-                for r in range(TR):
-                    for c in range(TC):
-                        for e in range(VECTOR):
-                            s[r, c] += q_vec[r, e] * k_vec[c, e]
+            tile.dot(s, smem, q_row, k_row)  # s = (scale log2(e) q) k^T
             if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)):
-                for r in range(TR):
-                    i = q0 + ty + THREAD_ROWS * r
-                    for c in range(TC):
-                        j = k0 + tx + THREAD_COLS * c
-                        score = neg_inf
-                        if i < n_q and j < n_k:
-                            score = score_at(s[r, c], b, h, i, j, n_q, n_k, mods)
-                        s[r, c] = score
+                tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
             # Online softmax: rescale the row's sum and outputs by exp2(old max - new max).
             for r in range(TR):
                 tile_max = s[r, 0]
                 for c in range(1, TC):
                     tile_max = max(tile_max, s[r, c])
-                new_max = max(row_max[r], lanes_max(tile_max, scratch))
+                new_max = max(row_max[r], tile.lanes_max(tile_max, scratch))
                 # A row that has seen no visible key keeps max -inf; shifting by 0 instead keeps
                 # exp2's argument at -inf rather than NaN (-inf - -inf), so its weights stay 0.
                 shift = new_max if new_max != neg_inf else zero
@@ -229,7 +187,7 @@ def forward_kernel(dtype_name, head_tile, block_q, block_k):
                         for c in range(TD):
                             acc[r, c] += p_vec[r, e] * v_vec[c]
         for r in range(TR):
-            total = lanes_sum(row_sum[r], scratch)
+            total = tile.lanes_sum(row_sum[r], scratch)
             i = q0 + ty + THREAD_ROWS * r
             if i < n_q:
                 inverse = one / total if total > zero else zero  # no visible key: out = 0

@@ -1,0 +1,98 @@
+"""The CUDA attention kernels' thread layout, a thread's register tile of scores, and its rows'
+statistics across lanes.
+
+The device functions the forward, backward, weights and bias-gradient kernels build their scores
+with (``attention_forward``, ``attention_backward``, ``attention_weights``,
+``attention_bias_grad``), in their common thread layout: the 128 threads of a block form a 16 x 8 grid (t = 8 ty + tx);
+thread (ty, tx) owns the query rows ty + 16 r (r < TR = BQ / 16) and the keys tx + 8 c
+(c < TC = BK / 8) of a BQ x BK tile, whose operands lie in shared memory as rows of DT (the head
+tile) elements padded by PAD, 16-byte aligned, read 4 consecutive elements at a time (one vector
+load each in float32). A row's 8 threads are 8 consecutive lanes of one warp: its statistics are
+combined with three xor shuffles.
+
+Shared-memory offsets are unsigned 32-bit (no negative-index fix-up, provable alignment).
+"""
+import collections
+import functools
+
+import numba
+import numpy as np
+from numba import cuda
+
+from .attention_scores import NEG_INF, score_functions
+from .compile_target import shuffle_xor
+
+THREADS = 128
+THREAD_COLS = 8  # threads across a tile's keys (a row's lanes in a warp)
+THREAD_ROWS = THREADS // THREAD_COLS  # 16 threads across a tile's rows
+VECTOR = 4  # consecutive elements per shared-memory read (a float4)
+PAD = 4  # elements added to each padded row: keeps rows 16-byte aligned, moves their banks
+
+ScoreTile = collections.namedtuple("ScoreTile", "dot modify lanes_max lanes_sum")
+
+
+@functools.lru_cache(maxsize=None)
+def score_tile_functions(dtype_name, head_tile, block_q, block_k):
+    """The :class:`ScoreTile` device functions for one dtype and tiling:
+
+    * ``dot(s, smem, rows_at, cols_at)``: s[r, c] = sum over d < DT of
+      smem[rows_at + (ty + 16 r) (DT + PAD) + d] * smem[cols_at + (tx + 8 c) (DT + PAD) + d],
+      given this thread's rows_at = A + ty (DT + PAD) and cols_at = B + tx (DT + PAD);
+    * ``modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)``: each s[r, c] becomes the score of
+      its (query, key) by ``attention_scores.score_at``, NEG_INF outside the arrays;
+    * ``lanes_max(value, scratch)``, ``lanes_sum(value, scratch)``: over a row's 8 lanes.
+    """
+    dtype = np.dtype(dtype_name)
+    zero, neg_inf = dtype.type(0), dtype.type(NEG_INF)
+    element = numba.from_dtype(dtype)
+    score_at = score_functions(dtype_name).score_at
+    TR, TC = block_q // THREAD_ROWS, block_k // THREAD_COLS
+    u = np.uint32
+    D_STEPS, U_VECTOR = u(head_tile // VECTOR), u(VECTOR)
+    ROW_STEP, COL_STEP = u(THREAD_ROWS * (head_tile + PAD)), u(THREAD_COLS * (head_tile + PAD))
+    device = cuda.jit(device=True)
+
+    @device
+    def dot(s, smem, rows_at, cols_at):
+        a_vec = cuda.local.array((TR, VECTOR), element)
+        b_vec = cuda.local.array((TC, VECTOR), element)
+        for r in range(TR):
+            for c in range(TC):
+                s[r, c] = zero
+        for step in range(D_STEPS):
+            d = step * U_VECTOR
+            for r in range(TR):
+                for e in range(VECTOR):
+                    a_vec[r, e] = smem[rows_at + u(r) * ROW_STEP + d + u(e)]
+            for c in range(TC):
+                for e in range(VECTOR):
+                    b_vec[c, e] = smem[cols_at + u(c) * COL_STEP + d + u(e)]
+            for r in range(TR):
+                for c in range(TC):
+                    for e in range(VECTOR):
+                        s[r, c] += a_vec[r, e] * b_vec[c, e]
+
+    @device
+    def modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods):
+        for r in range(TR):
+            i = q0 + ty + THREAD_ROWS * r
+            for c in range(TC):
+                j = k0 + tx + THREAD_COLS * c
+                score = neg_inf
+                if i < n_q and j < n_k:
+                    score = score_at(s[r, c], b, h, i, j, n_q, n_k, mods)
+                s[r, c] = score
+
+    @device
+    def lanes_max(value, scratch):
+        for lane_mask in (1, 2, 4):
+            value = max(value, shuffle_xor(value, lane_mask, scratch))
+        return value
+
+    @device
+    def lanes_sum(value, scratch):
+        for lane_mask in (1, 2, 4):
+            value += shuffle_xor(value, lane_mask, scratch)
+        return value
+
+    return ScoreTile(dot, modify, lanes_max, lanes_sum)

@@ -53,7 +53,8 @@ class Shapes:
     def __init__(self, dry_run, repeats):
         if dry_run:
             self.check_attention = dict(B=1, H=2, Hkv=1, N=5, M=6, D=4)
-            self.bench_attention = [dict(B=1, H=2, N=8, D=D) for D in (4, 8)]
+            # One head: one block per kernel launch, the simulator's unit of cost.
+            self.bench_attention = [dict(B=1, H=1, N=8, D=D) for D in (4, 8)]
             self.gemms = [(8, 8, 8)]
             self.encoder = dict(layers=1, d_model=8, heads=2, ffn=16, batch=2, n=4)
             self.repeats = 1

@@ -4,6 +4,8 @@ Every backward in seqattn is checked the same way: a scalar loss L = sum(f(input
 fixed random ``dout``, its analytic gradient from the backward pass, and central differences of L
 in float64, compared with one named assertion per gradient.
 """
+import dataclasses
+
 import numpy as np
 
 FD_STEP = 1e-6
@@ -42,6 +44,41 @@ def assert_gradient(name, analytic, numeric, rtol=1e-6, atol=1e-8):
         f"gradient {name}: max error {err.max():.3e} exceeds {bound:.3e}")
 
 
+def assert_directional_derivatives(loss_at, point, gradients, rng, step=FD_STEP, rtol=1e-6,
+                                   atol=1e-8):
+    """Each gradient against central differences along one random direction, in float64.
+
+    For each ``name, x`` of ``point``: a random unit direction u of x's shape, and
+    (loss_at(name, x + step u) - loss_at(name, x - step u)) / (2 step) against the analytic
+    directional derivative sum(gradients[name] * u), within atol + rtol |gradients[name]|; one
+    named assertion per gradient and two loss calls per array (against two per element for
+    :func:`numerical_gradient`). A gradient that is wrong anywhere moves sum(g * u) for almost
+    every u; comparing every element with an independently checked gradient as well (the CPU
+    kernels', say) pins where.
+    """
+    for name, x in point.items():
+        direction = rng.standard_normal(x.shape)
+        direction /= np.linalg.norm(direction)
+        up, down = loss_at(name, x + step * direction), loss_at(name, x - step * direction)
+        numeric = (up - down) / (2 * step)
+        grad = np.asarray(gradients[name], np.float64)
+        analytic = float((grad * direction).sum())
+        bound = atol + rtol * float(np.linalg.norm(grad))
+        assert abs(numeric - analytic) <= bound, (
+            f"gradient {name} along a random direction: analytic {analytic:.10g} vs finite "
+            f"difference {numeric:.10g} (allowed {bound:.2e})")
+
+
+def assert_same_gradient(name, got, want, rtol=1e-12):
+    """Every element of a float64 gradient equal to an independently computed one (another
+    kernel's) up to rounding: within rtol of the largest magnitude."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
+    err = float(np.abs(got - want).max(initial=0.0))
+    bound = rtol * max(1.0, float(np.abs(want).max(initial=0.0)))
+    assert err <= bound, f"gradient {name}: differs by up to {err:.3e} (allowed {bound:.1e})"
+
+
 def assert_float32_close(name, got, reference, naive32):
     """A float32 result may err from the float64 reference by at most a small multiple of what a
     naive NumPy float32 computation of the same thing errs (plus a few ulps of the scale)."""
@@ -56,6 +93,31 @@ def assert_float32_close(name, got, reference, naive32):
 def to_host(x):
     """A NumPy copy of a device array (NumPy arrays and None pass through)."""
     return x.copy_to_host() if hasattr(x, "copy_to_host") else x
+
+
+def _fingerprint(value):
+    """A hashable stand-in for an argument, equal for equal contents."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.str, value.shape, value.tobytes()
+    if dataclasses.is_dataclass(value):
+        return type(value).__name__, tuple((f.name, _fingerprint(getattr(value, f.name)))
+                                           for f in dataclasses.fields(value))
+    if isinstance(value, (tuple, list)):
+        return tuple(map(_fingerprint, value))
+    return repr(value)
+
+
+def shared_runs(op):
+    """``op`` with its results kept per argument contents, for tests that need the same slow
+    run (a CUDA-simulator forward, say) more than once. Callers must not modify the results."""
+    results = {}
+
+    def run(*args, **options):
+        key = (_fingerprint(args), tuple(sorted((n, _fingerprint(x)) for n, x in options.items())))
+        if key not in results:
+            results[key] = op(*args, **options)
+        return results[key]
+    return run
 
 
 def on_cuda(fn, *args, **kwargs):

@@ -2,7 +2,9 @@
 
 Runs under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) at the small shapes of
 ``attention_cases.SMALL_CASES``; the simulator runs every thread in Python, so float64 and the
-finite-difference checks use a subset. Tests marked ``gpu`` run at larger shapes on a real GPU only.
+finite-difference checks use a subset, and the tests of one case share its simulator runs (the
+forward and backward checks need the same forward). Tests marked ``gpu`` run at larger shapes on
+a real GPU only.
 """
 import numba
 import numpy as np
@@ -16,7 +18,10 @@ if not cuda.is_available():
 import seqattn  # noqa: E402
 from seqattn.backend import is_device_array  # noqa: E402
 from attention_cases import (  # noqa: E402
-    SMALL_CASES, Case, check_backward, check_forward, check_weights, finite_difference_check,
+    SMALL_CASES, Case, backward_inputs, check_backward, check_forward, check_weights,
+)
+from gradcheck import (  # noqa: E402
+    assert_directional_derivatives, assert_same_gradient, shared_runs,
 )
 
 ON_SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
@@ -35,8 +40,8 @@ def _on_device(op):
     return run
 
 
-attention = _on_device(seqattn.attention)
-attention_backward = _on_device(seqattn.attention_backward)
+attention = shared_runs(_on_device(seqattn.attention))
+attention_backward = shared_runs(_on_device(seqattn.attention_backward))
 attention_weights = _on_device(seqattn.attention_weights)
 
 # SMALL_CASES fit in one tile; these span several query and key tiles (online softmax across
@@ -81,8 +86,29 @@ def test_weights_match_reference(case, dtype):
 
 
 @pytest.mark.parametrize("case", FINITE_DIFFERENCE_CASES, ids=str)
-def test_backward_matches_finite_differences(case):
-    finite_difference_check(attention, attention_backward, case, coords_per_input=2)
+def test_backward_matches_cpu_and_finite_differences(case):
+    """float64: every element of every gradient equal to the CPU kernels' (which their own tests
+    check against finite differences element by element), and each gradient against central
+    differences of L = sum(out * dout) through the simulated forward along a random direction."""
+    dout, q, k, v, opts = backward_inputs(case, np.float64)
+    wants_bias = "bias" in opts
+    out, lse = attention(q, k, v, return_lse=True, **opts)
+    got = attention_backward(dout, q, k, v, out, lse, bias_requires_grad=wants_bias, **opts)
+    cpu_out, cpu_lse = seqattn.attention(q, k, v, return_lse=True, **opts)
+    want = seqattn.attention_backward(dout, q, k, v, cpu_out, cpu_lse,
+                                      bias_requires_grad=wants_bias, **opts)
+    names = ("q", "k", "v", "bias") if wants_bias else ("q", "k", "v")
+    for name, g, w in zip(names, got, want):
+        assert_same_gradient(f"d{name}", g, w)
+    point = {"q": q, "k": k, "v": v, **({"bias": opts.pop("bias")} if wants_bias else {})}
+
+    def loss_at(name, x):
+        args = {**point, name: x}
+        extra = {"bias": args["bias"]} if wants_bias else {}
+        return float((attention(args["q"], args["k"], args["v"], **opts, **extra) * dout).sum())
+
+    assert_directional_derivatives(loss_at, point, dict(zip(names, got)),
+                                   np.random.default_rng(2))
 
 
 def test_results_stay_on_the_device():

@@ -1,7 +1,8 @@
 """Structured attention biases in the CUDA kernels, equal to the same bias built densely.
 
 Runs under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), which executes every thread in
-Python: a few small cases of ``structured_bias_cases``, one spanning several query and key tiles.
+Python: a few small cases of ``structured_bias_cases``, one spanning several query and key tiles;
+the tests share their simulator runs (the gradient check reuses a float64 case's).
 """
 import dataclasses
 
@@ -17,8 +18,11 @@ import seqattn  # noqa: E402
 from seqattn.backend import is_device_array  # noqa: E402
 from seqattn.ops import AttentionGradients  # noqa: E402
 from attention_cases import Case  # noqa: E402
+from gradcheck import (  # noqa: E402
+    assert_directional_derivatives, assert_same_gradient, shared_runs,
+)
 from structured_bias_cases import (  # noqa: E402
-    STRUCTURED_CASES, StructuredCase, check_structured, check_structured_finite_differences,
+    STRUCTURED_CASES, StructuredCase, backward_inputs, check_structured, named_gradients,
 )
 
 
@@ -37,12 +41,14 @@ def _to_host(x):
     return x.copy_to_host() if is_device_array(x) else x
 
 
+@shared_runs
 def cuda_attention(q, k, v, **opts):
     result = seqattn.attention(*map(_to_device, (q, k, v)),
                                **{name: _to_device(x) for name, x in opts.items()})
     return tuple(map(_to_host, result)) if isinstance(result, tuple) else _to_host(result)
 
 
+@shared_runs
 def cuda_attention_backward(*arrays, **opts):
     grads = seqattn.attention_backward(*map(_to_device, arrays),
                                        **{name: _to_device(x) for name, x in opts.items()})
@@ -75,7 +81,31 @@ def test_structured_equals_dense(case, dtype):
     check_structured(cuda_attention, cuda_attention_backward, case, dtype)
 
 
-def test_gradients_match_finite_differences():
+def test_gradients_match_cpu_and_finite_differences():
+    """float64: every gradient equal, element by element, to the CPU kernels' (which their own
+    tests check against finite differences), and the tables' and positions' gradients against
+    central differences of sum(out * dout) through the simulated forward along random
+    directions."""
     case = next(c for c in SIMULATOR_CASES if c.name == "distance_and_pair")
-    check_structured_finite_differences(cuda_attention, cuda_attention_backward, case,
-                                        samples=2)
+    dout, q, k, v, opts = backward_inputs(case, np.float64)
+    wants_bias = "bias" in opts
+    out, lse = cuda_attention(q, k, v, return_lse=True, **opts)
+    got = named_gradients(cuda_attention_backward(dout, q, k, v, out, lse,
+                                                  bias_requires_grad=wants_bias, **opts))
+    cpu_out, cpu_lse = seqattn.attention(q, k, v, return_lse=True, **opts)
+    want = named_gradients(seqattn.attention_backward(dout, q, k, v, cpu_out, cpu_lse,
+                                                      bias_requires_grad=wants_bias, **opts))
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert_same_gradient(name, got[name], want[name])
+    fields = {"distance.table": ("distance_bias", "table"), "distance.x": ("distance_bias", "x"),
+              "pair.table": ("pair_bias", "table")}
+    point = {name: np.asarray(getattr(opts[option], field), np.float64)
+             for name, (option, field) in fields.items()}
+
+    def loss_at(name, x):
+        option, field = fields[name]
+        varied = {**opts, option: dataclasses.replace(opts[option], **{field: x})}
+        return float((cuda_attention(q, k, v, **varied) * dout).sum())
+
+    assert_directional_derivatives(loss_at, point, got, np.random.default_rng(3))

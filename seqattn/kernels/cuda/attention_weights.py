@@ -3,7 +3,7 @@
 Shapes: q (B, H, N, D); k (B, Hkv, M, D); weights (B, H, N, M). One block of THREADS = 128
 threads per (batch x head, query tile of BQ rows), in the forward's layout (``attention_forward``,
 ``attention_score_tile``): thread (ty, tx) owns the query rows ty + 16 r and the keys tx + 8 c of
-each score tile. Two passes over the key tiles:
+each score tile. Two passes over the key tiles, made by one loop:
 
 1. the key tiles the band lets the query tile see: each row's max and sum of exp2 (online, as
    in the forward, combined across the row's 8 lanes by shuffles), giving its log-sum-exp;

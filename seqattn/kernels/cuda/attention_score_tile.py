@@ -5,10 +5,10 @@ The device functions the forward, backward, weights and bias-gradient kernels bu
 with (``attention_forward``, ``attention_backward``, ``attention_weights``,
 ``attention_bias_grad``), in their common thread layout: the 128 threads of a block form a
 16 x 8 grid (t = 8 ty + tx); thread (ty, tx) owns the query rows ty + 16 r (r < TR = BQ / 16)
-and the keys tx + 8 c (c < TC = BK / 8) of a BQ x BK tile, whose operands lie in shared memory as rows of DT (the head
-tile) elements padded by PAD, 16-byte aligned, read 4 consecutive elements at a time (one vector
-load each in float32). A row's 8 threads are 8 consecutive lanes of one warp: its statistics are
-combined with three xor shuffles.
+and the keys tx + 8 c (c < TC = BK / 8) of a BQ x BK tile, whose operands lie in shared memory
+as rows of DT (the head tile) elements padded by PAD, 16-byte aligned, read 4 consecutive
+elements at a time (one vector load each in float32). A row's 8 threads are 8 consecutive lanes
+of one warp: its statistics are combined with three xor shuffles.
 
 Shared-memory offsets are unsigned 32-bit (no negative-index fix-up, provable alignment).
 """

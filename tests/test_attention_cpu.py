@@ -90,15 +90,3 @@ def test_import_compiles_nothing():
     code = ("import sys, seqattn; "
             "assert 'seqattn.kernels.cpu.attention' not in sys.modules, 'kernels imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-@pytest.mark.parametrize("library, l2_bytes, want", [
-    ("mkl", 2 << 20, "wide"), ("mkl", 1 << 20, "default"), ("openblas", 2 << 20, "default")])
-def test_forward_key_block_is_wide_only_with_mkl_and_a_large_l2(monkeypatch, library, l2_bytes,
-                                                               want):
-    from seqattn.kernels.cpu import attention as cpu_attention
-
-    monkeypatch.setattr(cpu_attention, "LIBRARY", library)
-    monkeypatch.setattr(cpu_attention, "_l2_cache_bytes", lambda: l2_bytes)
-    expected = {"wide": cpu_attention.WIDE_BLOCK_K, "default": cpu_attention.BLOCK_K}[want]
-    assert cpu_attention._forward_key_block() == expected

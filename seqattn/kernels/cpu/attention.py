@@ -20,18 +20,15 @@ the structured biases of ``attention_bias.py`` (distances, pair codes), whose gr
 backward gathers from each dS tile in :func:`_structured_grads`.
 """
 from collections import namedtuple
-import functools
-import glob
-
 import numpy as np
 from numba import njit, prange
 
 from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
-from .blas_library import LIBRARY, MKL, single_threaded_blas
+from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
+from .register_gemm import register_gemm
 from .softmax_rows import exp_shifted, row_max
-from .blas_gemm import gemm
 from .threads import sized_kernel
 from ..structured_bias_math import NO_PAIR
 
@@ -40,11 +37,6 @@ NEG_INF = -np.inf
 # tile (512 KiB) stays in L2 and makes both BLAS products run near peak; 64 x 512 was 20 % slower.
 BLOCK_Q = 256
 BLOCK_K = 512
-# The forward's key block where MKL runs the products and a core's L2 holds a 256 x 1024 tile
-# (1 MiB) with room to spare: measured on the Intel Xeon (2 MiB L2), MKL's forward gained 1-5 %
-# with it, OpenBLAS's lost 6-8 % and the backward (two such tiles) lost 7-8 % with either.
-WIDE_BLOCK_K = 1024
-WIDE_BLOCK_K_L2_BYTES = 2 << 20
 # Smallest query block worth a task: below it the per-tile overheads dominate.
 MIN_BLOCK_Q = 32
 # Tasks per thread wanted before query blocks are made smaller, so no thread idles.
@@ -141,10 +133,43 @@ def _modify_scores(s, b, h, i0, j0, off, mods):
                     row[c] = NEG_INF
 
 
+@sized_kernel(GRAIN, work=lambda blocks, x: x.size)
+def _transpose_key_blocks(blocks, x):
+    """blocks[b, h, kb, :, c] = x[b, h, kb * block_k + c]: each key block transposed to
+    (D, block_k), so the tile products read k^T (and v^T) as rows (register_gemm's layout)."""
+    B, Hkv, n_blocks, D, block_k = blocks.shape
+    M = x.shape[2]
+    for t in prange(B * Hkv * n_blocks):
+        b, hk, kb = t // (Hkv * n_blocks), t // n_blocks % Hkv, t % n_blocks
+        j0 = kb * block_k
+        out = blocks[b, hk, kb]
+        for c in range(min(block_k, M - j0)):
+            row = x[b, hk, j0 + c]
+            for d in range(D):
+                out[d, c] = row[d]
+
+
+def _key_blocks_transposed(x, block_k):
+    """(B, Hkv, ceil(M / block_k), D, block_k): x's key blocks transposed (see above)."""
+    B, Hkv, M, D = x.shape
+    blocks = np.empty((B, Hkv, -(-M // block_k), D, block_k), x.dtype)
+    _transpose_key_blocks(blocks, x)
+    return blocks
+
+
+@njit(cache=True)
+def _columns_of(blocks_t, b, hk, j0, j1):
+    """The (D, j1 - j0) transposed view of keys [j0, j1), which lie in one key block."""
+    block_k = blocks_t.shape[4]
+    first = j0 % block_k
+    return blocks_t[b, hk, j0 // block_k, :, first:first + j1 - j0]
+
+
 @njit(cache=True, fastmath=FASTMATH)
-def _score_tile(s, q_rows, k_rows, scale, b, h, i0, j0, off, mods):
-    """s (rows, cols) = scale * q_rows @ k_rows^T with every score modification applied."""
-    gemm(s, q_rows, k_rows, False, True, scale, 0.0)
+def _score_tile(s, q_rows, kt, scale, b, h, hk, i0, j0, off, mods):
+    """s (rows, cols) = scale * q_rows @ k[j0:j0 + cols]^T with every score modification
+    applied; kt holds k's key blocks transposed (:func:`_key_blocks_transposed`)."""
+    register_gemm(s, q_rows, _columns_of(kt, b, hk, j0, j0 + s.shape[1]), scale, False)
     _modify_scores(s, b, h, i0, j0, off, mods)
 
 
@@ -159,12 +184,14 @@ def _probabilities_from_lse(s, lse_rows):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
-    """Online-softmax attention of queries [i0, i1) of (b, h) over all visible keys."""
+def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, mods):
+    """Online-softmax attention of queries [i0, i1) of (b, h) over all visible keys; kt
+    holds k's key blocks transposed, whose size sets the tile's columns."""
     N, D = q.shape[2], q.shape[3]
-    M = k.shape[2]
+    M = v.shape[2]
     off = M - N
-    hk = h // (q.shape[1] // k.shape[1])
+    hk = h // (q.shape[1] // v.shape[1])
+    block_k = kt.shape[4]
     rows = i1 - i0
     dtype = q.dtype
     left, right = mods[4], mods[5]
@@ -173,14 +200,13 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
     running_max = np.full(rows, NEG_INF, dtype)
     running_sum = np.zeros(rows, dtype)
     s_buf = np.empty(rows * block_k, dtype)
-    bits = np.empty(1, np.int32)  # scratch for row_max
     j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
-    for j0 in range(j_lo, j_hi, block_k):
-        j1 = min(j0 + block_k, j_hi)
+    for kb in range(j_lo // block_k, _ceil_div(j_hi, block_k)):
+        j0, j1 = max(kb * block_k, j_lo), min((kb + 1) * block_k, j_hi)
         s = s_buf[:rows * (j1 - j0)].reshape((rows, j1 - j0))
-        _score_tile(s, q_rows, k[b, hk, j0:j1], scale, b, h, i0, j0, off, mods)
+        _score_tile(s, q_rows, kt, scale, b, h, hk, i0, j0, off, mods)
         for r in range(rows):
-            m_new = max(running_max[r], row_max(s[r], bits))
+            m_new = max(running_max[r], row_max(s[r]))
             if m_new == NEG_INF:  # nothing visible yet: contribute nothing (test: empty rows)
                 s[r, :] = 0
                 continue
@@ -189,7 +215,7 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
             if correction != 1:
                 acc[r] *= correction
             running_max[r] = m_new
-        gemm(acc, s, v[b, hk, j0:j1], False, False, 1.0, 1.0)  # acc += P v
+        register_gemm(acc, s, v[b, hk, j0:j1], 1.0, True)  # acc += P v
     for r in range(rows):
         if running_sum[r] > 0:
             out[b, h, i0 + r] = acc[r] / running_sum[r]
@@ -200,7 +226,7 @@ def _forward_query_block(out, lse, q, k, v, scale, b, h, i0, i1, block_k, mods):
 
 
 @sized_kernel(GRAIN)
-def _forward_tasks(out, lse, q, k, v, scale, block_q, block_k, mods):
+def _forward_tasks(out, lse, q, kt, v, scale, block_q, mods):
     B, H, N = q.shape[0], q.shape[1], q.shape[2]
     n_blocks = _ceil_div(N, block_q)
     for t in prange(B * H * n_blocks):
@@ -209,14 +235,15 @@ def _forward_tasks(out, lse, q, k, v, scale, block_q, block_k, mods):
         # prange's equal static split gives each thread the same work.
         qb = u // 2 if u % 2 == 0 else n_blocks - 1 - u // 2
         i0 = qb * block_q
-        _forward_query_block(out, lse, q, k, v, scale, bh // H, bh % H, i0,
-                             min(i0 + block_q, N), block_k, mods)
+        _forward_query_block(out, lse, q, kt, v, scale, bh // H, bh % H, i0,
+                             min(i0 + block_q, N), mods)
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _score_gradients(ds, p, dout_rows, v_rows, delta_rows):
-    """ds = p * (dout v^T - delta): gradient of the loss w.r.t. the modified scores."""
-    gemm(ds, dout_rows, v_rows, False, True, 1.0, 0.0)
+def _score_gradients(ds, p, dout_rows, vt_cols, delta_rows):
+    """ds = p * (dout v^T - delta): gradient of the loss w.r.t. the modified scores;
+    vt_cols (D, cols) is v^T of the tile's keys."""
+    register_gemm(ds, dout_rows, vt_cols, 1.0, False)
     for r in range(ds.shape[0]):
         for c in range(ds.shape[1]):
             ds[r, c] = p[r, c] * (ds[r, c] - delta_rows[r])
@@ -236,15 +263,17 @@ def _structured_grads(ds, b, h, i0, j0, mods, task_grads):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, scale, b, hk,
-                        chunk, n_chunks, block_q, block_k, mods):
+def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt, vt, scale, b,
+                        hk, chunk, n_chunks, block_q, mods):
     """dK, dV of the key blocks chunk, chunk + n_chunks, ... of (b, hk); their dQ into dq_part,
-    the structured biases' gradients into task_grads (see :func:`_structured_grads`)."""
+    the structured biases' gradients into task_grads (see :func:`_structured_grads`). kt, vt
+    hold k's and v's key blocks transposed, whose size is the key block."""
     H, N, D = q.shape[1], q.shape[2], q.shape[3]
     M = k.shape[2]
     off = M - N
     group = H // k.shape[1]
     dtype = q.dtype
+    block_k = kt.shape[4]
     left, right = mods[4], mods[5]
     s_buf = np.empty(block_q * block_k, dtype)
     ds_buf = np.empty(block_q * block_k, dtype)
@@ -254,7 +283,7 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
         j0 = kb * block_k
         j1 = min(j0 + block_k, M)
         cols = j1 - j0
-        k_rows, v_rows = k[b, hk, j0:j1], v[b, hk, j0:j1]
+        k_rows, vt_cols = k[b, hk, j0:j1], _columns_of(vt, b, hk, j0, j1)
         dk_blk, dv_blk = dk_acc[:cols], dv_acc[:cols]
         dk_blk[:] = 0
         dv_blk[:] = 0
@@ -267,23 +296,23 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
                 p = s_buf[:rows * cols].reshape((rows, cols))
                 ds = ds_buf[:rows * cols].reshape((rows, cols))
                 # forward: S = scale q k^T + mods; P = exp(S - lse)
-                _score_tile(p, q_rows, k_rows, scale, b, h, i0, j0, off, mods)
+                _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0, off, mods)
                 _probabilities_from_lse(p, lse[b, h, i0:i1])
                 # forward: out = P v  =>  dV += P^T dout
-                gemm(dv_blk, p, dout_rows, True, False, 1.0, 1.0)
-                _score_gradients(ds, p, dout_rows, v_rows, delta[b, h, i0:i1])
+                register_gemm(dv_blk, p.T, dout_rows, 1.0, True)
+                _score_gradients(ds, p, dout_rows, vt_cols, delta[b, h, i0:i1])
                 # forward: S = scale q k^T + f(structure)  =>  d table, d positions
                 _structured_grads(ds, b, h, i0, j0, mods, task_grads)
                 # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q
-                gemm(dq_part[b, h, i0:i1], ds, k_rows, False, False, scale, 1.0)
-                gemm(dk_blk, ds, q_rows, True, False, scale, 1.0)
+                register_gemm(dq_part[b, h, i0:i1], ds, k_rows, scale, True)
+                register_gemm(dk_blk, ds.T, q_rows, scale, True)
         dk[b, hk, j0:j1] = dk_blk
         dv[b, hk, j0:j1] = dv_blk
 
 
 @sized_kernel(GRAIN)
-def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, scale,
-                    block_q, block_k, mods):
+def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, kt, vt, scale,
+                    block_q, mods):
     """structured_parts = (dtable (tasks, group, LANES, P, C), dpair (tasks, group, LANES, C),
     dx (chunks, Hkv, B, 3, N), dy (Hkv, B, 3, M)), zeroed: each task writes only its own part."""
     n_chunks = dq_parts.shape[0]
@@ -295,20 +324,20 @@ def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, 
         task_grads = (dtable[t % dtable.shape[0]], dpair[t % dpair.shape[0]],
                       dx[chunk % dx.shape[0], hk % dx.shape[1], b % dx.shape[2]],
                       dy[hk % dy.shape[0], b % dy.shape[1]])
-        _backward_key_chunk(dq_parts[chunk], dk, dv, task_grads, dout, lse, delta, q, k, v,
-                            scale, b, hk, chunk, n_chunks, block_q, block_k, mods)
+        _backward_key_chunk(dq_parts[chunk], dk, dv, task_grads, dout, lse, delta, q, k, kt, vt,
+                            scale, b, hk, chunk, n_chunks, block_q, mods)
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, delta, q, k, v,
-                    scale, block_q, block_k, mods):
+def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, delta, q, kt,
+                    vt, M, scale, block_q, mods):
     """dbias[bb, hb] over rows [i_start, i_stop) x cols [j_start, j_stop) of the bias's own
     shape, summing dS over every batch, head, row or column that the bias broadcasts over."""
     B, H, N, D = q.shape
-    M = k.shape[2]
     off = M - N
-    group = H // k.shape[1]
+    group = H // kt.shape[1]
     Bb, Hb, Nb, Mb = dbias.shape
+    block_k = kt.shape[4]
     dtype = q.dtype
     left, right = mods[4], mods[5]
     s_buf = np.empty(block_q * block_k, dtype)
@@ -320,16 +349,16 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
             for i0 in range(i_start, i_stop, block_q):
                 i1 = min(i0 + block_q, i_stop)
                 j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
-                for j0 in range(max(j_start, j_lo), min(j_stop, j_hi), block_k):
-                    j1 = min(j0 + block_k, j_stop, j_hi)
+                lo, hi = max(j_start, j_lo), min(j_stop, j_hi)
+                for kb in range(lo // block_k, _ceil_div(hi, block_k)):
+                    j0, j1 = max(kb * block_k, lo), min((kb + 1) * block_k, hi)
                     rows, cols = i1 - i0, j1 - j0
                     p = s_buf[:rows * cols].reshape((rows, cols))
                     ds = ds_buf[:rows * cols].reshape((rows, cols))
                     hk = h // group
-                    _score_tile(p, q[b, h, i0:i1], k[b, hk, j0:j1], scale, b, h, i0, j0, off,
-                                mods)
+                    _score_tile(p, q[b, h, i0:i1], kt, scale, b, h, hk, i0, j0, off, mods)
                     _probabilities_from_lse(p, lse[b, h, i0:i1])
-                    _score_gradients(ds, p, dout[b, h, i0:i1], v[b, hk, j0:j1],
+                    _score_gradients(ds, p, dout[b, h, i0:i1], _columns_of(vt, b, hk, j0, j1),
                                      delta[b, h, i0:i1])
                     # forward: S = ... + bias[broadcast]  =>  dbias = dS summed over broadcasts
                     for r in range(rows):
@@ -338,8 +367,8 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
 
 
 @sized_kernel(GRAIN)
-def _bias_grad_tasks(dbias, dout, lse, delta, q, k, v, scale, block_q, block_k, mods):
-    N, M = q.shape[2], k.shape[2]
+def _bias_grad_tasks(dbias, dout, lse, delta, q, kt, vt, M, scale, block_q, mods):
+    N, block_k = q.shape[2], kt.shape[4]
     Bb, Hb, Nb, Mb = dbias.shape
     n_row_tiles = _ceil_div(N, block_q) if Nb > 1 else 1
     n_col_tiles = _ceil_div(M, block_k) if Mb > 1 else 1
@@ -352,14 +381,15 @@ def _bias_grad_tasks(dbias, dout, lse, delta, q, k, v, scale, block_q, block_k, 
         i_stop = min(i_start + block_q, N) if Nb > 1 else N
         j_stop = min(j_start + block_k, M) if Mb > 1 else M
         _bias_grad_tile(dbias, bh // Hb, bh % Hb, i_start, i_stop, j_start, j_stop, dout, lse,
-                        delta, q, k, v, scale, block_q, block_k, mods)
+                        delta, q, kt, vt, M, scale, block_q, mods)
 
 
 @sized_kernel(GRAIN, fastmath=FASTMATH)
-def _weights_tasks(weights, q, k, scale, block_q, mods):
+def _weights_tasks(weights, q, kt, scale, block_q, mods):
     B, H, N, D = q.shape
-    M = k.shape[2]
-    group = H // k.shape[1]
+    M = weights.shape[3]
+    group = H // kt.shape[1]
+    block_k = kt.shape[4]
     n_blocks = _ceil_div(N, block_q)
     for t in prange(B * H * n_blocks):
         bh, qb = t // n_blocks, t % n_blocks
@@ -367,10 +397,11 @@ def _weights_tasks(weights, q, k, scale, block_q, mods):
         i0 = qb * block_q
         i1 = min(i0 + block_q, N)
         s = weights[b, h, i0:i1]
-        _score_tile(s, q[b, h, i0:i1], k[b, h // group], scale, b, h, i0, 0, M - N, mods)
-        bits = np.empty(1, np.int32)  # scratch for row_max
+        for j0 in range(0, M, block_k):
+            _score_tile(s[:, j0:min(j0 + block_k, M)], q[b, h, i0:i1], kt, scale, b, h,
+                        h // group, i0, j0, M - N, mods)
         for r in range(i1 - i0):
-            m = row_max(s[r], bits)
+            m = row_max(s[r])
             if m == NEG_INF:
                 s[r, :] = 0
                 continue
@@ -388,27 +419,6 @@ def _scale(call):
     return call.q.dtype.type(call.scale)
 
 
-@functools.cache
-def _l2_cache_bytes():
-    """One core's L2 cache in bytes, from Linux's sysfs (0 where it does not say)."""
-    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
-        try:
-            with open(f"{index}/level") as level, open(f"{index}/size") as size:
-                if level.read().strip() == "2":
-                    text = size.read().strip()
-                    return int(text[:-1]) << {"K": 10, "M": 20}[text[-1]]
-        except (OSError, ValueError, KeyError):
-            return 0
-    return 0
-
-
-def _forward_key_block():
-    """BLOCK_K, or WIDE_BLOCK_K with MKL on a CPU whose L2 holds such a tile."""
-    if LIBRARY == MKL and _l2_cache_bytes() >= WIDE_BLOCK_K_L2_BYTES:
-        return WIDE_BLOCK_K
-    return BLOCK_K
-
-
 def _query_block(call, threads):
     """BLOCK_Q, halved while there are too few (batch, head, query block) tasks for the threads
     (a serial launch keeps the full block)."""
@@ -424,10 +434,11 @@ def attention_forward(out, lse, call, block_q=None, block_k=None):
     """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call."""
     threads = _forward_tasks.threads(_score_work(call))
     block_q = block_q or _query_block(call, threads)
-    block_k = block_k or _forward_key_block()
+    block_k = block_k or BLOCK_K
+    kt = _key_blocks_transposed(call.k, block_k)
     with single_threaded_blas():
-        _forward_tasks.run(threads, out, lse, call.q, call.k, call.v, _scale(call), block_q,
-                           block_k, _mods(call))
+        _forward_tasks.run(threads, out, lse, call.q, kt, call.v, _scale(call), block_q,
+                           _mods(call))
 
 
 def _row_deltas(dout, out):
@@ -497,7 +508,9 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLO
     parts = _structured_parts(call, n_chunks)
     with single_threaded_blas():
         _backward_tasks.run(threads, dq_parts, dk, dv, parts, dout, lse, _row_deltas(dout, out),
-                            call.q, call.k, call.v, _scale(call), block_q, block_k, _mods(call))
+                            call.q, call.k, _key_blocks_transposed(call.k, block_k),
+                            _key_blocks_transposed(call.v, block_k), _scale(call), block_q,
+                            _mods(call))
     if n_chunks > 1:
         np.sum(dq_parts, axis=0, out=dq)
     _sum_structured_parts(structured, parts, call)
@@ -507,8 +520,10 @@ def attention_bias_grad(dbias, dout, out, lse, call, block_q=BLOCK_Q, block_k=BL
     """Fill dbias, shaped like call.bias (4-D, broadcast dims of size 1)."""
     threads = _bias_grad_tasks.threads(_score_work(call))
     with single_threaded_blas():
-        _bias_grad_tasks.run(threads, dbias, dout, lse, _row_deltas(dout, out), call.q, call.k,
-                             call.v, _scale(call), block_q, block_k, _mods(call))
+        _bias_grad_tasks.run(threads, dbias, dout, lse, _row_deltas(dout, out), call.q,
+                             _key_blocks_transposed(call.k, block_k),
+                             _key_blocks_transposed(call.v, block_k), call.k.shape[2],
+                             _scale(call), block_q, _mods(call))
 
 
 def attention_weights(weights, call, block_q=None):
@@ -516,4 +531,5 @@ def attention_weights(weights, call, block_q=None):
     threads = _weights_tasks.threads(_score_work(call))
     block_q = block_q or _query_block(call, threads)
     with single_threaded_blas():
-        _weights_tasks.run(threads, weights, call.q, call.k, _scale(call), block_q, _mods(call))
+        _weights_tasks.run(threads, weights, call.q, _key_blocks_transposed(call.k, BLOCK_K),
+                           _scale(call), block_q, _mods(call))

@@ -1,0 +1,252 @@
+"""c = alpha * a @ b (+ c): a register-blocked float32 matrix product for attention tiles.
+
+SciPy's OpenBLAS runs the products of an attention tile (a 256 x 512 score tile with an inner
+dimension of 64, then 256 x 64 x 512) at about 90 GFLOP/s on one core of the Intel Xeon
+(Emerald Rapids) machine, where the same shapes ran at 120-145 with this kernel: at an inner
+dimension of 64 OpenBLAS spends much of each call packing its operands, and it cannot be told
+that b is already laid out for it (BENCHMARKS.md, "Tile products in registers").
+
+The kernel holds a block of R rows x W vectors of 16 floats of c in 24 AVX-512 registers
+(R = 24 // W: 6 x 64 columns, 12 x 32 or 24 x 16), and for each step k of the inner dimension
+loads W vectors of b's row k once and multiplies them by each of the R broadcast values a[r, k]:
+24 fused multiply-adds per 4 + R loads, so the arithmetic units, not the loads, set the pace.
+The block is written in LLVM IR (explicit <16 x float> vectors and llvm.fma), since a loop in
+Python cannot keep 24 accumulators in registers; column tails use masked loads and stores, and
+rows 1..R each have their own unrolled body.
+
+Layout: b and c must have unit stride along their last axis (rows of C-contiguous arrays and
+their row or column slices do); a may have any strides, so a transposed view (``p.T``) is read
+without a copy. On a CPU without AVX-512 LLVM splits each vector in two (still correct).
+"""
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+
+from .blas_gemm import gemm
+
+LANES = 16
+ACCUMULATORS = 24  # of the 32 vector registers: the rest hold b's vectors and a broadcast
+_F32 = ir.FloatType()
+_I32 = ir.IntType(32)
+_VEC = ir.VectorType(_F32, LANES)
+_MASK = ir.VectorType(ir.IntType(1), LANES)
+
+
+def _declare(module, name, ret, args):
+    return cgutils.get_or_insert_function(module, ir.FunctionType(ret, args), name)
+
+
+def _block_product(R, vectors):
+    """An intrinsic for one block of exactly R rows and at most LANES * vectors columns:
+    c = alpha * a @ b (+ c when accumulate), given addresses and strides in elements:
+    (c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha, accumulate)."""
+    @intrinsic
+    def block_product(typingctx, c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
+                      accumulate):
+        def codegen(context, builder, signature, args):
+            c_addr, c_row, a_addr, a_row, a_step, b_addr, b_row, n, depth = args[:9]
+            alpha_value = context.cast(builder, args[9], signature.args[9], types.float32)
+            accumulate_flag = context.cast(builder, args[10], signature.args[10],
+                                           types.boolean)
+            module = builder.module
+            vec_ptr = _VEC.as_pointer()
+            fma = _declare(module, "llvm.fma.v16f32", _VEC, [_VEC, _VEC, _VEC])
+            load = _declare(module, "llvm.masked.load.v16f32.p0", _VEC,
+                            [vec_ptr, _I32, _MASK, _VEC])
+            store = _declare(module, "llvm.masked.store.v16f32.p0", ir.VoidType(),
+                             [_VEC, vec_ptr, _I32, _MASK])
+            intp = context.get_value_type(types.intp)
+            c_data, a_data, b_data = (builder.inttoptr(x, _F32.as_pointer())
+                                      for x in (c_addr, a_addr, b_addr))
+
+            def const(value):
+                return ir.Constant(intp, value)
+
+            def splat(x, vector_type):
+                v = builder.insert_element(ir.Constant(vector_type, ir.Undefined), x,
+                                           ir.Constant(_I32, 0))
+                return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, LANES),
+                                                                [0] * LANES))
+
+            lane = ir.Constant(ir.VectorType(intp, LANES), list(range(LANES)))
+            masks = [builder.icmp_signed("<", lane, splat(builder.sub(n, const(LANES * w)),
+                                                          ir.VectorType(intp, LANES)))
+                     for w in range(vectors)]
+            zero = cgutils.get_null_value(_VEC)
+            align = ir.Constant(_I32, 4)
+
+            def vector_at(base, offset):
+                return builder.bitcast(builder.gep(base, [offset]), vec_ptr)
+
+            entry = builder.basic_block
+            loop = builder.append_basic_block("block.loop")
+            done = builder.append_basic_block("block.done")
+            builder.cbranch(builder.icmp_signed(">", depth, const(0)), loop, done)
+            builder.position_at_end(loop)
+            k = builder.phi(intp)
+            k.add_incoming(const(0), entry)
+            acc = [[builder.phi(_VEC) for _ in range(vectors)] for _ in range(R)]
+            for row in acc:
+                for phi in row:
+                    phi.add_incoming(zero, entry)
+            b_at = builder.mul(k, b_row)
+            b_vectors = [builder.call(load, [vector_at(b_data, builder.add(b_at,
+                                                                           const(LANES * w))),
+                                             align, masks[w], zero])
+                         for w in range(vectors)]
+            a_at = builder.mul(k, a_step)
+            summed = []
+            for r in range(R):
+                x = builder.load(builder.gep(a_data, [builder.add(builder.mul(const(r), a_row),
+                                                                  a_at)]))
+                xs = splat(x, _VEC)
+                summed.append([builder.call(fma, [xs, b_vectors[w], acc[r][w]])
+                               for w in range(vectors)])
+            k_next = builder.add(k, const(1))
+            loop_end = builder.basic_block
+            k.add_incoming(k_next, loop_end)
+            for r in range(R):
+                for w in range(vectors):
+                    acc[r][w].add_incoming(summed[r][w], loop_end)
+            builder.cbranch(builder.icmp_signed("<", k_next, depth), loop, done)
+            builder.position_at_end(done)
+            totals = []
+            for r in range(R):
+                for w in range(vectors):
+                    total = builder.phi(_VEC)  # phis first: LLVM wants them on top
+                    total.add_incoming(zero, entry)
+                    total.add_incoming(summed[r][w], loop_end)
+                    totals.append((r, w, total))
+            scale = splat(alpha_value, _VEC)
+            with builder.if_else(accumulate_flag) as (then, otherwise):
+                for branch, add_old in ((then, True), (otherwise, False)):
+                    with branch:
+                        for r, w, total in totals:
+                            at = vector_at(c_data, builder.add(builder.mul(const(r), c_row),
+                                                               const(LANES * w)))
+                            value = builder.fmul(total, scale)
+                            if add_old:
+                                value = builder.fadd(value, builder.call(
+                                    load, [at, align, masks[w], zero]))
+                            builder.call(store, [value, at, align, masks[w]])
+            return context.get_dummy_value()
+
+        return types.none(c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
+                          accumulate), codegen
+
+    return block_product
+
+
+# Row blocks per width: the full block, then smaller ones for the last rows of a product.
+_W4_R6, _W4_R3, _W4_R1 = (_block_product(R, 4) for R in (6, 3, 1))
+_W2_R12, _W2_R6, _W2_R3, _W2_R1 = (_block_product(R, 2) for R in (12, 6, 3, 1))
+_W1_R12, _W1_R6, _W1_R3, _W1_R1 = (_block_product(R, 1) for R in (12, 6, 3, 1))
+_BYTES = 4
+
+
+@njit(cache=True)
+def _columns_product(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha,
+                     accumulate):
+    """One block of at most 4 * LANES columns over all rows, in row blocks of the widest
+    kernel that the columns allow (fewer vectors per row leave registers for more rows)."""
+    i = 0
+    if n > 2 * LANES:
+        while rows - i >= 6:
+            _W4_R6(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                   b_row, n, depth, alpha, accumulate)
+            i += 6
+        if rows - i >= 3:
+            _W4_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                   b_row, n, depth, alpha, accumulate)
+            i += 3
+        while i < rows:
+            _W4_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                   b_row, n, depth, alpha, accumulate)
+            i += 1
+    elif n > LANES:
+        while rows - i >= 12:
+            _W2_R12(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                    b_row, n, depth, alpha, accumulate)
+            i += 12
+        if rows - i >= 6:
+            _W2_R6(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                   b_row, n, depth, alpha, accumulate)
+            i += 6
+        if rows - i >= 3:
+            _W2_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                   b_row, n, depth, alpha, accumulate)
+            i += 3
+        while i < rows:
+            _W2_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                   b_row, n, depth, alpha, accumulate)
+            i += 1
+    else:
+        while rows - i >= 12:
+            _W1_R12(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                    b_row, n, depth, alpha, accumulate)
+            i += 12
+        if rows - i >= 6:
+            _W1_R6(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                   b_row, n, depth, alpha, accumulate)
+            i += 6
+        if rows - i >= 3:
+            _W1_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                   b_row, n, depth, alpha, accumulate)
+            i += 3
+        while i < rows:
+            _W1_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                   b_row, n, depth, alpha, accumulate)
+            i += 1
+
+
+@njit(cache=True)
+def _product_f32(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha, accumulate):
+    """Addresses and strides (elements) of c (rows, n), a (rows, depth), b (depth, n)."""
+    wide = 4 * LANES
+    # Row blocks outside, column blocks inside, so a row block of a is reused from L1 for
+    # every column block (the other order streamed a again for each: 40 % slower, measured).
+    for i0 in range(0, rows, 6):
+        i1 = min(i0 + 6, rows) if n - n % wide > 0 else i0
+        for j0 in range(0, n - n % wide, wide):
+            _columns_product(c + (i0 * c_row + j0) * _BYTES, c_row, a + i0 * a_row * _BYTES,
+                             a_row, a_step, b + j0 * _BYTES, b_row, i1 - i0, wide, depth,
+                             alpha, accumulate)
+    tail = n % wide
+    if tail:
+        j0 = n - tail
+        _columns_product(c + j0 * _BYTES, c_row, a, a_row, a_step, b + j0 * _BYTES, b_row,
+                         rows, tail, depth, alpha, accumulate)
+
+
+@njit(inline="always")
+def _register_gemm_f32(c, a, b, alpha, accumulate):
+    rows, n = c.shape
+    _product_f32(c.ctypes.data, c.strides[0] // _BYTES, a.ctypes.data, a.strides[0] // _BYTES,
+                 a.strides[1] // _BYTES, b.ctypes.data, b.strides[0] // _BYTES, rows, n,
+                 a.shape[1], np.float32(alpha), accumulate)
+
+
+def register_gemm(c, a, b, alpha, accumulate):
+    """c (M, N) = alpha * a (M, K) @ b (K, N), plus c when ``accumulate``; callable from @njit
+    code only. float32 runs the register-blocked kernel above; float64 (gradient checks)
+    calls BLAS. b and c need unit stride along their last axis; a may be any strided view."""
+    raise NotImplementedError("register_gemm is only callable from @njit code")
+
+
+@overload(register_gemm, jit_options={"cache": True})
+def _register_gemm_impl(c, a, b, alpha, accumulate):
+    if c.dtype == types.float32:
+        return lambda c, a, b, alpha, accumulate: _register_gemm_f32(c, a, b, alpha, accumulate)
+
+    def blas(c, a, b, alpha, accumulate):
+        beta = 1.0 if accumulate else 0.0
+        if a.shape[1] == 0:  # BLAS rejects the leading dimension of an empty operand
+            if not accumulate:
+                c[...] = 0
+        elif a.strides[1] == a.itemsize:
+            gemm(c, a, b, False, False, alpha, beta)
+        else:  # a transposed view: BLAS reads its rows as columns
+            gemm(c, a.T, b, True, False, alpha, beta)
+    return blas

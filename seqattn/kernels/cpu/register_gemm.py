@@ -6,13 +6,13 @@ dimension of 64, then 256 x 64 x 512) at about 90 GFLOP/s on one core of the Int
 dimension of 64 OpenBLAS spends much of each call packing its operands, and it cannot be told
 that b is already laid out for it (BENCHMARKS.md, "Tile products in registers").
 
-The kernel holds a block of R rows x W vectors of 16 floats of c in 24 AVX-512 registers
-(R = 24 // W: 6 x 64 columns, 12 x 32 or 24 x 16), and for each step k of the inner dimension
-loads W vectors of b's row k once and multiplies them by each of the R broadcast values a[r, k]:
-24 fused multiply-adds per 4 + R loads, so the arithmetic units, not the loads, set the pace.
+The kernel holds a block of 12 rows x 2 vectors of 16 floats of c in 24 AVX-512 registers, and
+for each step k of the inner dimension loads the 2 vectors of b's row k once and multiplies them
+by each of the 12 broadcast values a[r, k]: 24 fused multiply-adds per 14 loads, of which only
+b's 128 bytes come from L2, so the arithmetic units, not the loads, set the pace.
 The block is written in LLVM IR (explicit <16 x float> vectors and llvm.fma), since a loop in
 Python cannot keep 24 accumulators in registers; column tails use masked loads and stores, and
-rows 1..R each have their own unrolled body.
+the last rows take blocks of 6, 3 and 1 rows.
 
 Layout: b and c must have unit stride along their last axis (rows of C-contiguous arrays and
 their row or column slices do); a may have any strides, so a transposed view (``p.T``) is read
@@ -140,32 +140,22 @@ def _block_product(R, vectors):
 
 
 # Row blocks per width: the full block, then smaller ones for the last rows of a product.
-_W4_R6, _W4_R3, _W4_R1 = (_block_product(R, 4) for R in (6, 3, 1))
 _W2_R12, _W2_R6, _W2_R3, _W2_R1 = (_block_product(R, 2) for R in (12, 6, 3, 1))
 _W1_R12, _W1_R6, _W1_R3, _W1_R1 = (_block_product(R, 1) for R in (12, 6, 3, 1))
 _BYTES = 4
+# Columns per block: 12 rows x 2 vectors measured 1.0-1.45x faster than 6 rows x 4 vectors on
+# the tile products (single-threaded, Intel Xeon): per step of k it loads half as much of b,
+# the operand that streams from L2, for the same 24 multiply-adds.
+WIDE = 2 * LANES
+ROWS = 12
 
 
 @njit(cache=True)
 def _columns_product(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha,
                      accumulate):
-    """One block of at most 4 * LANES columns over all rows, in row blocks of the widest
-    kernel that the columns allow (fewer vectors per row leave registers for more rows)."""
+    """One block of at most WIDE columns over all rows, in row blocks of 12, 6, 3, 1."""
     i = 0
-    if n > 2 * LANES:
-        while rows - i >= 6:
-            _W4_R6(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate)
-            i += 6
-        if rows - i >= 3:
-            _W4_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate)
-            i += 3
-        while i < rows:
-            _W4_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate)
-            i += 1
-    elif n > LANES:
+    if n > LANES:
         while rows - i >= 12:
             _W2_R12(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
                     b_row, n, depth, alpha, accumulate)
@@ -204,20 +194,18 @@ def _columns_product(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha
 @njit(cache=True)
 def _product_f32(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha, accumulate):
     """Addresses and strides (elements) of c (rows, n), a (rows, depth), b (depth, n)."""
-    wide = 4 * LANES
+    full = n - n % WIDE
     # Row blocks outside, column blocks inside, so a row block of a is reused from L1 for
     # every column block (the other order streamed a again for each: 40 % slower, measured).
-    for i0 in range(0, rows, 6):
-        i1 = min(i0 + 6, rows) if n - n % wide > 0 else i0
-        for j0 in range(0, n - n % wide, wide):
+    for i0 in range(0, rows if full else 0, ROWS):
+        block_rows = min(ROWS, rows - i0)
+        for j0 in range(0, full, WIDE):
             _columns_product(c + (i0 * c_row + j0) * _BYTES, c_row, a + i0 * a_row * _BYTES,
-                             a_row, a_step, b + j0 * _BYTES, b_row, i1 - i0, wide, depth,
+                             a_row, a_step, b + j0 * _BYTES, b_row, block_rows, WIDE, depth,
                              alpha, accumulate)
-    tail = n % wide
-    if tail:
-        j0 = n - tail
-        _columns_product(c + j0 * _BYTES, c_row, a, a_row, a_step, b + j0 * _BYTES, b_row,
-                         rows, tail, depth, alpha, accumulate)
+    if n > full:
+        _columns_product(c + full * _BYTES, c_row, a, a_row, a_step, b + full * _BYTES, b_row,
+                         rows, n - full, depth, alpha, accumulate)
 
 
 @njit(inline="always")

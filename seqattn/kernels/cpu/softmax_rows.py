@@ -17,20 +17,12 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-from .float32_math import FASTMATH, exp_f32
+from . import float32_math as f32
+from .float32_math import FASTMATH
 
 @njit(fastmath=FASTMATH, cache=True)
-def _exp_shifted_f32(x, shift):
-    total = np.float32(0.0)
-    for j in range(x.shape[0]):
-        x[j] = exp_f32(x[j] - shift)
-        total += x[j]
-    return total
-
-
-@njit(fastmath=FASTMATH, cache=True)
-def _exp_shifted_f64(x, shift):
-    total = 0.0
+def _exp_shifted_loop(x, shift):
+    total = x.dtype.type(0)
     for j in range(x.shape[0]):
         x[j] = np.exp(x[j] - shift)
         total += x[j]
@@ -49,9 +41,9 @@ def exp_shifted(x, shift):
 
 @overload(exp_shifted, jit_options={"cache": True})
 def _exp_shifted_impl(x, shift):
-    if x.dtype == types.float32:
-        return lambda x, shift: _exp_shifted_f32(x, shift)
-    return lambda x, shift: _exp_shifted_f64(x, shift)
+    if x.dtype == types.float32 and x.layout == "C":
+        return lambda x, shift: _exp_shifted_f32(x, np.float32(shift))
+    return lambda x, shift: _exp_shifted_loop(x, shift)
 
 
 _LANES = 16
@@ -157,3 +149,81 @@ def _row_max_impl(x):
     if x.dtype == types.float32 and x.layout == "C":
         return lambda x: _row_max_f32(x)
     return lambda x: _row_max_loop(x)
+
+
+def _splat(builder, value, vector_type):
+    v = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value,
+                               ir.Constant(_I32, 0))
+    return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, _LANES), [0] * _LANES))
+
+
+def _vector_exp(builder, y):
+    """float32_math.exp_f32, operation for operation, on a <16 x float>."""
+    module = builder.module
+
+    def intrinsic_fn(name, n_args):
+        return cgutils.get_or_insert_function(module, ir.FunctionType(_VEC, [_VEC] * n_args),
+                                              name)
+
+    fma, maxnum, floor = (intrinsic_fn("llvm.fma.v16f32", 3), intrinsic_fn("llvm.maxnum.v16f32", 2),
+                          intrinsic_fn("llvm.floor.v16f32", 1))
+
+    def c(value):
+        return ir.Constant(_VEC, [float(value)] * _LANES)
+
+    y = builder.call(maxnum, [y, c(f32.MIN_INPUT)])
+    k = builder.call(floor, [builder.call(fma, [y, c(f32.F32_LOG2E), c(f32.HALF)])])
+    minus_k = builder.fneg(k)
+    r = builder.call(fma, [minus_k, c(f32.LN2_HI), y])
+    r = builder.call(fma, [minus_k, c(f32.LN2_LO), r])
+    p = c(f32.C7)
+    for coefficient in (f32.C6, f32.C5, f32.C4, f32.C3, f32.C2, f32.C1, f32.C0):
+        p = builder.call(fma, [p, r, c(coefficient)])
+    ints = ir.VectorType(_I32, _LANES)
+    exponent = builder.shl(builder.add(builder.fptosi(k, ints),
+                                       ir.Constant(ints, [int(f32.EXPONENT_BIAS)] * _LANES)),
+                           ir.Constant(ints, [int(f32.MANTISSA_BITS)] * _LANES))
+    return builder.fmul(p, builder.bitcast(exponent, _VEC))
+
+
+@intrinsic
+def _exp_shifted_f32(typingctx, x, shift):
+    """exp_shifted on a contiguous float32 row in <16 x float> vectors: Numba's own loops are
+    vectorised 8 lanes wide on this CPU (LLVM prefers 256-bit vectors on Intel's server
+    cores), which ran the exp at 0.41-0.51 ns per element. The tail is masked."""
+    if not (isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.float32
+            and x.layout == "C" and shift == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        row = context.make_array(x)(context, builder, args[0])
+        n = builder.extract_value(row.shape, 0)
+        intp = n.type
+        module = builder.module
+        vec_ptr = _VEC.as_pointer()
+        load = cgutils.get_or_insert_function(
+            module, ir.FunctionType(_VEC, [vec_ptr, _I32, _MASK, _VEC]),
+            "llvm.masked.load.v16f32.p0")
+        store = cgutils.get_or_insert_function(
+            module, ir.FunctionType(ir.VoidType(), [_VEC, vec_ptr, _I32, _MASK]),
+            "llvm.masked.store.v16f32.p0")
+        reduce_add = cgutils.get_or_insert_function(
+            module, ir.FunctionType(_F32, [_F32, _VEC]), "llvm.vector.reduce.fadd.v16f32")
+        shift = _splat(builder, args[1], _VEC)
+        align = ir.Constant(_I32, 4)
+        lane = ir.Constant(ir.VectorType(intp, _LANES), list(range(_LANES)))
+        total = cgutils.alloca_once_value(builder, cgutils.get_null_value(_VEC))
+        with cgutils.for_range_slice(builder, ir.Constant(intp, 0), n, ir.Constant(intp, _LANES),
+                                     intp) as (j, _):
+            at = builder.bitcast(builder.gep(row.data, [j]), vec_ptr)
+            mask = builder.icmp_signed("<", lane, _splat(builder, builder.sub(n, j),
+                                                         ir.VectorType(intp, _LANES)))
+            y = builder.fsub(builder.call(load, [at, align, mask, shift]), shift)
+            e = _vector_exp(builder, y)
+            builder.call(store, [e, at, align, mask])
+            # lanes past the end read shift, so e is 1 there: leave them out of the sum
+            kept = builder.select(mask, e, cgutils.get_null_value(_VEC))
+            builder.store(builder.fadd(builder.load(total), kept), total)
+        return builder.call(reduce_add, [ir.Constant(_F32, 0.0), builder.load(total)])
+
+    return types.float32(x, shift), codegen

@@ -230,11 +230,14 @@ def _register_gemm_impl(c, a, b, alpha, accumulate):
 
     def blas(c, a, b, alpha, accumulate):
         beta = 1.0 if accumulate else 0.0
-        if a.shape[1] == 0:  # BLAS rejects the leading dimension of an empty operand
+        rows, depth = a.shape
+        if depth == 0:  # BLAS rejects the leading dimension of an empty operand
             if not accumulate:
                 c[...] = 0
-        elif a.strides[1] == a.itemsize:
+        elif a.strides[1] == a.itemsize and a.strides[0] >= depth * a.itemsize:
             gemm(c, a, b, False, False, alpha, beta)
-        else:  # a transposed view: BLAS reads its rows as columns
-            gemm(c, a.T, b, True, False, alpha, beta)
+        elif a.strides[0] == a.itemsize and a.strides[1] >= rows * a.itemsize:
+            gemm(c, a.T, b, True, False, alpha, beta)  # a transposed view: rows as columns
+        else:  # a degenerate view (a single row or column) whose strides BLAS would reject
+            gemm(c, np.ascontiguousarray(a), b, False, False, alpha, beta)
     return blas

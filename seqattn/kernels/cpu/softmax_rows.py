@@ -213,15 +213,22 @@ def _exp_shifted_f32(typingctx, x, shift):
         align = ir.Constant(_I32, 4)
         lane = ir.Constant(ir.VectorType(intp, _LANES), list(range(_LANES)))
         total = cgutils.alloca_once_value(builder, cgutils.get_null_value(_VEC))
-        with cgutils.for_range_slice(builder, ir.Constant(intp, 0), n, ir.Constant(intp, _LANES),
-                                     intp) as (j, _):
+        full = builder.sub(n, builder.srem(n, ir.Constant(intp, _LANES)))
+        with cgutils.for_range_slice(builder, ir.Constant(intp, 0), full,
+                                     ir.Constant(intp, _LANES), intp) as (j, _):
             at = builder.bitcast(builder.gep(row.data, [j]), vec_ptr)
-            mask = builder.icmp_signed("<", lane, _splat(builder, builder.sub(n, j),
+            e = _vector_exp(builder, builder.fsub(builder.load(at, align=4), shift))
+            builder.store(e, at, align=4)
+            builder.store(builder.fadd(builder.load(total), e), total)
+        with builder.if_then(builder.icmp_signed("<", full, n)):
+            # the last n - full elements; lanes past the end read shift, so e is 1 there:
+            # they are neither stored nor summed
+            at = builder.bitcast(builder.gep(row.data, [full]), vec_ptr)
+            mask = builder.icmp_signed("<", lane, _splat(builder, builder.sub(n, full),
                                                          ir.VectorType(intp, _LANES)))
             y = builder.fsub(builder.call(load, [at, align, mask, shift]), shift)
             e = _vector_exp(builder, y)
             builder.call(store, [e, at, align, mask])
-            # lanes past the end read shift, so e is 1 there: leave them out of the sum
             kept = builder.select(mask, e, cgutils.get_null_value(_VEC))
             builder.store(builder.fadd(builder.load(total), kept), total)
         return builder.call(reduce_add, [ir.Constant(_F32, 0.0), builder.load(total)])

@@ -1,0 +1,47 @@
+"""register_gemm (the attention tiles' matrix product) against NumPy in float64."""
+import numpy as np
+import pytest
+from numba import njit
+
+from seqattn.kernels.cpu.register_gemm import register_gemm
+
+
+@njit
+def _product(c, a, b, alpha, accumulate):
+    register_gemm(c, a, b, alpha, accumulate)
+
+
+@njit
+def _product_of_transposed(c, a_t, b, alpha, accumulate):
+    register_gemm(c, a_t.T, b, alpha, accumulate)
+
+
+# Rows and columns around the register blocks (12 rows x 32 columns, tails of 6, 3, 1 rows and
+# 16 or fewer columns), an empty inner dimension, and single rows and columns.
+SHAPES = [(1, 1, 1), (2, 1, 1), (1, 7, 2), (12, 32, 5), (13, 33, 64), (25, 17, 3), (30, 70, 0),
+          (40, 48, 19), (7, 16, 9)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("transposed", [False, True], ids=["a", "a.T"])
+@pytest.mark.parametrize("M, N, K", SHAPES)
+def test_register_gemm_matches_numpy(M, N, K, transposed, dtype):
+    rng = np.random.default_rng(M * 100 + N * 10 + K)
+    a = rng.standard_normal((M, K))
+    b = rng.standard_normal((K, N))
+    # c is a column block of a wider array, as the kernels pass tiles of their buffers
+    c_wide = rng.standard_normal((M, N + 5)).astype(dtype)
+    before = c_wide.copy()
+    for accumulate in (True, False):
+        c_wide[...] = before
+        c = c_wide[:, 2:2 + N]
+        if transposed:
+            _product_of_transposed(c, np.ascontiguousarray(a.T).astype(dtype), b.astype(dtype),
+                                   0.5, accumulate)
+        else:
+            _product(c, a.astype(dtype), b.astype(dtype), 0.5, accumulate)
+        want = 0.5 * a @ b + (before[:, 2:2 + N] if accumulate else 0)
+        tol = 8 * np.finfo(dtype).eps * (1 + np.abs(a) @ np.abs(b) + np.abs(before[:, 2:2 + N]))
+        assert np.all(np.abs(c - want) <= tol), f"accumulate={accumulate}"
+        np.testing.assert_array_equal(c_wide[:, :2], before[:, :2], "columns left of c")
+        np.testing.assert_array_equal(c_wide[:, 2 + N:], before[:, 2 + N:], "columns right of c")

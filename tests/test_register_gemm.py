@@ -1,9 +1,9 @@
-"""register_gemm (the attention tiles' matrix product) against NumPy in float64."""
+"""register_gemm (the attention tiles' matrix product) and transpose against NumPy."""
 import numpy as np
 import pytest
 from numba import njit
 
-from seqattn.kernels.cpu.register_gemm import register_gemm
+from seqattn.kernels.cpu.register_gemm import register_gemm, transpose
 
 
 @njit
@@ -45,3 +45,20 @@ def test_register_gemm_matches_numpy(M, N, K, transposed, dtype):
         assert np.all(np.abs(c - want) <= tol), f"accumulate={accumulate}"
         np.testing.assert_array_equal(c_wide[:, :2], before[:, :2], "columns left of c")
         np.testing.assert_array_equal(c_wide[:, 2 + N:], before[:, 2 + N:], "columns right of c")
+
+
+@njit
+def _transpose(dst, src):
+    transpose(dst, src)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("rows, cols", [(1, 1), (16, 16), (17, 5), (3, 40), (33, 31)])
+def test_transpose_matches_numpy(rows, cols, dtype):
+    src_wide = np.random.default_rng(rows * cols).standard_normal((rows, cols + 3)).astype(dtype)
+    src = src_wide[:, 1:1 + cols]
+    dst_wide = np.full((cols, rows + 4), 7.0, dtype)
+    _transpose(dst_wide[:, 2:2 + rows], src)
+    np.testing.assert_array_equal(dst_wide[:, 2:2 + rows], src.T)
+    assert np.all(dst_wide[:, :2] == 7) and np.all(dst_wide[:, 2 + rows:] == 7), \
+        "transpose wrote outside its destination"

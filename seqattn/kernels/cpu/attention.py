@@ -27,7 +27,7 @@ from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, a
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
-from .register_gemm import register_gemm
+from .register_gemm import register_gemm, transpose
 from .softmax_rows import exp_shifted, row_max
 from .threads import sized_kernel
 from ..structured_bias_math import NO_PAIR
@@ -142,13 +142,8 @@ def _transpose_key_blocks(blocks, x):
     for t in prange(B * Hkv * n_blocks):
         b, hk, kb = t // (Hkv * n_blocks), t // n_blocks % Hkv, t % n_blocks
         j0 = kb * block_k
-        out, rows = blocks[b, hk, kb], x[b, hk, j0:min(j0 + block_k, M)]
-        # 16 keys at a time: their rows stay in L1 while each d gathers one of its columns
-        # (key by key, the strided stores ran 5x slower, measured)
-        for c0 in range(0, rows.shape[0], 16):
-            for d in range(D):
-                for c in range(c0, min(c0 + 16, rows.shape[0])):
-                    out[d, c] = rows[c, d]
+        cols = min(block_k, M - j0)
+        transpose(blocks[b, hk, kb, :, :cols], x[b, hk, j0:j0 + cols])
 
 
 def _key_blocks_transposed(x, block_k):

@@ -241,3 +241,94 @@ def _register_gemm_impl(c, a, b, alpha, accumulate):
         else:  # a degenerate view (a single row or column) whose strides BLAS would reject
             gemm(c, np.ascontiguousarray(a), b, False, False, alpha, beta)
     return blas
+
+
+@intrinsic
+def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, cols):
+    """dst[c, r] = src[r, c] for r < rows <= 16, c < cols <= 16 (addresses, strides in
+    elements): 16 masked row loads, the 16 x 16 transpose in registers (four stages, each
+    swapping the off-diagonal half blocks of every 2h x 2h block, h = 8, 4, 2, 1), 16 masked
+    row stores."""
+    def codegen(context, builder, signature, args):
+        dst_addr, dst_row, src_addr, src_row, rows, cols = args
+        intp = context.get_value_type(types.intp)
+        vec_ptr = _VEC.as_pointer()
+        module = builder.module
+        load = _declare(module, "llvm.masked.load.v16f32.p0", _VEC, [vec_ptr, _I32, _MASK, _VEC])
+        store = _declare(module, "llvm.masked.store.v16f32.p0", ir.VoidType(),
+                         [_VEC, vec_ptr, _I32, _MASK])
+        src_data, dst_data = (builder.inttoptr(x, _F32.as_pointer()) for x in (src_addr, dst_addr))
+        lane = ir.Constant(ir.VectorType(intp, LANES), list(range(LANES)))
+        zero = cgutils.get_null_value(_VEC)
+        align = ir.Constant(_I32, 4)
+
+        def mask_below(count):
+            v = builder.insert_element(ir.Constant(ir.VectorType(intp, LANES), ir.Undefined),
+                                       count, ir.Constant(_I32, 0))
+            v = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, LANES),
+                                                         [0] * LANES))
+            return builder.icmp_signed("<", lane, v)
+
+        def row_at(data, stride, r):
+            return builder.bitcast(builder.gep(data, [builder.mul(ir.Constant(intp, r),
+                                                                  stride)]), vec_ptr)
+
+        columns, present = mask_below(cols), mask_below(rows)
+        lines = []
+        for r in range(LANES):
+            # rows past the end load nothing (an empty mask) and read as zeros
+            row_mask = builder.select(builder.extract_element(present, ir.Constant(_I32, r)),
+                                      columns, cgutils.get_null_value(_MASK))
+            lines.append(builder.call(load, [row_at(src_data, src_row, r), align, row_mask,
+                                             zero]))
+        half = LANES // 2
+        while half:
+            low = [j if j & half == 0 else LANES + j - half for j in range(LANES)]
+            high = [j + half if j & half == 0 else LANES + j for j in range(LANES)]
+            for i in range(LANES):
+                if i & half == 0:
+                    top, bottom = lines[i], lines[i + half]
+                    lines[i] = builder.shuffle_vector(top, bottom, ir.Constant(
+                        ir.VectorType(_I32, LANES), low))
+                    lines[i + half] = builder.shuffle_vector(top, bottom, ir.Constant(
+                        ir.VectorType(_I32, LANES), high))
+            half //= 2
+        for c in range(LANES):
+            row_mask = builder.select(builder.extract_element(columns, ir.Constant(_I32, c)),
+                                      present, cgutils.get_null_value(_MASK))
+            builder.call(store, [lines[c], row_at(dst_data, dst_row, c), align, row_mask])
+        return context.get_dummy_value()
+
+    return types.none(dst, dst_row, src, src_row, rows, cols), codegen
+
+
+@njit(cache=True)
+def _transpose_f32(dst, src):
+    rows, cols = src.shape
+    d, d_row = dst.ctypes.data, dst.strides[0] // _BYTES
+    s, s_row = src.ctypes.data, src.strides[0] // _BYTES
+    for r0 in range(0, rows, LANES):
+        for c0 in range(0, cols, LANES):
+            _transpose_block(d + (c0 * d_row + r0) * _BYTES, d_row, s + (r0 * s_row + c0) * _BYTES,
+                             s_row, min(LANES, rows - r0), min(LANES, cols - c0))
+
+
+@njit(cache=True)
+def _transpose_loop(dst, src):
+    for r in range(src.shape[0]):
+        for c in range(src.shape[1]):
+            dst[c, r] = src[r, c]
+
+
+def transpose(dst, src):
+    """dst (C, R) = src (R, C)^T, both with unit stride along their last axis; callable from
+    @njit code only. float32 moves 16 x 16 blocks through registers (a scalar loop ran at
+    0.8 ns per element); other dtypes loop."""
+    raise NotImplementedError("transpose is only callable from @njit code")
+
+
+@overload(transpose, jit_options={"cache": True})
+def _transpose_impl(dst, src):
+    if dst.dtype == types.float32 and src.dtype == types.float32:
+        return lambda dst, src: _transpose_f32(dst, src)
+    return lambda dst, src: _transpose_loop(dst, src)

@@ -38,8 +38,10 @@ from .threads import sized_kernel
 from ..structured_bias_math import NO_PAIR
 
 NEG_INF = -np.inf
-# Tile sizes, measured on the 2-core Zen 4 machine (BENCHMARKS.md): a 256 x 512 float32 score
-# tile (512 KiB) stays in L2 and makes both BLAS products run near peak; 64 x 512 was 20 % slower.
+# Tile sizes, measured on the 2-core Zen 4 machine with BLAS products (BENCHMARKS.md): a 256 x 512
+# float32 score tile (512 KiB) stays in L2; 64 x 512 was 20 % slower. With register_gemm on the
+# Intel Xeon, 128-512 rows x 256-512 keys were within 5 % of each other; 1024 keys were slower.
+# float64 products still call BLAS, hence single_threaded_blas around the launches.
 BLOCK_Q = 256
 BLOCK_K = 512
 # The forward walks a tile in strips of query rows: scores, softmax and P v of a strip follow

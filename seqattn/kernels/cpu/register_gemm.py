@@ -1,10 +1,10 @@
 """c = alpha * a @ b (+ c): a register-blocked float32 matrix product for attention tiles.
 
-SciPy's OpenBLAS runs the products of an attention tile (a 256 x 512 score tile with an inner
-dimension of 64, then 256 x 64 x 512) at about 90 GFLOP/s on one core of the Intel Xeon
-(Emerald Rapids) machine, where the same shapes ran at 120-145 with this kernel: at an inner
-dimension of 64 OpenBLAS spends much of each call packing its operands, and it cannot be told
-that b is already laid out for it (BENCHMARKS.md, "Tile products in registers").
+SciPy's OpenBLAS ran the products of an attention tile (a 256 x 512 score tile with an inner
+dimension of 64, then 256 x 64 x 512) at 90-130 GFLOP/s on one core of the Intel Xeon (Emerald
+Rapids) machine, where this kernel runs the same shapes at 142-159: at an inner dimension of 64
+OpenBLAS spends much of each call packing its operands, which here are already laid out for the
+kernel (BENCHMARKS.md, "Intel Xeon (Emerald Rapids), 2 vCPU: register-blocked tile products").
 
 The kernel holds a block of 12 rows x 2 vectors of 16 floats of c in 24 AVX-512 registers, and
 for each step k of the inner dimension loads the 2 vectors of b's row k once and multiplies them
@@ -27,7 +27,6 @@ from numba.extending import intrinsic, overload
 from .blas_gemm import gemm
 
 LANES = 16
-ACCUMULATORS = 24  # of the 32 vector registers: the rest hold b's vectors and a broadcast
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
 _VEC = ir.VectorType(_F32, LANES)

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from seqattn.kernels.cpu.register_gemm import register_gemm, transpose
+from seqattn.kernels.cpu.register_gemm import (blas_product, register_gemm,
+                                               tile_products_in_registers, transpose)
 
 
 @njit
@@ -16,16 +17,33 @@ def _product_of_transposed(c, a_t, b, alpha, accumulate):
     register_gemm(c, a_t.T, b, alpha, accumulate)
 
 
+@njit
+def _blas_product(c, a, b, alpha, accumulate):
+    blas_product(c, a, b, alpha, accumulate)
+
+
+@njit
+def _blas_product_of_transposed(c, a_t, b, alpha, accumulate):
+    blas_product(c, a_t.T, b, alpha, accumulate)
+
+
+# the register kernel, and BLAS (which CPUs without AVX-512 take for float32 too)
+PRODUCTS = {"registers": (_product, _product_of_transposed),
+            "blas": (_blas_product, _blas_product_of_transposed)}
+
+
 # Rows and columns around the register blocks (12 rows x 32 columns, tails of 6, 3, 1 rows and
 # 16 or fewer columns), an empty inner dimension, and single rows and columns.
 SHAPES = [(1, 1, 1), (2, 1, 1), (1, 7, 2), (12, 32, 5), (13, 33, 64), (25, 17, 3), (30, 70, 0),
           (40, 48, 19), (7, 16, 9)]
 
 
+@pytest.mark.parametrize("path", sorted(PRODUCTS))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
 @pytest.mark.parametrize("transposed", [False, True], ids=["a", "a.T"])
 @pytest.mark.parametrize("M, N, K", SHAPES)
-def test_register_gemm_matches_numpy(M, N, K, transposed, dtype):
+def test_register_gemm_matches_numpy(M, N, K, transposed, dtype, path):
+    product, product_of_transposed = PRODUCTS[path]
     rng = np.random.default_rng(M * 100 + N * 10 + K)
     a = rng.standard_normal((M, K))
     b = rng.standard_normal((K, N))
@@ -36,15 +54,21 @@ def test_register_gemm_matches_numpy(M, N, K, transposed, dtype):
         c_wide[...] = before
         c = c_wide[:, 2:2 + N]
         if transposed:
-            _product_of_transposed(c, np.ascontiguousarray(a.T).astype(dtype), b.astype(dtype),
-                                   0.5, accumulate)
+            product_of_transposed(c, np.ascontiguousarray(a.T).astype(dtype), b.astype(dtype),
+                                  0.5, accumulate)
         else:
-            _product(c, a.astype(dtype), b.astype(dtype), 0.5, accumulate)
+            product(c, a.astype(dtype), b.astype(dtype), 0.5, accumulate)
         want = 0.5 * a @ b + (before[:, 2:2 + N] if accumulate else 0)
         tol = 8 * np.finfo(dtype).eps * (1 + np.abs(a) @ np.abs(b) + np.abs(before[:, 2:2 + N]))
         assert np.all(np.abs(c - want) <= tol), f"accumulate={accumulate}"
         np.testing.assert_array_equal(c_wide[:, :2], before[:, :2], "columns left of c")
         np.testing.assert_array_equal(c_wide[:, 2 + N:], before[:, 2 + N:], "columns right of c")
+
+
+def test_only_avx512_cpus_take_the_register_kernel():
+    assert tile_products_in_registers("+sse4.2,+avx2,+avx512f,+avx512bw,-amx-tile")
+    assert not tile_products_in_registers("+sse4.2,+avx2,+fma,-avx512f,-avx512bw")
+    assert not tile_products_in_registers("")
 
 
 @njit

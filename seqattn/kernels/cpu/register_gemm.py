@@ -16,10 +16,12 @@ the last rows take blocks of 6, 3 and 1 rows.
 
 Layout: b and c must have unit stride along their last axis (rows of C-contiguous arrays and
 their row or column slices do); a may have any strides, so a transposed view (``p.T``) is read
-without a copy. On a CPU without AVX-512 LLVM splits each vector in two (still correct).
+without a copy. On a CPU without AVX-512 (16 vector registers of 8 floats) the 24 accumulators
+would spill to the stack, so there float32 calls BLAS as float64 always does: the choice is
+made once, from the host CPU's features.
 """
 import numpy as np
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
@@ -215,31 +217,44 @@ def _register_gemm_f32(c, a, b, alpha, accumulate):
                  a.shape[1], np.float32(alpha), accumulate)
 
 
+def tile_products_in_registers(cpu_features):
+    """Whether float32 products take the register-blocked kernel: only with AVX-512's 32
+    registers of 16 floats (``cpu_features`` as LLVM writes them: "+avx512f,-amx-tile,...")."""
+    return "+avx512f" in cpu_features.split(",")
+
+
+IN_REGISTERS = tile_products_in_registers(binding.get_host_cpu_features().flatten())
+
+
+@njit(cache=True)
+def blas_product(c, a, b, alpha, accumulate):
+    """register_gemm through BLAS: float64 always, float32 on a CPU without AVX-512."""
+    beta = 1.0 if accumulate else 0.0
+    rows, depth = a.shape
+    if depth == 0:  # BLAS rejects the leading dimension of an empty operand
+        if not accumulate:
+            c[...] = 0
+    elif a.strides[1] == a.itemsize and a.strides[0] >= depth * a.itemsize:
+        gemm(c, a, b, False, False, alpha, beta)
+    elif a.strides[0] == a.itemsize and a.strides[1] >= rows * a.itemsize:
+        gemm(c, a.T, b, True, False, alpha, beta)  # a transposed view: rows as columns
+    else:  # a degenerate view (a single row or column) whose strides BLAS would reject
+        gemm(c, np.ascontiguousarray(a), b, False, False, alpha, beta)
+
+
 def register_gemm(c, a, b, alpha, accumulate):
     """c (M, N) = alpha * a (M, K) @ b (K, N), plus c when ``accumulate``; callable from @njit
-    code only. float32 runs the register-blocked kernel above; float64 (gradient checks)
-    calls BLAS. b and c need unit stride along their last axis; a may be any strided view."""
+    code only. float32 runs the register-blocked kernel above where the CPU has AVX-512
+    (``IN_REGISTERS``); otherwise, and for float64 (gradient checks), :func:`blas_product`.
+    b and c need unit stride along their last axis; a may be any strided view."""
     raise NotImplementedError("register_gemm is only callable from @njit code")
 
 
 @overload(register_gemm, jit_options={"cache": True})
 def _register_gemm_impl(c, a, b, alpha, accumulate):
-    if c.dtype == types.float32:
+    if c.dtype == types.float32 and IN_REGISTERS:
         return lambda c, a, b, alpha, accumulate: _register_gemm_f32(c, a, b, alpha, accumulate)
-
-    def blas(c, a, b, alpha, accumulate):
-        beta = 1.0 if accumulate else 0.0
-        rows, depth = a.shape
-        if depth == 0:  # BLAS rejects the leading dimension of an empty operand
-            if not accumulate:
-                c[...] = 0
-        elif a.strides[1] == a.itemsize and a.strides[0] >= depth * a.itemsize:
-            gemm(c, a, b, False, False, alpha, beta)
-        elif a.strides[0] == a.itemsize and a.strides[1] >= rows * a.itemsize:
-            gemm(c, a.T, b, True, False, alpha, beta)  # a transposed view: rows as columns
-        else:  # a degenerate view (a single row or column) whose strides BLAS would reject
-            gemm(c, np.ascontiguousarray(a), b, False, False, alpha, beta)
-    return blas
+    return lambda c, a, b, alpha, accumulate: blas_product(c, a, b, alpha, accumulate)
 
 
 @intrinsic

@@ -27,17 +27,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .blas_gemm import gemm
-
-LANES = 16
-_F32 = ir.FloatType()
-_I32 = ir.IntType(32)
-_VEC = ir.VectorType(_F32, LANES)
-_MASK = ir.VectorType(ir.IntType(1), LANES)
-
-
-def _declare(module, name, ret, args):
-    return cgutils.get_or_insert_function(module, ir.FunctionType(ret, args), name)
-
+from .llvm_vectors import (F32, I32, LANES, MASK, VEC, declare, lanes_below, masked_load,
+                           masked_store, splat)
 
 def _block_product(R, vectors):
     """An intrinsic for one block of exactly R rows and at most LANES * vectors columns:
@@ -52,31 +43,20 @@ def _block_product(R, vectors):
             accumulate_flag = context.cast(builder, args[10], signature.args[10],
                                            types.boolean)
             module = builder.module
-            vec_ptr = _VEC.as_pointer()
-            fma = _declare(module, "llvm.fma.v16f32", _VEC, [_VEC, _VEC, _VEC])
-            load = _declare(module, "llvm.masked.load.v16f32.p0", _VEC,
-                            [vec_ptr, _I32, _MASK, _VEC])
-            store = _declare(module, "llvm.masked.store.v16f32.p0", ir.VoidType(),
-                             [_VEC, vec_ptr, _I32, _MASK])
+            vec_ptr = VEC.as_pointer()
+            fma = declare(module, "llvm.fma.v16f32", VEC, [VEC, VEC, VEC])
+            load, store = masked_load(module), masked_store(module)
             intp = context.get_value_type(types.intp)
-            c_data, a_data, b_data = (builder.inttoptr(x, _F32.as_pointer())
+            c_data, a_data, b_data = (builder.inttoptr(x, F32.as_pointer())
                                       for x in (c_addr, a_addr, b_addr))
 
             def const(value):
                 return ir.Constant(intp, value)
 
-            def splat(x, vector_type):
-                v = builder.insert_element(ir.Constant(vector_type, ir.Undefined), x,
-                                           ir.Constant(_I32, 0))
-                return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, LANES),
-                                                                [0] * LANES))
-
-            lane = ir.Constant(ir.VectorType(intp, LANES), list(range(LANES)))
-            masks = [builder.icmp_signed("<", lane, splat(builder.sub(n, const(LANES * w)),
-                                                          ir.VectorType(intp, LANES)))
+            masks = [lanes_below(builder, builder.sub(n, const(LANES * w)))
                      for w in range(vectors)]
-            zero = cgutils.get_null_value(_VEC)
-            align = ir.Constant(_I32, 4)
+            zero = cgutils.get_null_value(VEC)
+            align = ir.Constant(I32, 4)
 
             def vector_at(base, offset):
                 return builder.bitcast(builder.gep(base, [offset]), vec_ptr)
@@ -88,7 +68,7 @@ def _block_product(R, vectors):
             builder.position_at_end(loop)
             k = builder.phi(intp)
             k.add_incoming(const(0), entry)
-            acc = [[builder.phi(_VEC) for _ in range(vectors)] for _ in range(R)]
+            acc = [[builder.phi(VEC) for _ in range(vectors)] for _ in range(R)]
             for row in acc:
                 for phi in row:
                     phi.add_incoming(zero, entry)
@@ -102,7 +82,7 @@ def _block_product(R, vectors):
             for r in range(R):
                 x = builder.load(builder.gep(a_data, [builder.add(builder.mul(const(r), a_row),
                                                                   a_at)]))
-                xs = splat(x, _VEC)
+                xs = splat(builder, x, VEC)
                 summed.append([builder.call(fma, [xs, b_vectors[w], acc[r][w]])
                                for w in range(vectors)])
             k_next = builder.add(k, const(1))
@@ -116,11 +96,11 @@ def _block_product(R, vectors):
             totals = []
             for r in range(R):
                 for w in range(vectors):
-                    total = builder.phi(_VEC)  # phis first: LLVM wants them on top
+                    total = builder.phi(VEC)  # phis first: LLVM wants them on top
                     total.add_incoming(zero, entry)
                     total.add_incoming(summed[r][w], loop_end)
                     totals.append((r, w, total))
-            scale = splat(alpha_value, _VEC)
+            scale = splat(builder, alpha_value, VEC)
             with builder.if_else(accumulate_flag) as (then, otherwise):
                 for branch, add_old in ((then, True), (otherwise, False)):
                     with branch:
@@ -266,33 +246,23 @@ def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, cols):
     def codegen(context, builder, signature, args):
         dst_addr, dst_row, src_addr, src_row, rows, cols = args
         intp = context.get_value_type(types.intp)
-        vec_ptr = _VEC.as_pointer()
+        vec_ptr = VEC.as_pointer()
         module = builder.module
-        load = _declare(module, "llvm.masked.load.v16f32.p0", _VEC, [vec_ptr, _I32, _MASK, _VEC])
-        store = _declare(module, "llvm.masked.store.v16f32.p0", ir.VoidType(),
-                         [_VEC, vec_ptr, _I32, _MASK])
-        src_data, dst_data = (builder.inttoptr(x, _F32.as_pointer()) for x in (src_addr, dst_addr))
-        lane = ir.Constant(ir.VectorType(intp, LANES), list(range(LANES)))
-        zero = cgutils.get_null_value(_VEC)
-        align = ir.Constant(_I32, 4)
-
-        def mask_below(count):
-            v = builder.insert_element(ir.Constant(ir.VectorType(intp, LANES), ir.Undefined),
-                                       count, ir.Constant(_I32, 0))
-            v = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, LANES),
-                                                         [0] * LANES))
-            return builder.icmp_signed("<", lane, v)
+        load, store = masked_load(module), masked_store(module)
+        src_data, dst_data = (builder.inttoptr(x, F32.as_pointer()) for x in (src_addr, dst_addr))
+        zero = cgutils.get_null_value(VEC)
+        align = ir.Constant(I32, 4)
 
         def row_at(data, stride, r):
             return builder.bitcast(builder.gep(data, [builder.mul(ir.Constant(intp, r),
                                                                   stride)]), vec_ptr)
 
-        columns, present = mask_below(cols), mask_below(rows)
+        columns, present = lanes_below(builder, cols), lanes_below(builder, rows)
         lines = []
         for r in range(LANES):
             # rows past the end load nothing (an empty mask) and read as zeros
-            row_mask = builder.select(builder.extract_element(present, ir.Constant(_I32, r)),
-                                      columns, cgutils.get_null_value(_MASK))
+            row_mask = builder.select(builder.extract_element(present, ir.Constant(I32, r)),
+                                      columns, cgutils.get_null_value(MASK))
             lines.append(builder.call(load, [row_at(src_data, src_row, r), align, row_mask,
                                              zero]))
         half = LANES // 2
@@ -303,13 +273,13 @@ def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, cols):
                 if i & half == 0:
                     top, bottom = lines[i], lines[i + half]
                     lines[i] = builder.shuffle_vector(top, bottom, ir.Constant(
-                        ir.VectorType(_I32, LANES), low))
+                        ir.VectorType(I32, LANES), low))
                     lines[i + half] = builder.shuffle_vector(top, bottom, ir.Constant(
-                        ir.VectorType(_I32, LANES), high))
+                        ir.VectorType(I32, LANES), high))
             half //= 2
         for c in range(LANES):
-            row_mask = builder.select(builder.extract_element(columns, ir.Constant(_I32, c)),
-                                      present, cgutils.get_null_value(_MASK))
+            row_mask = builder.select(builder.extract_element(columns, ir.Constant(I32, c)),
+                                      present, cgutils.get_null_value(MASK))
             builder.call(store, [lines[c], row_at(dst_data, dst_row, c), align, row_mask])
         return context.get_dummy_value()
 

@@ -20,6 +20,8 @@ from numba.extending import intrinsic, overload
 
 from . import float32_math as f32
 from .float32_math import FASTMATH
+from .llvm_vectors import (F32, I32, LANES, VEC, declare, lanes_below, masked_load, masked_store,
+                           splat)
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -48,12 +50,7 @@ def _exp_shifted_impl(x, shift):
     return lambda x, shift: _exp_shifted_loop(x, shift)
 
 
-_LANES = 16
 _UNROLL = 4  # independent vector maxima in flight, so the loop is not one dependent chain
-_F32 = ir.FloatType()
-_I32 = ir.IntType(32)
-_VEC = ir.VectorType(_F32, _LANES)
-_MASK = ir.VectorType(ir.IntType(1), _LANES)
 
 
 @intrinsic
@@ -69,16 +66,12 @@ def _row_max_f32(typingctx, x):
         n = builder.extract_value(row.shape, 0)
         intp = n.type
         module = builder.module
-        vec_ptr = _VEC.as_pointer()
-        maxnum = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_VEC, [_VEC, _VEC]), "llvm.maxnum.v16f32")
-        load = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_VEC, [vec_ptr, _I32, _MASK, _VEC]),
-            "llvm.masked.load.v16f32.p0")
-        reduce_max = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_F32, [_VEC]), "llvm.vector.reduce.fmax.v16f32")
-        lowest = ir.Constant(_VEC, [float("-inf")] * _LANES)
-        align = ir.Constant(_I32, 4)
+        vec_ptr = VEC.as_pointer()
+        maxnum = declare(module, "llvm.maxnum.v16f32", VEC, [VEC, VEC])
+        load = masked_load(module)
+        reduce_max = declare(module, "llvm.vector.reduce.fmax.v16f32", F32, [VEC])
+        lowest = ir.Constant(VEC, [float("-inf")] * LANES)
+        align = ir.Constant(I32, 4)
 
         def const(value):
             return ir.Constant(intp, value)
@@ -86,7 +79,7 @@ def _row_max_f32(typingctx, x):
         def at(i):
             return builder.bitcast(builder.gep(row.data, [i]), vec_ptr)
 
-        full = builder.sub(n, builder.srem(n, const(_LANES * _UNROLL)))
+        full = builder.sub(n, builder.srem(n, const(LANES * _UNROLL)))
         entry = builder.basic_block
         loop = builder.append_basic_block("row_max.loop")
         tail = builder.append_basic_block("row_max.tail")
@@ -94,13 +87,13 @@ def _row_max_f32(typingctx, x):
         builder.position_at_end(loop)
         i = builder.phi(intp)
         i.add_incoming(const(0), entry)
-        best = [builder.phi(_VEC) for _ in range(_UNROLL)]
+        best = [builder.phi(VEC) for _ in range(_UNROLL)]
         for phi in best:
             phi.add_incoming(lowest, entry)
-        grown = [builder.call(maxnum, [phi, builder.load(at(builder.add(i, const(_LANES * u))),
+        grown = [builder.call(maxnum, [phi, builder.load(at(builder.add(i, const(LANES * u))),
                                                          align=4)])
                  for u, phi in enumerate(best)]
-        i_next = builder.add(i, const(_LANES * _UNROLL))
+        i_next = builder.add(i, const(LANES * _UNROLL))
         loop_end = builder.basic_block
         i.add_incoming(i_next, loop_end)
         for phi, value in zip(best, grown):
@@ -109,7 +102,7 @@ def _row_max_f32(typingctx, x):
         builder.position_at_end(tail)
         merged = []
         for u in range(_UNROLL):
-            phi = builder.phi(_VEC)
+            phi = builder.phi(VEC)
             phi.add_incoming(lowest, entry)
             phi.add_incoming(grown[u], loop_end)
             merged.append(phi)
@@ -118,14 +111,8 @@ def _row_max_f32(typingctx, x):
             total = builder.call(maxnum, [total, other])
         slot = cgutils.alloca_once_value(builder, total)
         # The last n - full elements, 16 lanes at a time, lanes past the end reading -inf.
-        lane = ir.Constant(ir.VectorType(intp, _LANES), list(range(_LANES)))
-        with cgutils.for_range_slice(builder, full, n, const(_LANES), intp) as (j, _):
-            left = builder.sub(n, j)
-            splat = builder.insert_element(ir.Constant(ir.VectorType(intp, _LANES),
-                                                       ir.Undefined), left, ir.Constant(_I32, 0))
-            splat = builder.shuffle_vector(splat, splat, ir.Constant(
-                ir.VectorType(_I32, _LANES), [0] * _LANES))
-            mask = builder.icmp_signed("<", lane, splat)
+        with cgutils.for_range_slice(builder, full, n, const(LANES), intp) as (j, _):
+            mask = lanes_below(builder, builder.sub(n, j))
             chunk = builder.call(load, [at(j), align, mask, lowest])
             slot_value = builder.call(maxnum, [builder.load(slot), chunk])
             builder.store(slot_value, slot)
@@ -155,25 +142,18 @@ def _row_max_impl(x):
     return lambda x: _row_max_loop(x)
 
 
-def _splat(builder, value, vector_type):
-    v = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value,
-                               ir.Constant(_I32, 0))
-    return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, _LANES), [0] * _LANES))
-
-
 def _vector_exp(builder, y):
     """float32_math.exp_f32, operation for operation, on a <16 x float>."""
     module = builder.module
 
     def intrinsic_fn(name, n_args):
-        return cgutils.get_or_insert_function(module, ir.FunctionType(_VEC, [_VEC] * n_args),
-                                              name)
+        return declare(module, name, VEC, [VEC] * n_args)
 
     fma, maxnum, floor = (intrinsic_fn("llvm.fma.v16f32", 3), intrinsic_fn("llvm.maxnum.v16f32", 2),
                           intrinsic_fn("llvm.floor.v16f32", 1))
 
     def c(value):
-        return ir.Constant(_VEC, [float(value)] * _LANES)
+        return ir.Constant(VEC, [float(value)] * LANES)
 
     y = builder.call(maxnum, [y, c(f32.MIN_INPUT)])
     k = builder.call(floor, [builder.call(fma, [y, c(f32.F32_LOG2E), c(f32.HALF)])])
@@ -183,11 +163,11 @@ def _vector_exp(builder, y):
     p = c(f32.C7)
     for coefficient in (f32.C6, f32.C5, f32.C4, f32.C3, f32.C2, f32.C1, f32.C0):
         p = builder.call(fma, [p, r, c(coefficient)])
-    ints = ir.VectorType(_I32, _LANES)
+    ints = ir.VectorType(I32, LANES)
     exponent = builder.shl(builder.add(builder.fptosi(k, ints),
-                                       ir.Constant(ints, [int(f32.EXPONENT_BIAS)] * _LANES)),
-                           ir.Constant(ints, [int(f32.MANTISSA_BITS)] * _LANES))
-    return builder.fmul(p, builder.bitcast(exponent, _VEC))
+                                       ir.Constant(ints, [int(f32.EXPONENT_BIAS)] * LANES)),
+                           ir.Constant(ints, [int(f32.MANTISSA_BITS)] * LANES))
+    return builder.fmul(p, builder.bitcast(exponent, VEC))
 
 
 @intrinsic
@@ -204,22 +184,15 @@ def _exp_shifted_f32(typingctx, x, shift):
         n = builder.extract_value(row.shape, 0)
         intp = n.type
         module = builder.module
-        vec_ptr = _VEC.as_pointer()
-        load = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_VEC, [vec_ptr, _I32, _MASK, _VEC]),
-            "llvm.masked.load.v16f32.p0")
-        store = cgutils.get_or_insert_function(
-            module, ir.FunctionType(ir.VoidType(), [_VEC, vec_ptr, _I32, _MASK]),
-            "llvm.masked.store.v16f32.p0")
-        reduce_add = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_F32, [_F32, _VEC]), "llvm.vector.reduce.fadd.v16f32")
-        shift = _splat(builder, args[1], _VEC)
-        align = ir.Constant(_I32, 4)
-        lane = ir.Constant(ir.VectorType(intp, _LANES), list(range(_LANES)))
-        total = cgutils.alloca_once_value(builder, cgutils.get_null_value(_VEC))
-        full = builder.sub(n, builder.srem(n, ir.Constant(intp, _LANES)))
+        vec_ptr = VEC.as_pointer()
+        load, store = masked_load(module), masked_store(module)
+        reduce_add = declare(module, "llvm.vector.reduce.fadd.v16f32", F32, [F32, VEC])
+        shift = splat(builder, args[1], VEC)
+        align = ir.Constant(I32, 4)
+        total = cgutils.alloca_once_value(builder, cgutils.get_null_value(VEC))
+        full = builder.sub(n, builder.srem(n, ir.Constant(intp, LANES)))
         with cgutils.for_range_slice(builder, ir.Constant(intp, 0), full,
-                                     ir.Constant(intp, _LANES), intp) as (j, _):
+                                     ir.Constant(intp, LANES), intp) as (j, _):
             at = builder.bitcast(builder.gep(row.data, [j]), vec_ptr)
             e = _vector_exp(builder, builder.fsub(builder.load(at, align=4), shift))
             builder.store(e, at, align=4)
@@ -228,13 +201,12 @@ def _exp_shifted_f32(typingctx, x, shift):
             # the last n - full elements; lanes past the end read shift, so e is 1 there:
             # they are neither stored nor summed
             at = builder.bitcast(builder.gep(row.data, [full]), vec_ptr)
-            mask = builder.icmp_signed("<", lane, _splat(builder, builder.sub(n, full),
-                                                         ir.VectorType(intp, _LANES)))
+            mask = lanes_below(builder, builder.sub(n, full))
             y = builder.fsub(builder.call(load, [at, align, mask, shift]), shift)
             e = _vector_exp(builder, y)
             builder.call(store, [e, at, align, mask])
-            kept = builder.select(mask, e, cgutils.get_null_value(_VEC))
+            kept = builder.select(mask, e, cgutils.get_null_value(VEC))
             builder.store(builder.fadd(builder.load(total), kept), total)
-        return builder.call(reduce_add, [ir.Constant(_F32, 0.0), builder.load(total)])
+        return builder.call(reduce_add, [ir.Constant(F32, 0.0), builder.load(total)])
 
     return types.float32(x, shift), codegen

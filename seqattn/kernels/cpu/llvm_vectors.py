@@ -1,0 +1,42 @@
+"""Building blocks for the CPU kernels written in LLVM IR with explicit <16 x float> vectors
+(register_gemm, softmax_rows): the vector types, intrinsic declarations, broadcasts and tail
+masks. Numba's own loops are vectorised only 256 bits wide on Intel's server cores, so the
+kernels that must run 16 lanes wide say so in IR."""
+from llvmlite import ir
+from numba.core import cgutils
+
+LANES = 16
+F32 = ir.FloatType()
+I32 = ir.IntType(32)
+VEC = ir.VectorType(F32, LANES)
+MASK = ir.VectorType(ir.IntType(1), LANES)
+
+
+def declare(module, name, ret, args):
+    """The function ``name`` (ret, args) declared in module (once)."""
+    return cgutils.get_or_insert_function(module, ir.FunctionType(ret, args), name)
+
+
+def masked_load(module):
+    """llvm.masked.load for VEC: (pointer, alignment, mask, values of the masked-off lanes)."""
+    return declare(module, "llvm.masked.load.v16f32.p0", VEC, [VEC.as_pointer(), I32, MASK, VEC])
+
+
+def masked_store(module):
+    """llvm.masked.store for VEC: (values, pointer, alignment, mask)."""
+    return declare(module, "llvm.masked.store.v16f32.p0", ir.VoidType(),
+                   [VEC, VEC.as_pointer(), I32, MASK])
+
+
+def splat(builder, value, vector_type):
+    """``value`` in every lane of a vector of type ``vector_type`` (LANES lanes)."""
+    v = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))
+
+
+def lanes_below(builder, count):
+    """The mask of lanes 0 .. count - 1 (``count`` an integer of any width; all lanes when
+    count >= LANES, none when count <= 0)."""
+    index = ir.VectorType(count.type, LANES)
+    return builder.icmp_signed("<", ir.Constant(index, list(range(LANES))),
+                               splat(builder, count, index))

@@ -91,6 +91,12 @@ def _in_chunks(builder, n, body):
         body(full, lanes_below(builder, builder.sub(n, full)))
 
 
+def _add_where(builder, lanes, total, value):
+    """total + value in the lanes selected, total elsewhere: one masked add (total +
+    select(lanes, value, 0) is two: it would turn a -0 total into +0)."""
+    return builder.select(lanes, builder.fadd(total, value), total)
+
+
 def _and_mask(builder, lanes, mask):
     return lanes if mask is None else builder.and_(lanes, mask)
 
@@ -251,8 +257,7 @@ def distance_row_grads(typingctx, g, yx, yy, yz, dyx, dyy, dyz, table, scratch_u
             u = _load(builder, scratch_u, at, None)
             gv = _load(builder, g, at, mask)
             far = builder.fcmp_ordered(">=", u, last_v)  # not NaN: visible
-            builder.store(builder.fadd(builder.load(totals[3]), builder.select(far, gv, zero)),
-                          totals[3])
+            builder.store(_add_where(builder, far, builder.load(totals[3]), gv), totals[3])
             near = _and_mask(builder, builder.fcmp_ordered("<", u, last_v), mask)
             entry, weight = _entries(builder, u)
             # forward: f = T[k] + w (T[k+1] - T[k]), w = d / step - k  =>
@@ -355,7 +360,6 @@ def _code_sums(n_codes):
             data = context.make_array(codes)(context, builder, args[1]).data
             n = args[3]
             intp = n.type
-            zero = cgutils.get_null_value(VEC)
             slots = [cgutils.alloca_once_value(builder, _load(
                 builder, sums, ir.Constant(intp, e * LANES), None)) for e in range(n_codes)]
 
@@ -364,8 +368,7 @@ def _code_sums(n_codes):
                 gv = _load(builder, g, at, mask)  # 0 past n
                 for e, slot in enumerate(slots):
                     hit = builder.icmp_signed("==", code, _ints(e))
-                    builder.store(builder.fadd(builder.load(slot), builder.select(hit, gv, zero)),
-                                  slot)
+                    builder.store(_add_where(builder, hit, builder.load(slot), gv), slot)
 
             _in_chunks(builder, n, chunk)
             for e, slot in enumerate(slots):

@@ -38,6 +38,9 @@ NEG_INF = -np.inf
 # has left the store buffer by the time key c + LANES adds into it again.
 LANES = 8
 LANE_MASK = LANES - 1
+# Code rows prefetched ahead of the one read: a row of keys takes about 100 ns, a read from
+# memory about as long.
+CODE_ROWS_AHEAD = 4
 # Room past a row in the buffers of the register kernels (whole 16-lane stores).
 PACK_SLACK = VECTOR_LANES
 
@@ -419,7 +422,11 @@ def add_codes_in_registers(s, codes, tab):
         add_codes_loops(s, codes, tab)
         return
     for r in range(s.shape[0]):
-        code_row_add(s[r].ctypes.data, codes[r], tab.ctypes.data, s.shape[1], tab.shape[0])
+        # the row CODE_ROWS_AHEAD below (in the next strip at the end: the kernels walk
+        # down a block of keys)
+        ahead = codes[r].ctypes.data + CODE_ROWS_AHEAD * codes.strides[0]
+        code_row_add(s[r].ctypes.data, codes[r], tab.ctypes.data, ahead, s.shape[1],
+                     tab.shape[0])
 
 
 def _add_codes(s, codes, tab):

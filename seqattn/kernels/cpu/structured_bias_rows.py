@@ -318,18 +318,36 @@ def _is_code_row(codes):
             and codes.dtype in (types.int8, types.int16, types.int32))
 
 
+def _prefetch(builder, address, n_bytes):
+    """Asks for the n_bytes from address in the caches, a line (64 bytes) at a time; any
+    address will do (a prefetch never faults)."""
+    byte_pointer = ir.IntType(8).as_pointer()
+    prefetch = declare(builder.module, "llvm.prefetch.p0", ir.VoidType(),
+                       [byte_pointer, I32, I32, I32])
+    intp = n_bytes.type
+    with cgutils.for_range_slice(builder, ir.Constant(intp, 0), n_bytes, ir.Constant(intp, 64),
+                                 intp) as (offset, _):
+        at = builder.inttoptr(builder.add(address, offset), byte_pointer)
+        # read, keep in all cache levels, data
+        builder.call(prefetch, [at, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+
+
 @intrinsic
-def code_row_add(typingctx, row, codes, table, n, n_entries):
+def code_row_add(typingctx, row, codes, table, ahead, n, n_entries):
     """row[c] += table[codes[c]] for c < n, -inf where the code is negative. row and table
     (C <= TABLE_ENTRIES entries, all codes < C) are addresses; codes a 1-D int8, int16 or int32
-    array with unit stride."""
+    array with unit stride. ``ahead``: the address of codes that a later call reads (n of
+    them), prefetched: a code row of a large (N, M) array starts a page of its own, where the
+    hardware prefetcher starts cold."""
     if not _is_code_row(codes):
         return None
 
     def codegen(context, builder, signature, args):
         row, table = _float_pointer(builder, args[0]), _float_pointer(builder, args[2])
         data = context.make_array(codes)(context, builder, args[1]).data
-        n, n_entries = args[3], args[4]
+        n, n_entries = args[4], args[5]
+        _prefetch(builder, args[3], builder.mul(n, ir.Constant(n.type,
+                                                               codes.dtype.bitwidth // 8)))
         values, _ = _table(builder, table, n_entries)
 
         def chunk(at, mask):
@@ -342,7 +360,7 @@ def code_row_add(typingctx, row, codes, table, n, n_entries):
         _in_chunks(builder, n, chunk)
         return context.get_dummy_value()
 
-    return types.none(row, codes, table, n, n_entries), codegen
+    return types.none(row, codes, table, ahead, n, n_entries), codegen
 
 
 def _code_sums(n_codes):

@@ -9,7 +9,8 @@ distance d = |x_i - y_j| comes from ``vrsqrt14ps`` refined by one Newton step (a
 ``vsqrtps`` and a division would take longer), which also gives the 1 / d of the gradients.
 
 Every kernel here works on one row of a tile: ``n`` scores or score gradients in a contiguous
-float32 row, 16 lanes at a time with a masked tail. Pointers are addresses (``arr.ctypes.data``)
+float32 row, 16 lanes at a time with a masked tail (the distance kernels in two passes, see
+below). Pointers are addresses (``arr.ctypes.data``)
 of float32 arrays with unit stride; callers check the table size. They need AVX-512F (the
 permutes, compress and rsqrt14 instructions): ``IN_REGISTERS`` says whether the host has it, and
 ``attention_bias.py`` keeps the Numba loops for float64 and for other CPUs.
@@ -23,8 +24,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .llvm_vectors import F32, I32, LANES, MASK, VEC, declare, lanes_below, masked_load, \
-    masked_store, splat
+from .llvm_vectors import (F32, I32, LANES, MASK, VEC, declare, lanes_below, masked_load,
+                           masked_store, splat)
 
 # Entries of a table held in registers: 4 registers of 16 floats.
 TABLE_REGISTERS = 4

@@ -11,6 +11,7 @@ machine falls on all of them alike.
     python benchmarks/attention.py --quick           # one small size, a smoke run
     python benchmarks/attention.py --long            # N=32768, H=1: forward+backward memory
     python benchmarks/attention.py --structured      # distance and pair-code biases vs plain
+    python benchmarks/attention.py --structured --threads 1 --cpu-time   # the same, CPU time
     python benchmarks/attention.py --device cuda     # CUDA kernels vs torch on the GPU
 """
 import argparse
@@ -215,10 +216,12 @@ def print_row(r):
 
 
 class BiasedRunner(SeqattnRunner):
-    """seqattn with extra options (a structured or a dense bias), forward and backward."""
+    """seqattn with extra options (a structured or a dense bias), forward and backward, timed by
+    ``clock`` (time.perf_counter for wall time, time.process_time for CPU time)."""
 
-    def __init__(self, device, q, k, v, options, bias_requires_grad=False):
-        self.options, self.bias_requires_grad = options, bias_requires_grad
+    def __init__(self, device, q, k, v, options, bias_requires_grad=False,
+                 clock=time.perf_counter):
+        self.options, self.bias_requires_grad, self.clock = options, bias_requires_grad, clock
         self.sync = lambda: None
         self.q, self.k, self.v = q, k, v
         self.out, self.lse = seqattn.attention(q, k, v, return_lse=True, **options)
@@ -231,14 +234,28 @@ class BiasedRunner(SeqattnRunner):
         seqattn.attention_backward(self.dout, self.q, self.k, self.v, self.out, self.lse,
                                    bias_requires_grad=self.bias_requires_grad, **self.options)
 
+    def _timed(self, fn):
+        start = self.clock()
+        fn()
+        return self.clock() - start
 
-def structured_biases(B=1, H=8, N=4096, D=64, repeats=5):
+    def forward_time(self):
+        return self._timed(self.forward)
+
+    def backward_time(self):
+        return self._timed(self.backward)
+
+
+def structured_biases(B=1, H=8, N=4096, D=64, repeats=5, cpu_time=False, dense=True):
     """Forward and backward with a distance bias, pair codes, a relative-position bias and a
     dense (B, H, N, N) bias tensor, as ratios to plain attention measured in the same rounds
     (the issue's target: structured <= 1.3x plain and faster than dense), plus torch SDPA
-    plain as the peer that shows whether plain attention itself kept its speed."""
+    plain as the peer that shows whether plain attention itself kept its speed. ``cpu_time``
+    times seqattn by the process's CPU time (a loaded machine's wall times include the time
+    other processes held the core); torch stays on wall time."""
     from seqattn.ops import DistanceBias, PairBias
 
+    clock = time.process_time if cpu_time else time.perf_counter
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((B, H, N, D)).astype(np.float32) for _ in range(3))
     # A molecule-like cloud: atoms in a 30 A box, a table of 64 bins up to 10 A.
@@ -247,14 +264,14 @@ def structured_biases(B=1, H=8, N=4096, D=64, repeats=5):
     hops = rng.integers(0, 16, (N, N)).astype(np.int8)  # e.g. shortest-path hops on a graph
     pair = PairBias(rng.standard_normal((H, 16)).astype(np.float32), hops)
     relative = PairBias.relative(rng.standard_normal((H, 129)).astype(np.float32))
-    dense = rng.standard_normal((B, H, N, N)).astype(np.float32)
-    runners = {
-        "plain": BiasedRunner("cpu", q, k, v, {}),
-        "distance": BiasedRunner("cpu", q, k, v, {"distance_bias": distance}),
-        "pair codes": BiasedRunner("cpu", q, k, v, {"pair_bias": pair}),
-        "relative": BiasedRunner("cpu", q, k, v, {"pair_bias": relative}),
-        "dense bias": BiasedRunner("cpu", q, k, v, {"bias": dense}, bias_requires_grad=True),
-    }
+    options = {"plain": {}, "distance": {"distance_bias": distance},
+               "pair codes": {"pair_bias": pair}, "relative": {"pair_bias": relative}}
+    runners = {name: BiasedRunner("cpu", q, k, v, opts, clock=clock)
+               for name, opts in options.items()}
+    if dense:
+        runners["dense bias"] = BiasedRunner(
+            "cpu", q, k, v, {"bias": rng.standard_normal((B, H, N, N)).astype(np.float32)},
+            bias_requires_grad=True, clock=clock)
     timers = {}
     for name, runner in runners.items():
         timers[f"{name} fwd"] = runner.forward_time
@@ -263,16 +280,18 @@ def structured_biases(B=1, H=8, N=4096, D=64, repeats=5):
         theirs = TorchRunner("cpu", q, k, v, False)
         timers.update({"torch fwd": theirs.forward_time, "torch bwd": theirs.backward_time})
     medians = interleaved_medians(timers, repeats)
-    print(f"# structured biases, B{B} H{H} N{N} D{D} float32, medians of {repeats} rounds")
+    print(f"# structured biases, B{B} H{H} N{N} D{D} float32, medians of {repeats} rounds, "
+          f"seqattn timed by {'CPU' if cpu_time else 'wall'} time")
     print("| bias | fwd s | bwd s | fwd / plain | bwd / plain | fwd+bwd / plain "
           "| fwd+bwd / dense |")
     print("|---|---|---|---|---|---|---|")
     total = {name: medians[f"{name} fwd"] + medians[f"{name} bwd"] for name in runners}
     for name in runners:
+        versus_dense = f"{total[name] / total['dense bias']:.2f}" if dense else "-"
         print(f"| {name} | {medians[f'{name} fwd']:.3f} | {medians[f'{name} bwd']:.3f} | "
               f"{medians[f'{name} fwd'] / medians['plain fwd']:.2f} | "
               f"{medians[f'{name} bwd'] / medians['plain bwd']:.2f} | "
-              f"{total[name] / total['plain']:.2f} | {total[name] / total['dense bias']:.2f} |")
+              f"{total[name] / total['plain']:.2f} | {versus_dense} |")
     if torch_available():
         print(f"| torch SDPA (plain) | {medians['torch fwd']:.3f} | {medians['torch bwd']:.3f} "
               f"| seqattn plain / torch: fwd {medians['plain fwd'] / medians['torch fwd']:.2f}, "
@@ -309,6 +328,10 @@ def main(argv=None):
     parser.add_argument("--long", action="store_true", help="only the N=32768 memory check")
     parser.add_argument("--structured", action="store_true",
                         help="only the structured biases at B1 H8 N4096 D64 (CPU)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="with --structured: time seqattn by CPU time (loaded machines)")
+    parser.add_argument("--no-dense", action="store_true",
+                        help="with --structured: leave out the dense bias tensor (1 GiB)")
     args = parser.parse_args(argv)
 
     # torch first: started after Numba's OpenMP threads, torch's own OpenMP runtime ran 4-5x
@@ -324,7 +347,8 @@ def main(argv=None):
         long_sequence(args.device)
         return 0
     if args.structured:
-        structured_biases(repeats=args.repeats)
+        structured_biases(repeats=args.repeats, cpu_time=args.cpu_time,
+                          dense=not args.no_dense)
         return 0
     sizes, dims = (([512], [64]) if args.quick else (args.sizes, args.head_dims))
     print_header(args.device, args.threads)

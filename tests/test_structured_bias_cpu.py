@@ -15,8 +15,8 @@ import reference
 from attention_cases import Case, assert_close
 from cpu_tiny_tiles import tiny_tile_attention, tiny_tile_backward
 from structured_bias_cases import (FD_CASES, STRUCTURED_CASES, StructuredCase,
-                                   check_structured, check_structured_finite_differences,
-                                   dense_options)
+                                   backward_inputs, check_structured,
+                                   check_structured_finite_differences, dense_options)
 
 DTYPES = [np.float32, np.float64]
 
@@ -65,21 +65,32 @@ def test_cutoff_hiding_every_key_gives_zeros_not_nan():
     assert np.all(grads.dq[0, :, 0] == 0), "a row that sees nothing has no query gradient"
 
 
-def test_nan_position_hides_the_pair_like_a_mask():
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_nan_position_hides_the_pair_like_a_mask(dtype):
     case = StructuredCase("nan", Case("nan", B=1, N=5, M=5), distance=True)
-    q, k, v, opts = case.inputs(np.float64)
+    dout, q, k, v, opts = backward_inputs(case, dtype)
     x = opts["distance_bias"].x.copy()
     x[0, 2, 1] = np.nan  # token 2 has no position: it sees nothing and nobody sees it
     with_nan = DistanceBias(x, opts["distance_bias"].table, opts["distance_bias"].r_max)
-    out = seqattn.attention(q, k, v, distance_bias=with_nan)
     padded = np.zeros((1, 5), bool)
     padded[0, 2] = True
-    x_filled = np.nan_to_num(x)
     mask = ~padded[:, None, None, :] & ~padded[:, None, :, None]
-    want = seqattn.attention(q, k, v, attn_mask=mask,
-                             distance_bias=DistanceBias(x_filled, with_nan.table, with_nan.r_max))
-    np.testing.assert_allclose(out, want, atol=1e-12)
-    assert np.all(out[0, :, 2] == 0)
+    masked = {"attn_mask": mask, "distance_bias": DistanceBias(np.nan_to_num(x), with_nan.table,
+                                                               with_nan.r_max)}
+    atol = 1e-12 if dtype == np.float64 else 1e-5
+    got, want = ({"out": o, "lse": l} for o, l in (
+        seqattn.attention(q, k, v, return_lse=True, distance_bias=with_nan),
+        seqattn.attention(q, k, v, return_lse=True, **masked)))
+    np.testing.assert_allclose(got["out"], want["out"], atol=atol)
+    assert np.all(got["out"][0, :, 2] == 0)
+    # the gradients too: a NaN position must not leak into the other tokens' (0 * NaN)
+    grads = seqattn.attention_backward(dout, q, k, v, got["out"], got["lse"],
+                                       distance_bias=with_nan)
+    wanted = seqattn.attention_backward(dout, q, k, v, want["out"], want["lse"], **masked)
+    for name, a, b in (("dq", grads.dq, wanted.dq), ("dk", grads.dk, wanted.dk),
+                       ("table", grads.distance_bias.table, wanted.distance_bias.table),
+                       ("x", grads.distance_bias.x, wanted.distance_bias.x)):
+        np.testing.assert_allclose(a, b, atol=atol, err_msg=f"d{name}")
 
 
 def test_inputs_are_not_modified():

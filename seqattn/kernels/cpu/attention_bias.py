@@ -6,6 +6,13 @@ queries i0 + r and keys j0 + c of batch b and head h. The arguments are the kern
 fields mean); the per-pair formulas are those of ``kernels/structured_bias_math`` that the CUDA
 kernels use too.
 
+Two paths for the common cases (a distance bias without cell, types or envelope; pair codes
+from an array): float32 on a CPU with AVX-512 runs the rows of ``structured_bias_rows.py``,
+whose tables sit in registers (their sizes permitting); float64 and other CPUs run the Numba
+loops here (``*_loops``), which look each entry up with a scalar load. The relative-position
+form needs no lookup when the key positions are consecutive (the default): a row's codes are
+then one run of the table, clamped at both ends.
+
 Gradients go into buffers owned by one backward task each (no two tasks write the same memory,
 so the result is deterministic): dtable (LANES, P, C) and dpair (LANES, C) for this head, dx (3, N)
 and dy (3, M) for this batch. The table gradients are scatter-adds, and neighbouring keys often
@@ -16,16 +23,26 @@ offset into an end code): one accumulator would make each add wait for the previ
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from .. import structured_bias_math as sbm
 from .float32_math import FASTMATH
+from .llvm_vectors import LANES as VECTOR_LANES
+from .structured_bias_rows import (FEW_CODES, IN_REGISTERS, SUMMED_CODES, TABLE_ENTRIES,
+                                   code_row_add, code_sums_8, code_sums_16, distance_row_add,
+                                   distance_row_grads)
 
 NEG_INF = -np.inf
 # Copies of each table-gradient accumulator (a power of two): enough that a copy's previous add
 # has left the store buffer by the time key c + LANES adds into it again.
 LANES = 8
 LANE_MASK = LANES - 1
+# Code rows prefetched ahead of the one read: a row of keys takes about 100 ns, a read from
+# memory about as long.
+CODE_ROWS_AHEAD = 4
+# Room past a row in the buffers of the register kernels (whole 16-lane stores).
+PACK_SLACK = VECTOR_LANES
 
 _fractional = njit(inline="always")(sbm.fractional)
 _cartesian = njit(inline="always")(sbm.cartesian)
@@ -39,7 +56,8 @@ DistanceArgs = namedtuple(
     "has x y table types_q types_k n_types has_types cell inv_cell images periodic inv_step last "
     "cutoff smooth smooth_a zero half one two",
 )
-PairArgs = namedtuple("PairArgs", "mode codes query_positions key_positions table max_offset")
+PairArgs = namedtuple("PairArgs",
+                      "mode codes query_positions key_positions table max_offset consecutive_keys")
 
 
 def distance_args(distance, dtype):
@@ -55,8 +73,17 @@ def distance_args(distance, dtype):
 
 
 def pair_args(pair):
+    """A PairCall's kernel form; consecutive_keys: key positions step by one along each row
+    (the relative form's default), so a row's relative codes are one run of the table."""
+    consecutive = bool(np.all(np.diff(pair.key_positions, axis=1) == 1))
     return PairArgs(pair.mode, pair.codes, pair.query_positions, pair.key_positions, pair.table,
-                    pair.max_offset)
+                    pair.max_offset, consecutive)
+
+
+def _use_registers(array):
+    """At compile time: whether kernels on ``array`` (a Numba array type) take the rows of
+    structured_bias_rows.py."""
+    return array.dtype == types.float32 and IN_REGISTERS
 
 
 @njit(inline="always")
@@ -81,10 +108,13 @@ def _entry(u, last, one):
     return int(lower), u - lower
 
 
+# --- The open case (no cell, types or envelope): x_rows (3, rows) and y_cols (3, cols) are the
+# tile's query and key coordinates, tab (C,) the head's table.
+
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, inv_step, last, one, cutoff):
-    """The common case without cell, types or envelope, in a loop LLVM vectorises: each key's
-    table entry (-1 where hidden: beyond the cutoff, NaN positions) and weight."""
+    """Each key's table entry (-1 where hidden: beyond the cutoff, NaN positions) and weight,
+    in a loop LLVM vectorises."""
     for c in range(entry.shape[0]):
         rx = xi - yx[c]
         ry = yi - yy[c]
@@ -98,8 +128,7 @@ def _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, inv_step, last, one
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _add_interpolated(row, entry, weight, tab):
-    """row[c] += (1 - w) T[k] + w T[k + 1], -inf where k = -1. A scalar loop: x86 gathers are
-    slower than scalar loads since the Downfall microcode, and LLVM does not emit them."""
+    """row[c] += (1 - w) T[k] + w T[k + 1], -inf where k = -1: a scalar load per lookup."""
     for c in range(row.shape[0]):
         k = max(entry[c], 0)
         low = tab[k]
@@ -108,61 +137,59 @@ def _add_interpolated(row, entry, weight, tab):
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def add_distance_bias(s, b, h, i0, j0, dist):
-    """s[r, c] += f_h(d(i0 + r, j0 + c)); -inf beyond the cutoff or for NaN positions."""
+def add_open_distance_loops(s, x_rows, y_cols, tab, inv_step, last, one, cutoff):
+    """s[r, c] += f(|x_r - y_c|), -inf beyond the cutoff or for NaN positions (Numba loops)."""
     rows, cols = s.shape
-    xq, yk = dist.x[b], dist.y[b]
-    tab = dist.table[h]
-    if dist.periodic == sbm.NOT_PERIODIC and not dist.has_types and not dist.smooth:
-        entry = np.empty(cols, np.int32)
-        weight = np.empty(cols, s.dtype)
-        for r in range(rows):
-            i = i0 + r
-            _open_row_entries(entry, weight, xq[0, i], xq[1, i], xq[2, i], yk[0, j0:j0 + cols],
-                              yk[1, j0:j0 + cols], yk[2, j0:j0 + cols], dist.inv_step,
-                              dist.last, dist.one, dist.cutoff)
-            _add_interpolated(s[r], entry, weight, tab[0])
-        return
+    entry = np.empty(cols, np.int32)
+    weight = np.empty(cols, s.dtype)
     for r in range(rows):
-        i = i0 + r
-        row = s[r]
-        p0 = dist.types_q[b, i] * dist.n_types if dist.has_types else 0
-        for c in range(cols):
-            j = j0 + c
-            rx, ry, rz = _displacement(xq, yk, i, j, b, dist)
-            d = np.sqrt(rx * rx + ry * ry + rz * rz)
-            if not d <= dist.cutoff:
-                row[c] = NEG_INF
-                continue
-            p = p0 + dist.types_k[b, j] if dist.has_types else 0
-            k, w = _entry(_table_coordinate(d, dist.inv_step, dist.last), dist.last, dist.one)
-            value = tab[p, k] + w * (tab[p, k + 1] - tab[p, k])
-            if dist.smooth:
-                value += _log_envelope(d, dist.smooth_a, dist.two)
-            row[c] += value
+        _open_row_entries(entry, weight, x_rows[0, r], x_rows[1, r], x_rows[2, r], y_cols[0],
+                          y_cols[1], y_cols[2], inv_step, last, one, cutoff)
+        _add_interpolated(s[r], entry, weight, tab)
+
+
+@njit(cache=True)
+def add_open_distance_in_registers(s, x_rows, y_cols, tab, inv_step, last, one, cutoff):
+    """add_open_distance_loops for float32 on AVX-512: rows by distance_row_add while the table
+    fits in registers. s's rows, y_cols' rows and tab need unit stride."""
+    rows, cols = s.shape
+    if tab.shape[0] > TABLE_ENTRIES:
+        add_open_distance_loops(s, x_rows, y_cols, tab, inv_step, last, one, cutoff)
+        return
+    scratch = np.empty(cols + PACK_SLACK, s.dtype)
+    for r in range(rows):
+        distance_row_add(s[r].ctypes.data, y_cols[0].ctypes.data, y_cols[1].ctypes.data,
+                         y_cols[2].ctypes.data, tab.ctypes.data, scratch.ctypes.data, cols,
+                         tab.shape[0], x_rows[0, r], x_rows[1, r], x_rows[2, r], inv_step, last,
+                         cutoff)
+
+
+def _add_open_distance(s, x_rows, y_cols, tab, inv_step, last, one, cutoff):
+    """add_open_distance_in_registers or add_open_distance_loops, by dtype and CPU."""
+    raise NotImplementedError("callable from @njit code only")
+
+
+@overload(_add_open_distance, jit_options={"cache": True})
+def _add_open_distance_impl(s, x_rows, y_cols, tab, inv_step, last, one, cutoff):
+    if _use_registers(s):
+        return lambda s, x_rows, y_cols, tab, inv_step, last, one, cutoff: \
+            add_open_distance_in_registers(s, x_rows, y_cols, tab, inv_step, last, one, cutoff)
+    return lambda s, x_rows, y_cols, tab, inv_step, last, one, cutoff: \
+        add_open_distance_loops(s, x_rows, y_cols, tab, inv_step, last, one, cutoff)
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _row_axis_grads(dy_axis, coef, xi, y_axis, zero):
     """One axis of a row's position gradients: returns sum_c coef[c] r_c and subtracts
-    coef[c] r_c from dy_axis[c], r_c = xi - y_axis[c] (one store per loop, so LLVM
-    vectorises it)."""
+    coef[c] r_c from dy_axis[c], r_c = xi - y_axis[c], skipping coef[c] = 0 (one store per
+    loop, so LLVM vectorises it)."""
     total = zero
     for c in range(coef.shape[0]):
-        term = coef[c] * (xi - y_axis[c])
+        # coef = 0 for hidden keys, whose NaN position must not reach the sum
+        term = coef[c] * (xi - y_axis[c]) if coef[c] != zero else zero
         total += term
         dy_axis[c] -= term
     return total
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _open_row_position_grads(dx, dy, i, coef, xi, yi, zi, yx, yy, yz, j0, zero):
-    """dx[:, i] += sum_c coef[c] r_c and dy[:, j0 + c] -= coef[c] r_c, r_c = x_i - y_(j0+c):
-    the position gradients of one row."""
-    cols = coef.shape[0]
-    dx[0, i] += _row_axis_grads(dy[0, j0:j0 + cols], coef, xi, yx, zero)
-    dx[1, i] += _row_axis_grads(dy[1, j0:j0 + cols], coef, yi, yy, zero)
-    dx[2, i] += _row_axis_grads(dy[2, j0:j0 + cols], coef, zi, yz, zero)
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
@@ -213,6 +240,119 @@ def _open_row_table_grads(dtab, coef, g_row, entry, weight, tab, near, n_near, x
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def open_distance_grads_loops(ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab,
+                              dx_rows, dy_cols):
+    """From dS (rows, cols): dtab (LANES, C) += dS df/d table (copies as in the module
+    docstring), dx_rows (3, rows) += dS df/dx_i, dy_cols (3, cols) += dS df/dy_j (Numba loops).
+    Hidden pairs have dS = 0 exactly."""
+    rows, cols = ds.shape
+    entry = np.empty(cols, np.int32)
+    weight = np.empty(cols, ds.dtype)
+    coef = np.empty(cols, ds.dtype)
+    near = np.empty(cols, np.int32)
+    yx, yy, yz = y_cols[0], y_cols[1], y_cols[2]
+    for r in range(rows):
+        xi, yi, zi = x_rows[0, r], x_rows[1, r], x_rows[2, r]
+        _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, inv_step, last, one, cutoff)
+        n_near = _open_row_near_keys(near, coef, entry, weight, one, zero)
+        _open_row_table_grads(dtab, coef, ds[r], entry, weight, tab, near, n_near, xi, yi, zi,
+                              yx, yy, yz, inv_step, one, zero)
+        dx_rows[0, r] += _row_axis_grads(dy_cols[0], coef, xi, yx, zero)
+        dx_rows[1, r] += _row_axis_grads(dy_cols[1], coef, yi, yy, zero)
+        dx_rows[2, r] += _row_axis_grads(dy_cols[2], coef, zi, yz, zero)
+
+
+@njit(cache=True)
+def open_distance_grads_in_registers(ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff,
+                                     dtab, dx_rows, dy_cols):
+    """open_distance_grads_loops for float32 on AVX-512 while the table fits in registers:
+    distance_row_grads does all but the near keys' scatter-adds into the table gradient."""
+    rows, cols = ds.shape
+    C = tab.shape[0]
+    if C > TABLE_ENTRIES:
+        open_distance_grads_loops(ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff,
+                                  dtab, dx_rows, dy_cols)
+        return
+    scratch = np.empty((2, cols + PACK_SLACK), ds.dtype)
+    near_entry = np.empty(cols + PACK_SLACK, np.int32)
+    near_low = np.empty(cols + PACK_SLACK, ds.dtype)
+    near_high = np.empty(cols + PACK_SLACK, ds.dtype)
+    sums = np.empty(4, ds.dtype)
+    for r in range(rows):
+        n_near = distance_row_grads(
+            ds[r].ctypes.data, y_cols[0].ctypes.data, y_cols[1].ctypes.data,
+            y_cols[2].ctypes.data, dy_cols[0].ctypes.data, dy_cols[1].ctypes.data,
+            dy_cols[2].ctypes.data, tab.ctypes.data, scratch[0].ctypes.data,
+            scratch[1].ctypes.data, near_entry.ctypes.data, near_low.ctypes.data,
+            near_high.ctypes.data, sums.ctypes.data, cols, C, x_rows[0, r], x_rows[1, r],
+            x_rows[2, r], inv_step, last, cutoff)
+        dx_rows[0, r] += sums[0]
+        dx_rows[1, r] += sums[1]
+        dx_rows[2, r] += sums[2]
+        dtab[0, C - 1] += sums[3]
+        for t in range(n_near):
+            lane = t & LANE_MASK
+            k = near_entry[t]
+            dtab[lane, k] += near_low[t]
+            dtab[lane, k + 1] += near_high[t]
+
+
+def _open_distance_grads(ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab,
+                         dx_rows, dy_cols):
+    """open_distance_grads_in_registers or open_distance_grads_loops, by dtype and CPU."""
+    raise NotImplementedError("callable from @njit code only")
+
+
+@overload(_open_distance_grads, jit_options={"cache": True})
+def _open_distance_grads_impl(ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab,
+                              dx_rows, dy_cols):
+    if _use_registers(ds):
+        return lambda ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab, \
+            dx_rows, dy_cols: open_distance_grads_in_registers(
+                ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab, dx_rows,
+                dy_cols)
+    return lambda ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab, dx_rows, \
+        dy_cols: open_distance_grads_loops(ds, x_rows, y_cols, tab, inv_step, last, one, zero,
+                                           cutoff, dtab, dx_rows, dy_cols)
+
+
+@njit(inline="always")
+def _open_case(dist):
+    return dist.periodic == sbm.NOT_PERIODIC and not dist.has_types and not dist.smooth
+
+
+# --- Distance biases, any case.
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def add_distance_bias(s, b, h, i0, j0, dist):
+    """s[r, c] += f_h(d(i0 + r, j0 + c)); -inf beyond the cutoff or for NaN positions."""
+    rows, cols = s.shape
+    xq, yk = dist.x[b], dist.y[b]
+    tab = dist.table[h]
+    if _open_case(dist):
+        _add_open_distance(s, xq[:, i0:i0 + rows], yk[:, j0:j0 + cols], tab[0], dist.inv_step,
+                           dist.last, dist.one, dist.cutoff)
+        return
+    for r in range(rows):
+        i = i0 + r
+        row = s[r]
+        p0 = dist.types_q[b, i] * dist.n_types if dist.has_types else 0
+        for c in range(cols):
+            j = j0 + c
+            rx, ry, rz = _displacement(xq, yk, i, j, b, dist)
+            d = np.sqrt(rx * rx + ry * ry + rz * rz)
+            if not d <= dist.cutoff:
+                row[c] = NEG_INF
+                continue
+            p = p0 + dist.types_k[b, j] if dist.has_types else 0
+            k, w = _entry(_table_coordinate(d, dist.inv_step, dist.last), dist.last, dist.one)
+            value = tab[p, k] + w * (tab[p, k + 1] - tab[p, k])
+            if dist.smooth:
+                value += _log_envelope(d, dist.smooth_a, dist.two)
+            row[c] += value
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
     """From dS = dL/dscore of a tile: dtab (LANES, P, C) += dS d f/d table (key c into copy
     c % LANES), dx (3, N) += dS df/dx_i, dy (3, M) += dS df/dy_j. Hidden pairs have dS = 0
@@ -220,21 +360,10 @@ def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
     rows, cols = ds.shape
     xq, yk = dist.x[b], dist.y[b]
     tab = dist.table[h]
-    if dist.periodic == sbm.NOT_PERIODIC and not dist.has_types and not dist.smooth:
-        entry = np.empty(cols, np.int32)
-        weight = np.empty(cols, ds.dtype)
-        coef = np.empty(cols, ds.dtype)
-        near = np.empty(cols, np.int32)
-        yx, yy, yz = yk[0, j0:j0 + cols], yk[1, j0:j0 + cols], yk[2, j0:j0 + cols]
-        for r in range(rows):
-            i = i0 + r
-            xi, yi, zi = xq[0, i], xq[1, i], xq[2, i]
-            _open_row_entries(entry, weight, xi, yi, zi, yx, yy, yz, dist.inv_step, dist.last,
-                              dist.one, dist.cutoff)
-            n_near = _open_row_near_keys(near, coef, entry, weight, dist.one, dist.zero)
-            _open_row_table_grads(dtab[:, 0], coef, ds[r], entry, weight, tab[0], near, n_near,
-                                  xi, yi, zi, yx, yy, yz, dist.inv_step, dist.one, dist.zero)
-            _open_row_position_grads(dx, dy, i, coef, xi, yi, zi, yx, yy, yz, j0, dist.zero)
+    if _open_case(dist):
+        _open_distance_grads(ds, xq[:, i0:i0 + rows], yk[:, j0:j0 + cols], tab[0], dist.inv_step,
+                             dist.last, dist.one, dist.zero, dist.cutoff, dtab[:, 0],
+                             dx[:, i0:i0 + rows], dy[:, j0:j0 + cols])
         return
     for r in range(rows):
         i = i0 + r
@@ -272,10 +401,145 @@ def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
         dx[2, i] += gz
 
 
+# --- Pair codes from an array: codes (rows, cols) is the tile's block of codes, tab (C,) the
+# head's table.
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def add_codes_loops(s, codes, tab):
+    """s[r, c] += tab[codes[r, c]], -inf where the code is negative (Numba loops)."""
+    for r in range(s.shape[0]):
+        row, code_row = s[r], codes[r]
+        for c in range(s.shape[1]):
+            code = code_row[c]
+            row[c] = row[c] + tab[max(code, 0)] if code >= 0 else NEG_INF
+
+
+@njit(cache=True)
+def add_codes_in_registers(s, codes, tab):
+    """add_codes_loops for float32 on AVX-512: rows by code_row_add while the table fits in
+    registers. s's and codes' rows and tab need unit stride."""
+    if tab.shape[0] > TABLE_ENTRIES:
+        add_codes_loops(s, codes, tab)
+        return
+    for r in range(s.shape[0]):
+        # the row CODE_ROWS_AHEAD below (in the next strip at the end: the kernels walk
+        # down a block of keys)
+        ahead = codes[r].ctypes.data + CODE_ROWS_AHEAD * codes.strides[0]
+        code_row_add(s[r].ctypes.data, codes[r], tab.ctypes.data, ahead, s.shape[1],
+                     tab.shape[0])
+
+
+def _add_codes(s, codes, tab):
+    """add_codes_in_registers or add_codes_loops, by dtype and CPU."""
+    raise NotImplementedError("callable from @njit code only")
+
+
+@overload(_add_codes, jit_options={"cache": True})
+def _add_codes_impl(s, codes, tab):
+    if _use_registers(s):
+        return lambda s, codes, tab: add_codes_in_registers(s, codes, tab)
+    return lambda s, codes, tab: add_codes_loops(s, codes, tab)
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def code_grads_loops(ds, codes, dtab):
+    """dtab (LANES, C) += dS summed per code, key c into copy c % LANES (forward: score +=
+    tab[code]; negative codes hide the key and add nowhere). Numba loops."""
+    for r in range(ds.shape[0]):
+        code_row = codes[r]
+        for c in range(ds.shape[1]):
+            if code_row[c] >= 0:
+                dtab[c & LANE_MASK, code_row[c]] += ds[r, c]
+
+
+@njit(cache=True)
+def code_grads_in_registers(ds, codes, dtab):
+    """code_grads_loops for float32 on AVX-512 with at most SUMMED_CODES codes: per-code sums in
+    registers (code_sums_8, code_sums_16), added into dtab[0] once per tile."""
+    C = dtab.shape[1]
+    if C > SUMMED_CODES:
+        code_grads_loops(ds, codes, dtab)
+        return
+    sums = np.zeros((SUMMED_CODES, VECTOR_LANES), ds.dtype)
+    for r in range(ds.shape[0]):
+        if C <= FEW_CODES:
+            code_sums_8(ds[r].ctypes.data, codes[r], sums.ctypes.data, ds.shape[1])
+        else:
+            code_sums_16(ds[r].ctypes.data, codes[r], sums.ctypes.data, ds.shape[1])
+    for e in range(C):
+        dtab[0, e] += sums[e].sum()
+
+
+def _code_grads(ds, codes, dtab):
+    """code_grads_in_registers or code_grads_loops, by dtype and CPU."""
+    raise NotImplementedError("callable from @njit code only")
+
+
+@overload(_code_grads, jit_options={"cache": True})
+def _code_grads_impl(ds, codes, dtab):
+    if _use_registers(ds):
+        return lambda ds, codes, dtab: code_grads_in_registers(ds, codes, dtab)
+    return lambda ds, codes, dtab: code_grads_loops(ds, codes, dtab)
+
+
+# --- Relative offsets: code = clip(p_j - p_i, -R, R) + R.
+
 @njit(inline="always")
 def _relative_code(query_position, key_position, max_offset):
     offset = key_position - query_position
     return min(max(offset, -max_offset), max_offset) + max_offset
+
+
+@njit(inline="always")
+def _relative_run(query_position, first_key, max_offset, cols):
+    """(base, lo, hi) for keys at consecutive positions first_key + c: column c has code
+    clip(base + c, 0, 2R), which is base + c for lo <= c < hi, 0 before lo and 2R from hi."""
+    base = first_key - query_position + max_offset
+    lo = min(max(-base, 0), cols)
+    hi = min(max(2 * max_offset + 1 - base, lo), cols)
+    return base, lo, hi
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _add_relative_runs(s, query_positions, first_key, tab, max_offset):
+    """s[r, c] += tab[clip(first_key + c - query_positions[r], -R, R) + R]: per row two
+    constants and one contiguous run of the table, no lookups. (Each loop indexes a view from
+    0, so LLVM knows no index is negative and vectorises it.)"""
+    rows, cols = s.shape
+    first, final = tab[0], tab[2 * max_offset]
+    for r in range(rows):
+        base, lo, hi = _relative_run(query_positions[r], first_key, max_offset, cols)
+        head, middle, tail = s[r, :lo], s[r, lo:hi], s[r, hi:]
+        run = tab[base + lo:base + hi]
+        for c in range(head.shape[0]):
+            head[c] += first
+        for c in range(middle.shape[0]):
+            middle[c] += run[c]
+        for c in range(tail.shape[0]):
+            tail[c] += final
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _relative_runs_grads(ds, query_positions, first_key, max_offset, dtab):
+    """dtab (LANES, C) += dS summed per code for consecutive keys: per row the clamped ends
+    as two sums and the run as a contiguous add, row r into copy r % LANES (the runs of
+    neighbouring rows overlap, shifted by one entry)."""
+    rows, cols = ds.shape
+    for r in range(rows):
+        base, lo, hi = _relative_run(query_positions[r], first_key, max_offset, cols)
+        head, middle, tail = ds[r, :lo], ds[r, lo:hi], ds[r, hi:]
+        out = dtab[r & LANE_MASK]
+        run = out[base + lo:base + hi]
+        low_sum = ds.dtype.type(0)
+        for c in range(head.shape[0]):
+            low_sum += head[c]
+        high_sum = ds.dtype.type(0)
+        for c in range(tail.shape[0]):
+            high_sum += tail[c]
+        out[0] += low_sum
+        out[2 * max_offset] += high_sum
+        for c in range(middle.shape[0]):
+            run[c] += middle[c]
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
@@ -283,38 +547,38 @@ def add_pair_bias(s, b, h, i0, j0, pair):
     """s[r, c] += table[h, code]; a negative code hides the key (-inf)."""
     rows, cols = s.shape
     tab = pair.table[h]
+    if pair.mode == sbm.CODE_ARRAY:
+        codes = pair.codes[b if pair.codes.shape[0] > 1 else 0]
+        _add_codes(s, codes[i0:i0 + rows, j0:j0 + cols], tab)
+        return
+    bp = b if pair.query_positions.shape[0] > 1 else 0
+    query_positions = pair.query_positions[bp, i0:i0 + rows]
+    keys = pair.key_positions[bp, j0:j0 + cols]
+    if pair.consecutive_keys:
+        _add_relative_runs(s, query_positions, keys[0], tab, pair.max_offset)
+        return
     for r in range(rows):
-        i = i0 + r
         row = s[r]
-        if pair.mode == sbm.CODE_ARRAY:
-            codes = pair.codes[b if pair.codes.shape[0] > 1 else 0, i, j0:j0 + cols]
-            for c in range(cols):
-                code = codes[c]
-                row[c] = row[c] + tab[max(code, 0)] if code >= 0 else NEG_INF
-        else:
-            bp = b if pair.query_positions.shape[0] > 1 else 0
-            query_position = pair.query_positions[bp, i]
-            keys = pair.key_positions[bp, j0:j0 + cols]
-            for c in range(cols):
-                row[c] += tab[_relative_code(query_position, keys[c], pair.max_offset)]
+        for c in range(cols):
+            row[c] += tab[_relative_code(query_positions[r], keys[c], pair.max_offset)]
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def pair_bias_grads(ds, b, i0, j0, pair, dtab):
-    """dtab (LANES, C) += dS summed per code, key c into copy c % LANES (forward: score +=
+    """dtab (LANES, C) += dS summed per code, spread over the LANES copies (forward: score +=
     table[h, code])."""
     rows, cols = ds.shape
+    if pair.mode == sbm.CODE_ARRAY:
+        codes = pair.codes[b if pair.codes.shape[0] > 1 else 0]
+        _code_grads(ds, codes[i0:i0 + rows, j0:j0 + cols], dtab)
+        return
+    bp = b if pair.query_positions.shape[0] > 1 else 0
+    query_positions = pair.query_positions[bp, i0:i0 + rows]
+    keys = pair.key_positions[bp, j0:j0 + cols]
+    if pair.consecutive_keys:
+        _relative_runs_grads(ds, query_positions, keys[0], pair.max_offset, dtab)
+        return
     for r in range(rows):
-        i = i0 + r
-        if pair.mode == sbm.CODE_ARRAY:
-            codes = pair.codes[b if pair.codes.shape[0] > 1 else 0, i, j0:j0 + cols]
-            for c in range(cols):
-                if codes[c] >= 0:
-                    dtab[c & LANE_MASK, codes[c]] += ds[r, c]
-        else:
-            bp = b if pair.query_positions.shape[0] > 1 else 0
-            query_position = pair.query_positions[bp, i]
-            keys = pair.key_positions[bp, j0:j0 + cols]
-            for c in range(cols):
-                code = _relative_code(query_position, keys[c], pair.max_offset)
-                dtab[c & LANE_MASK, code] += ds[r, c]
+        for c in range(cols):
+            code = _relative_code(query_positions[r], keys[c], pair.max_offset)
+            dtab[c & LANE_MASK, code] += ds[r, c]

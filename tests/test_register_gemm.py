@@ -4,7 +4,7 @@ import pytest
 from numba import njit
 
 from seqattn.kernels.cpu.llvm_vectors import LANES
-from seqattn.kernels.cpu.register_gemm import (blas_product, register_gemm,
+from seqattn.kernels.cpu.register_gemm import (WIDE, blas_product, register_gemm,
                                                register_gemm_lane_max,
                                                tile_products_in_registers, transpose)
 
@@ -105,6 +105,25 @@ def test_lane_maxima_are_those_of_the_product(M, N, K, transposed, dtype):
         want_lanes[:, j % LANES] = np.maximum(want_lanes[:, j % LANES], c[:, j])
     np.testing.assert_array_equal(lane_max[:M], want_lanes)
     assert np.all(lane_max[M:] == 1e30), "rows past the product's must not be written"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("M, N, K", [(25, 70, 9), (12, 32, 64), (7, 5, 3), (13, 96, 16)])
+def test_lane_maxima_with_b_in_panels(M, N, K, dtype):
+    """b given as panels (P, K, WIDE), column j in panel j // WIDE (the attention's k^T)."""
+    rng = np.random.default_rng(M + N + K)
+    a = rng.standard_normal((M, K)).astype(dtype)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    panels_count = -(-N // WIDE)
+    padded = np.full((K, panels_count * WIDE), np.nan, dtype)  # past N: never read
+    padded[:, :N] = b
+    panels = np.ascontiguousarray(padded.reshape(K, panels_count, WIDE).transpose(1, 0, 2))
+    c = np.empty((M, N), dtype)
+    lane_max = np.full((M, LANES), -np.inf, dtype)
+    _product_lane_max(c, a, panels, 2.0, lane_max)
+    want = 2.0 * a.astype(np.float64) @ b
+    assert np.all(np.abs(c - want) <= 8 * np.finfo(dtype).eps * (1 + 2 * np.abs(a) @ np.abs(b)))
+    np.testing.assert_array_equal(lane_max.max(axis=1), c.max(axis=1))
 
 
 def test_only_avx512_cpus_take_the_register_kernel():

@@ -12,9 +12,8 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
   exp(m_old - m_new)). Only the log-sum-exp per row is stored: memory is O(N + M) per batch and
   head. A strip computes only the keys its rows may see (causal: none past its diagonal).
 * the tile products (register_gemm.py) read k^T and v^T as rows: the launchers transpose k and v
-  once per call, :func:`_key_panels` (as much memory as k and v themselves): in whole key
-  blocks (D, block_k) for the forward's strips, in contiguous panels of 32 keys for the
-  backward's whole tiles.
+  once per call into contiguous panels of 32 keys, :func:`_key_panels` (as much memory as k and
+  v themselves).
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
   in registers of the task; scores are recomputed from the lse; dQ is added into a partial buffer
   owned by the chunk, so no two threads write the same memory (deterministic, no atomics). A
@@ -181,11 +180,12 @@ def _key_panels(x, block_k, width=None):
     ``width`` keys (default :func:`_panel_width`), each transposed, so that the tile products
     read k^T (and v^T) as rows, register_gemm's layout. As much memory as x itself.
 
-    Panels of 32 keys: the 256 x 512 x 64 score products of the backward ran at 150 GFLOP/s
-    against 140 from (D, 512) block rows (1 thread, Intel Xeon, best of 21 alternating
-    rounds; in block rows 2 KiB apart, a column block's 64 rows fall into a few L1 sets). The
-    forward's strips of 24 rows went the other way (161 against 143: a product call per panel
-    costs more than it saves there), so the forward takes whole key blocks (width = block_k)."""
+    Panels of 32 keys (the register kernel's block width), each contiguous: read from (D, 512)
+    block rows, a column block's 64 rows lie 2 KiB apart, in a few L1 sets. The backward's
+    256 x 512 x 64 score products ran at 150 GFLOP/s against 140, and the forward 2-9 % faster
+    at N 1024-4096, D 64 and 128, where a strip's panels go to one product call (a call per
+    panel lost: 143 against 161 GFLOP/s on 24-row strips). 1 thread, Intel Xeon, best of
+    alternating rounds."""
     B, Hkv, M, D = x.shape
     width = width or _panel_width(x.dtype, block_k)
     panels = np.empty((B, Hkv, -(-M // block_k), block_k // width, D, width), x.dtype)
@@ -246,7 +246,7 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
     M = v.shape[2]
     off = M - N
     hk = h // (q.shape[1] // v.shape[1])
-    block_k = _block_keys(kt)
+    block_k, width = _block_keys(kt), kt.shape[5]
     rows = i1 - i0
     dtype = q.dtype
     left, right = mods[4], mods[5]
@@ -268,7 +268,11 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
                 continue
             s = s_buf[:(r1 - r0) * (j1 - j0)].reshape((r1 - r0, j1 - j0))
             lane_max[:] = NEG_INF
-            _panel_product(s, q_rows[r0:r1], kt, b, hk, j0, scale, lane_max)
+            if width == WIDE and j0 % WIDE == 0:  # the strip's panels in one product call
+                register_gemm_lane_max(s, q_rows[r0:r1], kt[b, hk, kb, j0 % block_k // WIDE:],
+                                       scale, lane_max)
+            else:
+                _panel_product(s, q_rows[r0:r1], kt, b, hk, j0, scale, lane_max)
             # the product's maxima hold unless a score modification changed the scores
             modified = _modify_scores(s, b, h, i0 + r0, j0, off, mods)
             for r in range(r1 - r0):
@@ -509,7 +513,7 @@ def attention_forward(out, lse, call, block_q=None, block_k=None):
     threads = _forward_tasks.threads(_score_work(call))
     block_q = block_q or _query_block(call, threads)
     block_k = block_k or BLOCK_K
-    kt = _key_panels(call.k, block_k, width=block_k)
+    kt = _key_panels(call.k, block_k)
     with single_threaded_blas():
         _forward_tasks.run(threads, out, lse, call.q, kt, call.v, _scale(call), block_q,
                            STRIP_ROWS, _mods(call))

@@ -207,10 +207,12 @@ def _lanes_at(lane_max, row):
 
 
 @njit(cache=True)
-def _product_f32(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha, accumulate,
-                 lane_max):
-    """Addresses and strides (elements) of c (rows, n), a (rows, depth), b (depth, n); lane_max
-    the address of (rows, LANES) floats that the product's lane maxima grow into, or 0."""
+def _product_f32(c, c_row, a, a_row, a_step, b, b_row, b_block, rows, n, depth, alpha,
+                 accumulate, lane_max):
+    """Addresses and strides (elements) of c (rows, n), a (rows, depth), b (depth, n): b's
+    column block j (WIDE columns) starts j * b_block elements after b (WIDE for a row-major b,
+    depth * WIDE for panels); lane_max the address of (rows, LANES) floats that the product's
+    lane maxima grow into, or 0."""
     full = n - n % WIDE
     # Row blocks outside, column blocks inside, so a row block of a is reused from L1 for
     # every column block (the other order streamed a again for each: 40 % slower, measured).
@@ -218,19 +220,24 @@ def _product_f32(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha, ac
         block_rows = min(ROWS, rows - i0)
         for j0 in range(0, full, WIDE):
             _columns_product(c + (i0 * c_row + j0) * _BYTES, c_row, a + i0 * a_row * _BYTES,
-                             a_row, a_step, b + j0 * _BYTES, b_row, block_rows, WIDE, depth,
-                             alpha, accumulate, _lanes_at(lane_max, i0))
+                             a_row, a_step, b + j0 // WIDE * b_block * _BYTES, b_row,
+                             block_rows, WIDE, depth, alpha, accumulate, _lanes_at(lane_max, i0))
     if n > full:
-        _columns_product(c + full * _BYTES, c_row, a, a_row, a_step, b + full * _BYTES, b_row,
-                         rows, n - full, depth, alpha, accumulate, lane_max)
+        _columns_product(c + full * _BYTES, c_row, a, a_row, a_step,
+                         b + full // WIDE * b_block * _BYTES, b_row, rows, n - full, depth,
+                         alpha, accumulate, lane_max)
 
 
 @njit(inline="always")
 def _register_gemm_f32(c, a, b, alpha, accumulate, lane_max_address):
     rows, n = c.shape
+    if b.ndim == 3:  # panels (n_panels, depth, WIDE)
+        b_row, b_block = b.strides[1] // _BYTES, b.strides[0] // _BYTES
+    else:
+        b_row, b_block = b.strides[0] // _BYTES, WIDE
     _product_f32(c.ctypes.data, c.strides[0] // _BYTES, a.ctypes.data, a.strides[0] // _BYTES,
-                 a.strides[1] // _BYTES, b.ctypes.data, b.strides[0] // _BYTES, rows, n,
-                 a.shape[1], np.float32(alpha), accumulate, lane_max_address)
+                 a.strides[1] // _BYTES, b.ctypes.data, b_row, b_block, rows, n, a.shape[1],
+                 np.float32(alpha), accumulate, lane_max_address)
 
 
 def tile_products_in_registers(cpu_features):
@@ -286,6 +293,9 @@ def register_gemm_lane_max(c, a, b, alpha, lane_max):
     """c (M, N) = alpha * a (M, K) @ b (K, N) as :func:`register_gemm` does (not accumulating),
     and lane_max (at least M rows of LANES), C-contiguous, of c's dtype, grows to the maxima of
     c's rows: lane_max[r, l] = max(lane_max[r, l], c[r, j] for the columns j = l mod LANES).
+    b may also be panels (P, K, W) with unit stride along W, column j of b being
+    b[j // W, :, j % W], N <= P * W; W = WIDE for the register kernel (each panel contiguous:
+    no L1 set conflicts between b's rows).
     The row maxima a softmax needs, taken while the float32 kernel has the values in registers
     (cheaper than reading the row again); callable from @njit code only."""
     raise NotImplementedError("register_gemm_lane_max is only callable from @njit code")
@@ -296,6 +306,16 @@ def _register_gemm_lane_max_impl(c, a, b, alpha, lane_max):
     if c.dtype == types.float32 and IN_REGISTERS:
         return lambda c, a, b, alpha, lane_max: _register_gemm_f32(c, a, b, alpha, False,
                                                                    lane_max.ctypes.data)
+
+    if b.ndim == 3:
+        def panels_through_blas(c, a, b, alpha, lane_max):
+            for p in range(b.shape[0]):
+                j0 = p * b.shape[2]
+                n = min(b.shape[2], c.shape[1] - j0)
+                if n > 0:
+                    blas_product(c[:, j0:j0 + n], a, b[p, :, :n], alpha, False)
+            _lane_max_loop(lane_max, c)
+        return panels_through_blas
 
     def through_blas(c, a, b, alpha, lane_max):
         blas_product(c, a, b, alpha, False)

@@ -9,6 +9,7 @@ machine falls on all of them alike.
 
     python benchmarks/attention.py                   # the issue's table (several minutes)
     python benchmarks/attention.py --quick           # one small size, a smoke run
+    python benchmarks/attention.py --threads 1 --clock cpu   # CPU seconds, for a shared machine
     python benchmarks/attention.py --long            # N=32768, H=1: forward+backward memory
     python benchmarks/attention.py --structured      # distance and pair-code biases vs plain
     python benchmarks/attention.py --structured --threads 1 --cpu-time   # the same, CPU time
@@ -25,6 +26,9 @@ import time
 import numpy as np
 
 import seqattn
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def attention_flops(B, H, N, M, D, causal, backward=False):
@@ -69,13 +73,13 @@ class PeakMemory:
         self.peak = max(self.peak, self._read() - self.base)
 
 
-def timed(fn, sync):
-    """Seconds for one call of fn, the device drained before and after."""
+def timed(fn, sync, clock=time.perf_counter):
+    """Seconds of ``clock`` for one call of fn, the device drained before and after."""
     sync()
-    start = time.perf_counter()
+    start = clock()
     fn()
     sync()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def interleaved_medians(timers, repeats):
@@ -101,8 +105,8 @@ def naive_numpy_forward(q, k, v, causal):
 
 
 class SeqattnRunner:
-    def __init__(self, device, q, k, v, causal):
-        self.device, self.causal = device, causal
+    def __init__(self, device, q, k, v, causal, clock=time.perf_counter):
+        self.device, self.causal, self.clock = device, causal, clock
         if device == "cuda":
             from numba import cuda
 
@@ -122,17 +126,17 @@ class SeqattnRunner:
                                    causal=self.causal)
 
     def forward_time(self):
-        return timed(self.forward, self.sync)
+        return timed(self.forward, self.sync, self.clock)
 
     def backward_time(self):
-        return timed(self.backward, self.sync)
+        return timed(self.backward, self.sync, self.clock)
 
 
 class TorchRunner:
-    def __init__(self, device, q, k, v, causal):
+    def __init__(self, device, q, k, v, causal, clock=time.perf_counter):
         import torch
 
-        self.torch, self.causal = torch, causal
+        self.torch, self.causal, self.clock = torch, causal, clock
         dev = "cuda" if device == "cuda" else "cpu"
         self.sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
         self.q, self.k, self.v = (torch.tensor(a, device=dev, requires_grad=True)
@@ -145,11 +149,11 @@ class TorchRunner:
 
     def forward_time(self):
         with self.torch.no_grad():
-            return timed(self._sdpa, self.sync)
+            return timed(self._sdpa, self.sync, self.clock)
 
     def backward_time(self):
         out = self._sdpa()  # the forward that records the graph is not timed
-        return timed(lambda: out.backward(self.dout), self.sync)
+        return timed(lambda: out.backward(self.dout), self.sync, self.clock)
 
 
 def torch_available():
@@ -170,20 +174,20 @@ def peak_memory(device, fn, sync):
     return mem.peak
 
 
-def run_case(device, B, H, N, D, causal, repeats, with_naive):
+def run_case(device, B, H, N, D, causal, repeats, with_naive, clock=time.perf_counter):
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((B, H, N, D)).astype(np.float32) for _ in range(3))
     row = {"N": N, "D": D, "causal": causal}
-    ours = SeqattnRunner(device, q, k, v, causal)
+    ours = SeqattnRunner(device, q, k, v, causal, clock)
     row["fwd_mem"] = peak_memory(device, ours.forward, ours.sync)
     row["bwd_mem"] = peak_memory(device, ours.backward, ours.sync)
     timers = {"fwd_s": ours.forward_time, "bwd_s": ours.backward_time}
     if torch_available():
-        theirs = TorchRunner(device, q, k, v, causal)
+        theirs = TorchRunner(device, q, k, v, causal, clock)
         timers.update(torch_fwd_s=theirs.forward_time, torch_bwd_s=theirs.backward_time)
     if with_naive and device == "cpu":
         timers["naive_fwd_s"] = lambda: timed(lambda: naive_numpy_forward(q, k, v, causal),
-                                              ours.sync)
+                                              ours.sync, clock)
     row.update(interleaved_medians(timers, repeats))
     fwd = attention_flops(B, H, N, N, D, causal)
     bwd = attention_flops(B, H, N, N, D, causal, backward=True)
@@ -194,10 +198,11 @@ def run_case(device, B, H, N, D, causal, repeats, with_naive):
     return row
 
 
-def print_header(device, threads):
+def print_header(device, threads, clock_name):
     import numba
 
     print(f"# seqattn attention benchmark, device={device}, threads={threads}, "
+          f"clock={clock_name}, 1-min load {os.getloadavg()[0]:.1f}, "
           f"numba {numba.__version__}, numpy {np.__version__}, {platform.processor() or ''} "
           f"{platform.machine()}, {os.cpu_count()} logical CPUs")
     print("| N | D | causal | pass | seqattn GFLOP/s | torch GFLOP/s | naive NumPy GFLOP/s "
@@ -324,7 +329,13 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall: time.perf_counter; cpu: time.process_time, the CPU seconds "
+                             "of the process (with --threads 1, unaffected by other jobs taking "
+                             "the core between time slices)")
     parser.add_argument("--quick", action="store_true", help="one small size only")
+    parser.add_argument("--causal", choices=["both", "no", "yes"], default="both")
+    parser.add_argument("--no-naive", action="store_true", help="leave out the NumPy forward")
     parser.add_argument("--long", action="store_true", help="only the N=32768 memory check")
     parser.add_argument("--structured", action="store_true",
                         help="only the structured biases at B1 H8 N4096 D64 (CPU)")
@@ -351,13 +362,14 @@ def main(argv=None):
                           dense=not args.no_dense)
         return 0
     sizes, dims = (([512], [64]) if args.quick else (args.sizes, args.head_dims))
-    print_header(args.device, args.threads)
+    print_header(args.device, args.threads, args.clock)
     for N in sizes:
         for D in dims:
-            for causal in (False, True):
+            for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[args.causal]:
                 repeats = args.repeats if N <= 4096 else max(2, args.repeats // 3)
                 print_row(run_case(args.device, args.batch, args.heads, N, D, causal, repeats,
-                                   with_naive=N <= 4096))
+                                   with_naive=N <= 4096 and not args.no_naive,
+                                   clock=CLOCKS[args.clock]))
     return 0
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import reference
 import seqattn
 from attention_cases import (CASES, Case, check_backward, check_forward, check_weights,
                              finite_difference_check)
@@ -56,6 +57,31 @@ def test_empty_rows_give_zeros_and_zero_gradients():
     dq, dk, dv, _ = seqattn.attention_backward(np.ones_like(out), q, k, v, out, lse, **opts)
     for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
         assert np.all(g == 0), f"{name} must be zero when nothing is attended"
+
+
+@pytest.mark.parametrize("masking", ["causal", "key_padding"])
+def test_masked_keys_with_the_largest_scores_do_not_set_the_row_max(masking):
+    """The forward takes each row's max from the product while the scores are in registers;
+    where a mask hides keys, their scores must not count. Here the hidden keys score ~300
+    above the visible ones, so a max taken over them would underflow every visible exp."""
+    rng = np.random.default_rng(3)
+    B, H, N, D = 1, 2, 40, 16
+    q = np.abs(rng.standard_normal((B, H, N, D))).astype(np.float32)
+    k = rng.standard_normal((B, H, N, D)).astype(np.float32)
+    v = rng.standard_normal((B, H, N, D)).astype(np.float32)
+    if masking == "causal":
+        # each later key scores 300 more than key 0 for query 0, which sees key 0 alone
+        q0 = q[:, :, :1]
+        k[:, :, 1:] += 300.0 * np.sqrt(D) * q0 / (q0 ** 2).sum(-1, keepdims=True)
+        opts = {"causal": True}
+    else:
+        hidden = np.arange(N) % 3 == 0
+        k[:, :, hidden] = np.abs(k[:, :, hidden]) * 60.0
+        opts = {"key_padding_mask": np.broadcast_to(hidden, (B, N)).copy()}
+    out, lse = seqattn.attention(q, k, v, return_lse=True, **opts)
+    want_out, want_lse = reference.attention_forward(q, k, v, **opts)
+    np.testing.assert_allclose(out, want_out, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5)
 
 
 def test_inputs_are_not_modified():

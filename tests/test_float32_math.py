@@ -1,9 +1,12 @@
 """The float32 exp and the row primitives of the CPU softmax against NumPy."""
 import numpy as np
+import pytest
 from numba import njit
 
 from seqattn.kernels.cpu.float32_math import exp_f32
-from seqattn.kernels.cpu.softmax_rows import exp_shifted, row_max
+from seqattn.kernels.cpu.llvm_vectors import AVX512
+from seqattn.kernels.cpu.softmax_rows import (_exp_shifted_bits, _exp_shifted_scalef, exp_shifted,
+                                              row_max)
 
 F32_EPS = float(np.finfo(np.float32).eps)
 
@@ -62,3 +65,39 @@ def test_row_max_matches_numpy_with_negative_and_masked_values():
             assert _row_max(x) == x.max(), f"{dtype.__name__} n={n}"
         assert _row_max(np.full(5, -np.inf, dtype)) == -np.inf, "an all-masked row's max is -inf"
         assert _row_max(np.array([-0.0, -3.0], dtype)) == 0.0
+
+
+# The softmax's vector exp: with scalef (AVX-512 CPUs) and with the exponent bits (the others).
+# The bits path is plain IR any CPU runs; the scalef one only where the host has AVX-512.
+EXP_PATHS = {"bits": _exp_shifted_bits}
+if AVX512:
+    EXP_PATHS["scalef"] = _exp_shifted_scalef
+
+
+@pytest.mark.parametrize("path", sorted(EXP_PATHS))
+def test_softmax_exp_is_within_two_ulps_and_zero_where_exp_f32_is(path):
+    exp_row = _exp_row(EXP_PATHS[path])
+    # every float32 step over the softmax's range near 0 and a dense grid down to underflow,
+    # plus a length that leaves a masked tail
+    x = np.concatenate([np.linspace(-87.0, 0.0, 400_003, dtype=np.float32),
+                        -np.arange(1, 20001, dtype=np.float32) * F32_EPS])
+    y, total = exp_row(x, np.float32(0))
+    want = np.exp(x.astype(np.float64))
+    rel = np.abs(y - want) / want
+    assert rel.max() <= 2 * F32_EPS, f"max relative error {rel.max() / F32_EPS:.2f} ulps"
+    np.testing.assert_allclose(total, want.sum(), rtol=1e-5)
+    assert exp_row(np.zeros(3, np.float32), np.float32(0))[0].tolist() == [1, 1, 1], "exp(0) = 1"
+    # zero exactly where exp_f32 gives zero: masked (-inf) scores and underflow
+    low = np.array([-np.inf, -1e30, -88.1, -200.0, -87.7, -87.3], np.float32)
+    got, low_total = exp_row(low, np.float32(0))
+    np.testing.assert_array_equal(got == 0, _exp_all(low) == 0)
+    assert np.all(got[:5] == 0) and got[5] > 0 and low_total == got[5]
+
+
+def _exp_row(intrinsic_fn):
+    @njit
+    def exp_row(x, shift):
+        y = x.copy()
+        total = intrinsic_fn(y, shift)
+        return y, total
+    return exp_row

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from seqattn.kernels.cpu.register_gemm import (blas_product, register_gemm,
+from seqattn.kernels.cpu.llvm_vectors import LANES
+from seqattn.kernels.cpu.register_gemm import (WIDE, blas_product, register_gemm,
+                                               register_gemm_lane_max,
                                                tile_products_in_registers, transpose)
 
 
@@ -63,6 +65,65 @@ def test_register_gemm_matches_numpy(M, N, K, transposed, dtype, path):
         assert np.all(np.abs(c - want) <= tol), f"accumulate={accumulate}"
         np.testing.assert_array_equal(c_wide[:, :2], before[:, :2], "columns left of c")
         np.testing.assert_array_equal(c_wide[:, 2 + N:], before[:, 2 + N:], "columns right of c")
+
+
+@njit
+def _product_lane_max(c, a, b, alpha, lane_max):
+    register_gemm_lane_max(c, a, b, alpha, lane_max)
+
+
+@njit
+def _product_lane_max_of_transposed(c, a_t, b, alpha, lane_max):
+    register_gemm_lane_max(c, a_t.T, b, alpha, lane_max)
+
+
+# float32 takes the register kernel's epilogue (on AVX-512 CPUs), float64 BLAS and a loop
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("transposed", [False, True], ids=["a", "a.T"])
+@pytest.mark.parametrize("M, N, K", SHAPES)
+def test_lane_maxima_are_those_of_the_product(M, N, K, transposed, dtype):
+    rng = np.random.default_rng(M * 100 + N * 10 + K + 1)
+    a = rng.standard_normal((M, K)).astype(dtype)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    c_wide = np.full((M, N + 5), 9.0, dtype)
+    c = c_wide[:, 2:2 + N]
+    # maxima from an earlier product (each lane only grows), and rows past M that must stay
+    before = np.where(rng.random((M + 2, LANES)) < 0.5, -np.inf, 0.1).astype(dtype)
+    before[M:] = 1e30
+    lane_max = before.copy()
+    if transposed:
+        _product_lane_max_of_transposed(c, np.ascontiguousarray(a.T), b, -0.5, lane_max)
+    else:
+        _product_lane_max(c, a, b, -0.5, lane_max)
+    want = -0.5 * a.astype(np.float64) @ b
+    tol = 8 * np.finfo(dtype).eps * (1 + np.abs(a) @ np.abs(b))
+    assert np.all(np.abs(c - want) <= tol)
+    np.testing.assert_array_equal(c_wide[:, :2], 9.0, "columns left of c")
+    np.testing.assert_array_equal(c_wide[:, 2 + N:], 9.0, "columns right of c")
+    want_lanes = before[:M].astype(np.float64)
+    for j in range(N):
+        want_lanes[:, j % LANES] = np.maximum(want_lanes[:, j % LANES], c[:, j])
+    np.testing.assert_array_equal(lane_max[:M], want_lanes)
+    assert np.all(lane_max[M:] == 1e30), "rows past the product's must not be written"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("M, N, K", [(25, 70, 9), (12, 32, 64), (7, 5, 3), (13, 96, 16)])
+def test_lane_maxima_with_b_in_panels(M, N, K, dtype):
+    """b given as panels (P, K, WIDE), column j in panel j // WIDE (the attention's k^T)."""
+    rng = np.random.default_rng(M + N + K)
+    a = rng.standard_normal((M, K)).astype(dtype)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    panels_count = -(-N // WIDE)
+    padded = np.full((K, panels_count * WIDE), np.nan, dtype)  # past N: never read
+    padded[:, :N] = b
+    panels = np.ascontiguousarray(padded.reshape(K, panels_count, WIDE).transpose(1, 0, 2))
+    c = np.empty((M, N), dtype)
+    lane_max = np.full((M, LANES), -np.inf, dtype)
+    _product_lane_max(c, a, panels, 2.0, lane_max)
+    want = 2.0 * a.astype(np.float64) @ b
+    assert np.all(np.abs(c - want) <= 8 * np.finfo(dtype).eps * (1 + 2 * np.abs(a) @ np.abs(b)))
+    np.testing.assert_array_equal(lane_max.max(axis=1), c.max(axis=1))
 
 
 def test_only_avx512_cpus_take_the_register_kernel():

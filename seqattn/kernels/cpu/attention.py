@@ -6,16 +6,18 @@ checked by ``seqattn.ops.attention_inputs`` (see its docstring for the canonical
 
 Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * forward: parallel over (batch, head, query block). For each key block, strip by strip of query
-  rows, the scores S = (scale q) k^T come from ``register_gemm``, the score modifications are
-  applied to them, and the softmax is folded in online (running max, running sum, accumulator
-  rescaled by exp(m_old - m_new)). Only the log-sum-exp per row is stored: memory is O(N + M)
-  per batch and head.
+  rows, the scores S = (scale q) k^T come from ``register_gemm`` (with their row maxima, taken
+  while the product has them in registers), the score modifications are applied to them, and
+  the softmax is folded in online (running max, running sum, accumulator rescaled by
+  exp(m_old - m_new)). Only the log-sum-exp per row is stored: memory is O(N + M) per batch and
+  head. A strip computes only the keys its rows may see (causal: none past its diagonal).
 * the tile products (register_gemm.py) read k^T and v^T as rows: the launchers transpose k and v
-  once per call into key blocks (D, block_k), :func:`_key_blocks_transposed` (as much memory as
-  k and v themselves).
+  once per call into contiguous panels of 32 keys, :func:`_key_panels` (as much memory as k and
+  v themselves).
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
   in registers of the task; scores are recomputed from the lse; dQ is added into a partial buffer
-  owned by the chunk, so no two threads write the same memory (deterministic, no atomics).
+  owned by the chunk, so no two threads write the same memory (deterministic, no atomics). A
+  tile computes only the keys its query block may see.
 * bias gradient: a separate pass parallel over the bias's own tiles, so broadcast dims are summed
   by the one task that owns each output element.
 
@@ -32,8 +34,10 @@ from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, a
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
-from .register_gemm import register_gemm, transpose
-from .softmax_rows import exp_shifted, row_max
+from .llvm_vectors import LANES as VECTOR_LANES
+from .register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_lane_max,
+                            transpose)
+from .softmax_rows import exp_scalar, exp_shifted, row_max
 from .threads import sized_kernel
 from ..structured_bias_math import NO_PAIR
 
@@ -46,7 +50,8 @@ BLOCK_Q = 256
 BLOCK_K = 512
 # The forward walks a tile in strips of query rows: scores, softmax and P v of a strip follow
 # each other while its 24 x 512 scores (48 KiB) are in L1 (3-8 % faster than whole tiles,
-# 1 thread, Intel Xeon); the k and v blocks stay in L2 across the strips.
+# 1 thread, Intel Xeon); the k and v blocks stay in L2 across the strips. Strips of 12 and 36
+# rows, and 256-key blocks, were within the noise of 24 at D 64 and D 128 (later round).
 STRIP_ROWS = 24
 # Smallest query block worth a task: below it the per-tile overheads dominate.
 MIN_BLOCK_Q = 32
@@ -95,7 +100,8 @@ def _structured_biases(mods):
 
 @njit(cache=True, fastmath=FASTMATH)
 def _modify_scores(s, b, h, i0, j0, off, mods):
-    """Add biases to the score tile s (rows i0.., cols j0..) and set invisible scores to -inf."""
+    """Add biases to the score tile s (rows i0.., cols j0..) and set invisible scores to -inf;
+    returns whether any score may have changed (False: s is the plain product)."""
     bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
         has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
     distance, pair = _structured_biases(mods)
@@ -106,7 +112,7 @@ def _modify_scores(s, b, h, i0, j0, off, mods):
         add_pair_bias(s, b, h, i0, j0, pair)
     inside_band = j0 >= i0 + rows - 1 + off - left and j0 + cols - 1 <= i0 + off + right
     if inside_band and not (has_bias or has_mask or has_kpm or has_alibi):
-        return
+        return distance.has or pair.mode != NO_PAIR
     for r in range(rows):
         i = i0 + r
         row = s[r]
@@ -142,42 +148,83 @@ def _modify_scores(s, b, h, i0, j0, off, mods):
             for c in range(cols):
                 if key_padding_mask[b, j0 + c]:
                     row[c] = NEG_INF
+    return True
 
 
-@sized_kernel(GRAIN, work=lambda blocks, x: x.size)
-def _transpose_key_blocks(blocks, x):
-    """blocks[b, h, kb, :, c] = x[b, h, kb * block_k + c]: each key block transposed to
-    (D, block_k), so the tile products read k^T (and v^T) as rows (register_gemm's layout)."""
-    B, Hkv, n_blocks, D, block_k = blocks.shape
+@sized_kernel(GRAIN, work=lambda panels, x: x.size)
+def _transpose_key_panels(panels, x):
+    """panels[b, h, kb, p, :, c] = x[b, h, kb * block_k + p * width + c]: each key block cut
+    into panels of ``width`` keys, each transposed to (D, width) (see :func:`_key_panels`)."""
+    B, Hkv, n_blocks, n_panels, D, width = panels.shape
     M = x.shape[2]
     for t in prange(B * Hkv * n_blocks):
         b, hk, kb = t // (Hkv * n_blocks), t // n_blocks % Hkv, t % n_blocks
-        j0 = kb * block_k
-        cols = min(block_k, M - j0)
-        transpose(blocks[b, hk, kb, :, :cols], x[b, hk, j0:j0 + cols])
+        for p in range(n_panels):
+            j0 = (kb * n_panels + p) * width
+            cols = min(width, M - j0)
+            if cols > 0:
+                transpose(panels[b, hk, kb, p, :, :cols], x[b, hk, j0:j0 + cols])
 
 
-def _key_blocks_transposed(x, block_k):
-    """(B, Hkv, ceil(M / block_k), D, block_k): x's key blocks transposed (see above)."""
+def _panel_width(dtype, block_k):
+    """Keys per panel for products over whole tiles (the backward's, the weights'): the register
+    kernel's block width (WIDE) for float32 on AVX-512 CPUs, else the whole key block (BLAS
+    takes one product per tile)."""
+    if dtype == np.float32 and IN_REGISTERS and block_k % WIDE == 0:
+        return WIDE
+    return block_k
+
+
+def _key_panels(x, block_k, width=None):
+    """(B, Hkv, ceil(M / block_k), block_k // width, D, width): x's key blocks in panels of
+    ``width`` keys (default :func:`_panel_width`), each transposed, so that the tile products
+    read k^T (and v^T) as rows, register_gemm's layout. As much memory as x itself.
+
+    Panels of 32 keys (the register kernel's block width), each contiguous: read from (D, 512)
+    block rows, a column block's 64 rows lie 2 KiB apart, in a few L1 sets. The backward's
+    256 x 512 x 64 score products ran at 150 GFLOP/s against 140, and the forward 2-9 % faster
+    at N 1024-4096, D 64 and 128, where a strip's panels go to one product call (a call per
+    panel lost: 143 against 161 GFLOP/s on 24-row strips). 1 thread, Intel Xeon, best of
+    alternating rounds."""
     B, Hkv, M, D = x.shape
-    blocks = np.empty((B, Hkv, -(-M // block_k), D, block_k), x.dtype)
-    _transpose_key_blocks(blocks, x)
-    return blocks
+    width = width or _panel_width(x.dtype, block_k)
+    panels = np.empty((B, Hkv, -(-M // block_k), block_k // width, D, width), x.dtype)
+    _transpose_key_panels(panels, x)
+    return panels
 
 
 @njit(cache=True)
-def _columns_of(blocks_t, b, hk, j0, j1):
-    """The (D, j1 - j0) transposed view of keys [j0, j1), which lie in one key block."""
-    block_k = blocks_t.shape[4]
-    first = j0 % block_k
-    return blocks_t[b, hk, j0 // block_k, :, first:first + j1 - j0]
+def _block_keys(panels):
+    """Keys per key block of a :func:`_key_panels` array."""
+    return panels.shape[3] * panels.shape[5]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _panel_product(c, a, panels, b, hk, j0, alpha, lane_max):
+    """c (rows, cols) = alpha * a @ x[b, hk, j0:j0 + cols]^T, x's keys held in panels
+    (:func:`_key_panels`): one product per panel, all rows of a against one panel while it is
+    in L1. lane_max: None, or (rows, VECTOR_LANES) that grows to c's row maxima
+    (``register_gemm_lane_max``)."""
+    width = panels.shape[5]
+    block_k = _block_keys(panels)
+    cols = c.shape[1]
+    j = j0
+    while j < j0 + cols:
+        kb, p, first = j // block_k, j % block_k // width, j % width
+        n = min(width - first, j0 + cols - j)
+        piece, panel = c[:, j - j0:j - j0 + n], panels[b, hk, kb, p, :, first:first + n]
+        if lane_max is None:
+            register_gemm(piece, a, panel, alpha, False)
+        else:
+            register_gemm_lane_max(piece, a, panel, alpha, lane_max)
+        j += n
 
 
 @njit(cache=True, fastmath=FASTMATH)
 def _score_tile(s, q_rows, kt, scale, b, h, hk, i0, j0, off, mods):
     """s (rows, cols) = scale * q_rows @ k[j0:j0 + cols]^T with every score modification
-    applied; kt holds k's key blocks transposed (:func:`_key_blocks_transposed`)."""
-    register_gemm(s, q_rows, _columns_of(kt, b, hk, j0, j0 + s.shape[1]), scale, False)
+    applied; kt holds k's key panels (:func:`_key_panels`)."""
+    _panel_product(s, q_rows, kt, b, hk, j0, scale, None)
     _modify_scores(s, b, h, i0, j0, off, mods)
 
 
@@ -192,14 +239,14 @@ def _probabilities_from_lse(s, lse_rows):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, mods):
+def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mods):
     """Online-softmax attention of queries [i0, i1) of (b, h) over all visible keys; kt
     holds k's key blocks transposed, whose size sets the tile's columns."""
     N, D = q.shape[2], q.shape[3]
     M = v.shape[2]
     off = M - N
     hk = h // (q.shape[1] // v.shape[1])
-    block_k = kt.shape[4]
+    block_k, width = _block_keys(kt), kt.shape[5]
     rows = i1 - i0
     dtype = q.dtype
     left, right = mods[4], mods[5]
@@ -208,20 +255,33 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, mods):
     running_max = np.full(rows, NEG_INF, dtype)
     running_sum = np.zeros(rows, dtype)
     s_buf = np.empty(rows * block_k, dtype)
+    lane_max = np.empty((strip_rows, VECTOR_LANES), dtype)
     j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
     for kb in range(j_lo // block_k, _ceil_div(j_hi, block_k)):
-        j0, j1 = max(kb * block_k, j_lo), min((kb + 1) * block_k, j_hi)
-        for r0 in range(0, rows, STRIP_ROWS):
-            r1 = min(r0 + STRIP_ROWS, rows)
+        for r0 in range(0, rows, strip_rows):
+            r1 = min(r0 + strip_rows, rows)
+            # only the keys of this block that the strip's rows may see: near a causal
+            # diagonal that is a fraction of the block, or none
+            strip_lo, strip_hi = _visible_keys(i0 + r0, i0 + r1, off, left, right, M)
+            j0, j1 = max(kb * block_k, strip_lo), min((kb + 1) * block_k, strip_hi)
+            if j0 >= j1:
+                continue
             s = s_buf[:(r1 - r0) * (j1 - j0)].reshape((r1 - r0, j1 - j0))
-            _score_tile(s, q_rows[r0:r1], kt, scale, b, h, hk, i0 + r0, j0, off, mods)
+            lane_max[:] = NEG_INF
+            if width == WIDE and j0 % WIDE == 0:  # the strip's panels in one product call
+                register_gemm_lane_max(s, q_rows[r0:r1], kt[b, hk, kb, j0 % block_k // WIDE:],
+                                       scale, lane_max)
+            else:
+                _panel_product(s, q_rows[r0:r1], kt, b, hk, j0, scale, lane_max)
+            # the product's maxima hold unless a score modification changed the scores
+            modified = _modify_scores(s, b, h, i0 + r0, j0, off, mods)
             for r in range(r1 - r0):
                 m_old = running_max[r0 + r]
-                m_new = max(m_old, row_max(s[r]))
+                m_new = max(m_old, row_max(s[r] if modified else lane_max[r]))
                 if m_new == NEG_INF:  # nothing visible yet: contribute nothing (test: empty rows)
                     s[r, :] = 0
                     continue
-                correction = np.exp(m_old - m_new)
+                correction = exp_scalar(m_old - m_new)
                 running_sum[r0 + r] = running_sum[r0 + r] * correction + exp_shifted(s[r], m_new)
                 if correction != 1:
                     acc[r0 + r] *= correction
@@ -237,7 +297,7 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, mods):
 
 
 @sized_kernel(GRAIN)
-def _forward_tasks(out, lse, q, kt, v, scale, block_q, mods):
+def _forward_tasks(out, lse, q, kt, v, scale, block_q, strip_rows, mods):
     B, H, N = q.shape[0], q.shape[1], q.shape[2]
     n_blocks = _ceil_div(N, block_q)
     for t in prange(B * H * n_blocks):
@@ -247,14 +307,14 @@ def _forward_tasks(out, lse, q, kt, v, scale, block_q, mods):
         qb = u // 2 if u % 2 == 0 else n_blocks - 1 - u // 2
         i0 = qb * block_q
         _forward_query_block(out, lse, q, kt, v, scale, bh // H, bh % H, i0,
-                             min(i0 + block_q, N), mods)
+                             min(i0 + block_q, N), strip_rows, mods)
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _score_gradients(ds, p, dout_rows, vt_cols, delta_rows):
-    """ds = p * (dout v^T - delta): gradient of the loss w.r.t. the modified scores;
-    vt_cols (D, cols) is v^T of the tile's keys."""
-    register_gemm(ds, dout_rows, vt_cols, 1.0, False)
+def _score_gradients(ds, p, dout_rows, vt, b, hk, j0, delta_rows):
+    """ds = p * (dout v^T - delta): gradient of the loss w.r.t. the modified scores of keys
+    j0..; vt holds v's key panels (:func:`_key_panels`)."""
+    _panel_product(ds, dout_rows, vt, b, hk, j0, 1.0, None)
     for r in range(ds.shape[0]):
         for c in range(ds.shape[1]):
             ds[r, c] = p[r, c] * (ds[r, c] - delta_rows[r])
@@ -284,7 +344,7 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
     off = M - N
     group = H // k.shape[1]
     dtype = q.dtype
-    block_k = kt.shape[4]
+    block_k = _block_keys(kt)
     left, right = mods[4], mods[5]
     s_buf = np.empty(block_q * block_k, dtype)
     ds_buf = np.empty(block_q * block_k, dtype)
@@ -294,7 +354,7 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
         j0 = kb * block_k
         j1 = min(j0 + block_k, M)
         cols = j1 - j0
-        k_rows, vt_cols = k[b, hk, j0:j1], _columns_of(vt, b, hk, j0, j1)
+        k_rows = k[b, hk, j0:j1]
         dk_blk, dv_blk = dk_acc[:cols], dv_acc[:cols]
         dk_blk[:] = 0
         dv_blk[:] = 0
@@ -303,20 +363,27 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
             for i0 in range(i_lo, i_hi, block_q):
                 i1 = min(i0 + block_q, i_hi)
                 rows = i1 - i0
+                # the keys of the block that these queries may see (near a causal diagonal,
+                # part of it): columns [c0, c1) of the block
+                t_lo, t_hi = _visible_keys(i0, i1, off, left, right, M)
+                c0, c1 = max(t_lo, j0) - j0, min(t_hi, j1) - j0
+                if c0 >= c1:
+                    continue
+                t_cols = c1 - c0
                 q_rows, dout_rows = q[b, h, i0:i1], dout[b, h, i0:i1]
-                p = s_buf[:rows * cols].reshape((rows, cols))
-                ds = ds_buf[:rows * cols].reshape((rows, cols))
+                p = s_buf[:rows * t_cols].reshape((rows, t_cols))
+                ds = ds_buf[:rows * t_cols].reshape((rows, t_cols))
                 # forward: S = scale q k^T + mods; P = exp(S - lse)
-                _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0, off, mods)
+                _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0 + c0, off, mods)
                 _probabilities_from_lse(p, lse[b, h, i0:i1])
                 # forward: out = P v  =>  dV += P^T dout
-                register_gemm(dv_blk, p.T, dout_rows, 1.0, True)
-                _score_gradients(ds, p, dout_rows, vt_cols, delta[b, h, i0:i1])
+                register_gemm(dv_blk[c0:c1], p.T, dout_rows, 1.0, True)
+                _score_gradients(ds, p, dout_rows, vt, b, hk, j0 + c0, delta[b, h, i0:i1])
                 # forward: S = scale q k^T + f(structure)  =>  d table, d positions
-                _structured_grads(ds, b, h, i0, j0, mods, task_grads)
+                _structured_grads(ds, b, h, i0, j0 + c0, mods, task_grads)
                 # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q
-                register_gemm(dq_part[b, h, i0:i1], ds, k_rows, scale, True)
-                register_gemm(dk_blk, ds.T, q_rows, scale, True)
+                register_gemm(dq_part[b, h, i0:i1], ds, k_rows[c0:c1], scale, True)
+                register_gemm(dk_blk[c0:c1], ds.T, q_rows, scale, True)
         dk[b, hk, j0:j1] = dk_blk
         dv[b, hk, j0:j1] = dv_blk
 
@@ -348,7 +415,7 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
     off = M - N
     group = H // kt.shape[1]
     Bb, Hb, Nb, Mb = dbias.shape
-    block_k = kt.shape[4]
+    block_k = _block_keys(kt)
     dtype = q.dtype
     left, right = mods[4], mods[5]
     s_buf = np.empty(block_q * block_k, dtype)
@@ -369,7 +436,7 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
                     hk = h // group
                     _score_tile(p, q[b, h, i0:i1], kt, scale, b, h, hk, i0, j0, off, mods)
                     _probabilities_from_lse(p, lse[b, h, i0:i1])
-                    _score_gradients(ds, p, dout[b, h, i0:i1], _columns_of(vt, b, hk, j0, j1),
+                    _score_gradients(ds, p, dout[b, h, i0:i1], vt, b, hk, j0,
                                      delta[b, h, i0:i1])
                     # forward: S = ... + bias[broadcast]  =>  dbias = dS summed over broadcasts
                     for r in range(rows):
@@ -379,7 +446,7 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
 
 @sized_kernel(GRAIN)
 def _bias_grad_tasks(dbias, dout, lse, delta, q, kt, vt, M, scale, block_q, mods):
-    N, block_k = q.shape[2], kt.shape[4]
+    N, block_k = q.shape[2], _block_keys(kt)
     Bb, Hb, Nb, Mb = dbias.shape
     n_row_tiles = _ceil_div(N, block_q) if Nb > 1 else 1
     n_col_tiles = _ceil_div(M, block_k) if Mb > 1 else 1
@@ -400,7 +467,7 @@ def _weights_tasks(weights, q, kt, scale, block_q, mods):
     B, H, N, D = q.shape
     M = weights.shape[3]
     group = H // kt.shape[1]
-    block_k = kt.shape[4]
+    block_k = _block_keys(kt)
     n_blocks = _ceil_div(N, block_q)
     for t in prange(B * H * n_blocks):
         bh, qb = t // n_blocks, t % n_blocks
@@ -446,10 +513,10 @@ def attention_forward(out, lse, call, block_q=None, block_k=None):
     threads = _forward_tasks.threads(_score_work(call))
     block_q = block_q or _query_block(call, threads)
     block_k = block_k or BLOCK_K
-    kt = _key_blocks_transposed(call.k, block_k)
+    kt = _key_panels(call.k, block_k)
     with single_threaded_blas():
         _forward_tasks.run(threads, out, lse, call.q, kt, call.v, _scale(call), block_q,
-                           _mods(call))
+                           STRIP_ROWS, _mods(call))
 
 
 def _row_deltas(dout, out):
@@ -519,8 +586,8 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLO
     parts = _structured_parts(call, n_chunks)
     with single_threaded_blas():
         _backward_tasks.run(threads, dq_parts, dk, dv, parts, dout, lse, _row_deltas(dout, out),
-                            call.q, call.k, _key_blocks_transposed(call.k, block_k),
-                            _key_blocks_transposed(call.v, block_k), _scale(call), block_q,
+                            call.q, call.k, _key_panels(call.k, block_k),
+                            _key_panels(call.v, block_k), _scale(call), block_q,
                             _mods(call))
     if n_chunks > 1:
         np.sum(dq_parts, axis=0, out=dq)
@@ -532,8 +599,8 @@ def attention_bias_grad(dbias, dout, out, lse, call, block_q=BLOCK_Q, block_k=BL
     threads = _bias_grad_tasks.threads(_score_work(call))
     with single_threaded_blas():
         _bias_grad_tasks.run(threads, dbias, dout, lse, _row_deltas(dout, out), call.q,
-                             _key_blocks_transposed(call.k, block_k),
-                             _key_blocks_transposed(call.v, block_k), call.k.shape[2],
+                             _key_panels(call.k, block_k),
+                             _key_panels(call.v, block_k), call.k.shape[2],
                              _scale(call), block_q, _mods(call))
 
 
@@ -542,5 +609,5 @@ def attention_weights(weights, call, block_q=None):
     threads = _weights_tasks.threads(_score_work(call))
     block_q = block_q or _query_block(call, threads)
     with single_threaded_blas():
-        _weights_tasks.run(threads, weights, call.q, _key_blocks_transposed(call.k, BLOCK_K),
+        _weights_tasks.run(threads, weights, call.q, _key_panels(call.k, BLOCK_K),
                            _scale(call), block_q, _mods(call))

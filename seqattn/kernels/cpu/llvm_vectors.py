@@ -2,7 +2,7 @@
 (register_gemm, softmax_rows): the vector types, intrinsic declarations, broadcasts and tail
 masks. Numba's own loops are vectorised only 256 bits wide on Intel's server cores, so the
 kernels that must run 16 lanes wide say so in IR."""
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba.core import cgutils
 
 LANES = 16
@@ -10,6 +10,16 @@ F32 = ir.FloatType()
 I32 = ir.IntType(32)
 VEC = ir.VectorType(F32, LANES)
 MASK = ir.VectorType(ir.IntType(1), LANES)
+
+
+def has_avx512(cpu_features):
+    """Whether ``cpu_features`` (as LLVM writes them: "+avx512f,-amx-tile,...") include
+    AVX-512 F: 32 registers of 16 floats, and instructions such as scalef."""
+    return "+avx512f" in cpu_features.split(",")
+
+
+# The host CPU's, read once: the kernels choose their code at compile time from it.
+AVX512 = has_avx512(binding.get_host_cpu_features().flatten())
 
 
 def declare(module, name, ret, args):

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from seqattn.kernels.cpu import attention_bias as ab
-from seqattn.kernels.cpu.structured_bias_rows import IN_REGISTERS, rows_in_registers
+from seqattn.kernels.cpu.llvm_vectors import has_avx512
+from seqattn.kernels.cpu.structured_bias_rows import IN_REGISTERS
 
 needs_avx512 = pytest.mark.skipif(not IN_REGISTERS, reason="the CPU has no AVX-512")
 PATHS = [pytest.param("registers", marks=needs_avx512), "loops"]
@@ -22,10 +23,10 @@ COLUMNS = [1, 16, 17, 45]
 R_MAX = 2.0
 
 
-def test_rows_in_registers_needs_avx512f():
-    assert rows_in_registers("+sse4.2,+avx2,+avx512f,+avx512bw,-amx-tile")
-    assert not rows_in_registers("+sse4.2,+avx2,+fma,-avx512f,-avx512bw")
-    assert not rows_in_registers("")
+def test_the_register_paths_need_avx512f():
+    assert has_avx512("+sse4.2,+avx2,+avx512f,+avx512bw,-amx-tile")
+    assert not has_avx512("+sse4.2,+avx2,+fma,-avx512f,-avx512bw")
+    assert not has_avx512("")
 
 
 def _distance_tile(rows, cols, seed):

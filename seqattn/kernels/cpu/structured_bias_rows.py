@@ -19,13 +19,13 @@ Formulas (those of ``kernels/structured_bias_math``): u = min(d / step, C - 1),
 k = min(floor(u), C - 2), w = u - k, f = T[k] + w (T[k + 1] - T[k]); hidden where not
 d <= cutoff (NaN positions included).
 """
-from llvmlite import binding, ir
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .llvm_vectors import (F32, I32, LANES, MASK, VEC, declare, lanes_below, masked_load,
-                           masked_store, splat)
+from .llvm_vectors import (AVX512, F32, I32, LANES, MASK, VEC, declare, lanes_below,
+                           masked_load, masked_store, splat)
 
 # Entries of a table held in registers: 4 registers of 16 floats.
 TABLE_REGISTERS = 4
@@ -37,13 +37,8 @@ _ALIGN = ir.Constant(I32, 4)
 TINY = 1e-30
 
 
-def rows_in_registers(cpu_features):
-    """Whether float32 structured-bias rows take the kernels of this file: only with AVX-512F
-    (``cpu_features`` as LLVM writes them: "+avx512f,-amx-tile,...")."""
-    return "+avx512f" in cpu_features.split(",")
-
-
-IN_REGISTERS = rows_in_registers(binding.get_host_cpu_features().flatten())
+# The kernels here need AVX-512F (the permutes, compress and rsqrt14 instructions).
+IN_REGISTERS = AVX512
 
 
 def _floats(value):

@@ -1,7 +1,8 @@
 """Building blocks for the CPU kernels written in LLVM IR with explicit <16 x float> vectors
 (register_gemm, softmax_rows, structured_bias_rows): the vector types, intrinsic declarations,
-broadcasts and tail masks, and whether the host has AVX-512. Numba's own loops are vectorised only 256 bits wide on Intel's server cores, so the
-kernels that must run 16 lanes wide say so in IR."""
+broadcasts and tail masks, and whether the host has AVX-512. Numba's own loops are vectorised
+only 256 bits wide on Intel's server cores, so the kernels that must run 16 lanes wide say so
+in IR."""
 from llvmlite import binding, ir
 from numba.core import cgutils
 

@@ -6,7 +6,8 @@ import pytest
 from numba import njit
 
 from gradcheck import assert_float32_close
-from seqattn.kernels.cpu.packed_gemm import blas_gemm_tn, gemm_tn, register_gemm_tn
+from seqattn.kernels.cpu.packed_gemm import MIN_WORK, blas_gemm_tn, gemm_tn, register_gemm_tn
+from seqattn.kernels.cpu.register_gemm import IN_REGISTERS
 
 
 @njit
@@ -66,3 +67,19 @@ def test_inputs_are_left_unchanged():
     np.testing.assert_array_equal(a, a_before)
     np.testing.assert_array_equal(b, b_before)
 
+
+
+@pytest.mark.parametrize("K", [MIN_WORK // (64 * 64) // 4, MIN_WORK // (64 * 64)])
+def test_dispatch_takes_the_register_path_for_large_float32_products(K):
+    """Bit for bit the result of the path the size and CPU call for (the two round differently):
+    registers from MIN_WORK multiply-adds on AVX-512 CPUs, BLAS below it and elsewhere."""
+    rng = np.random.default_rng(K)
+    a, b = (rng.standard_normal((K, 64), dtype=np.float32) for _ in range(2))
+    results = {}
+    for path in PATHS:
+        results[path] = np.zeros((64, 64), np.float32)
+        PATHS[path](results[path], a, b, False)
+    wanted = "registers" if IN_REGISTERS and K * 64 * 64 >= MIN_WORK else "blas"
+    other = "blas" if wanted == "registers" else "registers"
+    np.testing.assert_array_equal(results["dispatched"], results[wanted])
+    assert not np.array_equal(results[wanted], results[other]), "the paths should round apart"

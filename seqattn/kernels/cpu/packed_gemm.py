@@ -33,6 +33,10 @@ KC = 256
 NC = 512
 # Rows of a^T transposed per strip (96 KiB at KC = 256).
 MC = 96
+# Multiply-adds from which float32 takes the register path: a small product spends more in the
+# packing buffers' allocation than it gains (benchmarks/small_launches.py, linear_backward with
+# K = O = 64: 0.86-0.91x BLAS up to 2^18 multiply-adds, 0.98-1.04x at 2^20-2^22).
+MIN_WORK = 1 << 24
 # Padding of the packed rows (16 floats, 64 bytes), so that a row stride of 1024 floats does not
 # map every row of the chunk to the same cache sets.
 PAD = 16
@@ -86,13 +90,19 @@ def blas_gemm_tn(c, a, b, accumulate):
 def gemm_tn(c, a, b, accumulate):
     """c (M, N) = a (K, M)^T @ b (K, N), plus c when ``accumulate``; callable from @njit code
     only. a, b and c need unit stride along their last axis (row-major arrays and their row or
-    column blocks). float32 runs :func:`register_gemm_tn` where the CPU has AVX-512,
-    otherwise (and for float64) :func:`blas_gemm_tn`."""
+    column blocks). float32 products of at least MIN_WORK multiply-adds run
+    :func:`register_gemm_tn` where the CPU has AVX-512; others (and float64)
+    :func:`blas_gemm_tn`."""
     raise NotImplementedError("gemm_tn is only callable from @njit code")
 
 
 @overload(gemm_tn, jit_options={"cache": True})
 def _gemm_tn_impl(c, a, b, accumulate):
     if c.dtype == types.float32 and IN_REGISTERS:
-        return lambda c, a, b, accumulate: register_gemm_tn(c, a, b, accumulate)
+        def by_size(c, a, b, accumulate):
+            if c.shape[0] * c.shape[1] * a.shape[0] >= MIN_WORK:
+                register_gemm_tn(c, a, b, accumulate)
+            else:
+                blas_gemm_tn(c, a, b, accumulate)
+        return by_size
     return lambda c, a, b, accumulate: blas_gemm_tn(c, a, b, accumulate)

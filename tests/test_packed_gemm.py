@@ -6,16 +6,22 @@ import pytest
 from numba import njit
 
 from gradcheck import assert_float32_close
-from seqattn.kernels.cpu.packed_gemm import MIN_WORK, blas_gemm_tn, gemm_tn, register_gemm_tn
-from seqattn.kernels.cpu.register_gemm import IN_REGISTERS
+from seqattn.kernels.cpu.packed_gemm import (MIN_WORK, blas_gemm_tn, gemm_tn,
+                                             register_gemm_tn)
 
 
 @njit
 def _dispatched(c, a, b, accumulate):
-    gemm_tn(c, a, b, accumulate)
+    gemm_tn(c, a, b, accumulate, True)
 
 
-PATHS = {"registers": register_gemm_tn, "blas": blas_gemm_tn, "dispatched": _dispatched}
+@njit
+def _dispatched_to_blas(c, a, b, accumulate):
+    gemm_tn(c, a, b, accumulate, False)
+
+
+PATHS = {"registers": register_gemm_tn, "blas": blas_gemm_tn, "dispatched": _dispatched,
+         "dispatched to blas": _dispatched_to_blas}
 
 # (K, M, N): rows past 12-row blocks (tails of 6, 3, 1), columns past 32 and 16, inner
 # dimensions of one, two and three chunks (KC = 256), more rows than one strip (MC = 96), more
@@ -70,16 +76,16 @@ def test_inputs_are_left_unchanged():
 
 
 @pytest.mark.parametrize("K", [MIN_WORK // (64 * 64) // 4, MIN_WORK // (64 * 64)])
-def test_dispatch_takes_the_register_path_for_large_float32_products(K):
-    """Bit for bit the result of the path the size and CPU call for (the two round differently):
-    registers from MIN_WORK multiply-adds on AVX-512 CPUs, BLAS below it and elsewhere."""
+def test_dispatch_takes_the_path_the_size_and_flag_ask_for(K):
+    """Bit for bit the result of the path asked for (the two round apart): registers from
+    MIN_WORK multiply-adds when ``in_registers``, BLAS below it or without the flag."""
     rng = np.random.default_rng(K)
     a, b = (rng.standard_normal((K, 64), dtype=np.float32) for _ in range(2))
     results = {}
     for path in PATHS:
         results[path] = np.zeros((64, 64), np.float32)
         PATHS[path](results[path], a, b, False)
-    wanted = "registers" if IN_REGISTERS and K * 64 * 64 >= MIN_WORK else "blas"
-    other = "blas" if wanted == "registers" else "registers"
+    assert not np.array_equal(results["registers"], results["blas"]), "paths should round apart"
+    wanted = "registers" if K * 64 * 64 >= MIN_WORK else "blas"
     np.testing.assert_array_equal(results["dispatched"], results[wanted])
-    assert not np.array_equal(results[wanted], results[other]), "the paths should round apart"
+    np.testing.assert_array_equal(results["dispatched to blas"], results["blas"])

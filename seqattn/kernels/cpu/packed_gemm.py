@@ -15,14 +15,19 @@ sets; each strip of MC rows of a^T is transposed into a row-major buffer (regist
 a's rows, 12 at a time, from L1: read as a^T in place, the rows would lie K floats apart). The
 first chunk writes or accumulates into c as asked; the others accumulate.
 
-On a CPU without AVX-512, and for float64 (gradient checks), the product is BLAS's (as
-register_gemm decides, ``IN_REGISTERS``).
+The register path is taken where it was measured faster: float32, a CPU with AVX-512 (as
+register_gemm decides, ``IN_REGISTERS``) and OpenBLAS as the BLAS library. MKL (when installed,
+``blas_library``) ran these products 1.03-1.4x as fast as this driver, so with MKL, on CPUs
+without AVX-512 and for float64 (gradient checks), the product is BLAS's. The choice is passed to
+:func:`gemm_tn` at run time (``TN_IN_REGISTERS``): code cached on disk must not keep the
+library of the process that compiled it.
 """
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
 from .blas_gemm import gemm
+from .blas_library import LIBRARY, OPENBLAS
 from .register_gemm import IN_REGISTERS, register_gemm, transpose
 
 # Rows of the inner dimension per chunk: a 12 x KC strip of a (12 KiB) stays in L1 (32 KiB on
@@ -37,6 +42,8 @@ MC = 96
 # packing buffers' allocation than it gains (benchmarks/small_launches.py, linear_backward with
 # K = O = 64: 0.86-0.91x BLAS up to 2^18 multiply-adds, 0.98-1.04x at 2^20-2^22).
 MIN_WORK = 1 << 24
+# Whether float32 products take the register path in this process (see the module docstring).
+TN_IN_REGISTERS = IN_REGISTERS and LIBRARY == OPENBLAS
 # Padding of the packed rows (16 floats, 64 bytes), so that a row stride of 1024 floats does not
 # map every row of the chunk to the same cache sets.
 PAD = 16
@@ -87,22 +94,22 @@ def blas_gemm_tn(c, a, b, accumulate):
         gemm(c, a, b, True, False, 1.0, 1.0 if accumulate else 0.0)
 
 
-def gemm_tn(c, a, b, accumulate):
+def gemm_tn(c, a, b, accumulate, in_registers):
     """c (M, N) = a (K, M)^T @ b (K, N), plus c when ``accumulate``; callable from @njit code
     only. a, b and c need unit stride along their last axis (row-major arrays and their row or
     column blocks). float32 products of at least MIN_WORK multiply-adds run
-    :func:`register_gemm_tn` where the CPU has AVX-512; others (and float64)
-    :func:`blas_gemm_tn`."""
+    :func:`register_gemm_tn` when ``in_registers`` (pass ``TN_IN_REGISTERS``); others, and
+    float64, :func:`blas_gemm_tn`."""
     raise NotImplementedError("gemm_tn is only callable from @njit code")
 
 
 @overload(gemm_tn, jit_options={"cache": True})
-def _gemm_tn_impl(c, a, b, accumulate):
-    if c.dtype == types.float32 and IN_REGISTERS:
-        def by_size(c, a, b, accumulate):
-            if c.shape[0] * c.shape[1] * a.shape[0] >= MIN_WORK:
+def _gemm_tn_impl(c, a, b, accumulate, in_registers):
+    if c.dtype == types.float32:
+        def by_size(c, a, b, accumulate, in_registers):
+            if in_registers and c.shape[0] * c.shape[1] * a.shape[0] >= MIN_WORK:
                 register_gemm_tn(c, a, b, accumulate)
             else:
                 blas_gemm_tn(c, a, b, accumulate)
         return by_size
-    return lambda c, a, b, accumulate: blas_gemm_tn(c, a, b, accumulate)
+    return lambda c, a, b, accumulate, in_registers: blas_gemm_tn(c, a, b, accumulate)

@@ -109,9 +109,10 @@ def timed_launchers(totals, clock):
 def op_seconds(step_ours, step_torch, repeats, clock):
     """Seconds per step and per op by ``clock`` (CPU time on 1 thread, wall time on more),
     medians of alternating rounds: ({op: s} for seqattn, {op: s} for torch's self time per
-    aten op, which the profiler measures on the calling thread). The step's total is under
-    "step", and what no kernel launcher accounts for (Python, allocation) under
-    "outside kernels"."""
+    aten op). The step's total is under "step" (by ``clock`` for both), and what no kernel
+    launcher accounts for (Python, allocation) under "outside kernels". torch's per-op times
+    are the profiler's, wall time on the calling thread: on a loaded machine they include
+    waiting for a core and can sum to more than torch's CPU-time step."""
     import torch
 
     ours, theirs = collections.defaultdict(list), collections.defaultdict(list)
@@ -142,8 +143,9 @@ def op_seconds(step_ours, step_torch, repeats, clock):
 
 
 def print_op_seconds(ours, theirs, what, top=24):
-    for name, table in (("seqattn kernel launchers", ours), ("torch aten ops (self)", theirs)):
-        print(f"\n{name}: {what} per step (median), step {table['step']:.3f}")
+    for name, unit, table in (("seqattn kernel launchers", what, ours),
+                              ("torch aten ops", "profiler self seconds (wall)", theirs)):
+        print(f"\n{name}: {unit} per step (median); step {table['step']:.3f} {what}")
         rows = sorted(((v, k) for k, v in table.items() if k != "step"), reverse=True)
         for value, key in rows[:top]:
             print(f"  {key:52s} {value:8.4f}  {value / table['step']:6.1%}")

@@ -4,9 +4,10 @@ register_gemm's 12 x 32 register blocks fed from packed chunks of a and b.
 Shapes: a (K, M), b (K, N), c (M, N); in the linear layers' backward K is the token rows
 (R = B * N, 8192 in benchmarks/encoder.py), M a thread's block of output features, N the input
 features. Measured single-threaded on those shapes (Intel Xeon, Emerald Rapids; BENCHMARKS.md,
-"CPU machines and the BLAS the kernels call"), this ran 1.0-1.25x as fast as SciPy's OpenBLAS,
-whose transposed-a path is its slowest on them; on the other linear products (x W^T and
-dout W, inner dimension 256-1024) the same driver was 0.7-1.05x OpenBLAS, so those stay on BLAS.
+"CPU machines and the BLAS the kernels call"), this ran 0.93-1.25x as fast as SciPy's OpenBLAS
+(mostly 1.05-1.2x), whose transposed-a path is its slowest on them; on the other linear
+products (x W^T and dout W, inner dimension 256-1024) the same driver was 0.7-1.1x OpenBLAS, so
+those stay on BLAS.
 
 The inner dimension is cut into chunks of KC rows. Each chunk of b (KC x NC floats, at most
 512 KiB, inside the L2 of Intel's server cores and of Zen 4) is copied into a buffer whose row

@@ -1,7 +1,8 @@
-"""The GEMMs. CPU: the in-place BLAS GEMM the layer kernels call from @njit code, and the linear
+"""The GEMMs. CPU: the in-place BLAS GEMM the layer kernels call from @njit code, the linear
 kernels' split of rows and features over threads (blocks that are empty when a dim is below the
-thread count, no bias, no input gradient) and their weight gradient through packed_gemm. CUDA: the register-blocked numba kernel at odd shapes
-(the simulator without a GPU), and the cuBLAS path's argument mapping and dispatch."""
+thread count, no bias, no input gradient) and their weight gradient through packed_gemm. CUDA:
+the register-blocked numba kernel at odd shapes (the simulator without a GPU), and the cuBLAS
+path's argument mapping and dispatch."""
 import numpy as np
 import pytest
 from numba import njit

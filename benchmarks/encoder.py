@@ -158,8 +158,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--ops", action="store_true",
-                        help="seconds per op instead of the timed steps: CPU seconds on --threads 1, "
-                             "wall seconds on more")
+                        help="seconds per op instead of the timed steps: CPU seconds on "
+                             "--threads 1, wall seconds on more")
     args = parser.parse_args()
     if args.ops and args.device != "cpu":
         parser.error("--ops profiles the CPU kernels; drop --device cuda")

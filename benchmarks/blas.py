@@ -3,7 +3,9 @@ with: the evidence for the choice in seqattn/kernels/cpu/blas_library.py.
 
 Contenders, each single-threaded (the kernels run one product per thread): SciPy's OpenBLAS
 (what Numba's np.dot calls), MKL from the ``mkl`` package when installed, NumPy's OpenBLAS and
-torch's CPU GEMM as references. Shapes: the 4-layer encoder's linear layers (benchmarks/
+torch's CPU GEMM as references, and on the weight-gradient shapes (dout^T x) seqattn's
+register-blocked ``packed_gemm.gemm_tn`` where the CPU has AVX-512 (the linear layers call it
+there instead of BLAS). Shapes: the 4-layer encoder's linear layers (benchmarks/
 encoder.py, a thread's block of 4096 of 8192 token rows), attention tiles (256 queries x 512
 keys, D 32, 64 and 128) and a square 2048 product for the machine's rate; then the square
 product on all threads through NumPy and torch. Prints GFLOP/s, the fastest of many short
@@ -26,6 +28,9 @@ SHAPES = [  # name, M, N, K, transpose a, transpose b (row-major c = op(a) op(b)
     ("linear x W^T, 4096 x 256 x 1024", 4096, 256, 1024, False, True),
     ("linear dout W, 4096 x 256 x 1024", 4096, 256, 1024, False, False),
     ("linear dout^T x, 384 x 256 x 8192", 384, 256, 8192, True, False),
+    ("linear dout^T x, 128 x 256 x 8192", 128, 256, 8192, True, False),
+    ("linear dout^T x, 512 x 256 x 8192", 512, 256, 8192, True, False),
+    ("linear dout^T x, 128 x 1024 x 8192", 128, 1024, 8192, True, False),
     ("scores q k^T, 256 x 512 x 32", 256, 512, 32, False, True),
     ("scores q k^T, 256 x 512 x 64", 256, 512, 64, False, True),
     ("scores q k^T, 256 x 512 x 128", 256, 512, 128, False, True),
@@ -58,14 +63,29 @@ def fortran_sgemms():
 
 
 def row_major(sgemm, c, a, b, ta, tb):
-    """c = op(a) op(b) on row-major arrays: column-major c^T = op(b)^T op(a)^T."""
+    """c = op(a) op(b) on row-major arrays (or their column blocks): column-major
+    c^T = op(b)^T op(a)^T, each leading dimension the row stride."""
     M, N = c.shape
     K = a.shape[0] if ta else a.shape[1]
-    ints = [ctypes.c_int(v) for v in (N, M, K, b.shape[1], a.shape[1], c.shape[1])]
+    ints = [ctypes.c_int(v) for v in (N, M, K) + tuple(x.strides[0] // x.itemsize
+                                                        for x in (b, a, c))]
     one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
     n, m, k, ldb, lda, ldc = (ctypes.byref(v) for v in ints)
     sgemm(b"T" if tb else b"N", b"T" if ta else b"N", n, m, k, ctypes.byref(one), b.ctypes.data,
           ldb, a.ctypes.data, lda, ctypes.byref(zero), c.ctypes.data, ldc)
+
+
+def register_tn():
+    """c = a^T b through packed_gemm's register path (a call from @njit code), or None on a CPU
+    without AVX-512."""
+    from numba import njit
+
+    from seqattn.kernels.cpu.packed_gemm import register_gemm_tn
+    from seqattn.kernels.cpu.register_gemm import IN_REGISTERS
+
+    if not IN_REGISTERS:
+        return None
+    return njit(lambda c, a, b: register_gemm_tn(c, a, b, False))
 
 
 def rates(calls, flop, rounds):
@@ -90,16 +110,18 @@ def main():
 
     rng = np.random.default_rng(0)
     sgemms = fortran_sgemms()
+    registers_tn = register_tn()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"torch {torch.__version__}; 1-min load average {os.getloadavg()[0]:.1f}")
     for lib in threadpool_info():
         print(f"  {lib['internal_api']} {lib['version']} ({lib.get('architecture')}): "
               f"{os.path.basename(lib['filepath'])}")
-    names = list(sgemms) + ["NumPy OpenBLAS", "torch"]
+    names = list(sgemms) + ["NumPy OpenBLAS", "torch"] + (["registers"] if registers_tn else [])
     print(f"\nsingle-threaded GFLOP/s\n{'shape':36s}" + "".join(f"{n:>16s}" for n in names))
     torch.set_num_threads(1)
     for name, M, N, K, ta, tb in SHAPES:
-        a = rng.standard_normal((K, M) if ta else (M, K), dtype=np.float32)
+        # dout^T x reads a thread's block of dout's columns: a view of a wider matrix
+        a = rng.standard_normal((K, 2 * M) if ta else (M, K), dtype=np.float32)[:, :M if ta else K]
         b = rng.standard_normal((N, K) if tb else (K, N), dtype=np.float32)
         c = np.empty((M, N), np.float32)
         opa, opb = (a.T if ta else a), (b.T if tb else b)
@@ -108,13 +130,16 @@ def main():
         calls["NumPy OpenBLAS"] = lambda: np.matmul(opa, opb, out=c)
         ta_, tb_, tc_ = (torch.from_numpy(v) for v in (opa, opb, c))
         calls["torch"] = lambda: torch.mm(ta_, tb_, out=tc_)
+        if registers_tn and ta and not tb:
+            calls["registers"] = lambda: registers_tn(c, a, b)
         with threadpool_limits(1):
             for contender, call in calls.items():
                 call()
                 np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3 * np.sqrt(K),
                                            err_msg=contender)
             got = rates(calls, 2.0 * M * N * K, args.rounds)
-        print(f"{name:36s}" + "".join(f"{got[n]:16.1f}" for n in names), flush=True)
+        print(f"{name:36s}" + "".join(f"{got[n]:16.1f}" if n in got else f"{'-':>16s}"
+                                      for n in names), flush=True)
     a = rng.standard_normal((2048, 2048), dtype=np.float32)
     c = np.empty_like(a)
     torch.set_num_threads(args.threads)

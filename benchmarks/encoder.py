@@ -9,8 +9,12 @@ and the machine's load average around the run.
     python benchmarks/encoder.py                  # the issue's size on 2 CPU threads
     python benchmarks/encoder.py --quick          # N=128, a smoke run
     python benchmarks/encoder.py --device cuda    # both on the GPU
+    python benchmarks/encoder.py --ops --threads 1  # CPU seconds per op (wall on 2 threads)
 """
 import argparse
+import collections
+import contextlib
+import importlib
 import os
 import platform
 import statistics
@@ -59,13 +63,106 @@ def step_seconds(steps, repeats):
             for spent, used in zip(wall, cpu)]
 
 
+# Kernel families whose launchers the encoder step calls (seqattn.kernels.cpu.<family>).
+FAMILIES = ("linear", "attention", "layer_norm", "activations", "heads", "elementwise",
+            "reductions", "arithmetic", "dropout")
+
+
+def _timed(launcher, key, totals, depth, clock):
+    def timed(*args, **kwargs):
+        depth[0] += 1
+        start = clock()
+        try:
+            return launcher(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+            if depth[0] == 0:  # a launcher that calls another is counted once, as itself
+                totals[key] += clock() - start
+    return timed
+
+
+@contextlib.contextmanager
+def timed_launchers(totals, clock):
+    """Within the block, each Python-level launcher of FAMILIES (plain functions and sized
+    kernels, not compiled dispatchers, which compiled callers bind at compile time) adds its
+    seconds by ``clock`` to ``totals["family.name"]``. Compile everything before entering."""
+    from numba.core.dispatcher import Dispatcher
+
+    patched, depth = [], [0]
+    for family in FAMILIES:
+        module = importlib.import_module(f"seqattn.kernels.cpu.{family}")
+        for name, launcher in list(vars(module).items()):
+            if (name.startswith("_") or not callable(launcher) or isinstance(launcher, type)
+                    or isinstance(launcher, Dispatcher)
+                    or getattr(launcher, "__module__", None) != module.__name__):
+                continue
+            patched.append((module, name, launcher))
+            setattr(module, name, _timed(launcher, f"{family}.{name}", totals, depth,
+                                               clock))
+    try:
+        yield
+    finally:
+        for module, name, launcher in patched:
+            setattr(module, name, launcher)
+
+
+def op_seconds(step_ours, step_torch, repeats, clock):
+    """Seconds per step and per op by ``clock`` (CPU time on 1 thread, wall time on more),
+    medians of alternating rounds: ({op: s} for seqattn, {op: s} for torch's self time per
+    aten op). The step's total is under "step" (by ``clock`` for both), and what no kernel
+    launcher accounts for (Python, allocation) under "outside kernels". torch's per-op times
+    are the profiler's, wall time on the calling thread: on a loaded machine they include
+    waiting for a core and can sum to more than torch's CPU-time step."""
+    import torch
+
+    ours, theirs = collections.defaultdict(list), collections.defaultdict(list)
+    step_ours()
+    step_torch()
+    for _ in range(repeats):
+        totals = collections.defaultdict(float)
+        with timed_launchers(totals, clock):
+            start = clock()
+            step_ours()
+            totals["step"] = clock() - start
+        totals["outside kernels"] = totals["step"] - sum(
+            v for k, v in totals.items() if k != "step")
+        for key, value in totals.items():
+            ours[key].append(value)
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        start = clock()
+        with torch.profiler.profile(activities=activities) as profile:
+            step_torch()
+        theirs["step"].append(clock() - start)
+        by_name = collections.defaultdict(float)
+        for event in profile.key_averages():
+            by_name[event.key] += event.self_cpu_time_total / 1e6
+        for key, value in by_name.items():
+            theirs[key].append(value)
+    return ({k: statistics.median(v) for k, v in ours.items()},
+            {k: statistics.median(v) for k, v in theirs.items()})
+
+
+def print_op_seconds(ours, theirs, what, top=24):
+    for name, unit, table in (("seqattn kernel launchers", what, ours),
+                              ("torch aten ops", "profiler self seconds (wall)", theirs)):
+        print(f"\n{name}: {unit} per step (median); step {table['step']:.3f} {what}")
+        rows = sorted(((v, k) for k, v in table.items() if k != "step"), reverse=True)
+        for value, key in rows[:top]:
+            print(f"  {key:52s} {value:8.4f}  {value / table['step']:6.1%}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--ops", action="store_true",
+                        help="seconds per op instead of the timed steps: CPU seconds on "
+                             "--threads 1, wall seconds on more")
     args = parser.parse_args()
+    if args.ops and args.device != "cpu":
+        parser.error("--ops profiles the CPU kernels; drop --device cuda")
     args.layers, args.d_model, args.heads, args.ffn, args.batch = 4, 256, 8, 1024, 8
     args.n = 128 if args.quick else 1024
 
@@ -101,6 +198,15 @@ def main():
         theirs(x_torch).backward(dout_torch)
 
     load_before = os.getloadavg()[0]
+    if args.ops:
+        clock, what = ((time.process_time, "CPU seconds") if args.threads == 1 else
+                       (time.perf_counter, f"wall seconds on {args.threads} threads"))
+        with threadpool_limits(args.threads):
+            ours_ops, torch_ops = op_seconds(step_ours, step_torch, args.repeats, clock)
+        print(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; "
+              f"N {args.n}, {args.repeats} alternating rounds")
+        print_op_seconds(ours_ops, torch_ops, what)
+        return
     with threadpool_limits(args.threads):
         ours_times, torch_times = step_seconds([(step_ours, sync_ours), (step_torch, sync_torch)],
                                          args.repeats)

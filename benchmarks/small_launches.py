@@ -99,7 +99,8 @@ def _linear(backward):
 
             def launch(threads):
                 with single_threaded_blas():
-                    kernel.run(threads, dx, dw, db, y, x, w, True, True, threads)
+                    kernel.run(threads, dx, dw, db, y, x, w, True, True,
+                               linear.TN_IN_REGISTERS, threads)
         else:
             kernel = linear._linear_forward
 

@@ -1,7 +1,8 @@
-"""The GEMMs. CPU: the in-place BLAS GEMM the layer kernels call from @njit code, and the linear
+"""The GEMMs. CPU: the in-place BLAS GEMM the layer kernels call from @njit code, the linear
 kernels' split of rows and features over threads (blocks that are empty when a dim is below the
-thread count, no bias, no input gradient). CUDA: the register-blocked numba kernel at odd shapes
-(the simulator without a GPU), and the cuBLAS path's argument mapping and dispatch."""
+thread count, no bias, no input gradient) and their weight gradient through packed_gemm. CUDA:
+the register-blocked numba kernel at odd shapes (the simulator without a GPU), and the cuBLAS
+path's argument mapping and dispatch."""
 import numpy as np
 import pytest
 from numba import njit
@@ -180,3 +181,24 @@ def test_cublas_gemm_matches_numba_kernel_on_a_gpu():
         cublas_gemm.cublas_gemm(c1, a, b, transpose_a, transpose_b, True)
         sgemm(c2, a, b, transpose_a, transpose_b, True)
         np.testing.assert_allclose(c1.copy_to_host(), c2.copy_to_host(), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_weight_gradient_takes_the_packed_product_at_its_size():
+    """Large enough for packed_gemm's register path (each thread's block of dW at least
+    MIN_WORK multiply-adds): the layer's float32 dW is the path's result bit for bit (its
+    rounding does not depend on how the features are split over threads) and as accurate as
+    NumPy's float32 product."""
+    from gradcheck import assert_float32_close
+    from seqattn.kernels.cpu.packed_gemm import (MIN_WORK, TN_IN_REGISTERS, blas_gemm_tn,
+                                                 register_gemm_tn)
+
+    rng = np.random.default_rng(5)
+    R, K, O = 2 * MIN_WORK // (64 * 64), 64, 64
+    x, dout = (rng.standard_normal((R, n), dtype=np.float32) for n in (K, O))
+    weight = rng.standard_normal((O, K), dtype=np.float32)
+    weight_grad = np.zeros((O, K), np.float32)
+    ops.linear_backward(dout, x, weight, weight_grad=weight_grad, need_input_grad=False)
+    want = np.zeros_like(weight_grad)
+    (register_gemm_tn if TN_IN_REGISTERS else blas_gemm_tn)(want, dout, x, True)
+    np.testing.assert_array_equal(weight_grad, want)
+    assert_float32_close("dW", weight_grad, dout.T.astype(np.float64) @ x, dout.T @ x)

@@ -2,8 +2,10 @@
 
 Shapes: x (R, K) with R = B * N token rows, weight (O, K), bias (O,), y (R, O).
 
-Each op is one parallel region in which every Numba thread runs single-threaded BLAS on its own
-block: forward and dx on a block of token rows, dW and db on a block of output features. There
+Each op is one parallel region in which every Numba thread runs single-threaded products on its
+own block: forward and dx on a block of token rows (BLAS), dW and db on a block of output
+features (``packed_gemm.gemm_tn``: register-blocked on AVX-512 CPUs with OpenBLAS, which it
+beat on these products with their inner dimension of all R token rows; BLAS elsewhere). There
 is no synchronisation inside a GEMM, which matters on our shared 2-core machines: OpenBLAS's own
 threads hand packed panels to each other and spin whenever the other one is descheduled. The
 bias goes into the output before the GEMM (beta = 1) and the bias gradient is summed in the
@@ -14,6 +16,7 @@ from numba import njit, prange
 
 from .blas_library import single_threaded_blas
 from .blas_gemm import gemm
+from .packed_gemm import TN_IN_REGISTERS, gemm_tn
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).
@@ -60,7 +63,8 @@ def _linear_forward(out, x, weight, bias, has_bias, tasks):
 
 
 @sized_kernel(GRAIN)
-def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias, tasks):
+def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias, tn_in_registers,
+                     tasks):
     R, O = dout.shape
     for t in prange(tasks):
         r0, r1 = _block(t, tasks, R)
@@ -70,7 +74,7 @@ def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias, tas
         o0, o1 = _block(t, tasks, O)
         if o1 > o0:
             # out = x W^T  ->  dW += dout^T x, summed over all token rows
-            gemm(dweight[o0:o1], dout[:, o0:o1], x, True, False, 1.0, 1.0)
+            gemm_tn(dweight[o0:o1], dout[:, o0:o1], x, True, tn_in_registers)
             if has_bias:
                 # out += b  ->  db += sum of dout over rows
                 _add_column_sums(dbias, dout, o0, o1)
@@ -98,5 +102,6 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
     """
     tasks = _linear_backward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
+        # The product's choice is an argument, so that cached code does not keep it.
         _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
-                             has_bias, tasks)
+                             has_bias, TN_IN_REGISTERS, tasks)

@@ -12,7 +12,7 @@ machine falls on all of them alike.
     python benchmarks/attention.py --threads 1 --clock cpu   # CPU seconds, for a shared machine
     python benchmarks/attention.py --long            # N=32768, H=1: forward+backward memory
     python benchmarks/attention.py --structured      # distance and pair-code biases vs plain
-    python benchmarks/attention.py --structured --threads 1 --cpu-time   # the same, CPU time
+    python benchmarks/attention.py --structured --threads 1 --clock cpu
     python benchmarks/attention.py --device cuda     # CUDA kernels vs torch on the GPU
 """
 import argparse
@@ -251,16 +251,16 @@ class BiasedRunner(SeqattnRunner):
         return self._timed(self.backward)
 
 
-def structured_biases(B=1, H=8, N=4096, D=64, repeats=5, cpu_time=False, dense=True):
+def structured_biases(B=1, H=8, N=4096, D=64, repeats=5, clock_name="wall", dense=True):
     """Forward and backward with a distance bias, pair codes, a relative-position bias and a
     dense (B, H, N, N) bias tensor, as ratios to plain attention measured in the same rounds
     (the issue's target: structured <= 1.3x plain and faster than dense), plus torch SDPA
-    plain as the peer that shows whether plain attention itself kept its speed. ``cpu_time``
-    times seqattn by the process's CPU time (a loaded machine's wall times include the time
-    other processes held the core); torch stays on wall time."""
+    plain as the peer that shows whether plain attention itself kept its speed. ``clock_name``
+    is a key of CLOCKS: "cpu" times both by the process's CPU time (a loaded machine's wall
+    times include the time other processes held the core)."""
     from seqattn.ops import DistanceBias, PairBias
 
-    clock = time.process_time if cpu_time else time.perf_counter
+    clock = CLOCKS[clock_name]
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((B, H, N, D)).astype(np.float32) for _ in range(3))
     # A molecule-like cloud: atoms in a 30 A box, a table of 64 bins up to 10 A.
@@ -282,11 +282,11 @@ def structured_biases(B=1, H=8, N=4096, D=64, repeats=5, cpu_time=False, dense=T
         timers[f"{name} fwd"] = runner.forward_time
         timers[f"{name} bwd"] = runner.backward_time
     if torch_available():
-        theirs = TorchRunner("cpu", q, k, v, False)
+        theirs = TorchRunner("cpu", q, k, v, False, clock)
         timers.update({"torch fwd": theirs.forward_time, "torch bwd": theirs.backward_time})
     medians = interleaved_medians(timers, repeats)
     print(f"# structured biases, B{B} H{H} N{N} D{D} float32, medians of {repeats} rounds, "
-          f"seqattn timed by {'CPU' if cpu_time else 'wall'} time")
+          f"clock={clock_name}")
     print("| bias | fwd s | bwd s | fwd / plain | bwd / plain | fwd+bwd / plain "
           "| fwd+bwd / dense |")
     print("|---|---|---|---|---|---|---|")
@@ -339,8 +339,6 @@ def main(argv=None):
     parser.add_argument("--long", action="store_true", help="only the N=32768 memory check")
     parser.add_argument("--structured", action="store_true",
                         help="only the structured biases at B1 H8 N4096 D64 (CPU)")
-    parser.add_argument("--cpu-time", action="store_true",
-                        help="with --structured: time seqattn by CPU time (loaded machines)")
     parser.add_argument("--no-dense", action="store_true",
                         help="with --structured: leave out the dense bias tensor (1 GiB)")
     args = parser.parse_args(argv)
@@ -358,7 +356,7 @@ def main(argv=None):
         long_sequence(args.device)
         return 0
     if args.structured:
-        structured_biases(repeats=args.repeats, cpu_time=args.cpu_time,
+        structured_biases(repeats=args.repeats, clock_name=args.clock,
                           dense=not args.no_dense)
         return 0
     sizes, dims = (([512], [64]) if args.quick else (args.sizes, args.head_dims))

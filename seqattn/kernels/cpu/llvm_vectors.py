@@ -39,6 +39,11 @@ def masked_store(module):
                    [VEC, VEC.as_pointer(), I32, MASK])
 
 
+def vector_at(builder, base, offset):
+    """The address of the VEC of floats at element ``offset`` from the float pointer ``base``."""
+    return builder.bitcast(builder.gep(base, [offset]), VEC.as_pointer())
+
+
 def splat(builder, value, vector_type):
     """``value`` in every lane of a vector of type ``vector_type`` (LANES lanes)."""
     v = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, ir.Constant(I32, 0))

@@ -30,7 +30,7 @@ from numba.extending import intrinsic, overload
 
 from .blas_gemm import gemm
 from .llvm_vectors import (AVX512, F32, I32, LANES, MASK, VEC, declare, has_avx512, lanes_below,
-                           masked_load, masked_store, splat)
+                           masked_load, masked_store, splat, vector_at)
 
 
 def _grow_lane_max(builder, lane_max_addr, values, masks, R, vectors):
@@ -64,7 +64,6 @@ def _block_product(R, vectors):
                                            types.boolean)
             lane_max_addr = args[11]
             module = builder.module
-            vec_ptr = VEC.as_pointer()
             fma = declare(module, "llvm.fma.v16f32", VEC, [VEC, VEC, VEC])
             load, store = masked_load(module), masked_store(module)
             intp = context.get_value_type(types.intp)
@@ -79,9 +78,6 @@ def _block_product(R, vectors):
             zero = cgutils.get_null_value(VEC)
             align = ir.Constant(I32, 4)
 
-            def vector_at(base, offset):
-                return builder.bitcast(builder.gep(base, [offset]), vec_ptr)
-
             entry = builder.basic_block
             loop = builder.append_basic_block("block.loop")
             done = builder.append_basic_block("block.done")
@@ -94,8 +90,8 @@ def _block_product(R, vectors):
                 for phi in row:
                     phi.add_incoming(zero, entry)
             b_at = builder.mul(k, b_row)
-            b_vectors = [builder.call(load, [vector_at(b_data, builder.add(b_at,
-                                                                           const(LANES * w))),
+            b_vectors = [builder.call(load, [vector_at(builder, b_data,
+                                                       builder.add(b_at, const(LANES * w))),
                                              align, masks[w], zero])
                          for w in range(vectors)]
             a_at = builder.mul(k, a_step)
@@ -128,8 +124,9 @@ def _block_product(R, vectors):
                     with branch:
                         values = {}
                         for r, w, total in totals:
-                            at = vector_at(c_data, builder.add(builder.mul(const(r), c_row),
-                                                               const(LANES * w)))
+                            offset = builder.add(builder.mul(const(r), c_row),
+                                                 const(LANES * w))
+                            at = vector_at(builder, c_data, offset)
                             value = builder.fmul(total, scale)
                             if add_old:
                                 value = builder.fadd(value, builder.call(
@@ -332,7 +329,6 @@ def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, cols):
     def codegen(context, builder, signature, args):
         dst_addr, dst_row, src_addr, src_row, rows, cols = args
         intp = context.get_value_type(types.intp)
-        vec_ptr = VEC.as_pointer()
         module = builder.module
         load, store = masked_load(module), masked_store(module)
         src_data, dst_data = (builder.inttoptr(x, F32.as_pointer()) for x in (src_addr, dst_addr))
@@ -340,8 +336,7 @@ def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, cols):
         align = ir.Constant(I32, 4)
 
         def row_at(data, stride, r):
-            return builder.bitcast(builder.gep(data, [builder.mul(ir.Constant(intp, r),
-                                                                  stride)]), vec_ptr)
+            return vector_at(builder, data, builder.mul(ir.Constant(intp, r), stride))
 
         columns, present = lanes_below(builder, cols), lanes_below(builder, rows)
         lines = []

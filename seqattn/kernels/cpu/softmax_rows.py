@@ -21,7 +21,7 @@ from numba.extending import intrinsic, overload
 from . import float32_math as f32
 from .float32_math import FASTMATH
 from .llvm_vectors import (AVX512, F32, I32, LANES, VEC, declare, lanes_below, masked_load,
-                           masked_store, splat)
+                           masked_store, splat, vector_at)
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -96,7 +96,6 @@ def _row_max_f32(typingctx, x):
         n = builder.extract_value(row.shape, 0)
         intp = n.type
         module = builder.module
-        vec_ptr = VEC.as_pointer()
         maxnum = declare(module, "llvm.maxnum.v16f32", VEC, [VEC, VEC])
         load = masked_load(module)
         reduce_max = declare(module, "llvm.vector.reduce.fmax.v16f32", F32, [VEC])
@@ -107,7 +106,7 @@ def _row_max_f32(typingctx, x):
             return ir.Constant(intp, value)
 
         def at(i):
-            return builder.bitcast(builder.gep(row.data, [i]), vec_ptr)
+            return vector_at(builder, row.data, i)
 
         full = builder.sub(n, builder.srem(n, const(LANES * _UNROLL)))
         entry = builder.basic_block
@@ -233,7 +232,6 @@ def _exp_shifted_codegen(scale_in_one_instruction):
         n = builder.extract_value(row.shape, 0)
         intp = n.type
         module = builder.module
-        vec_ptr = VEC.as_pointer()
         load, store = masked_load(module), masked_store(module)
         reduce_add = declare(module, "llvm.vector.reduce.fadd.v16f32", F32, [F32, VEC])
         shift = splat(builder, args[1], VEC)
@@ -242,7 +240,7 @@ def _exp_shifted_codegen(scale_in_one_instruction):
         full = builder.sub(n, builder.srem(n, ir.Constant(intp, LANES)))
         with cgutils.for_range_slice(builder, ir.Constant(intp, 0), full,
                                      ir.Constant(intp, LANES), intp) as (j, _):
-            at = builder.bitcast(builder.gep(row.data, [j]), vec_ptr)
+            at = vector_at(builder, row.data, j)
             e = _vector_exp(builder, builder.fsub(builder.load(at, align=4), shift),
                             scale_in_one_instruction)
             builder.store(e, at, align=4)
@@ -250,7 +248,7 @@ def _exp_shifted_codegen(scale_in_one_instruction):
         with builder.if_then(builder.icmp_signed("<", full, n)):
             # the last n - full elements; lanes past the end read shift, so e is 1 there:
             # they are neither stored nor summed
-            at = builder.bitcast(builder.gep(row.data, [full]), vec_ptr)
+            at = vector_at(builder, row.data, full)
             mask = lanes_below(builder, builder.sub(n, full))
             y = builder.fsub(builder.call(load, [at, align, mask, shift]), shift)
             e = _vector_exp(builder, y, scale_in_one_instruction)

@@ -25,7 +25,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .llvm_vectors import (AVX512, F32, I32, LANES, MASK, VEC, declare, lanes_below,
-                           masked_load, masked_store, splat)
+                           masked_load, masked_store, splat, vector_at)
 
 # Entries of a table held in registers: 4 registers of 16 floats.
 TABLE_REGISTERS = 4
@@ -53,14 +53,9 @@ def _float_pointer(builder, address):
     return builder.inttoptr(address, F32.as_pointer())
 
 
-def _vector_at(builder, base, offset):
-    """The address of 16 floats from base + offset (elements)."""
-    return builder.bitcast(builder.gep(base, [offset]), VEC.as_pointer())
-
-
 def _load(builder, base, offset, mask):
     """16 floats from base + offset; with a mask, lanes outside it read 0."""
-    at = _vector_at(builder, base, offset)
+    at = vector_at(builder, base, offset)
     if mask is None:
         return builder.load(at, align=4)
     return builder.call(masked_load(builder.module), [at, _ALIGN, mask,
@@ -68,7 +63,7 @@ def _load(builder, base, offset, mask):
 
 
 def _store(builder, value, base, offset, mask):
-    at = _vector_at(builder, base, offset)
+    at = vector_at(builder, base, offset)
     if mask is None:
         builder.store(value, at, align=4)
     else:
@@ -276,7 +271,7 @@ def distance_row_grads(typingctx, g, yx, yy, yz, dyx, dyy, dyz, table, scratch_u
             for lanes, buffer in ((builder.bitcast(entry, VEC), near_entry), (low, near_low),
                                   (high, near_high)):
                 builder.store(builder.call(compress, [lanes, zero, near]),
-                              _vector_at(builder, buffer, packed_at), align=4)
+                              vector_at(builder, buffer, packed_at), align=4)
             packed = builder.zext(builder.call(popcount, [builder.bitcast(near, I16)]), intp)
             builder.store(builder.add(packed_at, packed), count)
 

@@ -124,8 +124,9 @@ def _outermost_aten_op(event):
 def op_seconds(step_ours, step_torch, repeats, clock):
     """Seconds per step and per op by ``clock`` (CPU time on 1 thread, wall time on more),
     medians of alternating rounds: ({op: s} for seqattn, {op: s} for torch per outermost aten
-    op, its helper ops' self time included). The step's total is under "step" (by ``clock`` for both), and what no kernel
-    launcher accounts for (Python, allocation) under "outside kernels". torch's per-op times
+    op, its helper ops' self time included). The step's total is under "step" (by ``clock``
+    for both), and what no kernel launcher accounts for (Python, allocation) under "outside
+    kernels". torch's per-op times
     are the profiler's, wall time on the calling thread: on a loaded machine they include
     waiting for a core and can sum to more than torch's CPU-time step."""
     import torch

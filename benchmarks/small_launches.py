@@ -74,7 +74,7 @@ def _layer_norm_backward(n, rng, E=256):
 
 def _split_heads(n, rng, H=4, D=16):
     x = rng.standard_normal((1, max(1, n // (H * D)), 3 * H * D), dtype=np.float32)
-    out = np.empty((1, H, x.shape[1], D), np.float32)
+    out = np.empty((1, 1, H, x.shape[1], D), np.float32)  # one block (P = 1) of the packed x
     kernel = heads.split_heads_forward
     return kernel, lambda threads: kernel.run(threads, out, x[:, :, H * D:2 * H * D])
 

@@ -183,17 +183,20 @@ def test_cublas_gemm_matches_numba_kernel_on_a_gpu():
         np.testing.assert_allclose(c1.copy_to_host(), c2.copy_to_host(), rtol=1e-5, atol=1e-5)
 
 
-def test_linear_weight_gradient_takes_the_packed_product_at_its_size():
+@pytest.mark.parametrize("K", [64, 128])
+def test_linear_weight_gradient_takes_the_packed_product_at_its_size(K):
     """Large enough for packed_gemm's register path (each thread's block of dW at least
-    MIN_WORK multiply-adds): the layer's float32 dW is the path's result bit for bit (its
+    MIN_WORK multiply-adds; with more inputs than outputs, K > O, the threads split dW's
+    columns instead of its rows): the layer's float32 dW is the path's result bit for bit (its
     rounding does not depend on how the features are split over threads) and as accurate as
-    NumPy's float32 product."""
+    NumPy's float32 product; the bias gradient beside it as accurate as NumPy's float32 sum,
+    with or without the input gradient."""
     from gradcheck import assert_float32_close
     from seqattn.kernels.cpu.packed_gemm import (MIN_WORK, TN_IN_REGISTERS, blas_gemm_tn,
                                                  register_gemm_tn)
 
     rng = np.random.default_rng(5)
-    R, K, O = 2 * MIN_WORK // (64 * 64), 64, 64
+    R, O = 2 * MIN_WORK // (64 * 64), 64
     x, dout = (rng.standard_normal((R, n), dtype=np.float32) for n in (K, O))
     weight = rng.standard_normal((O, K), dtype=np.float32)
     weight_grad = np.zeros((O, K), np.float32)
@@ -202,3 +205,11 @@ def test_linear_weight_gradient_takes_the_packed_product_at_its_size():
     (register_gemm_tn if TN_IN_REGISTERS else blas_gemm_tn)(want, dout, x, True)
     np.testing.assert_array_equal(weight_grad, want)
     assert_float32_close("dW", weight_grad, dout.T.astype(np.float64) @ x, dout.T @ x)
+    for need_input_grad in (False, True):
+        weight_grad[...] = 0
+        bias_grad = np.ones(O, np.float32)
+        ops.linear_backward(dout, x, weight, weight_grad=weight_grad, bias_grad=bias_grad,
+                            need_input_grad=need_input_grad)
+        np.testing.assert_array_equal(weight_grad, want)
+        assert_float32_close("db", bias_grad, 1 + dout.astype(np.float64).sum(axis=0),
+                             1 + dout.sum(axis=0))

@@ -265,10 +265,7 @@ def split_heads(x, num_heads, parts=1):
     E = width // parts
     out = empty_like_on(device, (parts, B, num_heads, N, E // num_heads), x.dtype)
     if x.size:
-        kernel = kernels_for(device, "heads").split_heads_forward
-        for p in range(parts):
-            # The kernel reads block p as a strided view: no copy of the packed input.
-            kernel(out[p], x[:, :, p * E:(p + 1) * E])
+        kernels_for(device, "heads").split_heads_forward(out, x)
     return out[0] if parts == 1 else tuple(out[p] for p in range(parts))
 
 
@@ -288,12 +285,9 @@ def merge_heads(*heads):
     for name in names[1:]:
         expect_shape(name, a[name], shape_of(first), "the shape of heads[0]")
     B, H, N, D = shape_of(first)
-    E = H * D
-    out = empty_like_on(device, (B, N, len(heads) * E), first.dtype)
+    out = empty_like_on(device, (B, N, len(heads) * H * D), first.dtype)
     if first.size:
-        kernel = kernels_for(device, "heads").split_heads_backward
-        for p, name in enumerate(names):
-            kernel(out[:, :, p * E:(p + 1) * E], a[name])
+        kernels_for(device, "heads").split_heads_backward(out, tuple(a[name] for name in names))
     return out
 
 

@@ -3,8 +3,9 @@
 Shapes: x (R, K) with R = B * N token rows, weight (O, K), bias (O,), y (R, O).
 
 Each op is one parallel region in which every Numba thread runs single-threaded products on its
-own block: forward and dx on a block of token rows (BLAS), dW and db on a block of output
-features (``packed_gemm.gemm_tn``: register-blocked on AVX-512 CPUs with OpenBLAS, which it
+own block: forward and dx on a block of token rows (BLAS), db on a block of output features,
+dW on a block of output or of input features, whichever are more
+(``packed_gemm.gemm_tn``: register-blocked on AVX-512 CPUs with OpenBLAS, which it
 beat on these products with their inner dimension of all R token rows; BLAS elsewhere). There
 is no synchronisation inside a GEMM, which matters on our shared 2-core machines: OpenBLAS's own
 threads hand packed panels to each other and spin whenever the other one is descheduled. The
@@ -66,18 +67,25 @@ def _linear_forward(out, x, weight, bias, has_bias, tasks):
 def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias, tn_in_registers,
                      tasks):
     R, O = dout.shape
+    K = x.shape[1]
     for t in prange(tasks):
         r0, r1 = _block(t, tasks, R)
         if need_dx and r1 > r0:
             # out = x W^T  ->  dx = dout W
             gemm(dx[r0:r1], dout[r0:r1], weight, False, False, 1.0, 0.0)
+        # out = x W^T  ->  dW += dout^T x, summed over all token rows. Each task packs the
+        # whole of one operand and its block of the other: blocks of the wider one, so that
+        # less is packed (with K > O, 256 -> 1024 features, 1.19x faster a block, measured).
         o0, o1 = _block(t, tasks, O)
-        if o1 > o0:
-            # out = x W^T  ->  dW += dout^T x, summed over all token rows
+        if K > O:
+            k0, k1 = _block(t, tasks, K)
+            if k1 > k0:
+                gemm_tn(dweight[:, k0:k1], dout, x[:, k0:k1], True, tn_in_registers)
+        elif o1 > o0:
             gemm_tn(dweight[o0:o1], dout[:, o0:o1], x, True, tn_in_registers)
-            if has_bias:
-                # out += b  ->  db += sum of dout over rows
-                _add_column_sums(dbias, dout, o0, o1)
+        if has_bias and o1 > o0:
+            # out += b  ->  db += sum of dout over rows
+            _add_column_sums(dbias, dout, o0, o1)
 
 
 def _vector(x):

@@ -1,5 +1,5 @@
 """Splitting tokens into attention heads and merging them, on the GPU; same launchers and
-semantics as ``kernels/cpu/heads``. Shapes: (B, N, H * D) <-> (B, H, N, D).
+semantics as ``kernels/cpu/heads``. Shapes: (B, N, P * H * D) <-> P blocks (B, H, N, D).
 """
 from numba import cuda
 
@@ -31,10 +31,17 @@ def split_heads_backward_kernel(dx, dout):
 
 
 def split_heads_forward(out, x):
-    """out (B, H, N, D) from x (B, N, H * D)."""
-    split_heads_forward_kernel[blocks_for(out.size), THREADS](out, x)
+    """out (P, B, H, N, D) from x (B, N, P * H * D): block p of x's last axis is out[p]."""
+    width = x.shape[2] // out.shape[0]
+    for p in range(out.shape[0]):
+        # Block p as a strided view of x: no copy of the packed input.
+        split_heads_forward_kernel[blocks_for(out[p].size), THREADS](
+            out[p], x[:, :, p * width:(p + 1) * width])
 
 
-def split_heads_backward(dx, dout):
-    """dx (B, N, H * D) from dout (B, H, N, D): the merge."""
-    split_heads_backward_kernel[blocks_for(dout.size), THREADS](dx, dout)
+def split_heads_backward(dx, heads):
+    """dx (B, N, P * H * D) from a tuple of P arrays (B, H, N, D), side by side: the merge."""
+    width = dx.shape[2] // len(heads)
+    for p, dout in enumerate(heads):
+        split_heads_backward_kernel[blocks_for(dout.size), THREADS](
+            dx[:, :, p * width:(p + 1) * width], dout)

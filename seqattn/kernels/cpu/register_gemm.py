@@ -35,17 +35,25 @@ from .llvm_vectors import (AVX512, F32, I32, LANES, MASK, VEC, declare, has_avx5
 
 def _grow_lane_max(builder, lane_max_addr, values, masks, R, vectors):
     """lane_max[r] = max(lane_max[r], the block's values of row r), lanes past the product's
-    columns (off in masks) left out: the row maxima while the values are in registers."""
-    maxnum = declare(builder.module, "llvm.maxnum.v16f32", VEC, [VEC, VEC])
-    lowest = ir.Constant(VEC, [float("-inf")] * LANES)
+    columns (off in masks) left out: the row maxima while the values are in registers.
+
+    AVX-512's max (this kernel runs only where the CPU has it), merge-masked: one instruction
+    per vector, where llvm.maxnum's NaN rules took three and the masking a fourth. The scores
+    hold no NaN (the ops turn NaN in data into masks)."""
+    maximum = declare(builder.module, "llvm.x86.avx512.max.ps.512", VEC, [VEC, VEC, I32])
     lanes = builder.inttoptr(lane_max_addr, F32.as_pointer())
     for r in range(R):
         at = builder.bitcast(builder.gep(lanes, [ir.Constant(lane_max_addr.type, LANES * r)]),
                              VEC.as_pointer())
         best = builder.load(at, align=4)
         for w in range(vectors):
-            best = builder.call(maxnum, [best, builder.select(masks[w], values[(r, w)], lowest)])
+            grown = builder.call(maximum, [values[(r, w)], best, ir.Constant(I32, CURRENT)])
+            best = builder.select(masks[w], grown, best)
         builder.store(best, at, align=4)
+
+
+# The rounding argument of AVX-512 intrinsics: the current mode (no embedded rounding).
+CURRENT = 4
 
 
 def _block_product(R, vectors):

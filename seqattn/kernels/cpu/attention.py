@@ -14,6 +14,8 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * the tile products (register_gemm.py) read k^T and v^T as rows: the launchers transpose k and v
   once per call into contiguous panels of 32 keys, :func:`_key_panels` (as much memory as k and
   v themselves).
+* the score tiles live in buffers whose rows are padded by ROW_PAD floats (layout "A" views),
+  so that rows 2 KiB apart do not share L1 sets; the row primitives check the unit stride.
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
   in registers of the task; scores are recomputed from the lse; dQ is added into a partial buffer
   owned by the chunk, so no two threads write the same memory (deterministic, no atomics). A
@@ -51,7 +53,8 @@ BLOCK_K = 512
 # The forward walks a tile in strips of query rows: scores, softmax and P v of a strip follow
 # each other while its 24 x 512 scores (48 KiB) are in L1 (3-8 % faster than whole tiles,
 # 1 thread, Intel Xeon); the k and v blocks stay in L2 across the strips. Strips of 12 and 36
-# rows, and 256-key blocks, were within the noise of 24 at D 64 and D 128 (later round).
+# rows, and 256-key blocks, were within the noise of 24 at D 64 and D 128 (later round), and
+# slower at D 32 (1.46-1.57 and 1.55 ns per score against 1.36-1.40, padded tiles).
 STRIP_ROWS = 24
 # Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all
 # fall into the same two of L1's 64 sets, so the products that read a tile 12 rows at a time

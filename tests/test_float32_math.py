@@ -6,7 +6,7 @@ from numba import njit
 from seqattn.kernels.cpu.float32_math import exp_f32
 from seqattn.kernels.cpu.llvm_vectors import AVX512
 from seqattn.kernels.cpu.softmax_rows import (_exp_shifted_bits, _exp_shifted_scalef, exp_shifted,
-                                              row_max)
+                                              row_max, softmax_grad_row)
 
 F32_EPS = float(np.finfo(np.float32).eps)
 
@@ -101,3 +101,48 @@ def _exp_row(intrinsic_fn):
         total = intrinsic_fn(y, shift)
         return y, total
     return exp_row
+
+
+@njit
+def _tile_rows(tile, ds, shift):
+    """row_max, exp_shifted and softmax_grad_row on the rows of 2-D views (layout "A" when
+    padded), as the attention kernels call them on their padded score tiles."""
+    maxima = np.empty(tile.shape[0], tile.dtype)
+    sums = np.empty(tile.shape[0], tile.dtype)
+    for r in range(tile.shape[0]):
+        maxima[r] = row_max(tile[r])
+        sums[r] = exp_shifted(tile[r], shift)
+        softmax_grad_row(ds[r], tile[r], shift)
+    return maxima, sums
+
+
+def _tile_view(wide, cols, layout):
+    return {"contiguous": np.ascontiguousarray(wide[:, :cols]), "padded rows": wide[:, :cols],
+            "strided columns": wide[:, :2 * cols:2]}[layout]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("layout", ["contiguous", "padded rows", "strided columns"])
+def test_row_primitives_on_the_rows_of_a_tile(layout, dtype):
+    """Rows of a padded tile (unit stride, layout "A") take the vector paths, rows of a column
+    slice with stride 2 the loops; lengths around the 16 lanes leave masked tails."""
+    rng = np.random.default_rng(2)
+    for cols in (1, 15, 16, 37):
+        wide = (rng.standard_normal((3, 2 * cols + 16)) * 4).astype(dtype)
+        wide[:, ::5] = -np.inf
+        wide_ds = rng.standard_normal(wide.shape).astype(dtype)
+        tile, ds = _tile_view(wide, cols, layout), _tile_view(wide_ds, cols, layout)
+        before, ds_before = tile.copy(), ds.copy()
+        padding, ds_padding = wide[:, 2 * cols:].copy(), wide_ds[:, 2 * cols:].copy()
+        shift = dtype(1.5)
+        maxima, sums = _tile_rows(tile, ds, shift)
+        np.testing.assert_array_equal(maxima, before.max(axis=1))
+        # the subtraction happens in the row's dtype, as in the kernels
+        want = np.exp((before - shift).astype(np.float64))
+        np.testing.assert_allclose(tile, want, rtol=4 * np.finfo(dtype).eps, atol=0)
+        np.testing.assert_allclose(sums, want.sum(axis=1), rtol=1e-5)
+        # dS = P * (dP - delta), P the exponentials just computed
+        want_ds = tile.astype(np.float64) * (ds_before.astype(np.float64) - shift)
+        np.testing.assert_allclose(ds, want_ds, rtol=4 * np.finfo(dtype).eps, atol=1e-30)
+        np.testing.assert_array_equal(wide[:, 2 * cols:], padding, "wrote past the rows")
+        np.testing.assert_array_equal(wide_ds[:, 2 * cols:], ds_padding, "wrote past the rows")

@@ -35,9 +35,11 @@ PRODUCTS = {"registers": (_product, _product_of_transposed),
 
 
 # Rows and columns around the register blocks (12 rows x 32 columns, tails of 6, 3, 1 rows and
-# 16 or fewer columns), an empty inner dimension, and single rows and columns.
+# 16 or fewer columns), an empty inner dimension, and single rows and columns; then products
+# whose loops cut a's rows into chunks (130 x 64) and b's rows into slices (depth 700), with
+# partial chunks and slices at the end.
 SHAPES = [(1, 1, 1), (2, 1, 1), (1, 7, 2), (12, 32, 5), (13, 33, 64), (25, 17, 3), (30, 70, 0),
-          (40, 48, 19), (7, 16, 9)]
+          (40, 48, 19), (7, 16, 9), (130, 40, 64), (30, 40, 700)]
 
 
 @pytest.mark.parametrize("path", sorted(PRODUCTS))

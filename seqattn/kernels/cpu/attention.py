@@ -14,6 +14,8 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * the tile products (register_gemm.py) read k^T and v^T as rows: the launchers transpose k and v
   once per call into contiguous panels of 32 keys, :func:`_key_panels` (as much memory as k and
   v themselves).
+* the score tiles live in buffers whose rows are padded by ROW_PAD floats (layout "A" views),
+  so that rows 2 KiB apart do not share L1 sets; the row primitives check the unit stride.
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
   in registers of the task; scores are recomputed from the lse; dQ is added into a partial buffer
   owned by the chunk, so no two threads write the same memory (deterministic, no atomics). A
@@ -37,7 +39,7 @@ from .float32_math import FASTMATH
 from .llvm_vectors import LANES as VECTOR_LANES
 from .register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_lane_max,
                             transpose)
-from .softmax_rows import exp_scalar, exp_shifted, row_max
+from .softmax_rows import exp_scalar, exp_shifted, row_max, softmax_grad_row
 from .threads import sized_kernel
 from ..structured_bias_math import NO_PAIR
 
@@ -51,8 +53,16 @@ BLOCK_K = 512
 # The forward walks a tile in strips of query rows: scores, softmax and P v of a strip follow
 # each other while its 24 x 512 scores (48 KiB) are in L1 (3-8 % faster than whole tiles,
 # 1 thread, Intel Xeon); the k and v blocks stay in L2 across the strips. Strips of 12 and 36
-# rows, and 256-key blocks, were within the noise of 24 at D 64 and D 128 (later round).
+# rows, and 256-key blocks, were within the noise of 24 at D 64 and D 128 (later round), and
+# slower at D 32 (1.46-1.57 and 1.55 ns per score against 1.36-1.40, padded tiles).
 STRIP_ROWS = 24
+# Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all
+# fall into the same two of L1's 64 sets, so the products that read a tile 12 rows at a time
+# (P v, dS k, P^T dO, dS^T q) evict their own lines; one more cache line per row spreads them
+# over 12 sets: a 24 x 512 @ 512 x 32 product 136 -> 167 GFLOP/s, 256 x 512 @ 512 x 64
+# 89 -> 133 (1 thread, Intel Xeon, best of 21 alternating rounds, loaded machine). Zen 4's
+# L1 (32 KiB, 8 ways, 64 sets) maps the rows the same way.
+ROW_PAD = 16
 # Smallest query block worth a task: below it the per-tile overheads dominate.
 MIN_BLOCK_Q = 32
 # Tasks per thread wanted before query blocks are made smaller, so no thread idles.
@@ -61,6 +71,8 @@ TASKS_PER_THREAD = 4
 # (benchmarks/small_launches.py, BENCHMARKS.md): a smaller launch runs serial on the calling
 # thread, so it does not wait for a thread that another process has pushed off its core.
 GRAIN = 2 ** 20
+# Elements of dout per thread of the backward's row deltas (an elementwise pass over memory).
+ROW_GRAIN = 2 ** 16
 
 
 def _score_work(call):
@@ -254,7 +266,7 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
     acc = np.zeros((rows, D), dtype)
     running_max = np.full(rows, NEG_INF, dtype)
     running_sum = np.zeros(rows, dtype)
-    s_buf = np.empty(rows * block_k, dtype)
+    s_buf = np.empty((strip_rows, block_k + ROW_PAD), dtype)
     lane_max = np.empty((strip_rows, VECTOR_LANES), dtype)
     j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
     for kb in range(j_lo // block_k, _ceil_div(j_hi, block_k)):
@@ -266,7 +278,7 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
             j0, j1 = max(kb * block_k, strip_lo), min((kb + 1) * block_k, strip_hi)
             if j0 >= j1:
                 continue
-            s = s_buf[:(r1 - r0) * (j1 - j0)].reshape((r1 - r0, j1 - j0))
+            s = s_buf[:r1 - r0, :j1 - j0]
             lane_max[:] = NEG_INF
             if width == WIDE and j0 % WIDE == 0:  # the strip's panels in one product call
                 register_gemm_lane_max(s, q_rows[r0:r1], kt[b, hk, kb, j0 % block_k // WIDE:],
@@ -316,8 +328,7 @@ def _score_gradients(ds, p, dout_rows, vt, b, hk, j0, delta_rows):
     j0..; vt holds v's key panels (:func:`_key_panels`)."""
     _panel_product(ds, dout_rows, vt, b, hk, j0, 1.0, None)
     for r in range(ds.shape[0]):
-        for c in range(ds.shape[1]):
-            ds[r, c] = p[r, c] * (ds[r, c] - delta_rows[r])
+        softmax_grad_row(ds[r], p[r], delta_rows[r])
 
 
 @njit(cache=True)
@@ -346,8 +357,8 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
     dtype = q.dtype
     block_k = _block_keys(kt)
     left, right = mods[4], mods[5]
-    s_buf = np.empty(block_q * block_k, dtype)
-    ds_buf = np.empty(block_q * block_k, dtype)
+    s_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
+    ds_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
     dk_acc = np.empty((block_k, D), dtype)
     dv_acc = np.empty((block_k, D), dtype)
     for kb in range(chunk, _ceil_div(M, block_k), n_chunks):
@@ -371,8 +382,7 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
                     continue
                 t_cols = c1 - c0
                 q_rows, dout_rows = q[b, h, i0:i1], dout[b, h, i0:i1]
-                p = s_buf[:rows * t_cols].reshape((rows, t_cols))
-                ds = ds_buf[:rows * t_cols].reshape((rows, t_cols))
+                p, ds = s_buf[:rows, :t_cols], ds_buf[:rows, :t_cols]
                 # forward: S = scale q k^T + mods; P = exp(S - lse)
                 _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0 + c0, off, mods)
                 _probabilities_from_lse(p, lse[b, h, i0:i1])
@@ -418,8 +428,8 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
     block_k = _block_keys(kt)
     dtype = q.dtype
     left, right = mods[4], mods[5]
-    s_buf = np.empty(block_q * block_k, dtype)
-    ds_buf = np.empty(block_q * block_k, dtype)
+    s_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
+    ds_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
     out = dbias[bb, hb]
     out[i_start:i_stop if Nb > 1 else 1, j_start:j_stop if Mb > 1 else 1] = 0
     for b in range(0 if Bb == 1 else bb, B if Bb == 1 else bb + 1):
@@ -431,8 +441,7 @@ def _bias_grad_tile(dbias, bb, hb, i_start, i_stop, j_start, j_stop, dout, lse, 
                 for kb in range(lo // block_k, _ceil_div(hi, block_k)):
                     j0, j1 = max(kb * block_k, lo), min((kb + 1) * block_k, hi)
                     rows, cols = i1 - i0, j1 - j0
-                    p = s_buf[:rows * cols].reshape((rows, cols))
-                    ds = ds_buf[:rows * cols].reshape((rows, cols))
+                    p, ds = s_buf[:rows, :cols], ds_buf[:rows, :cols]
                     hk = h // group
                     _score_tile(p, q[b, h, i0:i1], kt, scale, b, h, hk, i0, j0, off, mods)
                     _probabilities_from_lse(p, lse[b, h, i0:i1])
@@ -519,9 +528,26 @@ def attention_forward(out, lse, call, block_q=None, block_k=None):
                            STRIP_ROWS, _mods(call))
 
 
+@sized_kernel(ROW_GRAIN, work=lambda delta, dout, out: dout.size, fastmath=FASTMATH)
+def _row_delta_rows(delta, dout, out):
+    B, H, N, D = dout.shape
+    for t in prange(B * H):
+        b, h = t // H, t % H
+        for i in range(N):
+            dout_row, out_row = dout[b, h, i], out[b, h, i]
+            total = dout.dtype.type(0)
+            for d in range(D):
+                total += dout_row[d] * out_row[d]
+            delta[b, h, i] = total
+
+
 def _row_deltas(dout, out):
-    """delta[b, h, i] = sum_d dout * out: the softmax backward's row term, computed once."""
-    return np.einsum("bhnd,bhnd->bhn", dout, out)
+    """delta (B, H, N) = sum over d of dout * out (both (B, H, N, D)): the
+    softmax backward's row term, computed once, on the threads its size pays for (NumPy's
+    einsum ran it serially)."""
+    delta = np.empty(dout.shape[:3], dout.dtype)
+    _row_delta_rows(delta, dout, out)
+    return delta
 
 
 def _dq_chunks(call, block_k, threads):

@@ -28,7 +28,7 @@ from numba.extending import overload
 
 from .. import structured_bias_math as sbm
 from .float32_math import FASTMATH
-from .llvm_vectors import LANES as VECTOR_LANES
+from .llvm_vectors import LANES as VECTOR_LANES, unit_stride_row
 from .structured_bias_rows import (FEW_CODES, IN_REGISTERS, SUMMED_CODES, TABLE_ENTRIES,
                                    code_row_add, code_sums_8, code_sums_16, distance_row_add,
                                    distance_row_grads)
@@ -504,12 +504,14 @@ def _relative_run(query_position, first_key, max_offset, cols):
 def _add_relative_runs(s, query_positions, first_key, tab, max_offset):
     """s[r, c] += tab[clip(first_key + c - query_positions[r], -R, R) + R]: per row two
     constants and one contiguous run of the table, no lookups. (Each loop indexes a view from
-    0, so LLVM knows no index is negative and vectorises it.)"""
+    0, so LLVM knows no index is negative and vectorises it; s's rows have unit stride, as the
+    attention's padded score tiles do.)"""
     rows, cols = s.shape
     first, final = tab[0], tab[2 * max_offset]
     for r in range(rows):
         base, lo, hi = _relative_run(query_positions[r], first_key, max_offset, cols)
-        head, middle, tail = s[r, :lo], s[r, lo:hi], s[r, hi:]
+        row = unit_stride_row(s[r])  # a row of a padded score tile
+        head, middle, tail = row[:lo], row[lo:hi], row[hi:]
         run = tab[base + lo:base + hi]
         for c in range(head.shape[0]):
             head[c] += first
@@ -523,11 +525,12 @@ def _add_relative_runs(s, query_positions, first_key, tab, max_offset):
 def _relative_runs_grads(ds, query_positions, first_key, max_offset, dtab):
     """dtab (LANES, C) += dS summed per code for consecutive keys: per row the clamped ends
     as two sums and the run as a contiguous add, row r into copy r % LANES (the runs of
-    neighbouring rows overlap, shifted by one entry)."""
+    neighbouring rows overlap, shifted by one entry). ds's rows have unit stride."""
     rows, cols = ds.shape
     for r in range(rows):
         base, lo, hi = _relative_run(query_positions[r], first_key, max_offset, cols)
-        head, middle, tail = ds[r, :lo], ds[r, lo:hi], ds[r, hi:]
+        row = unit_stride_row(ds[r])  # a row of a padded score tile
+        head, middle, tail = row[:lo], row[lo:hi], row[hi:]
         out = dtab[r & LANE_MASK]
         run = out[base + lo:base + hi]
         low_sum = ds.dtype.type(0)

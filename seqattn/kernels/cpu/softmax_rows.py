@@ -1,4 +1,4 @@
-"""Vectorisable row primitives for the softmax inside the CPU attention kernels: exp and max.
+"""Vectorisable row primitives for the softmax inside the CPU attention kernels: exp, max, and
 
 Both run over one contiguous row of a score tile, and for float32 both are written in LLVM IR on
 <16 x float> vectors: Numba's own loops are vectorised only 8 lanes wide on the Intel Xeon
@@ -38,18 +38,99 @@ def exp_shifted(x, shift):
 
     In place on purpose: with a separate output that may alias x, LLVM's overlap check sends the
     loop down its scalar path (7x slower, measured). Callable from @njit code only; the
-    implementation is chosen by dtype at compile time.
+    implementation is chosen by dtype at compile time, and a row of a padded tile (layout "A")
+    takes the vector path when its stride is one element (checked at run time).
     """
     raise NotImplementedError("exp_shifted is only callable from @njit code")
 
 
 @overload(exp_shifted, jit_options={"cache": True})
 def _exp_shifted_impl(x, shift):
-    if x.dtype == types.float32 and x.layout == "C":
-        if AVX512:
-            return lambda x, shift: _exp_shifted_scalef(x, np.float32(shift))
-        return lambda x, shift: _exp_shifted_bits(x, np.float32(shift))
+    if x.dtype == types.float32 and x.layout in "CA":
+        vectors = _exp_shifted_scalef if AVX512 else _exp_shifted_bits
+
+        def exp_shifted_f32(x, shift):
+            if _unit_stride(x):
+                return vectors(x, np.float32(shift))
+            return _exp_shifted_loop(x, shift)
+        return exp_shifted_f32
     return lambda x, shift: _exp_shifted_loop(x, shift)
+
+
+@njit(inline="always")
+def _unit_stride(x):
+    """Whether the 1-D row x is contiguous (always for layout "C"; a row of a padded 2-D
+    tile, layout "A", is too): the vector paths read x's data as one run."""
+    return x.strides[0] == x.itemsize or x.shape[0] <= 1
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _softmax_grad_loop(ds, p, delta):
+    for j in range(ds.shape[0]):
+        ds[j] = p[j] * (ds[j] - delta)
+
+
+@intrinsic
+def _softmax_grad_f32(typingctx, ds, p, delta):
+    """softmax_grad_row on float32 rows of unit stride (checked by the caller) in
+    <16 x float> vectors, the tail masked."""
+    if not (all(isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.float32
+                and x.layout in "CA" for x in (ds, p)) and delta == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ds_row = context.make_array(signature.args[0])(context, builder, args[0])
+        p_row = context.make_array(signature.args[1])(context, builder, args[1])
+        n = builder.extract_value(ds_row.shape, 0)
+        intp = n.type
+        load, store = masked_load(builder.module), masked_store(builder.module)
+        shift = splat(builder, args[2], VEC)
+        align = ir.Constant(I32, 4)
+        zero = cgutils.get_null_value(VEC)
+
+        def step(j, mask):
+            at, p_at = vector_at(builder, ds_row.data, j), vector_at(builder, p_row.data, j)
+            if mask is None:
+                dp, prob = builder.load(at, align=4), builder.load(p_at, align=4)
+            else:
+                dp = builder.call(load, [at, align, mask, zero])
+                prob = builder.call(load, [p_at, align, mask, zero])
+            value = builder.fmul(prob, builder.fsub(dp, shift))
+            if mask is None:
+                builder.store(value, at, align=4)
+            else:
+                builder.call(store, [value, at, align, mask])
+
+        full = builder.sub(n, builder.srem(n, ir.Constant(intp, LANES)))
+        with cgutils.for_range_slice(builder, ir.Constant(intp, 0), full,
+                                     ir.Constant(intp, LANES), intp) as (j, _):
+            step(j, None)
+        with builder.if_then(builder.icmp_signed("<", full, n)):
+            step(full, lanes_below(builder, builder.sub(n, full)))
+        return context.get_dummy_value()
+
+    return types.none(ds, p, delta), codegen
+
+
+def softmax_grad_row(ds, p, delta):
+    """In place, ds[j] = p[j] * (ds[j] - delta) for 1-D rows of one length: the softmax
+    backward dS = P * (dP - rowsum(dO * O)) of one row, given dP in ds. Callable from @njit
+    code only; float32 rows of unit stride (layout "C", or rows of a padded tile, checked at
+    run time) take <16 x float> vectors (Numba's loop over a padded 2-D tile, layout "A", was
+    not vectorised: 3-4x slower)."""
+    raise NotImplementedError("softmax_grad_row is only callable from @njit code")
+
+
+@overload(softmax_grad_row, jit_options={"cache": True})
+def _softmax_grad_row_impl(ds, p, delta):
+    if ds.dtype == types.float32 and p.dtype == types.float32:
+        def float32_rows(ds, p, delta):
+            if _unit_stride(ds) and _unit_stride(p):
+                _softmax_grad_f32(ds, p, np.float32(delta))
+            else:
+                _softmax_grad_loop(ds, p, delta)
+        return float32_rows
+    return lambda ds, p, delta: _softmax_grad_loop(ds, p, delta)
 
 
 # exp(r) = 1 + r (c1 + c2 r + ... + c5 r^4) for |r| <= ln(2) / 2, lowest power first: degree 5,
@@ -88,7 +169,7 @@ def _row_max_f32(typingctx, x):
     """The max of a contiguous float32 row in <16 x float> vectors (llvm.maxnum), the tail
     by a masked load whose other lanes read -inf."""
     if not (isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.float32
-            and x.layout == "C"):
+            and x.layout in "CA"):  # "A": the caller checked the unit stride
         return None
 
     def codegen(context, builder, signature, args):
@@ -160,14 +241,15 @@ def _row_max_loop(x):
 
 def row_max(x):
     """The largest value of a 1-D row (-inf for an all -inf row). Callable from @njit code
-    only; a contiguous float32 row takes the vector path."""
+    only; a contiguous float32 row (layout "C", or "A" with unit stride) takes the vector
+    path."""
     raise NotImplementedError("row_max is only callable from @njit code")
 
 
 @overload(row_max, jit_options={"cache": True})
 def _row_max_impl(x):
-    if x.dtype == types.float32 and x.layout == "C":
-        return lambda x: _row_max_f32(x)
+    if x.dtype == types.float32 and x.layout in "CA":
+        return lambda x: _row_max_f32(x) if _unit_stride(x) else _row_max_loop(x)
     return lambda x: _row_max_loop(x)
 
 
@@ -219,7 +301,7 @@ def _exp_shifted_vectors(scale_in_one_instruction):
     @intrinsic
     def exp_shifted_vectors(typingctx, x, shift):
         if not (isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.float32
-                and x.layout == "C" and shift == types.float32):
+                and x.layout in "CA" and shift == types.float32):  # "A": unit stride checked
             return None
         return types.float32(x, shift), _exp_shifted_codegen(scale_in_one_instruction)
 

@@ -6,6 +6,8 @@ finite-difference checks use a subset, and the tests of one case share its simul
 forward and backward checks need the same forward). Tests marked ``gpu`` run at larger shapes on
 a real GPU only.
 """
+import functools
+
 import numba
 import numpy as np
 import pytest
@@ -42,6 +44,8 @@ def _on_device(op):
 
 attention = shared_runs(_on_device(seqattn.attention))
 attention_backward = shared_runs(_on_device(seqattn.attention_backward))
+attention_backward_with_atomics = shared_runs(_on_device(
+    functools.partial(seqattn.attention_backward, deterministic=False)))
 attention_weights = _on_device(seqattn.attention_weights)
 
 # SMALL_CASES fit in one tile; these span several query and key tiles (online softmax across
@@ -78,6 +82,14 @@ def test_forward_matches_reference(case, dtype):
 @pytest.mark.parametrize("case, dtype", _case_params())
 def test_backward_matches_reference(case, dtype):
     check_backward(attention, attention_backward, case, dtype)
+
+
+@pytest.mark.parametrize("case, dtype", [pytest.param(c, np.float32, id=f"{c}-float32")
+                                         for c in MULTI_TILE_CASES] + [
+    pytest.param(c, np.float64, id=f"{c}-float64") for c in FINITE_DIFFERENCE_CASES])
+def test_backward_with_atomics_matches_reference(case, dtype):
+    """deterministic=False: dq added with atomics by the key-tile pass, over several tiles."""
+    check_backward(attention, attention_backward_with_atomics, case, dtype)
 
 
 @pytest.mark.parametrize("case, dtype", _case_params())

@@ -5,6 +5,7 @@ Python: a few small cases of ``structured_bias_cases``, one spanning several que
 the tests share their simulator runs (the gradient check reuses a float64 case's).
 """
 import dataclasses
+import sys
 
 import numpy as np
 import pytest
@@ -48,8 +49,7 @@ def cuda_attention(q, k, v, **opts):
     return tuple(map(_to_host, result)) if isinstance(result, tuple) else _to_host(result)
 
 
-@shared_runs
-def cuda_attention_backward(*arrays, **opts):
+def _backward_on_device(*arrays, **opts):
     grads = seqattn.attention_backward(*map(_to_device, arrays),
                                        **{name: _to_device(x) for name, x in opts.items()})
     for name, g in (("distance_bias", grads.distance_bias), ("pair_bias", grads.pair_bias)):
@@ -57,6 +57,9 @@ def cuda_attention_backward(*arrays, **opts):
             assert part is None or is_device_array(part), f"{name} gradient left the device"
     return AttentionGradients(*map(_to_host, grads), _to_host(grads.distance_bias),
                               _to_host(grads.pair_bias))
+
+
+cuda_attention_backward = shared_runs(_backward_on_device)
 
 
 SIMULATOR_CASES = [c for c in STRUCTURED_CASES if c.name in (
@@ -109,3 +112,24 @@ def test_gradients_match_cpu_and_finite_differences():
         return float((cuda_attention(q, k, v, **varied) * dout).sum())
 
     assert_directional_derivatives(loss_at, point, got, np.random.default_rng(3))
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_backward_repeats_bit_for_bit(deterministic):
+    """Two runs of the same backward give the same bits in every gradient, the tables' too
+    (summed as fixed-point integers in either mode); the simulator's threads switch often, so
+    that atomics from one block land in a different order each run. (Only a GPU varies the
+    order of the blocks: benchmarks/gpu_check.py repeats the atomic dq there.)"""
+    case = next(c for c in SIMULATOR_CASES if c.name == "distance_and_pair")
+    dout, q, k, v, opts = backward_inputs(case, np.float32)
+    out, lse = cuda_attention(q, k, v, return_lse=True, **opts)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        first, second = (named_gradients(_backward_on_device(
+            dout, q, k, v, out, lse, deterministic=deterministic, **opts)) for _ in range(2))
+    finally:
+        sys.setswitchinterval(interval)
+    assert {"distance.table", "pair.table"} <= set(first)
+    for name in first if deterministic else ("distance.table", "pair.table"):
+        assert np.array_equal(first[name], second[name]), f"{name} differs between two runs"

@@ -5,7 +5,6 @@ Python: a few small cases of ``structured_bias_cases``, one spanning several que
 the tests share their simulator runs (the gradient check reuses a float64 case's).
 """
 import dataclasses
-import sys
 
 import numpy as np
 import pytest
@@ -114,22 +113,43 @@ def test_gradients_match_cpu_and_finite_differences():
     assert_directional_derivatives(loss_at, point, got, np.random.default_rng(3))
 
 
+class _ReversedIndexOrder:
+    """NumPy for the CUDA simulator's kernel launcher, except that np.ndindex runs backwards:
+    the simulator then starts the blocks of a grid, and the threads of a block, in the reverse
+    of their usual order, as a GPU may schedule them in any order."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def ndindex(*shape):
+        return reversed(list(np.ndindex(*shape)))
+
+
 @pytest.mark.parametrize("deterministic", [True, False])
-def test_backward_repeats_bit_for_bit(deterministic):
-    """Two runs of the same backward give the same bits in every gradient, the tables' too
-    (summed as fixed-point integers in either mode); the simulator's threads switch often, so
-    that atomics from one block land in a different order each run. (Only a GPU varies the
-    order of the blocks: benchmarks/gpu_check.py repeats the atomic dq there.)"""
-    case = next(c for c in SIMULATOR_CASES if c.name == "distance_and_pair")
+def test_backward_is_the_same_in_any_block_order(deterministic, monkeypatch):
+    """deterministic=True: every gradient the same bits when the blocks and threads run in
+    the reverse order. The tables are summed as fixed-point integers in either mode, so they
+    are the same bits even with deterministic=False, whose dq (added by atomics from three key
+    tiles: two adds onto zero commute) changes: the control that the order did change."""
+    from numba.cuda.simulator import kernel as simulator_kernel
+
+    case = StructuredCase("three_key_tiles", Case("three_key_tiles", B=1, H=2, Hkv=1, N=12,
+                                                  M=70, D=3), distance=True,
+                          cross_positions=True, cutoff=1.9, pair="codes")
     dout, q, k, v, opts = backward_inputs(case, np.float32)
     out, lse = cuda_attention(q, k, v, return_lse=True, **opts)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        first, second = (named_gradients(_backward_on_device(
-            dout, q, k, v, out, lse, deterministic=deterministic, **opts)) for _ in range(2))
-    finally:
-        sys.setswitchinterval(interval)
-    assert {"distance.table", "pair.table"} <= set(first)
-    for name in first if deterministic else ("distance.table", "pair.table"):
-        assert np.array_equal(first[name], second[name]), f"{name} differs between two runs"
+
+    def gradients():
+        return named_gradients(_backward_on_device(dout, q, k, v, out, lse,
+                                                   deterministic=deterministic, **opts))
+
+    usual = gradients()
+    monkeypatch.setattr(simulator_kernel, "np", _ReversedIndexOrder())
+    reversed_order = gradients()
+    assert {"distance.table", "pair.table", "distance.x"} <= set(usual)
+    for name in usual if deterministic else ("distance.table", "pair.table"):
+        assert np.array_equal(usual[name], reversed_order[name]), \
+            f"{name} depends on the order the blocks run in"
+    if not deterministic:
+        assert not np.array_equal(usual["dq"], reversed_order["dq"])

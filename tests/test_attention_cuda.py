@@ -154,3 +154,25 @@ def test_large_shape_on_gpu(causal):
                 key_padding="some", bias_shape=(1, 4, 1000, 1000), small=False)
     check_forward(attention, case, np.float32)
     check_backward(attention, attention_backward, case, np.float32)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_layer_option_reaches_the_backward(deterministic, monkeypatch):
+    """MultiheadAttention(deterministic=...) is what its training step's attention backward
+    gets (through the recorded op); the default is deterministic."""
+    from seqattn import nn, ops
+
+    seen = []
+
+    def recording_backward(*args, **options):
+        seen.append(options["deterministic"])
+        return backward(*args, **options)
+
+    backward = ops.attention_backward
+    monkeypatch.setattr(ops, "attention_backward", recording_backward)
+    layer_options = {} if deterministic else {"deterministic": False}
+    layer = nn.MultiheadAttention(8, 2, seed=0, **layer_options)
+    x = np.random.default_rng(0).normal(size=(1, 3, 8)).astype(np.float32)
+    out, _ = layer(x)
+    layer.backward(np.ones_like(out))
+    assert seen == [deterministic]

@@ -381,7 +381,8 @@ def compile_one(launch, ccs):
     name = ".".join(launch.kernel)
     signature = ", ".join(str(t) for t in launch.argtypes)
     # A factory's arguments tell its variants apart (the backward with and without dq, say).
-    variant = list(launch.locator[3]) if launch.locator[0] == "factory" else []
+    variant = [a if isinstance(a, (str, int, float)) else repr(a)  # as JSON keeps them
+               for a in (launch.locator[3] if launch.locator[0] == "factory" else ())]
     reports = [{"kernel": name, "signature": signature, "cc": f"{cc[0]}.{cc[1]}",
                 "factory_args": variant} for cc in ccs]
     try:

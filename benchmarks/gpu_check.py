@@ -2,11 +2,14 @@
 CUDA path is right and measures how close it comes to the hardware.
 
 1. correctness against seqattn's CPU kernels: attention forward and every gradient (dq, dk, dv,
-   dbias) with causal masking, grouped-query heads, a bias and key padding; one training step of
-   an encoder model; and that a repeated training step allocates no device memory (the pool).
+   dbias) with causal masking, grouped-query heads, a bias and key padding, from the
+   deterministic backward (the default) and the one with atomics; whether each gives the same
+   bits when run again (the deterministic one must); one training step of an encoder model; and
+   that a repeated training step allocates no device memory (the pool).
 2. attention forward and backward TFLOP/s at B1 H8 N4096, D64 and D128, causal off and on, against
    torch's scaled_dot_product_attention in float32 with TF32 off, math and memory-efficient
-   backends (neither uses tensor cores in float32 without TF32; seqattn has none to use).
+   backends (neither uses tensor cores in float32 without TF32; seqattn has none to use); the
+   deterministic backward against the one with atomics (``seqattn_atomic``).
 3. GEMM TFLOP/s (seqattn's gemm: cuBLAS when installed; the numba kernel) against torch.matmul.
 4. the encoder training step (benchmarks/encoder.py's model) against torch on the GPU.
 5. registers and local memory per thread of every kernel this run compiled.
@@ -94,24 +97,34 @@ def attention_inputs(rng, B, H, Hkv, N, M, D):
 
 
 def check_attention(shape):
-    """GPU against CPU: out and every gradient, float32, all options at once."""
+    """GPU against CPU: out and every gradient, float32, all options at once, from both
+    backwards; and whether each repeats bit for bit (deterministic=True must)."""
     rng = np.random.default_rng(0)
     (q, k, v), options = attention_inputs(rng, **shape)
     dout = rng.standard_normal(q.shape).astype(np.float32)
 
-    def run(move):
+    def run(move, deterministic=True):
         qkv = [move(x) for x in (q, k, v)]
         opts = {n: move(x) if isinstance(x, np.ndarray) else x for n, x in options.items()}
         out, lse = seqattn.attention(*qkv, return_lse=True, **opts)
         grads = seqattn.attention_backward(move(dout), *qkv, out, lse, bias_requires_grad=True,
-                                           **opts)
+                                           deterministic=deterministic, **opts)
         host = lambda x: x.copy_to_host() if hasattr(x, "copy_to_host") else x  # noqa: E731
         return dict(zip(("out", "dq", "dk", "dv", "dbias"), map(host, (out, *grads))))
 
-    cpu, gpu = run(lambda x: x), run(cuda.to_device)
-    errors = {name: relative_error(gpu[name], cpu[name]) for name in cpu}
+    cpu = run(lambda x: x)
+    errors, repeats = {}, {}
+    for mode, deterministic in (("deterministic", True), ("atomic", False)):
+        first, second = (run(cuda.to_device, deterministic) for _ in range(2))
+        errors[mode] = {name: relative_error(first[name], cpu[name]) for name in cpu}
+        repeats[mode] = {name: bool(np.array_equal(first[name], second[name]))
+                         for name in first}
+    ok = (all(e < 1e-4 for mode in errors.values() for e in mode.values())
+          and all(repeats["deterministic"].values()))
     return {"shape": shape, "options": "causal, GQA, bias (1, H, N, M), key padding",
-            "max_relative_error": errors, "ok": all(e < 1e-4 for e in errors.values())}
+            "max_relative_error": errors["deterministic"],
+            "max_relative_error_atomic": errors["atomic"],
+            "same_bits_when_repeated": repeats, "ok": ok}
 
 
 def encoder_task(shape, device, seed=0):
@@ -205,11 +218,14 @@ def bench_attention(shape, causal, repeats):
     def ours_forward():
         return seqattn.attention(dq_, dk_, dv_, causal=causal, return_lse=True)
 
-    def ours_forward_backward():
+    def ours_forward_backward(deterministic=True):
         out, lse = ours_forward()
-        seqattn.attention_backward(ddout, dq_, dk_, dv_, out, lse, causal=causal)
+        seqattn.attention_backward(ddout, dq_, dk_, dv_, out, lse, causal=causal,
+                                   deterministic=deterministic)
 
     contenders = {"seqattn": (ours_forward, ours_forward_backward),
+                  "seqattn_atomic": (ours_forward,
+                                     lambda: ours_forward_backward(deterministic=False)),
                   **torch_sdpa_contenders(q, k, v, dout, causal)}
     seconds = {}
     for phase, index in (("forward", 0), ("forward_backward", 1)):
@@ -226,6 +242,9 @@ def bench_attention(shape, causal, repeats):
         results[f"{name}_backward_tflops"] = backward_flops / max(both - forward, 1e-12) / 1e12
     results["seqattn_forward_percent_of_fp32_peak"] = (
         100 * results["seqattn_forward_tflops"] / H200_FP32_PEAK_TFLOPS)
+    # > 1: the deterministic backward (default) is that much slower than the one with atomics.
+    results["seqattn_backward_time_deterministic_over_atomic"] = (
+        results["seqattn_atomic_backward_tflops"] / results["seqattn_backward_tflops"])
     return {"shape": dict(shape, causal=causal), **results}
 
 

@@ -169,7 +169,7 @@ def _table_ops(dtype):
             case.backward(_on_device(dout), **device_inputs)
 
 
-ATTENTION_KINDS = ("forward", "weights", "backward", "dbias")
+ATTENTION_KINDS = ("forward", "weights", "backward", "backward_keys", "backward_dq", "dbias")
 
 
 def attention_head_dims(dtype):
@@ -208,10 +208,13 @@ def _attention(dtype, D, options, kinds=ATTENTION_KINDS):
                for n, x in options.items()}
     out, lse = seqattn.attention(q, k, v, return_lse=True, **options)
     dout = _on_device(rng.normal(size=(1, HEADS, 3, D)).astype(dtype))
-    if "backward" in kinds:
-        bias_grad = "bias" in options and "dbias" in kinds
-        seqattn.attention_backward(dout, q, k, v, out, lse, bias_requires_grad=bias_grad,
-                                   **options)
+    bias_grad = "bias" in options and "dbias" in kinds
+    # deterministic=True runs the kinds backward_keys and backward_dq; False runs backward.
+    for deterministic, needs in ((True, {"backward_keys", "backward_dq"}), (False, {"backward"})):
+        if needs <= set(kinds):
+            seqattn.attention_backward(dout, q, k, v, out, lse, bias_requires_grad=bias_grad,
+                                       deterministic=deterministic, **options)
+            bias_grad = False  # once is enough
     if "weights" in kinds:
         seqattn.attention_weights(q, k, **options)
 
@@ -351,6 +354,14 @@ def _kernel_ptx(dispatcher, argtypes, ccs):
 # converts a 64-bit integer product to float64 and scales it by pi/2 * 2**-64, this constant.
 _TRIG_REDUCTION_SCALE = "0d3BF921FB54442D19"
 _TRIG_REDUCTION_STEPS = ("cvt.rn.f64.s64", "mul.f64", "cvt.rn.f32.f64")
+# A floating-point atomic add (``red`` where the old value is unused): its sum depends on the
+# order the adds land in.
+_FLOAT_ATOMIC = re.compile(r"\b(atom|red)(\.\w+)*\.add(\.\w+)*\.f(16|32|64)\b")
+
+
+def float_atomic_instructions(ptx):
+    """The floating-point atomic adds of ``ptx``."""
+    return [line.strip() for line in ptx.splitlines() if _FLOAT_ATOMIC.search(line)]
 
 
 def float64_instructions(ptx):
@@ -369,12 +380,17 @@ def compile_one(launch, ccs):
     """Reports for one (kernel, signature), one per compute capability: usage, or the error."""
     name = ".".join(launch.kernel)
     signature = ", ".join(str(t) for t in launch.argtypes)
-    reports = [{"kernel": name, "signature": signature, "cc": f"{cc[0]}.{cc[1]}"} for cc in ccs]
+    # A factory's arguments tell its variants apart (the backward with and without dq, say).
+    variant = [a if isinstance(a, (str, int, float)) else repr(a)  # as JSON keeps them
+               for a in (launch.locator[3] if launch.locator[0] == "factory" else ())]
+    reports = [{"kernel": name, "signature": signature, "cc": f"{cc[0]}.{cc[1]}",
+                "factory_args": variant} for cc in ccs]
     try:
         ptx = _kernel_ptx(_resolve(launch.locator), launch.argtypes, ccs)
         for report, cc in zip(reports, ccs):
             report.update(ptxas_usage(ptx[cc], cc))
             report["float64_instructions"] = len(float64_instructions(ptx[cc]))
+            report["float_atomics"] = len(float_atomic_instructions(ptx[cc]))
             report["float64_in_float32"] = ("float64" not in signature
                                             and report["float64_instructions"] > 0)
     except Exception as error:  # every failure is reported, none stops the others

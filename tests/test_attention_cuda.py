@@ -6,6 +6,8 @@ finite-difference checks use a subset, and the tests of one case share its simul
 forward and backward checks need the same forward). Tests marked ``gpu`` run at larger shapes on
 a real GPU only.
 """
+import functools
+
 import numba
 import numpy as np
 import pytest
@@ -42,6 +44,8 @@ def _on_device(op):
 
 attention = shared_runs(_on_device(seqattn.attention))
 attention_backward = shared_runs(_on_device(seqattn.attention_backward))
+attention_backward_with_atomics = shared_runs(_on_device(
+    functools.partial(seqattn.attention_backward, deterministic=False)))
 attention_weights = _on_device(seqattn.attention_weights)
 
 # SMALL_CASES fit in one tile; these span several query and key tiles (online softmax across
@@ -78,6 +82,14 @@ def test_forward_matches_reference(case, dtype):
 @pytest.mark.parametrize("case, dtype", _case_params())
 def test_backward_matches_reference(case, dtype):
     check_backward(attention, attention_backward, case, dtype)
+
+
+@pytest.mark.parametrize("case, dtype", [pytest.param(c, np.float32, id=f"{c}-float32")
+                                         for c in MULTI_TILE_CASES] + [
+    pytest.param(c, np.float64, id=f"{c}-float64") for c in FINITE_DIFFERENCE_CASES])
+def test_backward_with_atomics_matches_reference(case, dtype):
+    """deterministic=False: dq added with atomics by the key-tile pass, over several tiles."""
+    check_backward(attention, attention_backward_with_atomics, case, dtype)
 
 
 @pytest.mark.parametrize("case, dtype", _case_params())
@@ -142,3 +154,25 @@ def test_large_shape_on_gpu(causal):
                 key_padding="some", bias_shape=(1, 4, 1000, 1000), small=False)
     check_forward(attention, case, np.float32)
     check_backward(attention, attention_backward, case, np.float32)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_layer_option_reaches_the_backward(deterministic, monkeypatch):
+    """MultiheadAttention(deterministic=...) is what its training step's attention backward
+    gets (through the recorded op); the default is deterministic."""
+    from seqattn import nn, ops
+
+    seen = []
+
+    def recording_backward(*args, **options):
+        seen.append(options["deterministic"])
+        return backward(*args, **options)
+
+    backward = ops.attention_backward
+    monkeypatch.setattr(ops, "attention_backward", recording_backward)
+    layer_options = {} if deterministic else {"deterministic": False}
+    layer = nn.MultiheadAttention(8, 2, seed=0, **layer_options)
+    x = np.random.default_rng(0).normal(size=(1, 3, 8)).astype(np.float32)
+    out, _ = layer(x)
+    layer.backward(np.ones_like(out))
+    assert seen == [deterministic]

@@ -105,3 +105,43 @@ def test_float32_attention_stays_in_float32(compile_reports):
                        if r["float64_in_float32"]})
     assert not promoted, "float64 instructions in float32 attention kernels:\n" + \
         "\n".join(promoted)
+
+
+def _is_deterministic_backward(report):
+    """The kernels of attention_backward(deterministic=True): the query-tile dq pass, and the
+    key-tile pass built without dq (its factory's last argument, with_dq, False)."""
+    kernel = report["kernel"]
+    return (kernel.endswith("attention_backward_dq.attention_backward_dq_kernel")
+            or (kernel.endswith("attention_backward.attention_backward_kernel")
+                and report["factory_args"][-1] is False))
+
+
+def test_deterministic_attention_backward_has_no_float_atomics(compile_reports):
+    """dq, dk, dv and the structured biases' gradients of the deterministic backward have one
+    writer per element, or are summed as integers (the tables): no floating-point atomic add,
+    whose sum would depend on the order the blocks run in. The backward with atomics is the
+    check's control: its PTX has them."""
+    backward = [r for r in compile_reports if "error" not in r
+                and ".attention_backward" in r["kernel"]]
+    deterministic = [r for r in backward if _is_deterministic_backward(r)]
+    atomic = [r for r in backward if not _is_deterministic_backward(r)]
+    assert deterministic and atomic
+    assert {r["kernel"].rsplit(".", 1)[-1] for r in deterministic} == {
+        "attention_backward_kernel", "attention_backward_dq_kernel"}
+    offending = sorted({f"{r['kernel']} {r['factory_args']}" for r in deterministic
+                        if r["float_atomics"]})
+    assert not offending, "float atomics in the deterministic backward:\n" + "\n".join(offending)
+    assert all(r["float_atomics"] > 0 for r in atomic), "the atomic backward adds dq atomically"
+
+
+def test_float32_attention_bias_gradient_does_not_spill(compile_reports):
+    """The bias-gradient kernel at every head tile it is compiled for, within the 168 registers
+    of three resident blocks per SM and without spills (it used 250-255 registers and spilled
+    324 bytes at a 96-wide head tile while its loops over batch and head were nested)."""
+    bias_grad = [r for r in compile_reports if "error" not in r
+                 and r["kernel"].endswith("attention_bias_grad.attention_bias_grad_kernel")
+                 and "float64" not in r["signature"]]
+    assert {r["factory_args"][1] for r in bias_grad} >= {32, 64, 96, 128}
+    for r in bias_grad:
+        assert r["spill_stores"] == r["spill_loads"] == 0, r
+        assert r["registers"] <= 168, r

@@ -20,10 +20,13 @@ def test_gpu_check_dry_run(tmp_path):
     results = json.loads(out.read_text())
     assert results["dry_run"] and results["device"] == "CUDA simulator"
     assert results["attention_check"]["ok"] and results["training_step_check"]["ok"]
-    assert set(results["attention_check"]["max_relative_error"]) == {"out", "dq", "dk", "dv",
-                                                                     "dbias"}
+    check = results["attention_check"]
+    for errors in (check["max_relative_error"], check["max_relative_error_atomic"]):
+        assert set(errors) == {"out", "dq", "dk", "dv", "dbias"}
+    assert all(check["same_bits_when_repeated"]["deterministic"].values())
     assert len(results["attention_bench"]) == 4  # two head dims, causal off and on
     for row in results["attention_bench"]:
         assert row["seqattn_forward_tflops"] > 0 and row["torch_math_backward_tflops"] > 0
+        assert row["seqattn_atomic_backward_tflops"] > 0
     assert all(row["max_relative_error"] < 1e-5 for row in results["gemm_bench"])
     assert results["encoder_bench"]["seqattn_tokens_per_s"] > 0

@@ -48,8 +48,7 @@ def cuda_attention(q, k, v, **opts):
     return tuple(map(_to_host, result)) if isinstance(result, tuple) else _to_host(result)
 
 
-@shared_runs
-def cuda_attention_backward(*arrays, **opts):
+def _backward_on_device(*arrays, **opts):
     grads = seqattn.attention_backward(*map(_to_device, arrays),
                                        **{name: _to_device(x) for name, x in opts.items()})
     for name, g in (("distance_bias", grads.distance_bias), ("pair_bias", grads.pair_bias)):
@@ -57,6 +56,9 @@ def cuda_attention_backward(*arrays, **opts):
             assert part is None or is_device_array(part), f"{name} gradient left the device"
     return AttentionGradients(*map(_to_host, grads), _to_host(grads.distance_bias),
                               _to_host(grads.pair_bias))
+
+
+cuda_attention_backward = shared_runs(_backward_on_device)
 
 
 SIMULATOR_CASES = [c for c in STRUCTURED_CASES if c.name in (
@@ -109,3 +111,45 @@ def test_gradients_match_cpu_and_finite_differences():
         return float((cuda_attention(q, k, v, **varied) * dout).sum())
 
     assert_directional_derivatives(loss_at, point, got, np.random.default_rng(3))
+
+
+class _ReversedIndexOrder:
+    """NumPy for the CUDA simulator's kernel launcher, except that np.ndindex runs backwards:
+    the simulator then starts the blocks of a grid, and the threads of a block, in the reverse
+    of their usual order, as a GPU may schedule them in any order."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def ndindex(*shape):
+        return reversed(list(np.ndindex(*shape)))
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_backward_is_the_same_in_any_block_order(deterministic, monkeypatch):
+    """deterministic=True: every gradient the same bits when the blocks and threads run in
+    the reverse order. The tables are summed as fixed-point integers in either mode, so they
+    are the same bits even with deterministic=False, whose dq (added by atomics from three key
+    tiles: two adds onto zero commute) changes: the control that the order did change."""
+    from numba.cuda.simulator import kernel as simulator_kernel
+
+    case = StructuredCase("three_key_tiles", Case("three_key_tiles", B=1, H=2, Hkv=1, N=12,
+                                                  M=70, D=3), distance=True,
+                          cross_positions=True, cutoff=1.9, pair="codes")
+    dout, q, k, v, opts = backward_inputs(case, np.float32)
+    out, lse = cuda_attention(q, k, v, return_lse=True, **opts)
+
+    def gradients():
+        return named_gradients(_backward_on_device(dout, q, k, v, out, lse,
+                                                   deterministic=deterministic, **opts))
+
+    usual = gradients()
+    monkeypatch.setattr(simulator_kernel, "np", _ReversedIndexOrder())
+    reversed_order = gradients()
+    assert {"distance.table", "pair.table", "distance.x"} <= set(usual)
+    for name in usual if deterministic else ("distance.table", "pair.table"):
+        assert np.array_equal(usual[name], reversed_order[name]), \
+            f"{name} depends on the order the blocks run in"
+    if not deterministic:
+        assert not np.array_equal(usual["dq"], reversed_order["dq"])

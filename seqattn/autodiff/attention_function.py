@@ -20,13 +20,13 @@ def _with(bias, **arrays):
 class Attention(Function):
     @staticmethod
     def forward(ctx, q, k, v, bias, distance_table, distance_x, distance_y, pair_table, options,
-                distance_bias, pair_bias):
+                distance_bias, pair_bias, deterministic=True):
         distance_bias = _with(distance_bias, table=distance_table, x=distance_x, y=distance_y)
         pair_bias = _with(pair_bias, table=pair_table)
         out, lse = ops.attention(q, k, v, bias=bias, distance_bias=distance_bias,
                                  pair_bias=pair_bias, return_lse=True, **options)
         ctx.save(q=q, k=k, v=v, bias=bias, out=out, lse=lse, options=options,
-                 distance_bias=distance_bias, pair_bias=pair_bias)
+                 distance_bias=distance_bias, pair_bias=pair_bias, deterministic=deterministic)
         return out
 
     @staticmethod
@@ -35,16 +35,19 @@ class Attention(Function):
         grads = ops.attention_backward(
             dout, s["q"], s["k"], s["v"], s["out"], s["lse"], bias=s["bias"],
             distance_bias=s["distance_bias"], pair_bias=s["pair_bias"],
-            bias_requires_grad=ctx.needs_grad[3], **s["options"])
+            bias_requires_grad=ctx.needs_grad[3], deterministic=s["deterministic"],
+            **s["options"])
         distance = grads.distance_bias or (None, None, None)
         pair_table = None if grads.pair_bias is None else grads.pair_bias.table
         return (grads.dq, grads.dk, grads.dv, grads.dbias, *distance, pair_table,
                 None, None, None)
 
 
-def attention(q, k, v, bias=None, distance_bias=None, pair_bias=None, **options):
+def attention(q, k, v, bias=None, distance_bias=None, pair_bias=None, deterministic=True,
+              **options):
     """softmax(q k^T * scale + bias) v for q (B, H, N, D), k, v (B, Hkv, M, D); ``options`` are
-    those of :func:`seqattn.ops.attention` (causal, masks, ALiBi, window, scale). A dense bias,
+    those of :func:`seqattn.ops.attention` (causal, masks, ALiBi, window, scale), and
+    ``deterministic`` that of :func:`seqattn.ops.attention_backward`. A dense bias,
     a structured bias's table or its positions that are Tensors requiring gradients get them
     (a dense bias's summed over its broadcast dims; in self-attention the positions' gradient
     holds both the query and the key part)."""
@@ -53,4 +56,4 @@ def attention(q, k, v, bias=None, distance_bias=None, pair_bias=None, **options)
         distance_bias.table, distance_bias.x, distance_bias.y)
     pair_table = None if pair_bias is None else pair_bias.table
     return Attention.apply(q, k, v, bias, *distance, pair_table, options, distance_bias,
-                           pair_bias)
+                           pair_bias, deterministic=deterministic)

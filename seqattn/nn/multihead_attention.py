@@ -24,11 +24,14 @@ class MultiheadAttention(Module):
     :class:`DistanceBiasTable`) and ``pair_bias`` (a :class:`PairBiasTable`) add learnable
     structured biases, read from the ``structure`` passed to forward; ``window`` (left, right)
     lets query i attend to keys i - left .. i + right only (local attention).
+    ``deterministic`` (default True): the backward gives the same bits every run; False lets
+    the GPU add dq with atomics, faster but not bit-reproducible (see
+    :func:`seqattn.ops.attention_backward`; the CPU is deterministic either way).
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
                  rotary=None, alibi_slopes=None, distance_bias=None, pair_bias=None,
-                 window=None, dtype=np.float32, seed=None):
+                 window=None, deterministic=True, dtype=np.float32, seed=None):
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim = {embed_dim} must be divisible by num_heads = "
@@ -59,6 +62,7 @@ class MultiheadAttention(Module):
         else:
             self.alibi_slopes = None
         self.window = None if window is None else tuple(window)
+        self.deterministic = bool(deterministic)
 
     def _projection(self, i):
         """(weight, bias) of projection i (0 = q, 1 = k, 2 = v); rows of the packed parameters
@@ -130,8 +134,8 @@ class MultiheadAttention(Module):
         structured = {name: None if table is None else table.bias(structure)
                       for name, table in (("distance_bias", self.distance_bias),
                                           ("pair_bias", self.pair_bias))}
-        out = self.out_proj(autodiff.merge_heads(autodiff.attention(q, k, v, bias, **structured,
-                                                                    **options)))
+        out = self.out_proj(autodiff.merge_heads(autodiff.attention(
+            q, k, v, bias, **structured, deterministic=self.deterministic, **options)))
         weights = None
         if need_weights:
             weights = ops.attention_weights(unwrap(q), unwrap(k), bias=unwrap(bias), **options,

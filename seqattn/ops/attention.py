@@ -111,7 +111,8 @@ def _host(x):
 
 def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mask=None,
                        attn_mask=None, bias=None, alibi_slopes=None, window=None, scale=None,
-                       distance_bias=None, pair_bias=None, bias_requires_grad=False):
+                       distance_bias=None, pair_bias=None, bias_requires_grad=False,
+                       deterministic=True):
     """Gradients of :func:`attention` given ``dout`` = dLoss/dout.
 
     ``out`` and ``lse`` are what ``attention(..., return_lse=True)`` returned for the same inputs
@@ -123,7 +124,16 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mas
     (broadcast dims summed), e.g. a learnable (1, H, N, M) bias gets the gradient summed over
     the batch. With ``distance_bias`` or ``pair_bias``, its attributes of the same names hold
     the gradients of their tables and of the positions, computed in the same pass without any
-    N x M array (deterministic on the CPU; on the GPU the tables are summed with atomics).
+    N x M array.
+
+    ``deterministic`` (default True): every gradient is the same bits each time the same call
+    runs. On the CPU that holds for any value (each thread sums into buffers of its own, added
+    in a fixed order; a different thread count may change the last bits). On the GPU, dq and
+    the query positions' gradient then come from a second pass over the query tiles, which
+    computes the scores again (about 1.4 times the backward's arithmetic); with
+    ``deterministic=False`` the one pass over key tiles adds them with atomics, which is faster
+    but varies in the last bits from run to run. The tables' gradients are deterministic either
+    way (summed as 64-bit fixed-point numbers).
     """
     call = prepare_attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask,
                              attn_mask=attn_mask, bias=bias, alibi_slopes=alibi_slopes,
@@ -144,7 +154,9 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mas
     dk = empty_like_on(call.device, (B, Hkv, M, D), dtype)
     dv = empty_like_on(call.device, (B, Hkv, M, D), dtype)
     structured = kernels.StructuredGrads(*_structured_outputs(call))
-    kernels.attention_backward(dq, dk, dv, structured, dout, out, lse, call)
+    # Only the GPU has a faster, non-deterministic order of summation to choose.
+    options = {"deterministic": bool(deterministic)} if call.device == CUDA else {}
+    kernels.attention_backward(dq, dk, dv, structured, dout, out, lse, call, **options)
     dbias = None
     if bias_requires_grad:
         dbias = empty_like_on(call.device, tuple(call.bias.shape), dtype)

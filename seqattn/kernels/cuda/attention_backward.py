@@ -1,4 +1,4 @@
-"""The fused attention backward on NVIDIA GPUs: one pass over the tiles, FlashAttention-2's plan.
+"""The fused attention backward on NVIDIA GPUs, parallel over key tiles: FlashAttention-2's plan.
 
 Shapes: q, dout (B, H, N, D); k, v (B, Hkv, M, D); lse, delta (B, H, N); dq (B, H, N, D); dk,
 dv (B, Hkv, M, D). One block of THREADS = 128 threads per (batch x kv head, key tile of BK keys).
@@ -8,18 +8,20 @@ dP = dout v^T and dS = P (dP - delta) (``delta`` = rowsum(dout * out), computed 
 
 * dv += P^T dout and dk += scale dS^T q stay in registers and are written once, at the end (one
   writer per element: deterministic);
-* dq += scale dS k is added into dq (zeroed first) with atomic adds, one per element and key
-  tile: the order of the adds follows the blocks, so dq is not bit-reproducible (FlashAttention-2
-  does the same; the price of computing the scores once instead of twice);
-* with structured biases, their tables' gradients (atomics, as before), the key positions'
-  gradient dy (Hkv, B, 3, M) summed inside the block (one writer), and the query positions'
-  gradient dx (H, B, 3, N) added with atomics.
+* with structured biases, their tables' gradients (fixed-point atomics: deterministic, see
+  ``attention_scores.structured_grads``) and the key positions' gradient dy (Hkv, B, 3, M),
+  summed inside the block (one writer);
+* only in the kernel built ``with_dq`` (the launcher's ``deterministic=False``): dq += scale dS k
+  is added into dq (zeroed first) with atomic adds, one per element and key tile, and the query
+  positions' gradient dx (H, B, 3, N) likewise. The order of those adds follows the blocks, so
+  dq is not bit-reproducible (FlashAttention-2 does the same: the scores are computed once
+  instead of twice). Otherwise the query-tile pass of ``attention_backward_dq`` computes them.
 
 The thread layout is the forward's (``attention_forward``): thread (ty, tx) of the 16 x 8 grid
 owns the query rows ty + 16 r and keys tx + 8 c of each score tile; in the key-side accumulators
 (dk, dv) the keys ty + 16 r and head dims 32 g + 4 tx + e; in the dq tile the query rows ty + 16 r
 and the same head dims. Shared memory holds q (times scale * log2(e)) and dout [row][d], k and v
-[key][d], P and dS transposed [key][row] (for dv and dk) and dS [row][key] (for dq); every inner
+[key][d], P and dS transposed [key][row] (for dv and dk) and, with dq, dS [row][key]; every inner
 loop reads 4 consecutive elements of a 16-byte aligned row.
 """
 import functools
@@ -48,17 +50,18 @@ def blocks_per_sm(itemsize, head_tile):
     return 3 if itemsize == 4 and head_tile <= 64 else 2
 
 
-def buffer_sizes(head_tile, block_q, block_k):
-    """Elements of each shared-memory buffer, in layout order."""
+def buffer_sizes(head_tile, block_q, block_k, with_dq=True):
+    """Elements of each shared-memory buffer, in layout order (dS [row][key] only ``with_dq``)."""
     rows, keys = block_q * (head_tile + PAD), block_k * (head_tile + PAD)
     transposed = block_k * (block_q + PAD)
     return {"q": rows, "do": rows, "k": keys, "v": keys, "pt": transposed, "dst": transposed,
-            "ds": block_q * (block_k + PAD)}
+            "ds": block_q * (block_k + PAD) if with_dq else 0}
 
 
 @functools.lru_cache(maxsize=None)
-def backward_kernel(dtype_name, head_tile, block_q, block_k):
-    """The backward kernel for one dtype and tiling (compiled on its first launch)."""
+def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
+    """The key-tile backward kernel for one dtype and tiling (compiled on its first launch);
+    ``with_dq``: it also adds dq and dx with atomics (see the module's docstring)."""
     dtype = np.dtype(dtype_name)
     ftype = dtype.type
     element = numba.from_dtype(dtype)
@@ -73,7 +76,7 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
     TR, TC, TK = BQ // THREAD_ROWS, BK // THREAD_COLS, BK // THREAD_ROWS
     TG = DT // HEAD_TILE_STEP
     TD = TG * VECTOR
-    sizes = buffer_sizes(head_tile, block_q, block_k)
+    sizes = buffer_sizes(head_tile, block_q, block_k, with_dq)
     SIZE = sum(sizes.values())
     u = np.uint32
     offsets, total = {}, 0
@@ -85,15 +88,16 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
     RS, KS, TS, SS = u(DT + PAD), u(DT + PAD), u(BQ + PAD), u(BK + PAD)
     U_VECTOR, U_ROWS, U_COLS, U_STEP = u(VECTOR), u(THREAD_ROWS), u(THREAD_COLS), \
         u(HEAD_TILE_STEP)
-    D_STEPS, Q_STEPS, K_STEPS = u(DT // VECTOR), u(BQ // VECTOR), u(BK // VECTOR)
+    Q_STEPS = u(BQ // VECTOR)
 
     load_tile = tile_loader(dtype_name, head_tile)
 
     @cuda.jit(**jit_options(launch_bounds=(THREADS, blocks_per_sm(dtype.itemsize, DT))))
-    def attention_backward_kernel(dq, dk, dv, dx, dy, dtable, dpair, dout, lse, delta, q, k, v,
-                                  mods):
-        """Grid (B*Hkv, key tiles): dk, dv of one key tile; its part of dq (and of dx) by
-        atomics; with a distance bias dy (Hkv, B, 3, M) of its keys."""
+    def attention_backward_kernel(dq, dk, dv, dx, dy, dtable, dpair, table_scale, dout, lse,
+                                  delta, q, k, v, mods):
+        """Grid (B*Hkv, key tiles): dk, dv of one key tile; with a distance bias dy (Hkv, B,
+        3, M) of its keys; its part of the tables' gradients (int64, unit 1 / table_scale);
+        ``with_dq``, its part of dq (and of dx) by atomics."""
         smem = cuda.shared.array(SIZE, element, alignment=VECTOR_ALIGNMENT)
         scratch = cuda.shared.array(SHUFFLE_SCRATCH, element)
         s = cuda.local.array((TR, TC), element)
@@ -105,10 +109,6 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
         row_delta = cuda.local.array(TR, element)
         grad_x = cuda.local.array((TR, 3), element)
         grad_y = cuda.local.array((TC, 3), element)
-        a_vec = cuda.local.array((TR, VECTOR), element)
-        b_vec = cuda.local.array((TR, VECTOR), element)
-        c_vec = cuda.local.array((TC, VECTOR), element)
-        e_vec = cuda.local.array((TC, VECTOR), element)
         t_vec = cuda.local.array((TK, VECTOR), element)
         w_vec = cuda.local.array((TK, VECTOR), element)
         o_row = cuda.local.array(TD, element)
@@ -156,28 +156,9 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
                     for axis in range(3):
                         grad_x[r, axis] = zero
                 cuda.syncthreads()
-                # s = (scale log2(e) q) k^T and dp = dout v^T, 4 head dims per step
-                for r in range(TR):
-                    for c in range(TC):
-                        s[r, c] = zero
-                        dp[r, c] = zero
-                for step in range(D_STEPS):
-                    d = step * U_VECTOR
-                    for r in range(TR):
-                        for e in range(VECTOR):
-                            at = row_q + u(r) * U_ROWS * RS + d + u(e)
-                            a_vec[r, e] = smem[Q_AT + at]
-                            b_vec[r, e] = smem[DO_AT + at]
-                    for c in range(TC):
-                        for e in range(VECTOR):
-                            at = row_k + u(c) * U_COLS * KS + d + u(e)
-                            c_vec[c, e] = smem[K_AT + at]
-                            e_vec[c, e] = smem[V_AT + at]
-                    for r in range(TR):
-                        for c in range(TC):
-                            for e in range(VECTOR):
-                                s[r, c] += a_vec[r, e] * c_vec[c, e]
-                                dp[r, c] += b_vec[r, e] * e_vec[c, e]
+                # s = (scale log2(e) q) k^T and dp = dout v^T
+                tile.dot_pair(s, dp, smem, Q_AT + row_q, K_AT + row_k, DO_AT + row_q,
+                              V_AT + row_k)
                 if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)):
                     tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
                 for r in range(TR):
@@ -193,16 +174,18 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
                         query = u(ty) + u(r) * U_ROWS
                         smem[PT_AT + key * TS + query] = prob
                         smem[DST_AT + key * TS + query] = ds
-                        smem[row_s + u(r) * U_ROWS * SS + key] = ds
+                        if with_dq:
+                            smem[row_s + u(r) * U_ROWS * SS + key] = ds
                         if structured and ds != zero:  # hidden pairs have dS = 0
-                            gx, gy, gz = structured_grads(ds, b, h, i, j, mods, dtable, dpair)
+                            gx, gy, gz = structured_grads(ds, b, h, i, j, mods, dtable, dpair,
+                                                          table_scale)
                             grad_x[r, 0] += gx
                             grad_x[r, 1] += gy
                             grad_x[r, 2] += gz
                             grad_y[c, 0] -= gx
                             grad_y[c, 1] -= gy
                             grad_y[c, 2] -= gz
-                if has_distance:
+                if with_dq and has_distance:
                     for r in range(TR):
                         i = q0 + ty + THREAD_ROWS * r
                         for axis in range(3):
@@ -228,32 +211,21 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
                             for c in range(TD):
                                 acc_dv[r, c] += t_vec[r, e] * o_row[c]
                                 acc_dk[r, c] += w_vec[r, e] * q_row[c]
-                # dq += scale dS k, 4 keys per step, added into dq
-                for r in range(TR):
-                    for c in range(TD):
-                        acc_dq[r, c] = zero
-                for step in range(K_STEPS):
-                    kk = step * U_VECTOR
+                if with_dq:
+                    # dq += scale dS k, added into dq
                     for r in range(TR):
-                        for e in range(VECTOR):
-                            a_vec[r, e] = smem[row_s + u(r) * U_ROWS * SS + kk + u(e)]
-                    for e in range(VECTOR):
-                        for g in range(TG):
-                            for f in range(VECTOR):
-                                o_row[g * VECTOR + f] = smem[K_AT + (kk + u(e)) * KS
-                                                             + u(g) * U_STEP + col_d + u(f)]
-                        for r in range(TR):
-                            for c in range(TD):
-                                acc_dq[r, c] += a_vec[r, e] * o_row[c]
-                for r in range(TR):
-                    i = q0 + ty + THREAD_ROWS * r
-                    if i < n_q:
-                        for g in range(TG):
-                            for f in range(VECTOR):
-                                d = g * HEAD_TILE_STEP + tx * VECTOR + f
-                                if d < D:
-                                    cuda.atomic.add(dq, (b, h, i, d),
-                                                    scale * acc_dq[r, g * VECTOR + f])
+                        for c in range(TD):
+                            acc_dq[r, c] = zero
+                    tile.add_ds_k(acc_dq, smem, row_s, K_AT + col_d)
+                    for r in range(TR):
+                        i = q0 + ty + THREAD_ROWS * r
+                        if i < n_q:
+                            for g in range(TG):
+                                for f in range(VECTOR):
+                                    d = g * HEAD_TILE_STEP + tx * VECTOR + f
+                                    if d < D:
+                                        cuda.atomic.add(dq, (b, h, i, d),
+                                                        scale * acc_dq[r, g * VECTOR + f])
         # q was multiplied by scale log2(e) in shared memory: dk = ln(2) acc_dk = scale dS^T q
         for r in range(TK):
             key = k0 + ty + THREAD_ROWS * r
@@ -265,17 +237,18 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k):
                             dk[b, kv_h, key, d] = ln2 * acc_dk[r, g * VECTOR + f]
                             dv[b, kv_h, key, d] = acc_dv[r, g * VECTOR + f]
         if has_distance:
-            # Each key's THREAD_ROWS threads hold parts of its dy: add them up in a fixed order.
+            # Each key's THREAD_ROWS threads hold parts of its dy: add them up in a fixed order,
+            # through the space of P^T (at least THREAD_ROWS x BK elements).
             for axis in range(3):
                 cuda.syncthreads()
                 for c in range(TC):
-                    smem[DS_AT + u(ty) * u(BK) + u(tx) + u(c) * U_COLS] = grad_y[c, axis]
+                    smem[PT_AT + u(ty) * u(BK) + u(tx) + u(c) * U_COLS] = grad_y[c, axis]
                 cuda.syncthreads()
                 for jj in range(cuda.threadIdx.x, BK, THREADS):
                     if k0 + jj < n_k:
                         total = zero
                         for t in range(THREAD_ROWS):
-                            total += smem[DS_AT + u(t) * u(BK) + u(jj)]
+                            total += smem[PT_AT + u(t) * u(BK) + u(jj)]
                         dy[kv_h, b, axis, k0 + jj] = total
 
     return attention_backward_kernel

@@ -29,9 +29,13 @@ from .compile_target import VECTOR_ALIGNMENT, jit_options
 # (query rows, keys) per tile, largest first; the first whose buffers fit is used. Three
 # register tiles per thread (scores, dP, the dS sum) keep these smaller than the forward's.
 TILE_SHAPES = ((32, 32), (32, 16), (16, 16), (16, 8))
-# Resident blocks per SM the compiler must leave registers for (launch bounds): 2, at most 255
-# registers a thread. At the forward's 4 (128 registers) this kernel spilled (the census).
-BLOCKS_PER_SM = 2
+
+
+def blocks_per_sm(itemsize):
+    """Resident blocks per SM the compiler must leave registers for (launch bounds): 3 (at most
+    168 registers a thread) in float32, where the census shows no spill at any head tile; 2 in
+    float64 (at 3, the 32-wide tiles spill)."""
+    return 3 if itemsize == 4 else 2
 
 
 def buffer_sizes(head_tile, block_q, block_k):
@@ -64,7 +68,7 @@ def bias_grad_kernel(dtype_name, head_tile, block_q, block_k):
     K_AT, V_AT = u(2 * sizes["q"]), u(2 * sizes["q"] + sizes["k"])
     DS_AT, STRIDE, DS_STRIDE = u(0), u(DT + PAD), u(BK + PAD)
 
-    @cuda.jit(**jit_options(launch_bounds=(THREADS, BLOCKS_PER_SM)))
+    @cuda.jit(**jit_options(launch_bounds=(THREADS, blocks_per_sm(dtype.itemsize))))
     def attention_bias_grad_kernel(dbias, dout, lse, delta, q, k, v, mods):
         """Grid (bias tiles, Bb*Hb): one tile of dbias (Bb, Hb, Nb, Mb)."""
         smem = cuda.shared.array(SIZE, element, alignment=VECTOR_ALIGNMENT)
@@ -93,43 +97,47 @@ def bias_grad_kernel(dtype_name, head_tile, block_q, block_k):
         for r in range(TR):
             for c in range(TC):
                 acc[r, c] = zero
-        b_first, b_stop = (0, n_batch) if bias_b == 1 else (bb, bb + 1)
-        h_first, h_stop = (0, n_heads) if bias_h == 1 else (hb, hb + 1)
-        q_first, q_stop = (0, n_q) if rows_summed else (tile_i * BQ, tile_i * BQ + 1)
-        k_first, k_stop = (0, n_k) if cols_summed else (tile_j * BK, tile_j * BK + 1)
-        for b in range(b_first, b_stop):
-            for h in range(h_first, h_stop):
-                kv_h = h // group
-                for q0 in range(q_first, q_stop, BQ):
-                    visible_first, visible_stop = key_tiles(q0, BQ, BK, n_q, n_k, left, right)
-                    for k0 in range(k_first, k_stop, BK):
-                        if k0 + BK <= visible_first or k0 >= visible_stop:
-                            continue  # the whole tile is outside the band: dS = 0
-                        cuda.syncthreads()  # the previous tiles are no longer read
-                        load_tile(smem, Q_AT, STRIDE, q, b, h, q0, n_q, BQ, D,
-                                  mods[SCALE] * log2e)
-                        load_tile(smem, DO_AT, STRIDE, dout, b, h, q0, n_q, BQ, D, one)
-                        load_tile(smem, K_AT, STRIDE, k, b, kv_h, k0, n_k, BK, D, one)
-                        load_tile(smem, V_AT, STRIDE, v, b, kv_h, k0, n_k, BK, D, one)
-                        for r in range(TR):
-                            i = q0 + ty + THREAD_ROWS * r
-                            row_lse[r] = neg_inf  # rows past the end, or that see no key: P = 0
-                            row_delta[r] = zero
-                            if i < n_q:
-                                row_lse[r] = lse[b, h, i] * log2e
-                                row_delta[r] = delta[b, h, i]
-                        cuda.syncthreads()
-                        tile.dot(s, smem, q_row, k_row)  # scores (log2 units)
-                        tile.dot(dp, smem, do_row, v_row)  # dP = dout v^T
-                        if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left,
-                                                           right)):
-                            tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
-                        for r in range(TR):
-                            for c in range(TC):
-                                # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
-                                if row_lse[r] != neg_inf:
-                                    prob = math.exp2(s[r, c] - row_lse[r])
-                                    acc[r, c] += prob * (dp[r, c] - row_delta[r])
+        # The (b, h, query tile, key tile) that map onto this block's tile, as one flat loop:
+        # nothing that depends on b or h is loop-invariant, so the compiler keeps no per-head
+        # value of the score modifications live across an inner loop (fewer registers).
+        b_first, n_b = (0, n_batch) if bias_b == 1 else (bb, 1)
+        h_first, n_h = (0, n_heads) if bias_h == 1 else (hb, 1)
+        q_first, n_qt = (0, (n_q + BQ - 1) // BQ) if rows_summed else (tile_i * BQ, 1)
+        k_first, n_kt = (0, (n_k + BK - 1) // BK) if cols_summed else (tile_j * BK, 1)
+        for item in range(n_b * n_h * n_qt * n_kt):
+            rest = item // n_kt
+            k0 = k_first + (item - rest * n_kt) * BK
+            q0 = q_first + (rest - (rest // n_qt) * n_qt) * BQ
+            rest = rest // n_qt
+            h = h_first + rest - (rest // n_h) * n_h
+            b = b_first + rest // n_h
+            kv_h = h // group
+            visible_first, visible_stop = key_tiles(q0, BQ, BK, n_q, n_k, left, right)
+            if k0 + BK <= visible_first or k0 >= visible_stop:
+                continue  # the whole tile is outside the band: dS = 0
+            cuda.syncthreads()  # the previous tiles are no longer read
+            load_tile(smem, Q_AT, STRIDE, q, b, h, q0, n_q, BQ, D, mods[SCALE] * log2e)
+            load_tile(smem, DO_AT, STRIDE, dout, b, h, q0, n_q, BQ, D, one)
+            load_tile(smem, K_AT, STRIDE, k, b, kv_h, k0, n_k, BK, D, one)
+            load_tile(smem, V_AT, STRIDE, v, b, kv_h, k0, n_k, BK, D, one)
+            for r in range(TR):
+                i = q0 + ty + THREAD_ROWS * r
+                row_lse[r] = neg_inf  # rows past the end, or that see no key: P = 0
+                row_delta[r] = zero
+                if i < n_q:
+                    row_lse[r] = lse[b, h, i] * log2e
+                    row_delta[r] = delta[b, h, i]
+            cuda.syncthreads()
+            # scores (log2 units) and dP = dout v^T
+            tile.dot_pair(s, dp, smem, q_row, k_row, do_row, v_row)
+            if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)):
+                tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
+            for r in range(TR):
+                for c in range(TC):
+                    # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
+                    if row_lse[r] != neg_inf:
+                        prob = math.exp2(s[r, c] - row_lse[r])
+                        acc[r, c] += prob * (dp[r, c] - row_delta[r])
         cuda.syncthreads()
         for r in range(TR):
             for c in range(TC):

@@ -28,7 +28,7 @@ THREAD_ROWS = THREADS // THREAD_COLS  # 16 threads across a tile's rows
 VECTOR = 4  # consecutive elements per shared-memory read (a float4)
 PAD = 4  # elements added to each padded row: keeps rows 16-byte aligned, moves their banks
 
-ScoreTile = collections.namedtuple("ScoreTile", "dot modify lanes_max lanes_sum")
+ScoreTile = collections.namedtuple("ScoreTile", "dot dot_pair modify lanes_max lanes_sum add_ds_k")
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,8 +38,14 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
     * ``dot(s, smem, rows_at, cols_at)``: s[r, c] = sum over d < DT of
       smem[rows_at + (ty + 16 r) (DT + PAD) + d] * smem[cols_at + (tx + 8 c) (DT + PAD) + d],
       given this thread's rows_at = A + ty (DT + PAD) and cols_at = B + tx (DT + PAD);
+    * ``dot_pair(s, dp, smem, rows_at, cols_at, rows2_at, cols2_at)``: ``dot`` of both pairs
+      in one pass over d (the backward's scores and dP = dout v^T);
     * ``modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)``: each s[r, c] becomes the score of
       its (query, key) by ``attention_scores.score_at``, NEG_INF outside the arrays;
+    * ``add_ds_k(acc, smem, ds_at, k_at)``: acc[r, 4 g + f] += sum over keys kk < BK of
+      smem[ds_at + 16 r (BK + PAD) + kk] * smem[k_at + kk (DT + PAD) + 32 g + f], given this
+      thread's ds_at = S + ty (BK + PAD) (dS [row][key]) and k_at = K + 4 tx (k [key][d]): the
+      thread's query rows and head dims 32 g + 4 tx + f of dS k;
     * ``lanes_max(value, scratch)``, ``lanes_sum(value, scratch)``: over a row's 8 lanes.
     """
     dtype = np.dtype(dtype_name)
@@ -47,9 +53,13 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
     element = numba.from_dtype(dtype)
     score_at = score_functions(dtype_name).score_at
     TR, TC = block_q // THREAD_ROWS, block_k // THREAD_COLS
+    TG = head_tile // (VECTOR * THREAD_COLS)  # groups of 4 head dims a thread accumulates
+    TD = TG * VECTOR
     u = np.uint32
-    D_STEPS, U_VECTOR = u(head_tile // VECTOR), u(VECTOR)
+    D_STEPS, K_STEPS, U_VECTOR = u(head_tile // VECTOR), u(block_k // VECTOR), u(VECTOR)
     ROW_STEP, COL_STEP = u(THREAD_ROWS * (head_tile + PAD)), u(THREAD_COLS * (head_tile + PAD))
+    KEY_STRIDE, DS_ROW_STEP = u(head_tile + PAD), u(THREAD_ROWS * (block_k + PAD))
+    GROUP_STEP = u(VECTOR * THREAD_COLS)
     device = cuda.jit(device=True)
 
     @device
@@ -71,6 +81,50 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
                 for c in range(TC):
                     for e in range(VECTOR):
                         s[r, c] += a_vec[r, e] * b_vec[c, e]
+
+    @device
+    def dot_pair(s, dp, smem, rows_at, cols_at, rows2_at, cols2_at):
+        a_vec = cuda.local.array((TR, VECTOR), element)
+        b_vec = cuda.local.array((TR, VECTOR), element)
+        c_vec = cuda.local.array((TC, VECTOR), element)
+        e_vec = cuda.local.array((TC, VECTOR), element)
+        for r in range(TR):
+            for c in range(TC):
+                s[r, c] = zero
+                dp[r, c] = zero
+        for step in range(D_STEPS):
+            d = step * U_VECTOR
+            for r in range(TR):
+                for e in range(VECTOR):
+                    a_vec[r, e] = smem[rows_at + u(r) * ROW_STEP + d + u(e)]
+                    b_vec[r, e] = smem[rows2_at + u(r) * ROW_STEP + d + u(e)]
+            for c in range(TC):
+                for e in range(VECTOR):
+                    c_vec[c, e] = smem[cols_at + u(c) * COL_STEP + d + u(e)]
+                    e_vec[c, e] = smem[cols2_at + u(c) * COL_STEP + d + u(e)]
+            for r in range(TR):
+                for c in range(TC):
+                    for e in range(VECTOR):
+                        s[r, c] += a_vec[r, e] * c_vec[c, e]
+                        dp[r, c] += b_vec[r, e] * e_vec[c, e]
+
+    @device
+    def add_ds_k(acc, smem, ds_at, k_at):
+        ds_vec = cuda.local.array((TR, VECTOR), element)
+        k_row = cuda.local.array(TD, element)
+        for step in range(K_STEPS):
+            kk = step * U_VECTOR
+            for r in range(TR):
+                for e in range(VECTOR):
+                    ds_vec[r, e] = smem[ds_at + u(r) * DS_ROW_STEP + kk + u(e)]
+            for e in range(VECTOR):
+                for g in range(TG):
+                    for f in range(VECTOR):
+                        k_row[g * VECTOR + f] = smem[k_at + (kk + u(e)) * KEY_STRIDE
+                                                     + u(g) * GROUP_STEP + u(f)]
+                for r in range(TR):
+                    for c in range(TD):
+                        acc[r, c] += ds_vec[r, e] * k_row[c]
 
     @device
     def modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods):
@@ -95,4 +149,4 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
             value += shuffle_xor(value, lane_mask, scratch)
         return value
 
-    return ScoreTile(dot, modify, lanes_max, lanes_sum)
+    return ScoreTile(dot, dot_pair, modify, lanes_max, lanes_sum, add_ds_k)

@@ -10,11 +10,16 @@ for the structured biases' gradients. The kernels receive the modifications as o
 Scores are kept in units of log2: the kernels fold scale * log2(e) into q, and the softmax takes
 exp2 (one multiply fewer per score than exp, which multiplies by log2(e) itself); the saved
 log-sum-exp stays in natural units.
+
+The structured biases' tables receive their gradients from every (query, key) pair; they are
+summed as 64-bit fixed-point integers (``structured_grads``), so that they are the same bits
+whatever order the atomics land in.
 """
 import collections
 import functools
 import math
 
+import numba
 import numpy as np
 from numba import cuda
 
@@ -58,8 +63,8 @@ def score_args(call):
 
 
 ScoreFunctions = collections.namedtuple(
-    "ScoreFunctions", "score_at modified structured_grads displacement distance_position_grad "
-    "key_tiles query_tiles band_covers_tile")
+    "ScoreFunctions", "score_at modified structured_grads position_grads displacement "
+    "distance_position_grad key_tiles query_tiles band_covers_tile")
 
 
 @functools.lru_cache(maxsize=None)
@@ -186,21 +191,37 @@ def score_functions(dtype_name):
         return coef * rx, coef * ry, coef * rz
 
     @device
-    def structured_grads(g, b, h, i, j, mods, dtable, dpair):
-        """The tables' gradients from g = dL/dscore of (i, j), added with atomics; returns
-        g df_h(d_ij)/dx_i = -g df_h(d_ij)/dy_j as three components (0 without distances)."""
+    def fixed_point(value, table_scale):
+        """value * table_scale rounded to a 64-bit integer (see ``structured_grads``)."""
+        return numba.int64(math.floor(value * table_scale + half))
+
+    @device
+    def position_grads(g, b, h, i, j, mods):
+        """g df_h(d_ij)/dx_i = -g df_h(d_ij)/dy_j for g = dL/dscore of (i, j) under a distance
+        bias, as three components."""
+        rx, ry, rz, d = displacement(b, i, j, mods)
+        return distance_position_grad(g, b, h, i, j, rx, ry, rz, d, mods)
+
+    @device
+    def structured_grads(g, b, h, i, j, mods, dtable, dpair, table_scale):
+        """The tables' gradients from g = dL/dscore of (i, j), added with atomics into the
+        int64 arrays dtable and dpair as fixed-point numbers of unit 1 / table_scale: integer
+        addition does not depend on the order of the adds, so the sums are the same bits every
+        run (``attention.attention_backward`` picks table_scale so that no sum can overflow).
+        Returns :func:`position_grads` (0 without distances)."""
         gx = gy = gz = zero
         if mods[D_HAS]:
             rx, ry, rz, d = displacement(b, i, j, mods)
             p, c, w = distance_entry(b, i, j, d, mods)
             # forward: value = (1 - w) T[c] + w T[c + 1]
-            cuda.atomic.add(dtable, (h, p, c), g - g * w)
-            cuda.atomic.add(dtable, (h, p, c + 1), g * w)
+            cuda.atomic.add(dtable, (h, p, c), fixed_point(g - g * w, table_scale))
+            cuda.atomic.add(dtable, (h, p, c + 1), fixed_point(g * w, table_scale))
             gx, gy, gz = distance_position_grad(g, b, h, i, j, rx, ry, rz, d, mods)
         if mods[P_MODE] != sbm.NO_PAIR:
             code = pair_code(b, i, j, mods)
             if code >= 0:
-                cuda.atomic.add(dpair, (h, min(code, dpair.shape[1] - 1)), g)
+                cuda.atomic.add(dpair, (h, min(code, dpair.shape[1] - 1)),
+                                fixed_point(g, table_scale))
         return gx, gy, gz
 
     @device
@@ -237,5 +258,5 @@ def score_functions(dtype_name):
         return (mods[7] or mods[8] or mods[9] or mods[10] or mods[D_HAS]
                 or mods[P_MODE] != sbm.NO_PAIR)
 
-    return ScoreFunctions(score_at, modified, structured_grads, displacement,
+    return ScoreFunctions(score_at, modified, structured_grads, position_grads, displacement,
                           distance_position_grad, key_tiles, query_tiles, band_covers_tile)

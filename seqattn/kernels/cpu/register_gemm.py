@@ -229,7 +229,7 @@ def _row_chunk(depth):
 
 
 @njit(cache=True)
-def _depth_step(rows, n, depth, lane_max):
+def _depth_step(rows, depth, lane_max):
     """The inner dimension per pass over c: all of it, unless b (depth x n) is too large for L1
     and read by more than two row blocks of a, which then share a slice of b's rows from L1
     (not with lane maxima, which need the finished values). Measured on the backward's tile
@@ -237,7 +237,9 @@ def _depth_step(rows, n, depth, lane_max):
     a forward strip's P v (two row blocks) gained nothing (0.98x), so it keeps one pass."""
     if lane_max or rows <= 2 * ROWS or depth * _BYTES * 2 * ROWS <= A_IN_L1:
         return max(depth, 1)
-    step = B_IN_L1 // (n * _BYTES)
+    # sized for two column blocks (head dim 64) whatever n is: the slices set where c is
+    # rounded, so a product split over threads by columns must slice its depth alike
+    step = B_IN_L1 // (2 * WIDE * _BYTES)
     return step if MIN_DEPTH_STEP <= step < depth else depth
 
 
@@ -255,7 +257,7 @@ def _product_f32(c, c_row, a, a_row, a_step, b, b_row, b_block, rows, n, depth, 
     way each 12-row block of a is reused from L1 for all column blocks (streaming a again for
     each was 40 % slower, measured)."""
     full = n - n % WIDE
-    step = _depth_step(rows, n, depth, lane_max)
+    step = _depth_step(rows, depth, lane_max)
     for k0 in range(0, max(depth, 1), step):
         d = min(step, depth - k0)
         add = accumulate or k0 > 0

@@ -34,8 +34,7 @@ from numba import cuda
 from .attention_forward import HEAD_TILE_STEP, SHUFFLE_SCRATCH, tile_loader
 from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, VECTOR,
                                    score_tile_functions)
-from .attention_scores import (D_HAS, LEFT, LOG2E, NEG_INF, P_MODE, RIGHT, SCALE,
-                               score_functions)
+from .attention_scores import D_HAS, LEFT, LOG2E, P_MODE, RIGHT, SCALE, score_functions
 from .compile_target import VECTOR_ALIGNMENT, jit_options
 from .. import structured_bias_math as sbm
 
@@ -65,7 +64,7 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
     dtype = np.dtype(dtype_name)
     ftype = dtype.type
     element = numba.from_dtype(dtype)
-    zero, one, neg_inf = ftype(0), ftype(1), ftype(NEG_INF)
+    zero, one = ftype(0), ftype(1)
     log2e, ln2 = ftype(LOG2E), ftype(math.log(2))
     scores = score_functions(dtype_name)
     modified, structured_grads = scores.modified, scores.structured_grads
@@ -146,13 +145,8 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
                 cuda.syncthreads()  # the previous query tile is no longer read
                 load_tile(smem, Q_AT, RS, q, b, h, q0, n_q, BQ, D, scale * log2e)
                 load_tile(smem, DO_AT, RS, dout, b, h, q0, n_q, BQ, D, one)
+                tile.load_row_stats(row_lse, row_delta, lse, delta, b, h, q0, n_q, ty)
                 for r in range(TR):
-                    i = q0 + ty + THREAD_ROWS * r
-                    row_lse[r] = neg_inf  # rows past the end, or that see no key: P = 0
-                    row_delta[r] = zero
-                    if i < n_q:
-                        row_lse[r] = lse[b, h, i] * log2e
-                        row_delta[r] = delta[b, h, i]
                     for axis in range(3):
                         grad_x[r, axis] = zero
                 cuda.syncthreads()
@@ -161,15 +155,12 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
                               V_AT + row_k)
                 if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)):
                     tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
+                tile.probabilities_and_ds(s, dp, row_lse, row_delta)  # s = P, dp = dS
                 for r in range(TR):
                     i = q0 + ty + THREAD_ROWS * r
                     for c in range(TC):
                         j = k0 + tx + THREAD_COLS * c
-                        prob = zero
-                        if row_lse[r] != neg_inf:
-                            prob = math.exp2(s[r, c] - row_lse[r])
-                        # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
-                        ds = prob * (dp[r, c] - row_delta[r])
+                        prob, ds = s[r, c], dp[r, c]
                         key = u(tx) + u(c) * U_COLS
                         query = u(ty) + u(r) * U_ROWS
                         smem[PT_AT + key * TS + query] = prob

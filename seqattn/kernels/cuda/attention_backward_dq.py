@@ -3,8 +3,8 @@
 Shapes: q, dout (B, H, N, D); k, v (B, Hkv, M, D); lse, delta (B, H, N); dq (B, H, N, D); dx
 (H, B, 3, N). One block of THREADS = 128 threads per (batch x head, query tile of BQ rows), the
 forward's grid. For each key tile the band lets the query tile see, the block recomputes the
-scores S and dP = dout v^T, forms dS = P (dP - delta) as the key-tile pass does
-(``attention_backward``), and adds scale dS k into a register tile. Each element of dq, and with
+scores S and dP = dout v^T, forms dS = P (dP - delta) with the key-tile pass's device function
+(``attention_score_tile``), and adds scale dS k into a register tile. Each element of dq, and with
 a distance bias each query position's gradient dx, has one writer, which sums the key tiles in
 order: the same bits every run, at the price of computing the scores a second time (the key-tile
 pass, built without dq, computes dk, dv, dy and the tables' gradients).
@@ -14,7 +14,6 @@ score tile, and the head dims 32 g + 4 tx + f of its rows of dq (the forward's l
 memory holds q (times scale * log2(e)) and dout [row][d], k and v [key][d], and dS [row][key].
 """
 import functools
-import math
 
 import numba
 import numpy as np
@@ -23,7 +22,7 @@ from numba import cuda
 from .attention_forward import HEAD_TILE_STEP, SHUFFLE_SCRATCH, tile_loader
 from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, VECTOR,
                                    score_tile_functions)
-from .attention_scores import D_HAS, LEFT, LOG2E, NEG_INF, RIGHT, SCALE, score_functions
+from .attention_scores import D_HAS, LEFT, LOG2E, RIGHT, SCALE, score_functions
 from .compile_target import VECTOR_ALIGNMENT, jit_options
 
 # (query rows, keys) per tile, largest first; the first whose buffers fit is used.
@@ -48,7 +47,7 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
     dtype = np.dtype(dtype_name)
     ftype = dtype.type
     element = numba.from_dtype(dtype)
-    zero, one, neg_inf, log2e = ftype(0), ftype(1), ftype(NEG_INF), ftype(LOG2E)
+    zero, one, log2e = ftype(0), ftype(1), ftype(LOG2E)
     scores = score_functions(dtype_name)
     modified, position_grads = scores.modified, scores.position_grads
     key_tiles, band_covers_tile = scores.key_tiles, scores.band_covers_tile
@@ -96,13 +95,8 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
         scale = mods[SCALE]
         plain = not modified(mods)
         has_distance = mods[D_HAS]
+        tile.load_row_stats(row_lse, row_delta, lse, delta, b, h, q0, n_q, ty)
         for r in range(TR):
-            i = q0 + ty + THREAD_ROWS * r
-            row_lse[r] = neg_inf  # rows past the end, or that see no key: P = 0
-            row_delta[r] = zero
-            if i < n_q:
-                row_lse[r] = lse[b, h, i] * log2e
-                row_delta[r] = delta[b, h, i]
             for axis in range(3):
                 grad_x[r, axis] = zero
             for c in range(TD):
@@ -119,15 +113,12 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
             tile.dot_pair(s, dp, smem, Q_AT + row_q, K_AT + row_k, DO_AT + row_q, V_AT + row_k)
             if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)):
                 tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
+            tile.probabilities_and_ds(s, dp, row_lse, row_delta)  # dp = dS
             for r in range(TR):
                 i = q0 + ty + THREAD_ROWS * r
                 for c in range(TC):
                     j = k0 + tx + THREAD_COLS * c
-                    prob = zero
-                    if row_lse[r] != neg_inf:
-                        prob = math.exp2(s[r, c] - row_lse[r])
-                    # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
-                    ds = prob * (dp[r, c] - row_delta[r])
+                    ds = dp[r, c]
                     smem[row_s + u(r) * U_ROWS * DS_STRIDE + u(tx) + u(c) * U_COLS] = ds
                     if has_distance and ds != zero:  # hidden pairs have dS = 0
                         gx, gy, gz = position_grads(ds, b, h, i, j, mods)

@@ -2,8 +2,9 @@
 statistics across lanes.
 
 The device functions the forward, backward, weights and bias-gradient kernels build their scores
-with (``attention_forward``, ``attention_backward``, ``attention_weights``,
-``attention_bias_grad``), in their common thread layout: the 128 threads of a block form a
+with (``attention_forward``, ``attention_backward``, ``attention_backward_dq``,
+``attention_weights``, ``attention_bias_grad``), and the step from scores to dS that the three
+backward kernels share, in their common thread layout: the 128 threads of a block form a
 16 x 8 grid (t = 8 ty + tx); thread (ty, tx) owns the query rows ty + 16 r (r < TR = BQ / 16)
 and the keys tx + 8 c (c < TC = BK / 8) of a BQ x BK tile, whose operands lie in shared memory
 as rows of DT (the head tile) elements padded by PAD, 16-byte aligned, read 4 consecutive
@@ -14,12 +15,13 @@ Shared-memory offsets are unsigned 32-bit (no negative-index fix-up, provable al
 """
 import collections
 import functools
+import math
 
 import numba
 import numpy as np
 from numba import cuda
 
-from .attention_scores import NEG_INF, score_functions
+from .attention_scores import LOG2E, NEG_INF, score_functions
 from .compile_target import shuffle_xor
 
 THREADS = 128
@@ -28,7 +30,8 @@ THREAD_ROWS = THREADS // THREAD_COLS  # 16 threads across a tile's rows
 VECTOR = 4  # consecutive elements per shared-memory read (a float4)
 PAD = 4  # elements added to each padded row: keeps rows 16-byte aligned, moves their banks
 
-ScoreTile = collections.namedtuple("ScoreTile", "dot dot_pair modify lanes_max lanes_sum add_ds_k")
+ScoreTile = collections.namedtuple("ScoreTile", "dot dot_pair modify lanes_max lanes_sum add_ds_k "
+                                                "load_row_stats probabilities_and_ds")
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,10 +49,16 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
       smem[ds_at + 16 r (BK + PAD) + kk] * smem[k_at + kk (DT + PAD) + 32 g + f], given this
       thread's ds_at = S + ty (BK + PAD) (dS [row][key]) and k_at = K + 4 tx (k [key][d]): the
       thread's query rows and head dims 32 g + 4 tx + f of dS k;
-    * ``lanes_max(value, scratch)``, ``lanes_sum(value, scratch)``: over a row's 8 lanes.
+    * ``lanes_max(value, scratch)``, ``lanes_sum(value, scratch)``: over a row's 8 lanes;
+    * ``load_row_stats(row_lse, row_delta, lse, delta, b, h, q0, n_q, ty)``: for this thread's
+      rows i = q0 + ty + 16 r, row_lse[r] = lse[b, h, i] in log2 units and row_delta[r] =
+      delta[b, h, i]; NEG_INF and 0 past the end;
+    * ``probabilities_and_ds(s, dp, row_lse, row_delta)``: the backward's step from the scores
+      (log2 units) and dP = dout v^T to dS: s becomes P = exp2(s - lse) (0 in a row that sees
+      no key) and dp becomes dS = P (dP - delta).
     """
     dtype = np.dtype(dtype_name)
-    zero, neg_inf = dtype.type(0), dtype.type(NEG_INF)
+    zero, neg_inf, log2e = dtype.type(0), dtype.type(NEG_INF), dtype.type(LOG2E)
     element = numba.from_dtype(dtype)
     score_at = score_functions(dtype_name).score_at
     TR, TC = block_q // THREAD_ROWS, block_k // THREAD_COLS
@@ -149,4 +158,26 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
             value += shuffle_xor(value, lane_mask, scratch)
         return value
 
-    return ScoreTile(dot, dot_pair, modify, lanes_max, lanes_sum, add_ds_k)
+    @device
+    def load_row_stats(row_lse, row_delta, lse, delta, b, h, q0, n_q, ty):
+        for r in range(TR):
+            i = q0 + ty + THREAD_ROWS * r
+            row_lse[r] = neg_inf  # rows past the end, or that see no key: P = 0
+            row_delta[r] = zero
+            if i < n_q:
+                row_lse[r] = lse[b, h, i] * log2e
+                row_delta[r] = delta[b, h, i]
+
+    @device
+    def probabilities_and_ds(s, dp, row_lse, row_delta):
+        for r in range(TR):
+            for c in range(TC):
+                prob = zero
+                if row_lse[r] != neg_inf:
+                    prob = math.exp2(s[r, c] - row_lse[r])
+                # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
+                s[r, c] = prob
+                dp[r, c] = prob * (dp[r, c] - row_delta[r])
+
+    return ScoreTile(dot, dot_pair, modify, lanes_max, lanes_sum, add_ds_k, load_row_stats,
+                     probabilities_and_ds)

@@ -145,8 +145,9 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
                 cuda.syncthreads()  # the previous query tile is no longer read
                 load_tile(smem, Q_AT, RS, q, b, h, q0, n_q, BQ, D, scale * log2e)
                 load_tile(smem, DO_AT, RS, dout, b, h, q0, n_q, BQ, D, one)
-                tile.load_row_stats(row_lse, row_delta, lse, delta, b, h, q0, n_q, ty)
                 for r in range(TR):
+                    row_lse[r], row_delta[r] = tile.row_stats(lse, delta, b, h,
+                                                              q0 + ty + THREAD_ROWS * r, n_q)
                     for axis in range(3):
                         grad_x[r, axis] = zero
                 cuda.syncthreads()
@@ -155,12 +156,12 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
                               V_AT + row_k)
                 if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)):
                     tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
-                tile.probabilities_and_ds(s, dp, row_lse, row_delta)  # s = P, dp = dS
                 for r in range(TR):
                     i = q0 + ty + THREAD_ROWS * r
                     for c in range(TC):
                         j = k0 + tx + THREAD_COLS * c
-                        prob, ds = s[r, c], dp[r, c]
+                        prob, ds = tile.probability_and_ds(s[r, c], dp[r, c], row_lse[r],
+                                                           row_delta[r])
                         key = u(tx) + u(c) * U_COLS
                         query = u(ty) + u(r) * U_ROWS
                         smem[PT_AT + key * TS + query] = prob

@@ -95,8 +95,9 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
         scale = mods[SCALE]
         plain = not modified(mods)
         has_distance = mods[D_HAS]
-        tile.load_row_stats(row_lse, row_delta, lse, delta, b, h, q0, n_q, ty)
         for r in range(TR):
+            row_lse[r], row_delta[r] = tile.row_stats(lse, delta, b, h, q0 + ty + THREAD_ROWS * r,
+                                                      n_q)
             for axis in range(3):
                 grad_x[r, axis] = zero
             for c in range(TD):
@@ -113,12 +114,11 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
             tile.dot_pair(s, dp, smem, Q_AT + row_q, K_AT + row_k, DO_AT + row_q, V_AT + row_k)
             if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)):
                 tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
-            tile.probabilities_and_ds(s, dp, row_lse, row_delta)  # dp = dS
             for r in range(TR):
                 i = q0 + ty + THREAD_ROWS * r
                 for c in range(TC):
                     j = k0 + tx + THREAD_COLS * c
-                    ds = dp[r, c]
+                    _, ds = tile.probability_and_ds(s[r, c], dp[r, c], row_lse[r], row_delta[r])
                     smem[row_s + u(r) * U_ROWS * DS_STRIDE + u(tx) + u(c) * U_COLS] = ds
                     if has_distance and ds != zero:  # hidden pairs have dS = 0
                         gx, gy, gz = position_grads(ds, b, h, i, j, mods)

@@ -120,16 +120,18 @@ def bias_grad_kernel(dtype_name, head_tile, block_q, block_k):
             load_tile(smem, DO_AT, STRIDE, dout, b, h, q0, n_q, BQ, D, one)
             load_tile(smem, K_AT, STRIDE, k, b, kv_h, k0, n_k, BK, D, one)
             load_tile(smem, V_AT, STRIDE, v, b, kv_h, k0, n_k, BK, D, one)
-            tile.load_row_stats(row_lse, row_delta, lse, delta, b, h, q0, n_q, ty)
+            for r in range(TR):
+                row_lse[r], row_delta[r] = tile.row_stats(lse, delta, b, h,
+                                                          q0 + ty + THREAD_ROWS * r, n_q)
             cuda.syncthreads()
             # scores (log2 units) and dP = dout v^T
             tile.dot_pair(s, dp, smem, q_row, k_row, do_row, v_row)
             if not (plain and band_covers_tile(q0, BQ, k0, BK, n_q, n_k, left, right)):
                 tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
-            tile.probabilities_and_ds(s, dp, row_lse, row_delta)  # dp = dS
             for r in range(TR):
                 for c in range(TC):
-                    acc[r, c] += dp[r, c]
+                    _, ds = tile.probability_and_ds(s[r, c], dp[r, c], row_lse[r], row_delta[r])
+                    acc[r, c] += ds
         cuda.syncthreads()
         for r in range(TR):
             for c in range(TC):

@@ -31,7 +31,7 @@ VECTOR = 4  # consecutive elements per shared-memory read (a float4)
 PAD = 4  # elements added to each padded row: keeps rows 16-byte aligned, moves their banks
 
 ScoreTile = collections.namedtuple("ScoreTile", "dot dot_pair modify lanes_max lanes_sum add_ds_k "
-                                                "load_row_stats probabilities_and_ds")
+                                                "row_stats probability_and_ds")
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,12 +50,13 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
       thread's ds_at = S + ty (BK + PAD) (dS [row][key]) and k_at = K + 4 tx (k [key][d]): the
       thread's query rows and head dims 32 g + 4 tx + f of dS k;
     * ``lanes_max(value, scratch)``, ``lanes_sum(value, scratch)``: over a row's 8 lanes;
-    * ``load_row_stats(row_lse, row_delta, lse, delta, b, h, q0, n_q, ty)``: for this thread's
-      rows i = q0 + ty + 16 r, row_lse[r] = lse[b, h, i] in log2 units and row_delta[r] =
-      delta[b, h, i]; NEG_INF and 0 past the end;
-    * ``probabilities_and_ds(s, dp, row_lse, row_delta)``: the backward's step from the scores
-      (log2 units) and dP = dout v^T to dS: s becomes P = exp2(s - lse) (0 in a row that sees
-      no key) and dp becomes dS = P (dP - delta).
+    * ``row_stats(lse, delta, b, h, i, n_q)``: (lse[b, h, i] in log2 units, delta[b, h, i]) of
+      query row i; (NEG_INF, 0) past the end;
+    * ``probability_and_ds(score, dp, lse, delta)``: the backward's step from a score (log2
+      units, as its row's lse from ``row_stats``) and its dP = dout v^T to (P, dS), with
+      P = exp2(score - lse) (0 in a row that sees no key) and dS = P (dP - delta). Per element,
+      so that each kernel uses P and dS where it computes them (a pass over the whole tile
+      first kept them all live at once: the key-tile pass spilled 204 bytes instead of 48).
     """
     dtype = np.dtype(dtype_name)
     zero, neg_inf, log2e = dtype.type(0), dtype.type(NEG_INF), dtype.type(LOG2E)
@@ -159,25 +160,18 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
         return value
 
     @device
-    def load_row_stats(row_lse, row_delta, lse, delta, b, h, q0, n_q, ty):
-        for r in range(TR):
-            i = q0 + ty + THREAD_ROWS * r
-            row_lse[r] = neg_inf  # rows past the end, or that see no key: P = 0
-            row_delta[r] = zero
-            if i < n_q:
-                row_lse[r] = lse[b, h, i] * log2e
-                row_delta[r] = delta[b, h, i]
+    def row_stats(lse, delta, b, h, i, n_q):
+        if i < n_q:
+            return lse[b, h, i] * log2e, delta[b, h, i]
+        return neg_inf, zero  # a row past the end: P = 0, as in a row that sees no key
 
     @device
-    def probabilities_and_ds(s, dp, row_lse, row_delta):
-        for r in range(TR):
-            for c in range(TC):
-                prob = zero
-                if row_lse[r] != neg_inf:
-                    prob = math.exp2(s[r, c] - row_lse[r])
-                # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
-                s[r, c] = prob
-                dp[r, c] = prob * (dp[r, c] - row_delta[r])
+    def probability_and_ds(score, dp, lse, delta):
+        prob = zero
+        if lse != neg_inf:
+            prob = math.exp2(score - lse)
+        # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
+        return prob, prob * (dp - delta)
 
-    return ScoreTile(dot, dot_pair, modify, lanes_max, lanes_sum, add_ds_k, load_row_stats,
-                     probabilities_and_ds)
+    return ScoreTile(dot, dot_pair, modify, lanes_max, lanes_sum, add_ds_k, row_stats,
+                     probability_and_ds)

@@ -33,7 +33,7 @@ from numba import cuda
 
 from .attention_forward import HEAD_TILE_STEP, SHUFFLE_SCRATCH, tile_loader
 from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, VECTOR,
-                                   score_tile_functions)
+                                   buffer_offsets, operand_buffer_sizes, score_tile_functions)
 from .attention_scores import D_HAS, LEFT, LOG2E, P_MODE, RIGHT, SCALE, score_functions
 from .compile_target import VECTOR_ALIGNMENT, jit_options
 from .. import structured_bias_math as sbm
@@ -51,10 +51,9 @@ def blocks_per_sm(itemsize, head_tile):
 
 def buffer_sizes(head_tile, block_q, block_k, with_dq=True):
     """Elements of each shared-memory buffer, in layout order (dS [row][key] only ``with_dq``)."""
-    rows, keys = block_q * (head_tile + PAD), block_k * (head_tile + PAD)
     transposed = block_k * (block_q + PAD)
-    return {"q": rows, "do": rows, "k": keys, "v": keys, "pt": transposed, "dst": transposed,
-            "ds": block_q * (block_k + PAD) if with_dq else 0}
+    return {**operand_buffer_sizes(head_tile, block_q, block_k), "pt": transposed,
+            "dst": transposed, "ds": block_q * (block_k + PAD) if with_dq else 0}
 
 
 @functools.lru_cache(maxsize=None)
@@ -78,10 +77,7 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
     sizes = buffer_sizes(head_tile, block_q, block_k, with_dq)
     SIZE = sum(sizes.values())
     u = np.uint32
-    offsets, total = {}, 0
-    for name, size in sizes.items():
-        offsets[name] = u(total)
-        total += size
+    offsets = buffer_offsets(sizes)
     Q_AT, DO_AT, K_AT, V_AT = offsets["q"], offsets["do"], offsets["k"], offsets["v"]
     PT_AT, DST_AT, DS_AT = offsets["pt"], offsets["dst"], offsets["ds"]
     RS, KS, TS, SS = u(DT + PAD), u(DT + PAD), u(BQ + PAD), u(BK + PAD)

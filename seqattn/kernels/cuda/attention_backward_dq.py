@@ -21,7 +21,7 @@ from numba import cuda
 
 from .attention_forward import HEAD_TILE_STEP, SHUFFLE_SCRATCH, tile_loader
 from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, VECTOR,
-                                   score_tile_functions)
+                                   buffer_offsets, operand_buffer_sizes, score_tile_functions)
 from .attention_scores import D_HAS, LEFT, LOG2E, RIGHT, SCALE, score_functions
 from .compile_target import VECTOR_ALIGNMENT, jit_options
 
@@ -37,8 +37,7 @@ def blocks_per_sm(itemsize, head_tile):
 
 def buffer_sizes(head_tile, block_q, block_k):
     """Elements of each shared-memory buffer, in layout order."""
-    rows, keys = block_q * (head_tile + PAD), block_k * (head_tile + PAD)
-    return {"q": rows, "do": rows, "k": keys, "v": keys, "ds": block_q * (block_k + PAD)}
+    return {**operand_buffer_sizes(head_tile, block_q, block_k), "ds": block_q * (block_k + PAD)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,9 +60,8 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
     sizes = buffer_sizes(head_tile, block_q, block_k)
     SIZE = sum(sizes.values())
     u = np.uint32
-    Q_AT, DO_AT = u(0), u(sizes["q"])
-    K_AT, V_AT = u(2 * sizes["q"]), u(2 * sizes["q"] + sizes["k"])
-    DS_AT = u(2 * sizes["q"] + 2 * sizes["k"])
+    offsets = buffer_offsets(sizes)
+    Q_AT, DO_AT, K_AT, V_AT, DS_AT = (offsets[name] for name in ("q", "do", "k", "v", "ds"))
     STRIDE, DS_STRIDE = u(DT + PAD), u(BK + PAD)
     U_VECTOR, U_ROWS, U_COLS = u(VECTOR), u(THREAD_ROWS), u(THREAD_COLS)
 

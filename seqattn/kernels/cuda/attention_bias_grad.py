@@ -21,8 +21,8 @@ import numpy as np
 from numba import cuda
 
 from .attention_forward import tile_loader
-from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS,
-                                   score_tile_functions)
+from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, buffer_offsets,
+                                   operand_buffer_sizes, score_tile_functions)
 from .attention_scores import LEFT, LOG2E, RIGHT, SCALE, score_functions
 from .compile_target import VECTOR_ALIGNMENT, jit_options
 
@@ -42,8 +42,7 @@ def buffer_sizes(head_tile, block_q, block_k):
     """Elements of each shared-memory buffer, in layout order. The block's final dS tile
     [row][key] (block_q x (block_k + PAD)) reuses the space of q and dout, which holds it since
     head tiles are at least 32 wide and key tiles at most 64."""
-    rows, keys = block_q * (head_tile + PAD), block_k * (head_tile + PAD)
-    return {"q": rows, "do": rows, "k": keys, "v": keys}
+    return operand_buffer_sizes(head_tile, block_q, block_k)
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,8 +63,8 @@ def bias_grad_kernel(dtype_name, head_tile, block_q, block_k):
     sizes = buffer_sizes(head_tile, block_q, block_k)
     SIZE = sum(sizes.values())
     u = np.uint32
-    Q_AT, DO_AT = u(0), u(sizes["q"])
-    K_AT, V_AT = u(2 * sizes["q"]), u(2 * sizes["q"] + sizes["k"])
+    offsets = buffer_offsets(sizes)
+    Q_AT, DO_AT, K_AT, V_AT = (offsets[name] for name in ("q", "do", "k", "v"))
     DS_AT, STRIDE, DS_STRIDE = u(0), u(DT + PAD), u(BK + PAD)
 
     @cuda.jit(**jit_options(launch_bounds=(THREADS, blocks_per_sm(dtype.itemsize))))

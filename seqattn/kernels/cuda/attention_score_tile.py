@@ -30,6 +30,23 @@ THREAD_ROWS = THREADS // THREAD_COLS  # 16 threads across a tile's rows
 VECTOR = 4  # consecutive elements per shared-memory read (a float4)
 PAD = 4  # elements added to each padded row: keeps rows 16-byte aligned, moves their banks
 
+def operand_buffer_sizes(head_tile, block_q, block_k):
+    """Elements of the backward kernels' operand buffers in shared memory, in layout order: q
+    and dout [row][d] (block_q rows), k and v [key][d] (block_k keys), rows padded by PAD."""
+    rows, keys = block_q * (head_tile + PAD), block_k * (head_tile + PAD)
+    return {"q": rows, "do": rows, "k": keys, "v": keys}
+
+
+def buffer_offsets(sizes):
+    """{name: its first element} of buffers laid out one after another in ``sizes``' order in
+    one shared array, as unsigned 32-bit offsets."""
+    offsets, total = {}, 0
+    for name, size in sizes.items():
+        offsets[name] = np.uint32(total)
+        total += size
+    return offsets
+
+
 ScoreTile = collections.namedtuple("ScoreTile", "dot dot_pair modify lanes_max lanes_sum add_ds_k "
                                                 "row_stats probability_and_ds")
 

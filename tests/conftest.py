@@ -10,3 +10,8 @@ from numba.core import config
 if not os.path.exists("/dev/nvidia0") and "NUMBA_ENABLE_CUDASIM" not in os.environ:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     config.ENABLE_CUDASIM = True
+
+if config.ENABLE_CUDASIM:
+    from simulator_shared_arrays import serialise_shared_array_creation
+
+    serialise_shared_array_creation()

@@ -33,9 +33,8 @@ from numba import cuda
 
 from .attention_forward import HEAD_TILE_STEP, SHUFFLE_SCRATCH, tile_loader
 from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, VECTOR,
-                                   score_tile_functions)
-from .attention_scores import (D_HAS, LEFT, LOG2E, NEG_INF, P_MODE, RIGHT, SCALE,
-                               score_functions)
+                                   buffer_offsets, operand_buffer_sizes, score_tile_functions)
+from .attention_scores import D_HAS, LEFT, LOG2E, P_MODE, RIGHT, SCALE, score_functions
 from .compile_target import VECTOR_ALIGNMENT, jit_options
 from .. import structured_bias_math as sbm
 
@@ -52,10 +51,9 @@ def blocks_per_sm(itemsize, head_tile):
 
 def buffer_sizes(head_tile, block_q, block_k, with_dq=True):
     """Elements of each shared-memory buffer, in layout order (dS [row][key] only ``with_dq``)."""
-    rows, keys = block_q * (head_tile + PAD), block_k * (head_tile + PAD)
     transposed = block_k * (block_q + PAD)
-    return {"q": rows, "do": rows, "k": keys, "v": keys, "pt": transposed, "dst": transposed,
-            "ds": block_q * (block_k + PAD) if with_dq else 0}
+    return {**operand_buffer_sizes(head_tile, block_q, block_k), "pt": transposed,
+            "dst": transposed, "ds": block_q * (block_k + PAD) if with_dq else 0}
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,7 +63,7 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
     dtype = np.dtype(dtype_name)
     ftype = dtype.type
     element = numba.from_dtype(dtype)
-    zero, one, neg_inf = ftype(0), ftype(1), ftype(NEG_INF)
+    zero, one = ftype(0), ftype(1)
     log2e, ln2 = ftype(LOG2E), ftype(math.log(2))
     scores = score_functions(dtype_name)
     modified, structured_grads = scores.modified, scores.structured_grads
@@ -79,10 +77,7 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
     sizes = buffer_sizes(head_tile, block_q, block_k, with_dq)
     SIZE = sum(sizes.values())
     u = np.uint32
-    offsets, total = {}, 0
-    for name, size in sizes.items():
-        offsets[name] = u(total)
-        total += size
+    offsets = buffer_offsets(sizes)
     Q_AT, DO_AT, K_AT, V_AT = offsets["q"], offsets["do"], offsets["k"], offsets["v"]
     PT_AT, DST_AT, DS_AT = offsets["pt"], offsets["dst"], offsets["ds"]
     RS, KS, TS, SS = u(DT + PAD), u(DT + PAD), u(BQ + PAD), u(BK + PAD)
@@ -147,12 +142,8 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
                 load_tile(smem, Q_AT, RS, q, b, h, q0, n_q, BQ, D, scale * log2e)
                 load_tile(smem, DO_AT, RS, dout, b, h, q0, n_q, BQ, D, one)
                 for r in range(TR):
-                    i = q0 + ty + THREAD_ROWS * r
-                    row_lse[r] = neg_inf  # rows past the end, or that see no key: P = 0
-                    row_delta[r] = zero
-                    if i < n_q:
-                        row_lse[r] = lse[b, h, i] * log2e
-                        row_delta[r] = delta[b, h, i]
+                    row_lse[r], row_delta[r] = tile.row_stats(lse, delta, b, h,
+                                                              q0 + ty + THREAD_ROWS * r, n_q)
                     for axis in range(3):
                         grad_x[r, axis] = zero
                 cuda.syncthreads()
@@ -165,11 +156,8 @@ def backward_kernel(dtype_name, head_tile, block_q, block_k, with_dq=True):
                     i = q0 + ty + THREAD_ROWS * r
                     for c in range(TC):
                         j = k0 + tx + THREAD_COLS * c
-                        prob = zero
-                        if row_lse[r] != neg_inf:
-                            prob = math.exp2(s[r, c] - row_lse[r])
-                        # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
-                        ds = prob * (dp[r, c] - row_delta[r])
+                        prob, ds = tile.probability_and_ds(s[r, c], dp[r, c], row_lse[r],
+                                                           row_delta[r])
                         key = u(tx) + u(c) * U_COLS
                         query = u(ty) + u(r) * U_ROWS
                         smem[PT_AT + key * TS + query] = prob

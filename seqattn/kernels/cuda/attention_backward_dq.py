@@ -3,8 +3,8 @@
 Shapes: q, dout (B, H, N, D); k, v (B, Hkv, M, D); lse, delta (B, H, N); dq (B, H, N, D); dx
 (H, B, 3, N). One block of THREADS = 128 threads per (batch x head, query tile of BQ rows), the
 forward's grid. For each key tile the band lets the query tile see, the block recomputes the
-scores S and dP = dout v^T, forms dS = P (dP - delta) as the key-tile pass does
-(``attention_backward``), and adds scale dS k into a register tile. Each element of dq, and with
+scores S and dP = dout v^T, forms dS = P (dP - delta) with the key-tile pass's device function
+(``attention_score_tile``), and adds scale dS k into a register tile. Each element of dq, and with
 a distance bias each query position's gradient dx, has one writer, which sums the key tiles in
 order: the same bits every run, at the price of computing the scores a second time (the key-tile
 pass, built without dq, computes dk, dv, dy and the tables' gradients).
@@ -14,7 +14,6 @@ score tile, and the head dims 32 g + 4 tx + f of its rows of dq (the forward's l
 memory holds q (times scale * log2(e)) and dout [row][d], k and v [key][d], and dS [row][key].
 """
 import functools
-import math
 
 import numba
 import numpy as np
@@ -22,8 +21,8 @@ from numba import cuda
 
 from .attention_forward import HEAD_TILE_STEP, SHUFFLE_SCRATCH, tile_loader
 from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, VECTOR,
-                                   score_tile_functions)
-from .attention_scores import D_HAS, LEFT, LOG2E, NEG_INF, RIGHT, SCALE, score_functions
+                                   buffer_offsets, operand_buffer_sizes, score_tile_functions)
+from .attention_scores import D_HAS, LEFT, LOG2E, RIGHT, SCALE, score_functions
 from .compile_target import VECTOR_ALIGNMENT, jit_options
 
 # (query rows, keys) per tile, largest first; the first whose buffers fit is used.
@@ -38,8 +37,7 @@ def blocks_per_sm(itemsize, head_tile):
 
 def buffer_sizes(head_tile, block_q, block_k):
     """Elements of each shared-memory buffer, in layout order."""
-    rows, keys = block_q * (head_tile + PAD), block_k * (head_tile + PAD)
-    return {"q": rows, "do": rows, "k": keys, "v": keys, "ds": block_q * (block_k + PAD)}
+    return {**operand_buffer_sizes(head_tile, block_q, block_k), "ds": block_q * (block_k + PAD)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,7 +46,7 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
     dtype = np.dtype(dtype_name)
     ftype = dtype.type
     element = numba.from_dtype(dtype)
-    zero, one, neg_inf, log2e = ftype(0), ftype(1), ftype(NEG_INF), ftype(LOG2E)
+    zero, one, log2e = ftype(0), ftype(1), ftype(LOG2E)
     scores = score_functions(dtype_name)
     modified, position_grads = scores.modified, scores.position_grads
     key_tiles, band_covers_tile = scores.key_tiles, scores.band_covers_tile
@@ -62,9 +60,8 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
     sizes = buffer_sizes(head_tile, block_q, block_k)
     SIZE = sum(sizes.values())
     u = np.uint32
-    Q_AT, DO_AT = u(0), u(sizes["q"])
-    K_AT, V_AT = u(2 * sizes["q"]), u(2 * sizes["q"] + sizes["k"])
-    DS_AT = u(2 * sizes["q"] + 2 * sizes["k"])
+    offsets = buffer_offsets(sizes)
+    Q_AT, DO_AT, K_AT, V_AT, DS_AT = (offsets[name] for name in ("q", "do", "k", "v", "ds"))
     STRIDE, DS_STRIDE = u(DT + PAD), u(BK + PAD)
     U_VECTOR, U_ROWS, U_COLS = u(VECTOR), u(THREAD_ROWS), u(THREAD_COLS)
 
@@ -97,12 +94,8 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
         plain = not modified(mods)
         has_distance = mods[D_HAS]
         for r in range(TR):
-            i = q0 + ty + THREAD_ROWS * r
-            row_lse[r] = neg_inf  # rows past the end, or that see no key: P = 0
-            row_delta[r] = zero
-            if i < n_q:
-                row_lse[r] = lse[b, h, i] * log2e
-                row_delta[r] = delta[b, h, i]
+            row_lse[r], row_delta[r] = tile.row_stats(lse, delta, b, h, q0 + ty + THREAD_ROWS * r,
+                                                      n_q)
             for axis in range(3):
                 grad_x[r, axis] = zero
             for c in range(TD):
@@ -123,11 +116,7 @@ def backward_dq_kernel(dtype_name, head_tile, block_q, block_k):
                 i = q0 + ty + THREAD_ROWS * r
                 for c in range(TC):
                     j = k0 + tx + THREAD_COLS * c
-                    prob = zero
-                    if row_lse[r] != neg_inf:
-                        prob = math.exp2(s[r, c] - row_lse[r])
-                    # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
-                    ds = prob * (dp[r, c] - row_delta[r])
+                    _, ds = tile.probability_and_ds(s[r, c], dp[r, c], row_lse[r], row_delta[r])
                     smem[row_s + u(r) * U_ROWS * DS_STRIDE + u(tx) + u(c) * U_COLS] = ds
                     if has_distance and ds != zero:  # hidden pairs have dS = 0
                         gx, gy, gz = position_grads(ds, b, h, i, j, mods)

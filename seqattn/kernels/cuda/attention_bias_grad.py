@@ -3,10 +3,11 @@
 Shapes: q, dout (B, H, N, D); k, v (B, Hkv, M, D); lse, delta (B, H, N); dbias (Bb, Hb, Nb, Mb),
 each dim either the full one or 1 (broadcast). dbias = dS = P (dP - delta) summed over the
 broadcast dims, with P = exp2(S - lse) and dP = dout v^T recomputed as the backward does
-(``attention_backward``). One block of THREADS = 128 threads per tile of dbias (BQ x BK; one row
-where Nb = 1, one column where Mb = 1) and (bb, hb): it loops over every (b, h, query tile, key
-tile) that maps onto its tile, so it is the one writer of each element, and sums in a fixed
-order: the result is deterministic (no atomics).
+(``attention_backward``, with the same device functions of ``attention_score_tile``). One block
+of THREADS = 128 threads per tile of dbias (BQ x BK; one row where Nb = 1, one column where
+Mb = 1) and (bb, hb): it loops over every (b, h, query tile, key tile) that maps onto its tile,
+so it is the one writer of each element, and sums in a fixed order: the result is deterministic
+(no atomics).
 
 Thread (ty, tx) owns the query rows ty + 16 r and the keys tx + 8 c of each tile (the forward's
 layout, ``attention_score_tile``), and adds its dS into a register tile; at the end the block's
@@ -14,16 +15,15 @@ tile goes through shared memory, where each output element sums its rows and col
 Shared memory holds q (times scale * log2(e)) and dout [row][d], k and v [key][d].
 """
 import functools
-import math
 
 import numba
 import numpy as np
 from numba import cuda
 
 from .attention_forward import tile_loader
-from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS,
-                                   score_tile_functions)
-from .attention_scores import LEFT, LOG2E, NEG_INF, RIGHT, SCALE, score_functions
+from .attention_score_tile import (PAD, THREAD_COLS, THREAD_ROWS, THREADS, buffer_offsets,
+                                   operand_buffer_sizes, score_tile_functions)
+from .attention_scores import LEFT, LOG2E, RIGHT, SCALE, score_functions
 from .compile_target import VECTOR_ALIGNMENT, jit_options
 
 # (query rows, keys) per tile, largest first; the first whose buffers fit is used. Three
@@ -42,8 +42,7 @@ def buffer_sizes(head_tile, block_q, block_k):
     """Elements of each shared-memory buffer, in layout order. The block's final dS tile
     [row][key] (block_q x (block_k + PAD)) reuses the space of q and dout, which holds it since
     head tiles are at least 32 wide and key tiles at most 64."""
-    rows, keys = block_q * (head_tile + PAD), block_k * (head_tile + PAD)
-    return {"q": rows, "do": rows, "k": keys, "v": keys}
+    return operand_buffer_sizes(head_tile, block_q, block_k)
 
 
 @functools.lru_cache(maxsize=None)
@@ -52,7 +51,7 @@ def bias_grad_kernel(dtype_name, head_tile, block_q, block_k):
     dtype = np.dtype(dtype_name)
     ftype = dtype.type
     element = numba.from_dtype(dtype)
-    zero, one, neg_inf, log2e = ftype(0), ftype(1), ftype(NEG_INF), ftype(LOG2E)
+    zero, one, log2e = ftype(0), ftype(1), ftype(LOG2E)
     scores = score_functions(dtype_name)
     modified, key_tiles, band_covers_tile = scores.modified, scores.key_tiles, \
         scores.band_covers_tile
@@ -64,8 +63,8 @@ def bias_grad_kernel(dtype_name, head_tile, block_q, block_k):
     sizes = buffer_sizes(head_tile, block_q, block_k)
     SIZE = sum(sizes.values())
     u = np.uint32
-    Q_AT, DO_AT = u(0), u(sizes["q"])
-    K_AT, V_AT = u(2 * sizes["q"]), u(2 * sizes["q"] + sizes["k"])
+    offsets = buffer_offsets(sizes)
+    Q_AT, DO_AT, K_AT, V_AT = (offsets[name] for name in ("q", "do", "k", "v"))
     DS_AT, STRIDE, DS_STRIDE = u(0), u(DT + PAD), u(BK + PAD)
 
     @cuda.jit(**jit_options(launch_bounds=(THREADS, blocks_per_sm(dtype.itemsize))))
@@ -121,12 +120,8 @@ def bias_grad_kernel(dtype_name, head_tile, block_q, block_k):
             load_tile(smem, K_AT, STRIDE, k, b, kv_h, k0, n_k, BK, D, one)
             load_tile(smem, V_AT, STRIDE, v, b, kv_h, k0, n_k, BK, D, one)
             for r in range(TR):
-                i = q0 + ty + THREAD_ROWS * r
-                row_lse[r] = neg_inf  # rows past the end, or that see no key: P = 0
-                row_delta[r] = zero
-                if i < n_q:
-                    row_lse[r] = lse[b, h, i] * log2e
-                    row_delta[r] = delta[b, h, i]
+                row_lse[r], row_delta[r] = tile.row_stats(lse, delta, b, h,
+                                                          q0 + ty + THREAD_ROWS * r, n_q)
             cuda.syncthreads()
             # scores (log2 units) and dP = dout v^T
             tile.dot_pair(s, dp, smem, q_row, k_row, do_row, v_row)
@@ -134,10 +129,8 @@ def bias_grad_kernel(dtype_name, head_tile, block_q, block_k):
                 tile.modify(s, b, h, q0, k0, n_q, n_k, ty, tx, mods)
             for r in range(TR):
                 for c in range(TC):
-                    # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
-                    if row_lse[r] != neg_inf:
-                        prob = math.exp2(s[r, c] - row_lse[r])
-                        acc[r, c] += prob * (dp[r, c] - row_delta[r])
+                    _, ds = tile.probability_and_ds(s[r, c], dp[r, c], row_lse[r], row_delta[r])
+                    acc[r, c] += ds
         cuda.syncthreads()
         for r in range(TR):
             for c in range(TC):

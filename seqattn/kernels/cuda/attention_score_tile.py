@@ -2,8 +2,9 @@
 statistics across lanes.
 
 The device functions the forward, backward, weights and bias-gradient kernels build their scores
-with (``attention_forward``, ``attention_backward``, ``attention_weights``,
-``attention_bias_grad``), in their common thread layout: the 128 threads of a block form a
+with (``attention_forward``, ``attention_backward``, ``attention_backward_dq``,
+``attention_weights``, ``attention_bias_grad``), and the step from scores to dS that the three
+backward kernels share, in their common thread layout: the 128 threads of a block form a
 16 x 8 grid (t = 8 ty + tx); thread (ty, tx) owns the query rows ty + 16 r (r < TR = BQ / 16)
 and the keys tx + 8 c (c < TC = BK / 8) of a BQ x BK tile, whose operands lie in shared memory
 as rows of DT (the head tile) elements padded by PAD, 16-byte aligned, read 4 consecutive
@@ -14,12 +15,13 @@ Shared-memory offsets are unsigned 32-bit (no negative-index fix-up, provable al
 """
 import collections
 import functools
+import math
 
 import numba
 import numpy as np
 from numba import cuda
 
-from .attention_scores import NEG_INF, score_functions
+from .attention_scores import LOG2E, NEG_INF, score_functions
 from .compile_target import shuffle_xor
 
 THREADS = 128
@@ -28,7 +30,25 @@ THREAD_ROWS = THREADS // THREAD_COLS  # 16 threads across a tile's rows
 VECTOR = 4  # consecutive elements per shared-memory read (a float4)
 PAD = 4  # elements added to each padded row: keeps rows 16-byte aligned, moves their banks
 
-ScoreTile = collections.namedtuple("ScoreTile", "dot dot_pair modify lanes_max lanes_sum add_ds_k")
+def operand_buffer_sizes(head_tile, block_q, block_k):
+    """Elements of the backward kernels' operand buffers in shared memory, in layout order: q
+    and dout [row][d] (block_q rows), k and v [key][d] (block_k keys), rows padded by PAD."""
+    rows, keys = block_q * (head_tile + PAD), block_k * (head_tile + PAD)
+    return {"q": rows, "do": rows, "k": keys, "v": keys}
+
+
+def buffer_offsets(sizes):
+    """{name: its first element} of buffers laid out one after another in ``sizes``' order in
+    one shared array, as unsigned 32-bit offsets."""
+    offsets, total = {}, 0
+    for name, size in sizes.items():
+        offsets[name] = np.uint32(total)
+        total += size
+    return offsets
+
+
+ScoreTile = collections.namedtuple("ScoreTile", "dot dot_pair modify lanes_max lanes_sum add_ds_k "
+                                                "row_stats probability_and_ds")
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,10 +66,17 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
       smem[ds_at + 16 r (BK + PAD) + kk] * smem[k_at + kk (DT + PAD) + 32 g + f], given this
       thread's ds_at = S + ty (BK + PAD) (dS [row][key]) and k_at = K + 4 tx (k [key][d]): the
       thread's query rows and head dims 32 g + 4 tx + f of dS k;
-    * ``lanes_max(value, scratch)``, ``lanes_sum(value, scratch)``: over a row's 8 lanes.
+    * ``lanes_max(value, scratch)``, ``lanes_sum(value, scratch)``: over a row's 8 lanes;
+    * ``row_stats(lse, delta, b, h, i, n_q)``: (lse[b, h, i] in log2 units, delta[b, h, i]) of
+      query row i; (NEG_INF, 0) past the end;
+    * ``probability_and_ds(score, dp, lse, delta)``: the backward's step from a score (log2
+      units, as its row's lse from ``row_stats``) and its dP = dout v^T to (P, dS), with
+      P = exp2(score - lse) (0 in a row that sees no key) and dS = P (dP - delta). Per element,
+      so that each kernel uses P and dS where it computes them (a pass over the whole tile
+      first kept them all live at once: the key-tile pass spilled 204 bytes instead of 48).
     """
     dtype = np.dtype(dtype_name)
-    zero, neg_inf = dtype.type(0), dtype.type(NEG_INF)
+    zero, neg_inf, log2e = dtype.type(0), dtype.type(NEG_INF), dtype.type(LOG2E)
     element = numba.from_dtype(dtype)
     score_at = score_functions(dtype_name).score_at
     TR, TC = block_q // THREAD_ROWS, block_k // THREAD_COLS
@@ -149,4 +176,19 @@ def score_tile_functions(dtype_name, head_tile, block_q, block_k):
             value += shuffle_xor(value, lane_mask, scratch)
         return value
 
-    return ScoreTile(dot, dot_pair, modify, lanes_max, lanes_sum, add_ds_k)
+    @device
+    def row_stats(lse, delta, b, h, i, n_q):
+        if i < n_q:
+            return lse[b, h, i] * log2e, delta[b, h, i]
+        return neg_inf, zero  # a row past the end: P = 0, as in a row that sees no key
+
+    @device
+    def probability_and_ds(score, dp, lse, delta):
+        prob = zero
+        if lse != neg_inf:
+            prob = math.exp2(score - lse)
+        # forward: out = P v, P = softmax(S)  =>  dS = P (dP - delta)
+        return prob, prob * (dp - delta)
+
+    return ScoreTile(dot, dot_pair, modify, lanes_max, lanes_sum, add_ds_k, row_stats,
+                     probability_and_ds)

@@ -37,8 +37,8 @@ from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, a
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .llvm_vectors import LANES as VECTOR_LANES
-from .register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_lane_max,
-                            transpose)
+from .register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_exp,
+                            register_gemm_lane_max, register_gemm_softmax_grad, transpose)
 from .softmax_rows import exp_scalar, exp_shifted, row_max, softmax_grad_row
 from .threads import sized_kernel
 from ..structured_bias_math import NO_PAIR
@@ -110,6 +110,22 @@ def _structured_biases(mods):
     return DistanceArgs(*mods[STRUCTURED_AT:PAIR_AT]), PairArgs(*mods[PAIR_AT:])
 
 
+@njit(cache=True)
+def _inside_band(rows, cols, i0, j0, off, left, right):
+    """Whether every score of the tile (rows i0.., cols j0..) lies inside the band."""
+    return j0 >= i0 + rows - 1 + off - left and j0 + cols - 1 <= i0 + off + right
+
+
+@njit(cache=True)
+def _plain_tile(rows, cols, i0, j0, off, mods):
+    """Whether :func:`_modify_scores` leaves this tile as it is (the plain product)."""
+    has_bias, has_mask, has_kpm, has_alibi = mods[6:STRUCTURED_AT]
+    distance, pair = _structured_biases(mods)
+    return (_inside_band(rows, cols, i0, j0, off, mods[4], mods[5])
+            and not (has_bias or has_mask or has_kpm or has_alibi or distance.has
+                     or pair.mode != NO_PAIR))
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def _modify_scores(s, b, h, i0, j0, off, mods):
     """Add biases to the score tile s (rows i0.., cols j0..) and set invisible scores to -inf;
@@ -122,7 +138,7 @@ def _modify_scores(s, b, h, i0, j0, off, mods):
         add_distance_bias(s, b, h, i0, j0, distance)
     if pair.mode != NO_PAIR:
         add_pair_bias(s, b, h, i0, j0, pair)
-    inside_band = j0 >= i0 + rows - 1 + off - left and j0 + cols - 1 <= i0 + off + right
+    inside_band = _inside_band(rows, cols, i0, j0, off, left, right)
     if inside_band and not (has_bias or has_mask or has_kpm or has_alibi):
         return distance.has or pair.mode != NO_PAIR
     for r in range(rows):
@@ -250,6 +266,14 @@ def _probabilities_from_lse(s, lse_rows):
             exp_shifted(s[r], lse_rows[r])
 
 
+@njit(cache=True)
+def _lse_shift(shift, lse_rows):
+    """shift = lse, with +inf for rows that see no key (lse = -inf): exp(s - shift) is then
+    0 for them, as :func:`_probabilities_from_lse` makes it."""
+    for r in range(lse_rows.shape[0]):
+        shift[r] = -lse_rows[r] if lse_rows[r] == NEG_INF else lse_rows[r]
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mods):
     """Online-softmax attention of queries [i0, i1) of (b, h) over all visible keys; kt
@@ -355,10 +379,11 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
     off = M - N
     group = H // k.shape[1]
     dtype = q.dtype
-    block_k = _block_keys(kt)
+    block_k, width = _block_keys(kt), kt.shape[5]
     left, right = mods[4], mods[5]
     s_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
     ds_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
+    shift = np.empty(block_q, dtype)
     dk_acc = np.empty((block_k, D), dtype)
     dv_acc = np.empty((block_k, D), dtype)
     for kb in range(chunk, _ceil_div(M, block_k), n_chunks):
@@ -383,12 +408,23 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
                 t_cols = c1 - c0
                 q_rows, dout_rows = q[b, h, i0:i1], dout[b, h, i0:i1]
                 p, ds = s_buf[:rows, :t_cols], ds_buf[:rows, :t_cols]
+                # whole panels: the exp and dS in the products' epilogues (one pass each less)
+                fused = width == WIDE and c0 % WIDE == 0
                 # forward: S = scale q k^T + mods; P = exp(S - lse)
-                _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0 + c0, off, mods)
-                _probabilities_from_lse(p, lse[b, h, i0:i1])
+                if fused and _plain_tile(rows, t_cols, i0, j0 + c0, off, mods):
+                    _lse_shift(shift[:rows], lse[b, h, i0:i1])
+                    register_gemm_exp(p, q_rows, kt[b, hk, kb, c0 // WIDE:], scale,
+                                      shift[:rows])
+                else:
+                    _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0 + c0, off, mods)
+                    _probabilities_from_lse(p, lse[b, h, i0:i1])
                 # forward: out = P v  =>  dV += P^T dout
                 register_gemm(dv_blk[c0:c1], p.T, dout_rows, 1.0, True)
-                _score_gradients(ds, p, dout_rows, vt, b, hk, j0 + c0, delta[b, h, i0:i1])
+                if fused:
+                    register_gemm_softmax_grad(ds, dout_rows, vt[b, hk, kb, c0 // WIDE:], 1.0,
+                                               p, delta[b, h, i0:i1])
+                else:
+                    _score_gradients(ds, p, dout_rows, vt, b, hk, j0 + c0, delta[b, h, i0:i1])
                 # forward: S = scale q k^T + f(structure)  =>  d table, d positions
                 _structured_grads(ds, b, h, i0, j0 + c0, mods, task_grads)
                 # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q

@@ -470,17 +470,23 @@ def register_gemm_softmax_grad(c, a, b, alpha, p, delta):
     raise NotImplementedError("register_gemm_softmax_grad is only callable from @njit code")
 
 
+@njit(cache=True)
+def _check_layout_of_p(c, p):
+    if p.strides[0] != c.strides[0] or p.shape != c.shape:
+        raise ValueError("p must be laid out as c")
+
+
 @overload(register_gemm_softmax_grad, jit_options={"cache": True})
 def _register_gemm_softmax_grad_impl(c, a, b, alpha, p, delta):
     if c.dtype == types.float32 and IN_REGISTERS:
         def in_registers(c, a, b, alpha, p, delta):
-            if p.strides[0] != c.strides[0] or p.shape != c.shape:
-                raise ValueError("p must be laid out as c")
+            _check_layout_of_p(c, p)
             _register_gemm_f32(c, a, b, alpha, False, SOFTMAX_GRAD, delta.ctypes.data,
                                p.ctypes.data)
         return in_registers
 
     def through_blas(c, a, b, alpha, p, delta):
+        _check_layout_of_p(c, p)
         _product_through_blas(c, a, b, alpha)
         for r in range(c.shape[0]):
             softmax_grad_row(c[r], p[r], delta[r])

@@ -47,6 +47,10 @@ NEG_INF = -np.inf
 # Tile sizes, measured on the 2-core Zen 4 machine with BLAS products (BENCHMARKS.md): a 256 x 512
 # float32 score tile (512 KiB) stays in L2; 64 x 512 was 20 % slower. With register_gemm on the
 # Intel Xeon, 128-512 rows x 256-512 keys were within 5 % of each other; 1024 keys were slower.
+# On Zen 4 (32 KiB L1d, 1 MiB L2, where the backward's two 256 x 512 tiles take all of L2) the
+# backward's 128 x 512, 256 x 256 and 128 x 256 tiles were within 3 % of 256 x 512 (N 4096 D 64,
+# and B 8 H 8 N 1024 D 32; 1 thread, CPU time, medians of 7 alternating rounds, 2026-12-02):
+# no cache size calls for another tile on either kind, so the sizes are the same on both.
 # float64 products still call BLAS, hence single_threaded_blas around the launches.
 BLOCK_Q = 256
 BLOCK_K = 512
@@ -54,7 +58,10 @@ BLOCK_K = 512
 # each other while its 24 x 512 scores (48 KiB) are in L1 (3-8 % faster than whole tiles,
 # 1 thread, Intel Xeon); the k and v blocks stay in L2 across the strips. Strips of 12 and 36
 # rows, and 256-key blocks, were within the noise of 24 at D 64 and D 128 (later round), and
-# slower at D 32 (1.46-1.57 and 1.55 ns per score against 1.36-1.40, padded tiles).
+# slower at D 32 (1.46-1.57 and 1.55 ns per score against 1.36-1.40, padded tiles). On Zen 4,
+# whose 32 KiB L1d the 24-row strip overflows, strips of 12 rows (25 KiB) or 24 rows of 256
+# keys (26 KiB) were no faster: 0.98-1.01x at N 4096 D 64, 0.94-0.96x at B 8 H 8 N 1024 D 32
+# (same method as above); the strip's scores are written once and read twice from L2 there.
 STRIP_ROWS = 24
 # Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all
 # fall into the same two of L1's 64 sets, so the products that read a tile 12 rows at a time

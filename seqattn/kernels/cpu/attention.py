@@ -19,7 +19,10 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
   in registers of the task; scores are recomputed from the lse; dQ is added into a partial buffer
   owned by the chunk, so no two threads write the same memory (deterministic, no atomics). A
-  tile computes only the keys its query block may see.
+  tile computes only the keys its query block may see. P = exp(S - lse) and dS = P (dP - delta)
+  are formed in the epilogues of the products that make S and dP (``register_gemm_exp``,
+  ``register_gemm_softmax_grad``) where the tile starts on a key panel, P only where no score
+  modification touches the tile; elsewhere in passes over the tile.
 * bias gradient: a separate pass parallel over the bias's own tiles, so broadcast dims are summed
   by the one task that owns each output element.
 

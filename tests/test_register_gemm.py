@@ -5,7 +5,8 @@ from numba import njit
 
 from seqattn.kernels.cpu.llvm_vectors import LANES
 from seqattn.kernels.cpu.register_gemm import (WIDE, blas_product, register_gemm,
-                                               register_gemm_lane_max,
+                                               register_gemm_exp, register_gemm_lane_max,
+                                               register_gemm_softmax_grad,
                                                tile_products_in_registers, transpose)
 
 
@@ -126,6 +127,78 @@ def test_lane_maxima_with_b_in_panels(M, N, K, dtype):
     want = 2.0 * a.astype(np.float64) @ b
     assert np.all(np.abs(c - want) <= 8 * np.finfo(dtype).eps * (1 + 2 * np.abs(a) @ np.abs(b)))
     np.testing.assert_array_equal(lane_max.max(axis=1), c.max(axis=1))
+
+
+def _as_panels(b):
+    """b (K, N) as panels (P, K, WIDE), column j in panel j // WIDE; NaN past N (never read)."""
+    K, N = b.shape
+    count = -(-N // WIDE)
+    padded = np.full((K, count * WIDE), np.nan, b.dtype)
+    padded[:, :N] = b
+    return np.ascontiguousarray(padded.reshape(K, count, WIDE).transpose(1, 0, 2))
+
+
+@njit
+def _product_exp(c, a, b, alpha, shift):
+    register_gemm_exp(c, a, b, alpha, shift)
+
+
+@njit
+def _product_softmax_grad(c, a, b, alpha, p, delta):
+    register_gemm_softmax_grad(c, a, b, alpha, p, delta)
+
+
+EPILOGUE_SHAPES = [(1, 1, 1), (12, 32, 5), (13, 33, 64), (25, 17, 3), (40, 48, 19),
+                   (130, 40, 64), (30, 70, 0), (30, 40, 700)]
+
+
+# float32 takes the epilogues in the register kernel (AVX-512 CPUs), float64 BLAS and loops
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("panels", [False, True], ids=["rows", "panels"])
+@pytest.mark.parametrize("M, N, K", EPILOGUE_SHAPES)
+def test_exp_epilogue_gives_exp_of_the_shifted_product(M, N, K, panels, dtype):
+    rng = np.random.default_rng(M * 7 + N * 3 + K)
+    a = (rng.standard_normal((M, K)) / np.sqrt(max(K, 1))).astype(dtype)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    # a padded tile's rows, as the backward passes them; rows that see no key shift by +inf
+    c_wide = np.full((M, N + 16), 9.0, dtype)
+    c = c_wide[:, :N]
+    shift = rng.uniform(-1, 2, M).astype(dtype)
+    shift[::5] = np.inf
+    _product_exp(c, a, _as_panels(b) if panels else b, 0.75, shift)
+    s = 0.75 * a.astype(np.float64) @ b
+    want = np.exp(s - shift[:, None].astype(np.float64))
+    # the product's rounding (relative to |a| |b|) times exp's slope, plus exp's 2 ulps
+    tol = want * (8 * np.finfo(dtype).eps * (1 + 0.75 * np.abs(a) @ np.abs(b))
+                  + 2 * np.finfo(dtype).eps)
+    assert np.all(np.abs(c - want) <= tol)
+    assert np.all(c[::5] == 0), "a row shifted by +inf is zeros"
+    np.testing.assert_array_equal(c_wide[:, N:], 9.0, "the padding after each row")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("panels", [False, True], ids=["rows", "panels"])
+@pytest.mark.parametrize("M, N, K", EPILOGUE_SHAPES)
+def test_softmax_grad_epilogue_gives_p_times_the_shifted_product(M, N, K, panels, dtype):
+    rng = np.random.default_rng(M * 5 + N * 11 + K)
+    a = rng.standard_normal((M, K)).astype(dtype)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    p_wide = rng.random((M, N + 16)).astype(dtype)
+    c_wide = np.full((M, N + 16), 9.0, dtype)
+    p, c = p_wide[:, :N], c_wide[:, :N]
+    delta = rng.standard_normal(M).astype(dtype)
+    _product_softmax_grad(c, a, _as_panels(b) if panels else b, 0.5, p, delta)
+    want = p * (0.5 * a.astype(np.float64) @ b - delta[:, None])
+    tol = 8 * np.finfo(dtype).eps * p * (1 + 0.5 * np.abs(a) @ np.abs(b) + np.abs(delta)[:, None])
+    assert np.all(np.abs(c - want) <= tol)
+    np.testing.assert_array_equal(c_wide[:, N:], 9.0, "the padding after each row")
+
+
+def test_softmax_grad_epilogue_rejects_p_of_another_layout():
+    a, b = np.ones((4, 3), np.float32), np.ones((3, 8), np.float32)
+    with pytest.raises(ValueError, match="p must be laid out as c"):
+        _product_softmax_grad(np.empty((4, 8), np.float32), a, b, 1.0,
+                              np.ones((4, 9), np.float32)[:, :8], np.zeros(4, np.float32))
 
 
 def test_only_avx512_cpus_take_the_register_kernel():

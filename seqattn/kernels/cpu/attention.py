@@ -19,7 +19,10 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
   in registers of the task; scores are recomputed from the lse; dQ is added into a partial buffer
   owned by the chunk, so no two threads write the same memory (deterministic, no atomics). A
-  tile computes only the keys its query block may see.
+  tile computes only the keys its query block may see. P = exp(S - lse) and dS = P (dP - delta)
+  are formed in the epilogues of the products that make S and dP (``register_gemm_exp``,
+  ``register_gemm_softmax_grad``) where the tile starts on a key panel, P only where no score
+  modification touches the tile; elsewhere in passes over the tile.
 * bias gradient: a separate pass parallel over the bias's own tiles, so broadcast dims are summed
   by the one task that owns each output element.
 
@@ -37,8 +40,8 @@ from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, a
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .llvm_vectors import LANES as VECTOR_LANES
-from .register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_lane_max,
-                            transpose)
+from .register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_exp,
+                            register_gemm_lane_max, register_gemm_softmax_grad, transpose)
 from .softmax_rows import exp_scalar, exp_shifted, row_max, softmax_grad_row
 from .threads import sized_kernel
 from ..structured_bias_math import NO_PAIR
@@ -47,6 +50,10 @@ NEG_INF = -np.inf
 # Tile sizes, measured on the 2-core Zen 4 machine with BLAS products (BENCHMARKS.md): a 256 x 512
 # float32 score tile (512 KiB) stays in L2; 64 x 512 was 20 % slower. With register_gemm on the
 # Intel Xeon, 128-512 rows x 256-512 keys were within 5 % of each other; 1024 keys were slower.
+# On Zen 4 (32 KiB L1d, 1 MiB L2, where the backward's two 256 x 512 tiles take all of L2) the
+# backward's 128 x 512, 256 x 256 and 128 x 256 tiles were within 3 % of 256 x 512 (N 4096 D 64,
+# and B 8 H 8 N 1024 D 32; 1 thread, CPU time, medians of 7 alternating rounds, 2026-12-02):
+# no cache size calls for another tile on either kind, so the sizes are the same on both.
 # float64 products still call BLAS, hence single_threaded_blas around the launches.
 BLOCK_Q = 256
 BLOCK_K = 512
@@ -54,7 +61,10 @@ BLOCK_K = 512
 # each other while its 24 x 512 scores (48 KiB) are in L1 (3-8 % faster than whole tiles,
 # 1 thread, Intel Xeon); the k and v blocks stay in L2 across the strips. Strips of 12 and 36
 # rows, and 256-key blocks, were within the noise of 24 at D 64 and D 128 (later round), and
-# slower at D 32 (1.46-1.57 and 1.55 ns per score against 1.36-1.40, padded tiles).
+# slower at D 32 (1.46-1.57 and 1.55 ns per score against 1.36-1.40, padded tiles). On Zen 4,
+# whose 32 KiB L1d the 24-row strip overflows, strips of 12 rows (25 KiB) or 24 rows of 256
+# keys (26 KiB) were no faster: 0.98-1.01x at N 4096 D 64, 0.94-0.96x at B 8 H 8 N 1024 D 32
+# (same method as above); the strip's scores are written once and read twice from L2 there.
 STRIP_ROWS = 24
 # Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all
 # fall into the same two of L1's 64 sets, so the products that read a tile 12 rows at a time
@@ -110,6 +120,22 @@ def _structured_biases(mods):
     return DistanceArgs(*mods[STRUCTURED_AT:PAIR_AT]), PairArgs(*mods[PAIR_AT:])
 
 
+@njit(cache=True)
+def _inside_band(rows, cols, i0, j0, off, left, right):
+    """Whether every score of the tile (rows i0.., cols j0..) lies inside the band."""
+    return j0 >= i0 + rows - 1 + off - left and j0 + cols - 1 <= i0 + off + right
+
+
+@njit(cache=True)
+def _plain_tile(rows, cols, i0, j0, off, mods):
+    """Whether :func:`_modify_scores` leaves this tile as it is (the plain product)."""
+    has_bias, has_mask, has_kpm, has_alibi = mods[6:STRUCTURED_AT]
+    distance, pair = _structured_biases(mods)
+    return (_inside_band(rows, cols, i0, j0, off, mods[4], mods[5])
+            and not (has_bias or has_mask or has_kpm or has_alibi or distance.has
+                     or pair.mode != NO_PAIR))
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def _modify_scores(s, b, h, i0, j0, off, mods):
     """Add biases to the score tile s (rows i0.., cols j0..) and set invisible scores to -inf;
@@ -122,7 +148,7 @@ def _modify_scores(s, b, h, i0, j0, off, mods):
         add_distance_bias(s, b, h, i0, j0, distance)
     if pair.mode != NO_PAIR:
         add_pair_bias(s, b, h, i0, j0, pair)
-    inside_band = j0 >= i0 + rows - 1 + off - left and j0 + cols - 1 <= i0 + off + right
+    inside_band = _inside_band(rows, cols, i0, j0, off, left, right)
     if inside_band and not (has_bias or has_mask or has_kpm or has_alibi):
         return distance.has or pair.mode != NO_PAIR
     for r in range(rows):
@@ -250,6 +276,14 @@ def _probabilities_from_lse(s, lse_rows):
             exp_shifted(s[r], lse_rows[r])
 
 
+@njit(cache=True)
+def _lse_shift(shift, lse_rows):
+    """shift = lse, with +inf for rows that see no key (lse = -inf): exp(s - shift) is then
+    0 for them, as :func:`_probabilities_from_lse` makes it."""
+    for r in range(lse_rows.shape[0]):
+        shift[r] = -lse_rows[r] if lse_rows[r] == NEG_INF else lse_rows[r]
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mods):
     """Online-softmax attention of queries [i0, i1) of (b, h) over all visible keys; kt
@@ -355,10 +389,11 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
     off = M - N
     group = H // k.shape[1]
     dtype = q.dtype
-    block_k = _block_keys(kt)
+    block_k, width = _block_keys(kt), kt.shape[5]
     left, right = mods[4], mods[5]
     s_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
     ds_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
+    shift = np.empty(block_q, dtype)
     dk_acc = np.empty((block_k, D), dtype)
     dv_acc = np.empty((block_k, D), dtype)
     for kb in range(chunk, _ceil_div(M, block_k), n_chunks):
@@ -383,12 +418,23 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
                 t_cols = c1 - c0
                 q_rows, dout_rows = q[b, h, i0:i1], dout[b, h, i0:i1]
                 p, ds = s_buf[:rows, :t_cols], ds_buf[:rows, :t_cols]
+                # whole panels: the exp and dS in the products' epilogues (one pass each less)
+                fused = width == WIDE and c0 % WIDE == 0
                 # forward: S = scale q k^T + mods; P = exp(S - lse)
-                _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0 + c0, off, mods)
-                _probabilities_from_lse(p, lse[b, h, i0:i1])
+                if fused and _plain_tile(rows, t_cols, i0, j0 + c0, off, mods):
+                    _lse_shift(shift[:rows], lse[b, h, i0:i1])
+                    register_gemm_exp(p, q_rows, kt[b, hk, kb, c0 // WIDE:], scale,
+                                      shift[:rows])
+                else:
+                    _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0 + c0, off, mods)
+                    _probabilities_from_lse(p, lse[b, h, i0:i1])
                 # forward: out = P v  =>  dV += P^T dout
                 register_gemm(dv_blk[c0:c1], p.T, dout_rows, 1.0, True)
-                _score_gradients(ds, p, dout_rows, vt, b, hk, j0 + c0, delta[b, h, i0:i1])
+                if fused:
+                    register_gemm_softmax_grad(ds, dout_rows, vt[b, hk, kb, c0 // WIDE:], 1.0,
+                                               p, delta[b, h, i0:i1])
+                else:
+                    _score_gradients(ds, p, dout_rows, vt, b, hk, j0 + c0, delta[b, h, i0:i1])
                 # forward: S = scale q k^T + f(structure)  =>  d table, d positions
                 _structured_grads(ds, b, h, i0, j0 + c0, mods, task_grads)
                 # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q

@@ -29,8 +29,20 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .blas_gemm import gemm
+from .softmax_rows import exp_shifted, softmax_grad_row, vector_exp
 from .llvm_vectors import (AVX512, F32, I32, LANES, MASK, VEC, declare, has_avx512, lanes_below,
                            masked_load, masked_store, splat, vector_at)
+
+
+# What the product does with its values before storing them (without accumulate), given per-row
+# operands rows[r] and, for SOFTMAX_GRAD, a tile p laid out as c:
+#   PLAIN         c = alpha a b
+#   LANE_MAX      c = alpha a b, and rows (R, LANES) grows to the row maxima (lane by lane)
+#   EXP_SHIFTED   c = exp(alpha a b - rows[r])            (the attention backward's P from lse)
+#   SOFTMAX_GRAD  c = p * (alpha a b - rows[r])            (its dS = P * (dP - delta))
+# The last two save the backward a pass over each score tile apiece, the values being in
+# registers when the product has them.
+PLAIN, LANE_MAX, EXP_SHIFTED, SOFTMAX_GRAD = 0, 1, 2, 3
 
 
 def _grow_lane_max(builder, lane_max_addr, values, masks, R, vectors):
@@ -58,25 +70,27 @@ CURRENT = 4
 
 def _block_product(R, vectors):
     """An intrinsic for one block of exactly R rows and at most LANES * vectors columns:
-    c = alpha * a @ b (+ c when accumulate), given addresses and strides in elements:
-    (c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha, accumulate, lane_max). Where
-    lane_max is not 0 (and not accumulating) it is the address of R rows of LANES floats, and
-    lane l of row r grows to the largest value written to row r in a column j = l (mod LANES)."""
+    c = f(alpha * a @ b) (+ c when accumulate), given addresses and strides in elements:
+    (c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha, accumulate, epilogue, rows, other).
+    Without accumulate, ``epilogue`` picks f (see EPILOGUES): rows is the address of the
+    block's first row of per-row operands, other that of the block's first value of a tile laid
+    out as c (SOFTMAX_GRAD's p), each 0 where unused."""
     @intrinsic
     def block_product(typingctx, c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
-                      accumulate, lane_max):
+                      accumulate, epilogue, rows, other):
         def codegen(context, builder, signature, args):
             c_addr, c_row, a_addr, a_row, a_step, b_addr, b_row, n, depth = args[:9]
             alpha_value = context.cast(builder, args[9], signature.args[9], types.float32)
             accumulate_flag = context.cast(builder, args[10], signature.args[10],
                                            types.boolean)
-            lane_max_addr = args[11]
+            epilogue_kind, rows_addr, other_addr = args[11:14]
             module = builder.module
             fma = declare(module, "llvm.fma.v16f32", VEC, [VEC, VEC, VEC])
             load, store = masked_load(module), masked_store(module)
             intp = context.get_value_type(types.intp)
-            c_data, a_data, b_data = (builder.inttoptr(x, F32.as_pointer())
-                                      for x in (c_addr, a_addr, b_addr))
+            c_data, a_data, b_data, other_data, row_data = (
+                builder.inttoptr(x, F32.as_pointer())
+                for x in (c_addr, a_addr, b_addr, other_addr, rows_addr))
 
             def const(value):
                 return ir.Constant(intp, value)
@@ -126,29 +140,60 @@ def _block_product(R, vectors):
                     total.add_incoming(summed[r][w], loop_end)
                     totals.append((r, w, total))
             scale = splat(builder, alpha_value, VEC)
-            tracked = builder.icmp_unsigned("!=", lane_max_addr, const(0))
+
+            def offset_of(r, w):
+                return builder.add(builder.mul(const(r), c_row), const(LANES * w))
+
+            def row_operand(r):
+                return splat(builder, builder.load(builder.gep(row_data, [const(r)])), VEC)
+
+            def store_all(finish):
+                """c's block = finish(r, w, alpha * total); the values stored, by (r, w)."""
+                values = {}
+                for r, w, total in totals:
+                    value = finish(r, w, builder.fmul(total, scale))
+                    builder.call(store, [value, vector_at(builder, c_data, offset_of(r, w)),
+                                         align, masks[w]])
+                    values[(r, w)] = value
+                return values
+
+            def added_to_c(r, w, value):
+                old = builder.call(load, [vector_at(builder, c_data, offset_of(r, w)), align,
+                                          masks[w], zero])
+                return builder.fadd(value, old)
+
+            def exp_shifted(r, w, value):
+                return vector_exp(builder, builder.fsub(value, row_operand(r)), True)
+
+            def softmax_grad(r, w, value):
+                p = builder.call(load, [vector_at(builder, other_data, offset_of(r, w)), align,
+                                        masks[w], zero])
+                return builder.fmul(p, builder.fsub(value, row_operand(r)))
+
+            def kind_is(kind):
+                return builder.icmp_signed("==", epilogue_kind, const(kind))
+
             with builder.if_else(accumulate_flag) as (then, otherwise):
-                for branch, add_old in ((then, True), (otherwise, False)):
-                    with branch:
-                        values = {}
-                        for r, w, total in totals:
-                            offset = builder.add(builder.mul(const(r), c_row),
-                                                 const(LANES * w))
-                            at = vector_at(builder, c_data, offset)
-                            value = builder.fmul(total, scale)
-                            if add_old:
-                                value = builder.fadd(value, builder.call(
-                                    load, [at, align, masks[w], zero]))
-                            builder.call(store, [value, at, align, masks[w]])
-                            values[(r, w)] = value
-                        if not add_old:  # (register_gemm_lane_max does not accumulate)
-                            with builder.if_then(tracked):
-                                _grow_lane_max(builder, lane_max_addr, values, masks, R,
-                                               vectors)
+                with then:
+                    store_all(added_to_c)
+                with otherwise:
+                    with builder.if_else(kind_is(EXP_SHIFTED)) as (exp_branch, rest):
+                        with exp_branch:
+                            store_all(exp_shifted)
+                        with rest:
+                            with builder.if_else(kind_is(SOFTMAX_GRAD)) as (grad_branch,
+                                                                           plain):
+                                with grad_branch:
+                                    store_all(softmax_grad)
+                                with plain:
+                                    values = store_all(lambda r, w, value: value)
+                                    with builder.if_then(kind_is(LANE_MAX)):
+                                        _grow_lane_max(builder, rows_addr, values, masks, R,
+                                                       vectors)
             return context.get_dummy_value()
 
         return types.none(c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
-                          accumulate, lane_max), codegen
+                          accumulate, epilogue, rows, other), codegen
 
     return block_product
 
@@ -166,49 +211,66 @@ ROWS = 12
 
 @njit(cache=True)
 def _columns_product(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha, accumulate,
-                     lane_max):
+                     epilogue, row_operands, other):
     """One block of at most WIDE columns over all rows, in row blocks of 12, 6, 3, 1."""
     i = 0
     if n > LANES:
         while rows - i >= 12:
             _W2_R12(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                    b_row, n, depth, alpha, accumulate, _lanes_at(lane_max, i))
+                    b_row, n, depth, alpha, accumulate, epilogue,
+                    _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
             i += 12
         if rows - i >= 6:
             _W2_R6(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, _lanes_at(lane_max, i))
+                   b_row, n, depth, alpha, accumulate, epilogue,
+                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
             i += 6
         if rows - i >= 3:
             _W2_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, _lanes_at(lane_max, i))
+                   b_row, n, depth, alpha, accumulate, epilogue,
+                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
             i += 3
         while i < rows:
             _W2_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, _lanes_at(lane_max, i))
+                   b_row, n, depth, alpha, accumulate, epilogue,
+                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
             i += 1
     else:
         while rows - i >= 12:
             _W1_R12(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                    b_row, n, depth, alpha, accumulate, _lanes_at(lane_max, i))
+                    b_row, n, depth, alpha, accumulate, epilogue,
+                    _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
             i += 12
         if rows - i >= 6:
             _W1_R6(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, _lanes_at(lane_max, i))
+                   b_row, n, depth, alpha, accumulate, epilogue,
+                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
             i += 6
         if rows - i >= 3:
             _W1_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, _lanes_at(lane_max, i))
+                   b_row, n, depth, alpha, accumulate, epilogue,
+                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
             i += 3
         while i < rows:
             _W1_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, _lanes_at(lane_max, i))
+                   b_row, n, depth, alpha, accumulate, epilogue,
+                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
             i += 1
 
 
 @njit(inline="always")
-def _lanes_at(lane_max, row):
-    """The address of row ``row`` of the (rows, LANES) lane maxima at lane_max, or 0 (none)."""
-    return lane_max + row * LANES * _BYTES if lane_max else 0
+def _rows_at(epilogue, row_operands, row):
+    """The address of row ``row`` of the per-row operands at row_operands (LANES floats a row
+    for LANE_MAX's maxima, one float otherwise), or 0 (none)."""
+    if not row_operands:
+        return 0
+    return row_operands + row * (LANES if epilogue == LANE_MAX else 1) * _BYTES
+
+
+@njit(inline="always")
+def _other_at(other, c_row, row):
+    """The address of row ``row`` of a tile laid out as c (row stride c_row), or 0 (none)."""
+    return other + row * c_row * _BYTES if other else 0
 
 
 # Working sets that stay in L1 (48 KiB on the Intel Xeon, 32 KiB on Zen 4) while the loops
@@ -229,13 +291,13 @@ def _row_chunk(depth):
 
 
 @njit(cache=True)
-def _depth_step(rows, depth, lane_max):
+def _depth_step(rows, depth, epilogue):
     """The inner dimension per pass over c: all of it, unless b (depth x n) is too large for L1
     and read by more than two row blocks of a, which then share a slice of b's rows from L1
-    (not with lane maxima, which need the finished values). Measured on the backward's tile
+    (not with an epilogue, which needs the finished values). Measured on the backward's tile
     products (256 x 512 tiles, padded rows, D 32 and 64): P^T dO 1.07-1.13x, dS k 1.02-1.07x;
     a forward strip's P v (two row blocks) gained nothing (0.98x), so it keeps one pass."""
-    if lane_max or rows <= 2 * ROWS or depth * _BYTES * 2 * ROWS <= A_IN_L1:
+    if epilogue != PLAIN or rows <= 2 * ROWS or depth * _BYTES * 2 * ROWS <= A_IN_L1:
         return max(depth, 1)
     # sized for two column blocks (head dim 64) whatever n is: the slices set where c is
     # rounded, so a product split over threads by columns must slice its depth alike
@@ -245,11 +307,11 @@ def _depth_step(rows, depth, lane_max):
 
 @njit(cache=True)
 def _product_f32(c, c_row, a, a_row, a_step, b, b_row, b_block, rows, n, depth, alpha,
-                 accumulate, lane_max):
+                 accumulate, epilogue, row_operands, other):
     """Addresses and strides (elements) of c (rows, n), a (rows, depth), b (depth, n): b's
     column block j (WIDE columns) starts j * b_block elements after b (WIDE for a row-major b,
-    depth * WIDE for panels); lane_max the address of (rows, LANES) floats that the product's
-    lane maxima grow into, or 0.
+    depth * WIDE for panels); ``epilogue`` one of EPILOGUES, with the address of its per-row
+    operands (row_operands) and of a tile laid out as c (other), each 0 where unused.
 
     Loop order: a short inner dimension (the score products, q k^T) takes chunks of a's rows
     that stay in L1 while each column block of b streams past once; a long one (P v, dS k)
@@ -257,7 +319,7 @@ def _product_f32(c, c_row, a, a_row, a_step, b, b_row, b_block, rows, n, depth, 
     way each 12-row block of a is reused from L1 for all column blocks (streaming a again for
     each was 40 % slower, measured)."""
     full = n - n % WIDE
-    step = _depth_step(rows, depth, lane_max)
+    step = _depth_step(rows, depth, epilogue)
     for k0 in range(0, max(depth, 1), step):
         d = min(step, depth - k0)
         add = accumulate or k0 > 0
@@ -269,15 +331,18 @@ def _product_f32(c, c_row, a, a_row, a_step, b, b_row, b_block, rows, n, depth, 
                 _columns_product(c + (i0 * c_row + j0) * _BYTES, c_row,
                                  a_k + i0 * a_row * _BYTES, a_row, a_step,
                                  b_k + j0 // WIDE * b_block * _BYTES, b_row, chunk_rows, WIDE,
-                                 d, alpha, add, _lanes_at(lane_max, i0))
+                                 d, alpha, add, epilogue,
+                                 _rows_at(epilogue, row_operands, i0),
+                                 _other_at(other, c_row, i0) + j0 * _BYTES if other else 0)
         if n > full:
             _columns_product(c + full * _BYTES, c_row, a_k, a_row, a_step,
                              b_k + full // WIDE * b_block * _BYTES, b_row, rows, n - full, d,
-                             alpha, add, lane_max)
+                             alpha, add, epilogue, row_operands,
+                             other + full * _BYTES if other else 0)
 
 
 @njit(inline="always")
-def _register_gemm_f32(c, a, b, alpha, accumulate, lane_max_address):
+def _register_gemm_f32(c, a, b, alpha, accumulate, epilogue, row_operands, other):
     rows, n = c.shape
     if b.ndim == 3:  # panels (n_panels, depth, WIDE)
         b_row, b_block = b.strides[1] // _BYTES, b.strides[0] // _BYTES
@@ -285,7 +350,7 @@ def _register_gemm_f32(c, a, b, alpha, accumulate, lane_max_address):
         b_row, b_block = b.strides[0] // _BYTES, WIDE
     _product_f32(c.ctypes.data, c.strides[0] // _BYTES, a.ctypes.data, a.strides[0] // _BYTES,
                  a.strides[1] // _BYTES, b.ctypes.data, b_row, b_block, rows, n, a.shape[1],
-                 np.float32(alpha), accumulate, lane_max_address)
+                 np.float32(alpha), accumulate, epilogue, row_operands, other)
 
 
 def tile_products_in_registers(cpu_features):
@@ -325,8 +390,21 @@ def register_gemm(c, a, b, alpha, accumulate):
 def _register_gemm_impl(c, a, b, alpha, accumulate):
     if c.dtype == types.float32 and IN_REGISTERS:
         return lambda c, a, b, alpha, accumulate: _register_gemm_f32(c, a, b, alpha, accumulate,
-                                                                     0)
+                                                                     PLAIN, 0, 0)
     return lambda c, a, b, alpha, accumulate: blas_product(c, a, b, alpha, accumulate)
+
+
+@njit(cache=True)
+def _product_through_blas(c, a, b, alpha):
+    """c = alpha * a @ b through BLAS, b row-major (K, N) or panels (P, K, W)."""
+    if b.ndim == 3:
+        for p in range(b.shape[0]):
+            j0 = p * b.shape[2]
+            n = min(b.shape[2], c.shape[1] - j0)
+            if n > 0:
+                blas_product(c[:, j0:j0 + n], a, b[p, :, :n], alpha, False)
+    else:
+        blas_product(c, a, b, alpha, False)
 
 
 @njit(cache=True)
@@ -352,22 +430,66 @@ def register_gemm_lane_max(c, a, b, alpha, lane_max):
 @overload(register_gemm_lane_max, jit_options={"cache": True})
 def _register_gemm_lane_max_impl(c, a, b, alpha, lane_max):
     if c.dtype == types.float32 and IN_REGISTERS:
-        return lambda c, a, b, alpha, lane_max: _register_gemm_f32(c, a, b, alpha, False,
-                                                                   lane_max.ctypes.data)
-
-    if b.ndim == 3:
-        def panels_through_blas(c, a, b, alpha, lane_max):
-            for p in range(b.shape[0]):
-                j0 = p * b.shape[2]
-                n = min(b.shape[2], c.shape[1] - j0)
-                if n > 0:
-                    blas_product(c[:, j0:j0 + n], a, b[p, :, :n], alpha, False)
-            _lane_max_loop(lane_max, c)
-        return panels_through_blas
+        return lambda c, a, b, alpha, lane_max: _register_gemm_f32(
+            c, a, b, alpha, False, LANE_MAX, lane_max.ctypes.data, 0)
 
     def through_blas(c, a, b, alpha, lane_max):
-        blas_product(c, a, b, alpha, False)
+        _product_through_blas(c, a, b, alpha)
         _lane_max_loop(lane_max, c)
+    return through_blas
+
+
+def register_gemm_exp(c, a, b, alpha, shift):
+    """c (M, N) = exp(alpha * a (M, K) @ b (K, N) - shift[r]) row by row (shift (M,),
+    contiguous, of c's dtype; a row whose shift is +inf becomes zeros): the attention
+    backward's probabilities P = exp(S - lse), taken while the float32 kernel has S in
+    registers, which saves a pass over the tile. b as for :func:`register_gemm_lane_max`;
+    the exp is ``softmax_rows.exp_shifted``'s. Callable from @njit code only."""
+    raise NotImplementedError("register_gemm_exp is only callable from @njit code")
+
+
+@overload(register_gemm_exp, jit_options={"cache": True})
+def _register_gemm_exp_impl(c, a, b, alpha, shift):
+    if c.dtype == types.float32 and IN_REGISTERS:
+        return lambda c, a, b, alpha, shift: _register_gemm_f32(
+            c, a, b, alpha, False, EXP_SHIFTED, shift.ctypes.data, 0)
+
+    def through_blas(c, a, b, alpha, shift):
+        _product_through_blas(c, a, b, alpha)
+        for r in range(c.shape[0]):
+            exp_shifted(c[r], shift[r])
+    return through_blas
+
+
+def register_gemm_softmax_grad(c, a, b, alpha, p, delta):
+    """c (M, N) = p * (alpha * a (M, K) @ b (K, N) - delta[r]) row by row (p laid out as c,
+    delta (M,) contiguous, both of c's dtype; c not p itself): the softmax backward
+    dS = P * (dP - delta) of the attention, taken while the float32 kernel has dP in
+    registers, which saves a pass over the tile. b as for :func:`register_gemm_lane_max`.
+    Callable from @njit code only."""
+    raise NotImplementedError("register_gemm_softmax_grad is only callable from @njit code")
+
+
+@njit(cache=True)
+def _check_layout_of_p(c, p):
+    if p.strides[0] != c.strides[0] or p.shape != c.shape:
+        raise ValueError("p must be laid out as c")
+
+
+@overload(register_gemm_softmax_grad, jit_options={"cache": True})
+def _register_gemm_softmax_grad_impl(c, a, b, alpha, p, delta):
+    if c.dtype == types.float32 and IN_REGISTERS:
+        def in_registers(c, a, b, alpha, p, delta):
+            _check_layout_of_p(c, p)
+            _register_gemm_f32(c, a, b, alpha, False, SOFTMAX_GRAD, delta.ctypes.data,
+                               p.ctypes.data)
+        return in_registers
+
+    def through_blas(c, a, b, alpha, p, delta):
+        _check_layout_of_p(c, p)
+        _product_through_blas(c, a, b, alpha)
+        for r in range(c.shape[0]):
+            softmax_grad_row(c[r], p[r], delta[r])
     return through_blas
 
 

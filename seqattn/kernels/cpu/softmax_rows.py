@@ -253,7 +253,7 @@ def _row_max_impl(x):
     return lambda x: _row_max_loop(x)
 
 
-def _vector_exp(builder, y, scale_in_one_instruction):
+def vector_exp(builder, y, scale_in_one_instruction):
     """exp(y) on a <16 x float>: exp_f32's range reduction, SOFTMAX_EXP's degree 5, and
     2**k applied by AVX-512's scalef where ``scale_in_one_instruction`` (one operation where
     building the exponent bits takes four), which also zeroes the lanes with k <= -127 (as
@@ -295,7 +295,7 @@ def _vector_exp(builder, y, scale_in_one_instruction):
 
 def _exp_shifted_vectors(scale_in_one_instruction):
     """An intrinsic for exp_shifted on a contiguous float32 row in <16 x float> vectors
-    (:func:`_vector_exp`; Numba's own loops are vectorised 8 lanes wide on this CPU, LLVM
+    (:func:`vector_exp`; Numba's own loops are vectorised 8 lanes wide on this CPU, LLVM
     preferring 256-bit vectors on Intel's server cores, which ran the exp at 0.41-0.51 ns per
     element). The tail is masked."""
     @intrinsic
@@ -323,7 +323,7 @@ def _exp_shifted_codegen(scale_in_one_instruction):
         with cgutils.for_range_slice(builder, ir.Constant(intp, 0), full,
                                      ir.Constant(intp, LANES), intp) as (j, _):
             at = vector_at(builder, row.data, j)
-            e = _vector_exp(builder, builder.fsub(builder.load(at, align=4), shift),
+            e = vector_exp(builder, builder.fsub(builder.load(at, align=4), shift),
                             scale_in_one_instruction)
             builder.store(e, at, align=4)
             builder.store(builder.fadd(builder.load(total), e), total)
@@ -333,7 +333,7 @@ def _exp_shifted_codegen(scale_in_one_instruction):
             at = vector_at(builder, row.data, full)
             mask = lanes_below(builder, builder.sub(n, full))
             y = builder.fsub(builder.call(load, [at, align, mask, shift]), shift)
-            e = _vector_exp(builder, y, scale_in_one_instruction)
+            e = vector_exp(builder, y, scale_in_one_instruction)
             builder.call(store, [e, at, align, mask])
             kept = builder.select(mask, e, cgutils.get_null_value(VEC))
             builder.store(builder.fadd(builder.load(total), kept), total)

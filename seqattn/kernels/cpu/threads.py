@@ -9,15 +9,79 @@ microseconds, more than the work of a tiny launch.
 
 So every CPU kernel is compiled twice from one Python function: with ``parallel=True`` and as
 plain serial code on the calling thread (``prange`` is ``range`` there, and no thread pool
-is involved). A launch asks for ``work // grain`` threads, at most Numba's thread count; one
-thread means the serial version. The grain of each op family is the work that pays for one
-more thread, measured with ``benchmarks/small_launches.py`` (BENCHMARKS.md).
+is involved). A launch asks for ``work // grain`` threads, at most Numba's thread count and
+at most the cores that other processes leave free (:class:`CoresInUseElsewhere`); one thread
+means the serial version. The grain of each op family is the work that pays for one more
+thread, measured with ``benchmarks/small_launches.py`` (BENCHMARKS.md).
 """
 import functools
+import os
+import time
 import types
 
 import numba
 from numba import njit
+
+# Seconds over which the cores that other processes use are measured. The kernel counts CPU
+# time in /proc/stat in ticks (10 ms): over 0.2 s on 2 cores that is 40 ticks, enough to tell
+# a busy core from an idle one; reading the file costs 30-60 us, once per window.
+LOAD_WINDOW = 0.2
+
+
+class CoresInUseElsewhere:
+    """How many cores other processes (and the hypervisor, as steal time) kept busy lately.
+
+    Over the last window of at least LOAD_WINDOW seconds: the machine's busy CPU time from
+    /proc/stat less this process's own (all its threads, Numba's waiting ones included), per
+    second of wall time. Where /proc/stat cannot be read the answer is 0, as if the machine
+    were ours.
+    """
+
+    def __init__(self, path="/proc/stat", window=LOAD_WINDOW):
+        self.path = path
+        self.window = window
+        self.cores = 0.0
+        self._start = self._sample()
+
+    def _sample(self):
+        """(wall seconds, busy CPU seconds of the machine, CPU seconds of this process), or
+        None where the machine's figures cannot be had."""
+        try:
+            with open(self.path, "rb") as stat:
+                # "cpu user nice system idle iowait irq softirq steal ...", in clock ticks.
+                ticks = [int(field) for field in stat.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        idle = ticks[3] + ticks[4]
+        busy = (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+        return time.monotonic(), busy, time.process_time()
+
+    def __call__(self):
+        """The cores in use elsewhere, re-measured when the window has passed."""
+        if self._start is not None and time.monotonic() - self._start[0] >= self.window:
+            now = self._sample()
+            if now is not None:
+                wall = now[0] - self._start[0]
+                others = (now[1] - self._start[1]) - (now[2] - self._start[2])
+                self.cores = max(0.0, others / wall)
+            self._start = now
+        return self.cores
+
+
+cores_in_use_elsewhere = CoresInUseElsewhere()
+
+
+def free_threads():
+    """Numba's thread count, less the cores that other processes keep busy (at least 1).
+
+    A parallel region waits for its slowest thread; a thread that shares its core with a busy
+    process waits milliseconds for each time slice, more than a small launch's whole work.
+    """
+    threads = numba.get_num_threads()
+    taken = int(cores_in_use_elsewhere() + 0.5)
+    if taken:
+        threads = max(1, min(threads, (os.cpu_count() or 1) - taken))
+    return threads
 
 
 def _renamed(py_func, suffix):
@@ -51,10 +115,11 @@ class SizedKernel:
         functools.update_wrapper(self, py_func)
 
     def threads(self, work):
-        """Threads for ``work`` units: 1 below two grains, else work // grain (at most all)."""
+        """Threads for ``work`` units: 1 below two grains, else work // grain, at most the
+        threads that other processes leave a core for (:func:`free_threads`)."""
         if work < 2 * self.grain:
             return 1
-        return min(numba.get_num_threads(), int(work // self.grain))
+        return min(free_threads(), int(work // self.grain))
 
     def run(self, threads, *args):
         """Run on ``threads`` threads: the serial version on the calling thread for 1."""

@@ -68,19 +68,22 @@ class _FakeMachine:
 
     def __init__(self, tmp_path, monkeypatch):
         self.path = tmp_path / "stat"
-        self.wall, self.busy_ticks, self.own = 100.0, 0, 0.0
+        self.wall, self.busy_ticks, self.niced_ticks, self.own = 100.0, 0, 0, 0.0
         self.write()
         monkeypatch.setattr(threads_module.time, "monotonic", lambda: self.wall)
         monkeypatch.setattr(threads_module.time, "process_time", lambda: self.own)
 
     def write(self):
         # user nice system idle iowait irq softirq steal guest guest_nice
-        self.path.write_text(f"cpu  {self.busy_ticks} 0 0 7 0 0 0 0 0 0\ncpu0 0 0 0 0\n")
+        self.path.write_text(f"cpu  {self.busy_ticks} {self.niced_ticks} 0 7 0 0 0 0 0 0\n"
+                             "cpu0 0 0 0 0\n")
 
-    def advance(self, seconds, busy_cores, own_cores):
+    def advance(self, seconds, busy_cores, own_cores, niced_cores=0.0):
+        ticks = seconds * os.sysconf("SC_CLK_TCK")
         self.wall += seconds
         self.own += own_cores * seconds
-        self.busy_ticks += round(busy_cores * seconds * os.sysconf("SC_CLK_TCK"))
+        self.busy_ticks += round(busy_cores * ticks)
+        self.niced_ticks += round(niced_cores * ticks)
         self.write()
 
 
@@ -97,6 +100,18 @@ def test_cores_in_use_elsewhere_are_the_machines_busy_time_less_our_own(tmp_path
     # The next window starts where the last ended: 0.1 s idle + 0.3 s with ourselves alone.
     machine.advance(0.3, busy_cores=1.0, own_cores=1.0)
     assert elsewhere() == pytest.approx(0.0, abs=0.05)
+
+
+def test_processes_of_lower_priority_take_no_core(tmp_path, monkeypatch):
+    machine = _FakeMachine(tmp_path, monkeypatch)
+    monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 0)
+    elsewhere = CoresInUseElsewhere(str(machine.path), window=0.2)
+    machine.advance(0.5, busy_cores=1.0, own_cores=1.0, niced_cores=1.0)
+    assert elsewhere() == pytest.approx(0.0, abs=0.05)
+    # Niced ourselves, our time is in the nice column with our peers': they count.
+    monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 10)
+    machine.advance(0.5, busy_cores=0.0, own_cores=1.0, niced_cores=2.0)
+    assert elsewhere() == pytest.approx(1.0, abs=0.05)
 
 
 def test_unreadable_machine_figures_count_as_a_machine_to_ourselves(tmp_path):

@@ -33,8 +33,11 @@ class CoresInUseElsewhere:
 
     Over the last window of at least LOAD_WINDOW seconds: the machine's busy CPU time from
     /proc/stat less this process's own (all its threads, Numba's waiting ones included), per
-    second of wall time. Where /proc/stat cannot be read the answer is 0, as if the machine
-    were ours.
+    second of wall time. Processes of lower priority than ours (nice above 0 while we run at
+    0 or less) are left out: the scheduler gives our threads their cores (at nice 10 a
+    process gets a tenth of a core shared with one at 0), and /proc/stat counts their time
+    apart ("nice"). Where /proc/stat cannot be read the answer is 0, as if the machine were
+    ours.
     """
 
     def __init__(self, path="/proc/stat", window=LOAD_WINDOW):
@@ -44,26 +47,28 @@ class CoresInUseElsewhere:
         self._start = self._sample()
 
     def _sample(self):
-        """(wall seconds, busy CPU seconds of the machine, CPU seconds of this process), or
-        None where the machine's figures cannot be had."""
+        """(wall seconds, the machine's busy CPU seconds at nice 0 or less, those of niced
+        processes, CPU seconds of this process), or None where they cannot be had."""
         try:
             with open(self.path, "rb") as stat:
                 # "cpu user nice system idle iowait irq softirq steal ...", in clock ticks.
                 ticks = [int(field) for field in stat.readline().split()[1:9]]
         except (OSError, ValueError):
             return None
-        idle = ticks[3] + ticks[4]
-        busy = (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
-        return time.monotonic(), busy, time.process_time()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+        tick = os.sysconf("SC_CLK_TCK")
+        return (time.monotonic(), (user + system + irq + softirq + steal) / tick, nice / tick,
+                time.process_time())
 
     def __call__(self):
         """The cores in use elsewhere, re-measured when the window has passed."""
         if self._start is not None and time.monotonic() - self._start[0] >= self.window:
             now = self._sample()
             if now is not None:
-                wall = now[0] - self._start[0]
-                others = (now[1] - self._start[1]) - (now[2] - self._start[2])
-                self.cores = max(0.0, others / wall)
+                wall, busy, niced, own = (b - a for a, b in zip(self._start, now))
+                if os.getpriority(os.PRIO_PROCESS, 0) > 0:
+                    busy += niced  # we are niced: our time is in that column, with our peers'
+                self.cores = max(0.0, (busy - own) / wall)
             self._start = now
         return self.cores
 

@@ -1,6 +1,7 @@
 """Test-session setup shared by every test file."""
 import os
 
+import pytest
 from numba.core import config
 
 # Without an NVIDIA GPU, the CUDA kernels run under Numba's CUDA simulator so that a plain
@@ -10,3 +11,13 @@ from numba.core import config
 if not os.path.exists("/dev/nvidia0") and "NUMBA_ENABLE_CUDASIM" not in os.environ:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     config.ENABLE_CUDASIM = True
+
+
+@pytest.fixture(autouse=True)
+def machine_to_ourselves(monkeypatch):
+    """CPU launches take the threads their work pays for, whatever else the test machine runs
+    (kernels/cpu/threads.py otherwise leaves the cores other processes hold): a test covers
+    the same serial and parallel paths on a busy machine as on an idle one."""
+    from seqattn.kernels.cpu import threads
+
+    monkeypatch.setattr(threads, "cores_in_use_elsewhere", lambda: 0.0)

@@ -64,7 +64,9 @@ class CoresInUseElsewhere:
         """The cores in use elsewhere, re-measured when the window has passed."""
         if self._start is not None and time.monotonic() - self._start[0] >= self.window:
             now = self._sample()
-            if now is not None:
+            if now is None:
+                self.cores = 0.0
+            else:
                 wall, busy, niced, own = (b - a for a, b in zip(self._start, now))
                 if os.getpriority(os.PRIO_PROCESS, 0) > 0:
                     busy += niced  # we are niced: our time is in that column, with our peers'
@@ -83,6 +85,8 @@ def free_threads():
     process waits milliseconds for each time slice, more than a small launch's whole work.
     """
     threads = numba.get_num_threads()
+    # From half a core's use on, a core is taken: a process that runs more often than not
+    # holds up most regions that put a thread beside it.
     taken = int(cores_in_use_elsewhere() + 0.5)
     if taken:
         threads = max(1, min(threads, (os.cpu_count() or 1) - taken))

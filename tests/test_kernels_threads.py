@@ -96,15 +96,31 @@ def test_cores_in_use_elsewhere_are_the_machines_busy_time_less_our_own(tmp_path
     assert elsewhere() == pytest.approx(0.0, abs=0.05)
 
 
+def _autogroup(tmp_path, enabled):
+    setting = tmp_path / "sched_autogroup_enabled"
+    setting.write_text("1\n" if enabled else "0\n")
+    return str(setting)
+
+
 def test_processes_of_lower_priority_take_no_core(tmp_path, monkeypatch):
     machine = _FakeMachine(tmp_path, monkeypatch)
     monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 0)
-    elsewhere = CoresInUseElsewhere(str(machine.path), window=0.2)
+    elsewhere = CoresInUseElsewhere(str(machine.path), window=0.2,
+                                    autogroup=_autogroup(tmp_path, False))
     machine.advance(0.5, busy_cores=1.0, own_cores=1.0, niced_cores=1.0)
     assert elsewhere() == pytest.approx(0.0, abs=0.05)
     # Niced ourselves, our time is in the nice column with our peers': they count.
     monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 10)
     machine.advance(0.5, busy_cores=0.0, own_cores=1.0, niced_cores=2.0)
+    assert elsewhere() == pytest.approx(1.0, abs=0.05)
+
+
+def test_niced_processes_count_where_the_scheduler_groups_sessions(tmp_path, monkeypatch):
+    machine = _FakeMachine(tmp_path, monkeypatch)
+    monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 0)
+    elsewhere = CoresInUseElsewhere(str(machine.path), window=0.2,
+                                    autogroup=_autogroup(tmp_path, True))
+    machine.advance(0.5, busy_cores=1.0, own_cores=1.0, niced_cores=1.0)
     assert elsewhere() == pytest.approx(1.0, abs=0.05)
 
 

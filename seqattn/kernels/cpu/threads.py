@@ -34,16 +34,25 @@ class CoresInUseElsewhere:
     Over the last window of at least LOAD_WINDOW seconds: the machine's busy CPU time from
     /proc/stat less this process's own (all its threads, Numba's waiting ones included), per
     second of wall time. Processes of lower priority than ours (nice above 0 while we run at
-    0 or less) are left out: the scheduler gives our threads their cores (at nice 10 a
-    process gets a tenth of a core shared with one at 0), and /proc/stat counts their time
-    apart ("nice"). Where /proc/stat cannot be read the answer is 0, as if the machine were
-    ours.
+    0 or less) are left out where the scheduler weighs processes by their nice value: it gives
+    our threads their cores (at nice 10 a process gets a tenth of a core shared with one at
+    0), and /proc/stat counts their time apart ("nice"). Where Linux groups processes by
+    session (``sched_autogroup_enabled``), it shares the cores between the groups whatever
+    their nice values, and niced processes count like any other: measured on the 2-core
+    machine, a nice-10 test run in another session held a core through a whole encoder step.
+    Where /proc/stat cannot be read the answer is 0, as if the machine were ours.
     """
 
-    def __init__(self, path="/proc/stat", window=LOAD_WINDOW):
+    def __init__(self, path="/proc/stat", window=LOAD_WINDOW,
+                 autogroup="/proc/sys/kernel/sched_autogroup_enabled"):
         self.path = path
         self.window = window
         self.cores = 0.0
+        try:
+            with open(autogroup) as setting:
+                self.niced_yield = setting.read().strip() == "0"
+        except OSError:  # a kernel without session groups
+            self.niced_yield = True
         self._start = self._sample()
 
     def _sample(self):
@@ -68,8 +77,9 @@ class CoresInUseElsewhere:
                 self.cores = 0.0
             else:
                 wall, busy, niced, own = (b - a for a, b in zip(self._start, now))
-                if os.getpriority(os.PRIO_PROCESS, 0) > 0:
-                    busy += niced  # we are niced: our time is in that column, with our peers'
+                # Niced ourselves, our time is in that column too, with our peers'.
+                if not self.niced_yield or os.getpriority(os.PRIO_PROCESS, 0) > 0:
+                    busy += niced
                 self.cores = max(0.0, (busy - own) / wall)
             self._start = now
         return self.cores

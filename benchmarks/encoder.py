@@ -10,6 +10,8 @@ and the machine's load average around the run.
     python benchmarks/encoder.py --quick          # N=128, a smoke run
     python benchmarks/encoder.py --device cuda    # both on the GPU
     python benchmarks/encoder.py --ops --threads 1  # CPU seconds per op (wall on 2 threads)
+    python benchmarks/encoder.py --quick --hog    # with another process spinning on one core
+    python benchmarks/encoder.py --quick --hog --follow-load  # seqattn leaving that core
 """
 import argparse
 import collections
@@ -18,10 +20,13 @@ import importlib
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
 
+import seqattn
 import seqattn.nn as nn
 
 
@@ -40,6 +45,22 @@ def torch_twin(ours, args, device):
     theirs = torch.nn.TransformerEncoder(layer, args.layers, enable_nested_tensor=False)
     theirs.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
     return theirs.to(device).train()
+
+
+@contextlib.contextmanager
+def hog_one_core(enabled):
+    """Another process spinning on the last core while the block runs (Linux): the competitor
+    of a shared machine, the same for both models."""
+    if not enabled:
+        yield
+        return
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    os.sched_setaffinity(hog.pid, {os.cpu_count() - 1})
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
 
 
 def step_seconds(steps, repeats):
@@ -173,6 +194,11 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--hog", action="store_true",
+                        help="keep one core busy with another process meanwhile")
+    parser.add_argument("--follow-load", action="store_true",
+                        help="seqattn.follow_machine_load(True): launches leave the cores that "
+                             "other processes hold")
     parser.add_argument("--ops", action="store_true",
                         help="seconds per op instead of the timed steps: CPU seconds on "
                              "--threads 1, wall seconds on more")
@@ -217,19 +243,21 @@ def main():
     if args.ops:
         clock, what = ((time.process_time, "CPU seconds") if args.threads == 1 else
                        (time.perf_counter, f"wall seconds on {args.threads} threads"))
-        with threadpool_limits(args.threads):
+        with threadpool_limits(args.threads), hog_one_core(args.hog):
             ours_ops, torch_ops = op_seconds(step_ours, step_torch, args.repeats, clock)
         print(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; "
               f"N {args.n}, {args.repeats} alternating rounds")
         print_op_seconds(ours_ops, torch_ops, what)
         return
-    with threadpool_limits(args.threads):
+    with threadpool_limits(args.threads), hog_one_core(args.hog):
         ours_times, torch_times = step_seconds([(step_ours, sync_ours), (step_torch, sync_torch)],
                                          args.repeats)
     tokens = args.batch * args.n
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"device {args.device}, {args.threads} threads, torch {torch.__version__}; "
-          f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+          f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+          + ("; another process spinning on one core" if args.hog else "")
+          + ("; seqattn follows the machine's load" if args.follow_load else ""))
     print(f"encoder {args.layers} x pre-norm GELU, d_model {args.d_model}, {args.heads} heads, "
           f"FFN {args.ffn}, batch {args.batch}, N {args.n}, float32, forward+backward, "
           f"median of {args.repeats} alternating repeats")

@@ -9,9 +9,12 @@ alternate after a warm-up (compilation); medians are printed with the machine's 
 and the first step's losses of both sides as a check that they compute the same thing. Also
 prints the rate of ``seqattn.train.fit`` over an epoch, which adds the host-side batch checks.
 
-A third contender in the same rounds is seqattn with every kernel launch on all threads, as
-before small launches ran serial (kernels/cpu/threads.py): the effect of that choice, measured
-under the same load. ``--hog`` keeps one core busy with another process meanwhile.
+The seqattn contender runs with ``seqattn.follow_machine_load(True)`` (launches leave the cores
+that other processes hold; off by default). Two more contenders in the same rounds show what the
+thread choices of kernels/cpu/threads.py are worth under the same load: seqattn with launches
+sized by their work alone (the default), blind to the
+cores other processes hold, and seqattn with every kernel launch on all threads, as before
+small launches ran serial. ``--hog`` keeps one core busy with another process meanwhile.
 
     python benchmarks/train.py                # 2 threads, 20 alternating repeats
     python benchmarks/train.py --repeats 5    # a smoke run
@@ -29,6 +32,7 @@ import time
 
 import numpy as np
 
+import seqattn
 from seqattn.kernels.cpu.blas_library import LIBRARY
 from seqattn.models import TokenModel, TokenModelConfig
 from seqattn.train import AdamW, MSELoss, clip_factor, fit, global_grad_norm
@@ -67,8 +71,20 @@ def torch_twin(ours):
 
 
 @contextlib.contextmanager
+def blind_to_other_processes():
+    """Within the block, launches take the threads their work pays for, whatever else runs
+    (seqattn's default)."""
+    previous = seqattn.follow_machine_load(False)
+    try:
+        yield
+    finally:
+        seqattn.follow_machine_load(previous)
+
+
+@contextlib.contextmanager
 def every_launch_parallel():
-    """Within the block, every CPU kernel launch takes all threads, whatever its size."""
+    """Within the block, every CPU kernel launch takes all threads, whatever its size and
+    whatever else runs."""
     import seqattn.kernels.cpu
     from seqattn.kernels.cpu.threads import SizedKernel
 
@@ -80,7 +96,8 @@ def every_launch_parallel():
     for kernel in kernels:
         kernel.grain = 1
     try:
-        yield
+        with blind_to_other_processes():
+            yield
     finally:
         for kernel, grain in zip(kernels, grains):
             kernel.grain = grain
@@ -160,14 +177,20 @@ def main():
         torch_optimizer.step()
         first_loss.setdefault("torch", value.item())
 
+    def step_ours_blind():
+        with blind_to_other_processes():
+            step_ours()
+
     def step_ours_all_parallel():
         with every_launch_parallel():
             step_ours()
 
+    # The seqattn contender leaves the cores other processes hold (an opt-in setting).
+    seqattn.follow_machine_load(True)
     load_before = os.getloadavg()[0]
     with threadpool_limits(args.threads), hog_one_core(args.hog):
-        t_ours, t_parallel, t_torch = median_seconds(
-            [step_ours, step_ours_all_parallel, step_torch], args.repeats)
+        t_ours, t_blind, t_parallel, t_torch = median_seconds(
+            [step_ours, step_ours_blind, step_ours_all_parallel, step_torch], args.repeats)
         epoch_batches = 20
         data = (np.repeat(x, epoch_batches, 0), np.repeat(y, epoch_batches, 0))
         start = time.perf_counter()
@@ -183,12 +206,15 @@ def main():
     print(f"first-step loss: seqattn {first_loss['seqattn']:.6f}, torch "
           f"{first_loss['torch']:.6f}")
     print(f"seqattn step    {1 / t_ours:8.1f} steps/s ({1e3 * t_ours:.1f} ms)")
+    print(f"  threads by work alone, blind to other processes {1 / t_blind:8.1f} steps/s "
+          f"({1e3 * t_blind:.1f} ms)")
     print(f"  every launch on all threads {1 / t_parallel:8.1f} steps/s "
           f"({1e3 * t_parallel:.1f} ms)")
     print(f"torch step      {1 / t_torch:8.1f} steps/s ({1e3 * t_torch:.1f} ms)")
     print(f"seqattn fit     {1 / t_fit:8.1f} steps/s over an epoch of {epoch_batches} batches")
-    print(f"ratio seqattn/torch (step): {t_torch / t_ours:.2f}x; with every launch on all "
-          f"threads {t_torch / t_parallel:.2f}x")
+    print(f"ratio seqattn/torch (step): {t_torch / t_ours:.2f}x; blind to other processes "
+          f"{t_torch / t_blind:.2f}x; with every launch on all threads "
+          f"{t_torch / t_parallel:.2f}x")
 
 
 if __name__ == "__main__":

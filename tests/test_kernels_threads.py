@@ -1,8 +1,10 @@
 """Small CPU launches run serial, large ones parallel (seqattn/kernels/cpu/threads.py): the
-thread count by size, the two compiled versions kept apart in Numba's disk cache, and every op
-correct on both sides of its kernels' grains (the shared op table runs its tiny shapes serial;
-here every kernel is made to run parallel on the same inputs, the attention cases too)."""
+thread count by size and by the cores other processes keep busy, the two compiled versions kept
+apart in Numba's disk cache, and every op correct on both sides of its kernels' grains (the
+shared op table runs its tiny shapes serial; here every kernel is made to run parallel on the
+same inputs, the attention cases too)."""
 import importlib
+import os
 import pkgutil
 
 import numba
@@ -16,8 +18,8 @@ import attention_cases
 from cpu_tiny_tiles import tiny_tile_attention, tiny_tile_backward
 from op_cases import CASES
 from ops_checks import check_backward, check_forward
-from seqattn.kernels.cpu import attention
-from seqattn.kernels.cpu.threads import SizedKernel, sized_kernel
+from seqattn.kernels.cpu import attention, threads as threads_module
+from seqattn.kernels.cpu.threads import CoresInUseElsewhere, SizedKernel, sized_kernel
 from seqattn.ops.attention_inputs import prepare_attention
 from structured_bias_cases import STRUCTURED_CASES, check_structured
 
@@ -53,6 +55,101 @@ def test_threads_follow_the_work():
     assert _double.threads(2 * GRAIN - 1) == 1
     assert _double.threads(2 * GRAIN) == min(2, threads)
     assert _double.threads(10**12) == threads
+
+
+class _FakeMachine:
+    """A /proc/stat whose busy ticks and a process clock whose seconds the test advances."""
+
+    def __init__(self, tmp_path, monkeypatch):
+        self.path = tmp_path / "stat"
+        self.wall, self.busy_ticks, self.niced_ticks, self.own = 100.0, 0, 0, 0.0
+        self.write()
+        monkeypatch.setattr(threads_module.time, "monotonic", lambda: self.wall)
+        monkeypatch.setattr(threads_module.time, "process_time", lambda: self.own)
+
+    def write(self):
+        # user nice system idle iowait irq softirq steal guest guest_nice
+        self.path.write_text(f"cpu  {self.busy_ticks} {self.niced_ticks} 0 7 0 0 0 0 0 0\n"
+                             "cpu0 0 0 0 0\n")
+
+    def advance(self, seconds, busy_cores, own_cores, niced_cores=0.0):
+        ticks = seconds * os.sysconf("SC_CLK_TCK")
+        self.wall += seconds
+        self.own += own_cores * seconds
+        self.busy_ticks += round(busy_cores * ticks)
+        self.niced_ticks += round(niced_cores * ticks)
+        self.write()
+
+
+def test_cores_in_use_elsewhere_are_the_machines_busy_time_less_our_own(tmp_path, monkeypatch):
+    machine = _FakeMachine(tmp_path, monkeypatch)
+    elsewhere = CoresInUseElsewhere(str(machine.path), window=0.2)
+    assert elsewhere() == 0
+    # We use 1.2 cores of the 2.0 busy: 0.8 elsewhere.
+    machine.advance(0.5, busy_cores=2.0, own_cores=1.2)
+    assert elsewhere() == pytest.approx(0.8)
+    # Within the window the figure stands, whatever happens meanwhile.
+    machine.advance(0.1, busy_cores=0.0, own_cores=0.0)
+    assert elsewhere() == pytest.approx(0.8)
+    # The next window starts where the last ended: 0.1 s idle + 0.3 s with ourselves alone.
+    machine.advance(0.3, busy_cores=1.0, own_cores=1.0)
+    assert elsewhere() == pytest.approx(0.0, abs=0.05)
+
+
+def _autogroup(tmp_path, enabled):
+    setting = tmp_path / "sched_autogroup_enabled"
+    setting.write_text("1\n" if enabled else "0\n")
+    return str(setting)
+
+
+def test_processes_of_lower_priority_take_no_core(tmp_path, monkeypatch):
+    machine = _FakeMachine(tmp_path, monkeypatch)
+    monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 0)
+    elsewhere = CoresInUseElsewhere(str(machine.path), window=0.2,
+                                    autogroup=_autogroup(tmp_path, False))
+    machine.advance(0.5, busy_cores=1.0, own_cores=1.0, niced_cores=1.0)
+    assert elsewhere() == pytest.approx(0.0, abs=0.05)
+    # Niced ourselves, our time is in the nice column with our peers': they count.
+    monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 10)
+    machine.advance(0.5, busy_cores=0.0, own_cores=1.0, niced_cores=2.0)
+    assert elsewhere() == pytest.approx(1.0, abs=0.05)
+
+
+def test_niced_processes_count_where_the_scheduler_groups_sessions(tmp_path, monkeypatch):
+    machine = _FakeMachine(tmp_path, monkeypatch)
+    monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 0)
+    elsewhere = CoresInUseElsewhere(str(machine.path), window=0.2,
+                                    autogroup=_autogroup(tmp_path, True))
+    machine.advance(0.5, busy_cores=1.0, own_cores=1.0, niced_cores=1.0)
+    assert elsewhere() == pytest.approx(1.0, abs=0.05)
+
+
+def test_unreadable_machine_figures_count_as_a_machine_to_ourselves(tmp_path):
+    elsewhere = CoresInUseElsewhere(str(tmp_path / "missing"), window=0.0)
+    assert elsewhere() == 0
+    assert elsewhere() == 0
+
+
+def test_launches_leave_the_cores_that_other_processes_hold(monkeypatch):
+    if numba.get_num_threads() < 2 or (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores and two Numba threads")
+    cores = os.cpu_count()
+    busy = [cores + 3.0]
+    monkeypatch.setattr(threads_module, "cores_in_use_elsewhere", lambda: busy[0])
+    # Off by default: the thread count, and so every result's bits, ignore the load.
+    assert _double.threads(10**12) == numba.get_num_threads()
+    monkeypatch.setattr(threads_module, "_following_load", False)
+    assert threads_module.follow_machine_load() is False
+    busy[0] = 0.0
+    assert _double.threads(10**12) == numba.get_num_threads()
+    busy[0] = 0.4  # a process that runs less than half the time takes no core
+    assert _double.threads(10**12) == numba.get_num_threads()
+    busy[0] = 0.6  # from half a core on, a core is taken
+    assert _double.threads(10**12) == max(1, min(numba.get_num_threads(), cores - 1))
+    busy[0] = cores - 1.0  # all but one core taken: serial, on the calling thread
+    assert _double.threads(10**12) == 1
+    busy[0] = cores + 3.0  # more than the machine: still one thread
+    assert _double.threads(10**12) == 1
 
 
 def test_launch_runs_serial_below_two_grains_and_parallel_from_there():

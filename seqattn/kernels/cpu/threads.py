@@ -9,15 +9,123 @@ microseconds, more than the work of a tiny launch.
 
 So every CPU kernel is compiled twice from one Python function: with ``parallel=True`` and as
 plain serial code on the calling thread (``prange`` is ``range`` there, and no thread pool
-is involved). A launch asks for ``work // grain`` threads, at most Numba's thread count; one
-thread means the serial version. The grain of each op family is the work that pays for one
-more thread, measured with ``benchmarks/small_launches.py`` (BENCHMARKS.md).
+is involved). A launch asks for ``work // grain`` threads, at most Numba's thread count and
+(with :func:`follow_machine_load` on) at most the cores that other processes leave free
+(:class:`CoresInUseElsewhere`); one thread
+means the serial version. The grain of each op family is the work that pays for one more
+thread, measured with ``benchmarks/small_launches.py`` (BENCHMARKS.md).
 """
 import functools
+import os
+import time
 import types
 
 import numba
 from numba import njit
+
+# Seconds over which the cores that other processes use are measured. The kernel counts CPU
+# time in /proc/stat in ticks (10 ms): over 0.2 s on 2 cores that is 40 ticks, enough to tell
+# a busy core from an idle one; reading the file costs 30-60 us, once per window.
+LOAD_WINDOW = 0.2
+
+
+class CoresInUseElsewhere:
+    """How many cores other processes (and the hypervisor, as steal time) kept busy lately.
+
+    Over the last window of at least LOAD_WINDOW seconds: the machine's busy CPU time from
+    /proc/stat less this process's own (all its threads, Numba's waiting ones included), per
+    second of wall time. Processes of lower priority than ours (nice above 0 while we run at
+    0 or less) are left out where the scheduler weighs processes by their nice value: it gives
+    our threads their cores (at nice 10 a process gets a tenth of a core shared with one at
+    0), and /proc/stat counts their time apart ("nice"). Where Linux groups processes by
+    session (``sched_autogroup_enabled``), it shares the cores between the groups whatever
+    their nice values, and niced processes count like any other: measured on the 2-core
+    machine, a nice-10 test run in another session held a core through a whole encoder step.
+    Where /proc/stat cannot be read the answer is 0, as if the machine were ours.
+    """
+
+    def __init__(self, path="/proc/stat", window=LOAD_WINDOW,
+                 autogroup="/proc/sys/kernel/sched_autogroup_enabled"):
+        self.path = path
+        self.window = window
+        self.cores = 0.0
+        try:
+            with open(autogroup) as setting:
+                self.niced_yield = setting.read().strip() == "0"
+        except OSError:  # a kernel without session groups
+            self.niced_yield = True
+        self._start = self._sample()
+
+    def _sample(self):
+        """(wall seconds, the machine's busy CPU seconds at nice 0 or less, those of niced
+        processes, CPU seconds of this process), or None where they cannot be had."""
+        try:
+            with open(self.path, "rb") as stat:
+                # "cpu user nice system idle iowait irq softirq steal ...", in clock ticks.
+                ticks = [int(field) for field in stat.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+        tick = os.sysconf("SC_CLK_TCK")
+        return (time.monotonic(), (user + system + irq + softirq + steal) / tick, nice / tick,
+                time.process_time())
+
+    def __call__(self):
+        """The cores in use elsewhere, re-measured when the window has passed."""
+        if self._start is not None and time.monotonic() - self._start[0] >= self.window:
+            now = self._sample()
+            if now is None:
+                self.cores = 0.0
+            else:
+                wall, busy, niced, own = (b - a for a, b in zip(self._start, now))
+                # Niced ourselves, our time is in that column too, with our peers'.
+                if not self.niced_yield or os.getpriority(os.PRIO_PROCESS, 0) > 0:
+                    busy += niced
+                self.cores = max(0.0, (busy - own) / wall)
+            self._start = now
+        return self.cores
+
+
+cores_in_use_elsewhere = CoresInUseElsewhere()
+
+# Off unless the user turns it on (follow_machine_load): some kernels sum per-thread partial
+# results (layer-norm and attention backward, dW split over threads), so a thread count that
+# follows the load would give the same call different last bits on a busy machine.
+_following_load = False
+
+
+def follow_machine_load(enabled=True):
+    """Whether CPU launches leave the cores that other processes keep busy (default: no).
+
+    On a shared machine, every parallel region waits for a thread that shares its core with
+    another process, for a time slice each; a small training step then runs many times slower
+    (BENCHMARKS.md, "Launches leave the cores other processes hold"). Turned on, each launch
+    takes Numba's thread count less the cores other processes used over the last 0.2 s. The
+    price: the thread count, and with it the last bits of the reductions split over threads,
+    may change from one run to the next, so results are no longer the same bits every run.
+    Returns the previous setting.
+    """
+    global _following_load
+    previous, _following_load = _following_load, bool(enabled)
+    return previous
+
+
+def free_threads():
+    """Numba's thread count, less the cores that other processes keep busy (at least 1) when
+    :func:`follow_machine_load` is on.
+
+    A parallel region waits for its slowest thread; a thread that shares its core with a busy
+    process waits milliseconds for each time slice, more than a small launch's whole work.
+    """
+    threads = numba.get_num_threads()
+    if not _following_load:
+        return threads
+    # From half a core's use on, a core is taken: a process that runs more often than not
+    # holds up most regions that put a thread beside it.
+    taken = int(cores_in_use_elsewhere() + 0.5)
+    if taken:
+        threads = max(1, min(threads, (os.cpu_count() or 1) - taken))
+    return threads
 
 
 def _renamed(py_func, suffix):
@@ -51,10 +159,11 @@ class SizedKernel:
         functools.update_wrapper(self, py_func)
 
     def threads(self, work):
-        """Threads for ``work`` units: 1 below two grains, else work // grain (at most all)."""
+        """Threads for ``work`` units: 1 below two grains, else work // grain, at most the
+        threads that other processes leave a core for (:func:`free_threads`)."""
         if work < 2 * self.grain:
             return 1
-        return min(numba.get_num_threads(), int(work // self.grain))
+        return min(free_threads(), int(work // self.grain))
 
     def run(self, threads, *args):
         """Run on ``threads`` threads: the serial version on the calling thread for 1."""

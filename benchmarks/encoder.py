@@ -20,14 +20,13 @@ import importlib
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
 
 import seqattn
 import seqattn.nn as nn
+from train import hog_one_core  # benchmarks/train.py: the same competitor
 
 
 def build(args):
@@ -45,22 +44,6 @@ def torch_twin(ours, args, device):
     theirs = torch.nn.TransformerEncoder(layer, args.layers, enable_nested_tensor=False)
     theirs.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
     return theirs.to(device).train()
-
-
-@contextlib.contextmanager
-def hog_one_core(enabled):
-    """Another process spinning on the last core while the block runs (Linux): the competitor
-    of a shared machine, the same for both models."""
-    if not enabled:
-        yield
-        return
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    os.sched_setaffinity(hog.pid, {os.cpu_count() - 1})
-    try:
-        yield
-    finally:
-        hog.kill()
-        hog.wait()
 
 
 def step_seconds(steps, repeats):

@@ -9,12 +9,12 @@ alternate after a warm-up (compilation); medians are printed with the machine's 
 and the first step's losses of both sides as a check that they compute the same thing. Also
 prints the rate of ``seqattn.train.fit`` over an epoch, which adds the host-side batch checks.
 
-The seqattn contender runs with ``seqattn.follow_machine_load(True)`` (launches leave the cores
-that other processes hold; off by default). Two more contenders in the same rounds show what the
-thread choices of kernels/cpu/threads.py are worth under the same load: seqattn with launches
-sized by their work alone (the default), blind to the
-cores other processes hold, and seqattn with every kernel launch on all threads, as before
-small launches ran serial. ``--hog`` keeps one core busy with another process meanwhile.
+The seqattn contender runs as a user gets it: launches leave the cores that other processes hold
+(``seqattn.follow_machine_load``, on by default). Two more contenders in the same rounds show what
+the thread choices of kernels/cpu/threads.py are worth under the same load: seqattn with launches
+sized by their work alone (``follow_machine_load(False)``), blind to the cores other processes
+hold, and seqattn with every kernel launch on all threads, as before small launches ran serial.
+``--hog`` keeps one core busy with another process meanwhile.
 
     python benchmarks/train.py                # 2 threads, 20 alternating repeats
     python benchmarks/train.py --repeats 5    # a smoke run
@@ -72,8 +72,7 @@ def torch_twin(ours):
 
 @contextlib.contextmanager
 def blind_to_other_processes():
-    """Within the block, launches take the threads their work pays for, whatever else runs
-    (seqattn's default)."""
+    """Within the block, launches take the threads their work pays for, whatever else runs."""
     previous = seqattn.follow_machine_load(False)
     try:
         yield
@@ -185,8 +184,6 @@ def main():
         with every_launch_parallel():
             step_ours()
 
-    # The seqattn contender leaves the cores other processes hold (an opt-in setting).
-    seqattn.follow_machine_load(True)
     load_before = os.getloadavg()[0]
     with threadpool_limits(args.threads), hog_one_core(args.hog):
         t_ours, t_blind, t_parallel, t_torch = median_seconds(

@@ -3,6 +3,7 @@ thread count by size and by the cores other processes keep busy, the two compile
 apart in Numba's disk cache, and every op correct on both sides of its kernels' grains (the
 shared op table runs its tiny shapes serial; here every kernel is made to run parallel on the
 same inputs, the attention cases too)."""
+import copy
 import importlib
 import os
 import pkgutil
@@ -17,7 +18,7 @@ import seqattn.kernels.cpu
 import attention_cases
 from cpu_tiny_tiles import tiny_tile_attention, tiny_tile_backward
 from op_cases import CASES
-from ops_checks import check_backward, check_forward
+from ops_checks import _host, _inputs, check_backward, check_forward
 from seqattn.kernels.cpu import attention, threads as threads_module
 from seqattn.kernels.cpu.threads import CoresInUseElsewhere, SizedKernel, sized_kernel
 from seqattn.ops.attention_inputs import prepare_attention
@@ -42,9 +43,11 @@ def _sized_kernels():
 
 @pytest.fixture
 def parallel_everywhere(monkeypatch):
-    """Every CPU kernel takes all threads for any launch of two or more units of work."""
+    """Every CPU kernel takes all threads for any launch of two or more units of work, however
+    busy the machine is."""
     if numba.get_num_threads() < 2:
         pytest.skip("needs two Numba threads")
+    monkeypatch.setattr(threads_module, "_following_load", False)
     for kernel in _sized_kernels():
         monkeypatch.setattr(kernel, "grain", 1)
 
@@ -133,28 +136,46 @@ def test_unreadable_machine_figures_count_as_a_machine_to_ourselves(tmp_path):
 def test_launches_leave_the_cores_that_other_processes_hold(monkeypatch):
     if numba.get_num_threads() < 2 or (os.cpu_count() or 1) < 2:
         pytest.skip("needs two cores and two Numba threads")
-    cores = os.cpu_count()
+    cores, planned = os.cpu_count(), numba.get_num_threads()
     busy = [cores + 3.0]
     monkeypatch.setattr(threads_module, "cores_in_use_elsewhere", lambda: busy[0])
-    # Off by default: the thread count, and so every result's bits, ignore the load.
-    assert _double.threads(10**12) == numba.get_num_threads()
-    monkeypatch.setattr(threads_module, "_following_load", False)
+    # The plan ignores the load: the work is split the same way, so results keep their bits.
+    assert _double.threads(10**12) == planned
+    # On by default; off, a launch runs on every planned thread whatever the load.
+    monkeypatch.setattr(threads_module, "_following_load", True)
+    assert threads_module.follow_machine_load(False) is True
+    assert threads_module.free_threads(planned) == planned
     assert threads_module.follow_machine_load() is False
     busy[0] = 0.0
-    assert _double.threads(10**12) == numba.get_num_threads()
+    assert threads_module.free_threads(planned) == planned
     busy[0] = 0.4  # a process that runs less than half the time takes no core
-    assert _double.threads(10**12) == numba.get_num_threads()
+    assert threads_module.free_threads(planned) == planned
     busy[0] = 0.6  # from half a core on, a core is taken
-    assert _double.threads(10**12) == max(1, min(numba.get_num_threads(), cores - 1))
+    assert threads_module.free_threads(planned) == max(1, min(planned, cores - 1))
     busy[0] = cores - 1.0  # all but one core taken: serial, on the calling thread
-    assert _double.threads(10**12) == 1
+    assert threads_module.free_threads(planned) == 1
     busy[0] = cores + 3.0  # more than the machine: still one thread
-    assert _double.threads(10**12) == 1
+    assert threads_module.free_threads(planned) == 1
 
 
-def test_launch_runs_serial_below_two_grains_and_parallel_from_there():
+def test_a_launch_runs_its_plan_on_the_threads_the_load_leaves(monkeypatch):
     if numba.get_num_threads() < 2:
         pytest.skip("needs two Numba threads")
+    kernel = SizedKernel(_double.parallel.py_func, GRAIN, _double.work, {})
+    ran = []
+    monkeypatch.setattr(kernel, "serial", lambda *args: ran.append("serial"))
+    monkeypatch.setattr(kernel, "parallel", lambda *args: ran.append(numba.get_num_threads()))
+    monkeypatch.setattr(threads_module, "free_threads", lambda threads: 1)
+    kernel.run(2, None)
+    monkeypatch.setattr(threads_module, "free_threads", lambda threads: threads)
+    kernel.run(2, None)
+    assert ran == ["serial", 2]
+
+
+def test_launch_runs_serial_below_two_grains_and_parallel_from_there(monkeypatch):
+    if numba.get_num_threads() < 2:
+        pytest.skip("needs two Numba threads")
+    monkeypatch.setattr(threads_module, "_following_load", False)  # parallel on a busy machine
     # A fresh kernel, so that no earlier test compiled either version.
     kernel = SizedKernel(_double.parallel.py_func, GRAIN, _double.work, {})
     small = np.arange(2 * GRAIN - 1, dtype=np.float64)
@@ -213,3 +234,75 @@ def test_attention_in_parallel(case, parallel_everywhere):
 @pytest.mark.parametrize("case", [c for c in STRUCTURED_CASES if c.small], ids=str)
 def test_structured_biases_in_parallel(case, parallel_everywhere):
     check_structured(tiny_tile_attention, tiny_tile_backward, case, np.float32)
+
+
+def _bits_on(running, monkeypatch, compute):
+    """compute()'s results with every launch planned for all threads and run on ``running``."""
+    monkeypatch.setattr(threads_module, "free_threads", lambda threads: min(threads, running))
+    return compute()
+
+
+def _op_results(case):
+    inputs = _inputs(case)
+    results = [_host(case.forward(**inputs))]
+    if case.backward:
+        dout = np.random.default_rng(1).normal(size=results[0].shape)
+        results += [np.asarray(g) for g in case.backward(dout, **inputs).values()]
+    return results
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.family}-{c.name}")
+def test_op_bits_do_not_depend_on_the_threads_that_run_them(case, parallel_everywhere,
+                                                             monkeypatch):
+    """A busy machine runs a launch's planned tasks on fewer threads: the same bits."""
+    alone = _bits_on(numba.get_num_threads(), monkeypatch, lambda: _op_results(case))
+    crowded = _bits_on(1, monkeypatch, lambda: _op_results(case))
+    for a, b in zip(alone, crowded, strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=case.name)
+
+
+@pytest.mark.parametrize("case", [c for c in attention_cases.CASES if c.small], ids=str)
+def test_attention_bits_do_not_depend_on_the_threads_that_run_them(case, parallel_everywhere,
+                                                                   monkeypatch):
+    def results():
+        found = []
+        for forward, backward in ((seqattn.attention, seqattn.attention_backward),
+                                  (tiny_tile_attention, tiny_tile_backward)):
+            dout, q, k, v, opts = attention_cases.backward_inputs(case, np.float32)
+            out, lse = forward(q, k, v, return_lse=True, **opts)
+            grads = backward(dout, q, k, v, out, lse, bias_requires_grad="bias" in opts, **opts)
+            found += [out, lse, *(g for g in grads if g is not None)]
+        return found
+
+    alone = _bits_on(numba.get_num_threads(), monkeypatch, results)
+    crowded = _bits_on(1, monkeypatch, results)
+    for a, b in zip(alone, crowded, strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=str(case))
+
+
+def test_training_bits_do_not_depend_on_the_threads_that_run_it(parallel_everywhere,
+                                                                monkeypatch):
+    """fit() end to end: the weights after an epoch are the same bits whether a busy machine
+    left every launch one thread or all of them."""
+    from seqattn.models import TokenModel, TokenModelConfig
+    from seqattn.train import AdamW, MSELoss, fit
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 16, 3))
+    y = rng.normal(size=(8, 16, 2))
+    start = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=16, nhead=2,
+                                        num_layers=1, dim_feedforward=32, max_len=16,
+                                        dtype="float64"))
+
+    def trained():
+        model = copy.deepcopy(start)
+        fit(model, MSELoss(), AdamW(model, lr=1e-2), (x, y), epochs=1, batch_size=4,
+            progress=False)
+        return model.state_dict()
+
+    alone = _bits_on(numba.get_num_threads(), monkeypatch, trained)
+    crowded = _bits_on(1, monkeypatch, trained)
+    assert alone.keys() == crowded.keys()
+    for name in alone:
+        assert not np.array_equal(alone[name], start.state_dict()[name]), f"{name} not trained"
+        np.testing.assert_array_equal(alone[name], crowded[name], err_msg=name)

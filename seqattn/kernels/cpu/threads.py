@@ -9,11 +9,14 @@ microseconds, more than the work of a tiny launch.
 
 So every CPU kernel is compiled twice from one Python function: with ``parallel=True`` and as
 plain serial code on the calling thread (``prange`` is ``range`` there, and no thread pool
-is involved). A launch asks for ``work // grain`` threads, at most Numba's thread count and
-(with :func:`follow_machine_load` on) at most the cores that other processes leave free
-(:class:`CoresInUseElsewhere`); one thread
-means the serial version. The grain of each op family is the work that pays for one more
-thread, measured with ``benchmarks/small_launches.py`` (BENCHMARKS.md).
+is involved). A launch plans ``work // grain`` threads, at most Numba's thread count; kernels
+that split their work into one task per thread (and sum the tasks' partial results) split it
+by that plan. It then runs on the planned threads less the cores that other processes keep
+busy (:class:`CoresInUseElsewhere`, while :func:`follow_machine_load` is on, the default);
+one thread means the serial version. The bits of a result depend on the plan only, never on
+how many threads run it: the same call gives the same bits on a busy machine as on a quiet
+one. The grain of each op family is the work that pays for one more thread, measured with
+``benchmarks/small_launches.py`` (BENCHMARKS.md).
 """
 import functools
 import os
@@ -88,21 +91,20 @@ class CoresInUseElsewhere:
 
 cores_in_use_elsewhere = CoresInUseElsewhere()
 
-# Off unless the user turns it on (follow_machine_load): some kernels sum per-thread partial
-# results (layer-norm and attention backward, dW split over threads), so a thread count that
-# follows the load would give the same call different last bits on a busy machine.
-_following_load = False
+# On unless the user turns it off (follow_machine_load): the load only decides how many threads
+# run a launch, never how its work is split, so results keep their bits either way.
+_following_load = True
 
 
 def follow_machine_load(enabled=True):
-    """Whether CPU launches leave the cores that other processes keep busy (default: no).
+    """Whether CPU launches leave the cores that other processes keep busy (default: yes).
 
     On a shared machine, every parallel region waits for a thread that shares its core with
     another process, for a time slice each; a small training step then runs many times slower
-    (BENCHMARKS.md, "Launches leave the cores other processes hold"). Turned on, each launch
-    takes Numba's thread count less the cores other processes used over the last 0.2 s. The
-    price: the thread count, and with it the last bits of the reductions split over threads,
-    may change from one run to the next, so results are no longer the same bits every run.
+    (BENCHMARKS.md, "Launches leave the cores other processes hold"). While on, each launch
+    runs on its planned threads less the cores other processes used over the last 0.2 s. The
+    work is split as planned from Numba's thread count either way, so results have the same
+    bits on or off; turn it off to time kernels on every thread whatever else runs.
     Returns the previous setting.
     """
     global _following_load
@@ -110,14 +112,13 @@ def follow_machine_load(enabled=True):
     return previous
 
 
-def free_threads():
-    """Numba's thread count, less the cores that other processes keep busy (at least 1) when
+def free_threads(threads):
+    """``threads``, less the cores that other processes keep busy (at least 1) while
     :func:`follow_machine_load` is on.
 
     A parallel region waits for its slowest thread; a thread that shares its core with a busy
     process waits milliseconds for each time slice, more than a small launch's whole work.
     """
-    threads = numba.get_num_threads()
     if not _following_load:
         return threads
     # From half a core's use on, a core is taken: a process that runs more often than not
@@ -159,20 +160,23 @@ class SizedKernel:
         functools.update_wrapper(self, py_func)
 
     def threads(self, work):
-        """Threads for ``work`` units: 1 below two grains, else work // grain, at most the
-        threads that other processes leave a core for (:func:`free_threads`)."""
+        """The threads planned for ``work`` units: 1 below two grains, else work // grain, at
+        most Numba's thread count. Kernels that split work per thread split it by this plan."""
         if work < 2 * self.grain:
             return 1
-        return min(free_threads(), int(work // self.grain))
+        return min(numba.get_num_threads(), int(work // self.grain))
 
     def run(self, threads, *args):
-        """Run on ``threads`` threads: the serial version on the calling thread for 1."""
-        if threads <= 1:
+        """Run the work planned for ``threads`` threads on as many of them as other processes
+        leave a core for (:func:`free_threads`): the serial version on the calling thread for 1.
+        """
+        running = free_threads(threads) if threads > 1 else 1
+        if running <= 1:
             return self.serial(*args)
         available = numba.get_num_threads()
-        if threads >= available:
+        if running >= available:
             return self.parallel(*args)
-        numba.set_num_threads(threads)
+        numba.set_num_threads(running)
         try:
             return self.parallel(*args)
         finally:

@@ -334,11 +334,15 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
                 running_max[r0 + r] = m_new
             register_gemm(acc[r0:r1], s, v[b, hk, j0:j1], 1.0, True)  # acc += P v
     for r in range(rows):
-        if running_sum[r] > 0:
-            out[b, h, i0 + r] = acc[r] / running_sum[r]
-            lse[b, h, i0 + r] = running_max[r] + np.log(running_sum[r])
+        total = running_sum[r]
+        out_row = out[b, h, i0 + r]
+        if total > 0:
+            # element by element: ``acc[r] / total`` allocated a temporary row per query
+            for d in range(D):
+                out_row[d] = acc[r, d] / total
+            lse[b, h, i0 + r] = running_max[r] + np.log(total)
         else:  # a row that sees no key returns zeros, never NaN
-            out[b, h, i0 + r] = 0
+            out_row[:] = 0
             lse[b, h, i0 + r] = NEG_INF
 
 

@@ -127,13 +127,18 @@ def _inside_band(rows, cols, i0, j0, off, left, right):
 
 
 @njit(cache=True)
-def _plain_tile(rows, cols, i0, j0, off, mods):
-    """Whether :func:`_modify_scores` leaves this tile as it is (the plain product)."""
+def _band_only(mods):
+    """Whether the band is the only score modification (none of the biases and masks)."""
     has_bias, has_mask, has_kpm, has_alibi = mods[6:STRUCTURED_AT]
     distance, pair = _structured_biases(mods)
-    return (_inside_band(rows, cols, i0, j0, off, mods[4], mods[5])
-            and not (has_bias or has_mask or has_kpm or has_alibi or distance.has
-                     or pair.mode != NO_PAIR))
+    return not (has_bias or has_mask or has_kpm or has_alibi or distance.has
+                or pair.mode != NO_PAIR)
+
+
+@njit(cache=True)
+def _plain_tile(rows, cols, i0, j0, off, mods):
+    """Whether :func:`_modify_scores` leaves this tile as it is (the plain product)."""
+    return _inside_band(rows, cols, i0, j0, off, mods[4], mods[5]) and _band_only(mods)
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -303,6 +308,7 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
     s_buf = np.empty((strip_rows, block_k + ROW_PAD), dtype)
     lane_max = np.empty((strip_rows, VECTOR_LANES), dtype)
     j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
+    band_only = _band_only(mods)
     for kb in range(j_lo // block_k, _ceil_div(j_hi, block_k)):
         for r0 in range(0, rows, strip_rows):
             r1 = min(r0 + strip_rows, rows)
@@ -319,8 +325,12 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
                                        scale, lane_max)
             else:
                 _panel_product(s, q_rows[r0:r1], kt, b, hk, j0, scale, lane_max)
-            # the product's maxima hold unless a score modification changed the scores
-            modified = _modify_scores(s, b, h, i0 + r0, j0, off, mods)
+            # the product's maxima hold unless a score modification changed the scores; a
+            # plain strip skips the call, which passes the whole mods tuple (its arrays'
+            # reference counts) for nothing
+            modified = not (band_only and _inside_band(r1 - r0, j1 - j0, i0 + r0, j0, off, left,
+                                                       right)) and _modify_scores(
+                s, b, h, i0 + r0, j0, off, mods)
             for r in range(r1 - r0):
                 m_old = running_max[r0 + r]
                 m_new = max(m_old, row_max(s[r] if modified else lane_max[r]))

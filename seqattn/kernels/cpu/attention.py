@@ -328,9 +328,8 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
             # the product's maxima hold unless a score modification changed the scores; a
             # plain strip skips the call, which passes the whole mods tuple (its arrays'
             # reference counts) for nothing
-            modified = not (band_only and _inside_band(r1 - r0, j1 - j0, i0 + r0, j0, off, left,
-                                                       right)) and _modify_scores(
-                s, b, h, i0 + r0, j0, off, mods)
+            plain = band_only and _inside_band(r1 - r0, j1 - j0, i0 + r0, j0, off, left, right)
+            modified = not plain and _modify_scores(s, b, h, i0 + r0, j0, off, mods)
             for r in range(r1 - r0):
                 m_old = running_max[r0 + r]
                 m_new = max(m_old, row_max(s[r] if modified else lane_max[r]))

@@ -127,13 +127,18 @@ def _inside_band(rows, cols, i0, j0, off, left, right):
 
 
 @njit(cache=True)
-def _plain_tile(rows, cols, i0, j0, off, mods):
-    """Whether :func:`_modify_scores` leaves this tile as it is (the plain product)."""
+def _band_only(mods):
+    """Whether the band is the only score modification (none of the biases and masks)."""
     has_bias, has_mask, has_kpm, has_alibi = mods[6:STRUCTURED_AT]
     distance, pair = _structured_biases(mods)
-    return (_inside_band(rows, cols, i0, j0, off, mods[4], mods[5])
-            and not (has_bias or has_mask or has_kpm or has_alibi or distance.has
-                     or pair.mode != NO_PAIR))
+    return not (has_bias or has_mask or has_kpm or has_alibi or distance.has
+                or pair.mode != NO_PAIR)
+
+
+@njit(cache=True)
+def _plain_tile(rows, cols, i0, j0, off, mods):
+    """Whether :func:`_modify_scores` leaves this tile as it is (the plain product)."""
+    return _inside_band(rows, cols, i0, j0, off, mods[4], mods[5]) and _band_only(mods)
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -303,6 +308,7 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
     s_buf = np.empty((strip_rows, block_k + ROW_PAD), dtype)
     lane_max = np.empty((strip_rows, VECTOR_LANES), dtype)
     j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
+    band_only = _band_only(mods)
     for kb in range(j_lo // block_k, _ceil_div(j_hi, block_k)):
         for r0 in range(0, rows, strip_rows):
             r1 = min(r0 + strip_rows, rows)
@@ -319,8 +325,11 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
                                        scale, lane_max)
             else:
                 _panel_product(s, q_rows[r0:r1], kt, b, hk, j0, scale, lane_max)
-            # the product's maxima hold unless a score modification changed the scores
-            modified = _modify_scores(s, b, h, i0 + r0, j0, off, mods)
+            # the product's maxima hold unless a score modification changed the scores; a
+            # plain strip skips the call, which passes the whole mods tuple (its arrays'
+            # reference counts) for nothing
+            plain = band_only and _inside_band(r1 - r0, j1 - j0, i0 + r0, j0, off, left, right)
+            modified = not plain and _modify_scores(s, b, h, i0 + r0, j0, off, mods)
             for r in range(r1 - r0):
                 m_old = running_max[r0 + r]
                 m_new = max(m_old, row_max(s[r] if modified else lane_max[r]))
@@ -334,11 +343,15 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
                 running_max[r0 + r] = m_new
             register_gemm(acc[r0:r1], s, v[b, hk, j0:j1], 1.0, True)  # acc += P v
     for r in range(rows):
-        if running_sum[r] > 0:
-            out[b, h, i0 + r] = acc[r] / running_sum[r]
-            lse[b, h, i0 + r] = running_max[r] + np.log(running_sum[r])
+        total = running_sum[r]
+        out_row = out[b, h, i0 + r]
+        if total > 0:
+            # element by element: ``acc[r] / total`` allocated a temporary row per query
+            for d in range(D):
+                out_row[d] = acc[r, d] / total
+            lse[b, h, i0 + r] = running_max[r] + np.log(total)
         else:  # a row that sees no key returns zeros, never NaN
-            out[b, h, i0 + r] = 0
+            out_row[:] = 0
             lse[b, h, i0 + r] = NEG_INF
 
 

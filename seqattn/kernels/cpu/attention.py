@@ -127,25 +127,13 @@ def _inside_band(rows, cols, i0, j0, off, left, right):
 
 
 @njit(cache=True)
-def _dense_mods_leave(rows, cols, i0, j0, off, mods):
-    """Whether the band, masks, dense bias and ALiBi leave the tile (rows i0.., cols j0..) as
-    it is."""
-    has_bias, has_mask, has_kpm, has_alibi = mods[6:STRUCTURED_AT]
-    return (_inside_band(rows, cols, i0, j0, off, mods[4], mods[5])
-            and not (has_bias or has_mask or has_kpm or has_alibi))
-
-
-@njit(cache=True)
-def _has_structured(mods):
-    """Whether a distance or pair bias is present."""
-    distance, pair = _structured_biases(mods)
-    return distance.has or pair.mode != NO_PAIR
-
-
-@njit(cache=True)
 def _plain_tile(rows, cols, i0, j0, off, mods):
     """Whether :func:`_modify_scores` leaves this tile as it is (the plain product)."""
-    return _dense_mods_leave(rows, cols, i0, j0, off, mods) and not _has_structured(mods)
+    has_bias, has_mask, has_kpm, has_alibi = mods[6:STRUCTURED_AT]
+    distance, pair = _structured_biases(mods)
+    return (_inside_band(rows, cols, i0, j0, off, mods[4], mods[5])
+            and not (has_bias or has_mask or has_kpm or has_alibi or distance.has
+                     or pair.mode != NO_PAIR))
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -160,9 +148,9 @@ def _modify_scores(s, b, h, i0, j0, off, mods):
         add_distance_bias(s, b, h, i0, j0, distance)
     if pair.mode != NO_PAIR:
         add_pair_bias(s, b, h, i0, j0, pair)
-    if _dense_mods_leave(rows, cols, i0, j0, off, mods):
-        return _has_structured(mods)
     inside_band = _inside_band(rows, cols, i0, j0, off, left, right)
+    if inside_band and not (has_bias or has_mask or has_kpm or has_alibi):
+        return distance.has or pair.mode != NO_PAIR
     for r in range(rows):
         i = i0 + r
         row = s[r]

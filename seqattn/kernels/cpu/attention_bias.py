@@ -80,10 +80,20 @@ def pair_args(pair):
                     pair.max_offset, consecutive)
 
 
-def _use_registers(array):
-    """At compile time: whether kernels on ``array`` (a Numba array type) take the rows of
-    structured_bias_rows.py."""
-    return array.dtype == types.float32 and IN_REGISTERS
+def _in_registers_or_loops(in_registers, loops):
+    """A function for @njit code that runs ``in_registers`` on float32 tiles on a CPU with
+    AVX-512 (the rows of structured_bias_rows.py) and ``loops`` otherwise; both take the tile
+    first. The choice is made once per signature, at compile time."""
+    def run(*args):
+        raise NotImplementedError("callable from @njit code only")
+
+    # not cache=True here: the lambda closes over a dispatcher, whose per-process id would enter
+    # its cache key (a miss every process); the @njit(cache=True) callers cache it with them
+    @overload(run)
+    def _choose(*args):
+        kernel = in_registers if args[0].dtype == types.float32 and IN_REGISTERS else loops
+        return lambda *args: kernel(*args)
+    return run
 
 
 @njit(inline="always")
@@ -164,18 +174,8 @@ def add_open_distance_in_registers(s, x_rows, y_cols, tab, inv_step, last, one, 
                          cutoff)
 
 
-def _add_open_distance(s, x_rows, y_cols, tab, inv_step, last, one, cutoff):
-    """add_open_distance_in_registers or add_open_distance_loops, by dtype and CPU."""
-    raise NotImplementedError("callable from @njit code only")
-
-
-@overload(_add_open_distance, jit_options={"cache": True})
-def _add_open_distance_impl(s, x_rows, y_cols, tab, inv_step, last, one, cutoff):
-    if _use_registers(s):
-        return lambda s, x_rows, y_cols, tab, inv_step, last, one, cutoff: \
-            add_open_distance_in_registers(s, x_rows, y_cols, tab, inv_step, last, one, cutoff)
-    return lambda s, x_rows, y_cols, tab, inv_step, last, one, cutoff: \
-        add_open_distance_loops(s, x_rows, y_cols, tab, inv_step, last, one, cutoff)
+_add_open_distance = _in_registers_or_loops(add_open_distance_in_registers,
+                                            add_open_distance_loops)
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
@@ -297,23 +297,8 @@ def open_distance_grads_in_registers(ds, x_rows, y_cols, tab, inv_step, last, on
             dtab[lane, k + 1] += near_high[t]
 
 
-def _open_distance_grads(ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab,
-                         dx_rows, dy_cols):
-    """open_distance_grads_in_registers or open_distance_grads_loops, by dtype and CPU."""
-    raise NotImplementedError("callable from @njit code only")
-
-
-@overload(_open_distance_grads, jit_options={"cache": True})
-def _open_distance_grads_impl(ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab,
-                              dx_rows, dy_cols):
-    if _use_registers(ds):
-        return lambda ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab, \
-            dx_rows, dy_cols: open_distance_grads_in_registers(
-                ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab, dx_rows,
-                dy_cols)
-    return lambda ds, x_rows, y_cols, tab, inv_step, last, one, zero, cutoff, dtab, dx_rows, \
-        dy_cols: open_distance_grads_loops(ds, x_rows, y_cols, tab, inv_step, last, one, zero,
-                                           cutoff, dtab, dx_rows, dy_cols)
+_open_distance_grads = _in_registers_or_loops(open_distance_grads_in_registers,
+                                              open_distance_grads_loops)
 
 
 @njit(inline="always")
@@ -429,16 +414,7 @@ def add_codes_in_registers(s, codes, tab):
                      tab.shape[0])
 
 
-def _add_codes(s, codes, tab):
-    """add_codes_in_registers or add_codes_loops, by dtype and CPU."""
-    raise NotImplementedError("callable from @njit code only")
-
-
-@overload(_add_codes, jit_options={"cache": True})
-def _add_codes_impl(s, codes, tab):
-    if _use_registers(s):
-        return lambda s, codes, tab: add_codes_in_registers(s, codes, tab)
-    return lambda s, codes, tab: add_codes_loops(s, codes, tab)
+_add_codes = _in_registers_or_loops(add_codes_in_registers, add_codes_loops)
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
@@ -470,16 +446,7 @@ def code_grads_in_registers(ds, codes, dtab):
         dtab[0, e] += sums[e].sum()
 
 
-def _code_grads(ds, codes, dtab):
-    """code_grads_in_registers or code_grads_loops, by dtype and CPU."""
-    raise NotImplementedError("callable from @njit code only")
-
-
-@overload(_code_grads, jit_options={"cache": True})
-def _code_grads_impl(ds, codes, dtab):
-    if _use_registers(ds):
-        return lambda ds, codes, dtab: code_grads_in_registers(ds, codes, dtab)
-    return lambda ds, codes, dtab: code_grads_loops(ds, codes, dtab)
+_code_grads = _in_registers_or_loops(code_grads_in_registers, code_grads_loops)
 
 
 # --- Relative offsets: code = clip(p_j - p_i, -R, R) + R.

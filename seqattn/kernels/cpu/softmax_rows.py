@@ -44,7 +44,12 @@ def exp_shifted(x, shift):
     raise NotImplementedError("exp_shifted is only callable from @njit code")
 
 
-@overload(exp_shifted, jit_options={"cache": True})
+# Inlined by Numba, not left to LLVM: a caller's fast-math arithmetic on the result (the online
+# softmax's running_sum * correction + exp_shifted(...)) then rounds the same in every copy of
+# the caller. LLVM inlined it in the copy inside a cached kernel's object but not in the
+# caller's own, to which a process that compiles the kernel links it: other bits in that
+# process than in those that load the cache (tests/test_cached_kernels_bits.py).
+@overload(exp_shifted, inline="always", jit_options={"cache": True})
 def _exp_shifted_impl(x, shift):
     if x.dtype == types.float32 and x.layout in "CA":
         vectors = _exp_shifted_scalef if AVX512 else _exp_shifted_bits
@@ -154,7 +159,8 @@ def exp_scalar(x):
     raise NotImplementedError("exp_scalar is only callable from @njit code")
 
 
-@overload(exp_scalar, jit_options={"cache": True})
+# Inlined by Numba for the same reason as exp_shifted.
+@overload(exp_scalar, inline="always", jit_options={"cache": True})
 def _exp_scalar_impl(x):
     if x == types.float32:
         return lambda x: f32.exp_f32(x)

@@ -105,11 +105,18 @@ def _autogroup(tmp_path, enabled):
     return str(setting)
 
 
-def test_processes_of_lower_priority_take_no_core(tmp_path, monkeypatch):
+def _meter_at_nice_0(tmp_path, monkeypatch, autogroup):
+    """A fake machine and a CoresInUseElsewhere reading it, for a process at nice 0 with the
+    scheduler's session groups on or off."""
     machine = _FakeMachine(tmp_path, monkeypatch)
     monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 0)
     elsewhere = CoresInUseElsewhere(str(machine.path), window=0.2,
-                                    autogroup=_autogroup(tmp_path, False))
+                                    autogroup=_autogroup(tmp_path, autogroup))
+    return machine, elsewhere
+
+
+def test_processes_of_lower_priority_take_no_core(tmp_path, monkeypatch):
+    machine, elsewhere = _meter_at_nice_0(tmp_path, monkeypatch, autogroup=False)
     machine.advance(0.5, busy_cores=1.0, own_cores=1.0, niced_cores=1.0)
     assert elsewhere() == pytest.approx(0.0, abs=0.05)
     # Niced ourselves, our time is in the nice column with our peers': they count.
@@ -119,10 +126,7 @@ def test_processes_of_lower_priority_take_no_core(tmp_path, monkeypatch):
 
 
 def test_niced_processes_count_where_the_scheduler_groups_sessions(tmp_path, monkeypatch):
-    machine = _FakeMachine(tmp_path, monkeypatch)
-    monkeypatch.setattr(threads_module.os, "getpriority", lambda which, who: 0)
-    elsewhere = CoresInUseElsewhere(str(machine.path), window=0.2,
-                                    autogroup=_autogroup(tmp_path, True))
+    machine, elsewhere = _meter_at_nice_0(tmp_path, monkeypatch, autogroup=True)
     machine.advance(0.5, busy_cores=1.0, own_cores=1.0, niced_cores=1.0)
     assert elsewhere() == pytest.approx(1.0, abs=0.05)
 

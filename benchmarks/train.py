@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import pkgutil
 import platform
+import random
 import statistics
 import time
 
@@ -123,17 +124,23 @@ def hog_one_core(enabled):
         hog.join()
 
 
-def median_seconds(steps, repeats):
-    """Median seconds per call of each step; the steps alternate so that load from other users
-    of a shared machine falls on both alike."""
+def median_seconds(steps, repeats, seed=0):
+    """Median seconds per call of each step. The steps alternate, so that load from other users
+    of a shared machine falls on all alike, in an order shuffled each round: a step that runs
+    right after torch's pays for torch's OpenMP threads still spinning on both cores (12 % more
+    time for a seqattn step, 9.3 ms against 8.2-8.3 after any other step, Zen 5), so in a fixed
+    order the contender after torch would always pay it."""
     for step in steps:
         step()
     times = [[] for _ in steps]
+    order = list(range(len(steps)))
+    rng = random.Random(seed)
     for _ in range(repeats):
-        for step, spent in zip(steps, times):
+        rng.shuffle(order)
+        for index in order:
             start = time.perf_counter()
-            step()
-            spent.append(time.perf_counter() - start)
+            steps[index]()
+            times[index].append(time.perf_counter() - start)
     return [statistics.median(spent) for spent in times]
 
 

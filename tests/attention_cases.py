@@ -95,6 +95,8 @@ CASES = [
          bias_shape=(1, 2, 67, 131), small=False),
     Case("long_keys_over_tiles", B=1, H=1, Hkv=1, N=300, M=1100, D=16, key_padding="some",
          small=False),
+    Case("window_over_tiles", B=1, H=1, Hkv=1, N=200, M=200, D=8, window=(70, 5),
+         small=False),
 ]
 SMALL_CASES = [c for c in CASES if c.small]
 

@@ -85,7 +85,7 @@ def test_masked_keys_with_the_largest_scores_do_not_set_the_row_max(masking):
 
 
 def test_inputs_are_not_modified():
-    q, k, v, opts = CASES[-3].inputs(np.float32)
+    q, k, v, opts = next(c for c in CASES if c.name == "everything").inputs(np.float32)
     before = [a.copy() for a in (q, k, v, opts["bias"])]
     out, lse = seqattn.attention(q, k, v, return_lse=True, **opts)
     seqattn.attention_backward(np.ones_like(out), q, k, v, out, lse, bias_requires_grad=True,

@@ -104,6 +104,12 @@ def _vector(x):
     return x.reshape(-1)
 
 
+def _rows_in_registers(x):
+    """Whether x W^T and dout W take the register path (float32 only: float64 keeps BLAS's
+    blocks of rows as well as its products)."""
+    return NT_NN_IN_REGISTERS and x.dtype == np.float32
+
+
 def linear_forward(out, x, weight, bias, has_bias):
     """out (R, O) = x (R, K) @ weight (O, K)^T (+ bias (O,))."""
     # The thread count is passed in as the number of tasks (a kernel that reads it cannot be
@@ -111,7 +117,7 @@ def linear_forward(out, x, weight, bias, has_bias):
     tasks = _linear_forward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
         _linear_forward.run(tasks, out, x, weight, _vector(bias), has_bias,
-                            NT_NN_IN_REGISTERS, tasks)
+                            _rows_in_registers(x), tasks)
 
 
 def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
@@ -123,4 +129,4 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
     with single_threaded_blas():
         # The products' choices are arguments, so that cached code does not keep them.
         _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
-                             has_bias, NT_NN_IN_REGISTERS, TN_IN_REGISTERS, tasks)
+                             has_bias, _rows_in_registers(x), TN_IN_REGISTERS, tasks)

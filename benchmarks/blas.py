@@ -3,9 +3,10 @@ with: the evidence for the choice in seqattn/kernels/cpu/blas_library.py.
 
 Contenders, each single-threaded (the kernels run one product per thread): SciPy's OpenBLAS
 (what Numba's np.dot calls), MKL from the ``mkl`` package when installed, NumPy's OpenBLAS and
-torch's CPU GEMM as references, and on the weight-gradient shapes (dout^T x) seqattn's
-register-blocked ``packed_gemm.gemm_tn`` where the CPU has AVX-512 (the linear layers call it
-there instead of BLAS). Shapes: the 4-layer encoder's linear layers (benchmarks/
+torch's CPU GEMM as references, and on the linear layers' shapes seqattn's register-blocked
+``packed_gemm.gemm_in_registers`` where the CPU has AVX-512 (the layers call it there for
+dout^T x, and for x W^T and dout W where OpenBLAS runs a narrower kernel, as it prints).
+Shapes: the 4-layer encoder's linear layers (benchmarks/
 encoder.py, a thread's block of 4096 of 8192 token rows), attention tiles (256 queries x 512
 keys, D 32, 64 and 128) and a square 2048 product for the machine's rate; then the square
 product on all threads through NumPy and torch. Prints GFLOP/s, the fastest of many short
@@ -26,7 +27,11 @@ SHAPES = [  # name, M, N, K, transpose a, transpose b (row-major c = op(a) op(b)
     ("linear x W^T, 4096 x 768 x 256", 4096, 768, 256, False, True),
     ("linear x W^T, 4096 x 1024 x 256", 4096, 1024, 256, False, True),
     ("linear x W^T, 4096 x 256 x 1024", 4096, 256, 1024, False, True),
+    ("linear x W^T, 4096 x 256 x 256", 4096, 256, 256, False, True),
+    ("linear dout W, 4096 x 256 x 768", 4096, 256, 768, False, False),
     ("linear dout W, 4096 x 256 x 1024", 4096, 256, 1024, False, False),
+    ("linear dout W, 4096 x 1024 x 256", 4096, 1024, 256, False, False),
+    ("linear dout W, 4096 x 256 x 256", 4096, 256, 256, False, False),
     ("linear dout^T x, 384 x 256 x 8192", 384, 256, 8192, True, False),
     ("linear dout^T x, 128 x 256 x 8192", 128, 256, 8192, True, False),
     ("linear dout^T x, 512 x 256 x 8192", 512, 256, 8192, True, False),
@@ -75,17 +80,14 @@ def row_major(sgemm, c, a, b, ta, tb):
           ldb, a.ctypes.data, lda, ctypes.byref(zero), c.ctypes.data, ldc)
 
 
-def register_tn():
-    """c = a^T b through packed_gemm's register path (a call from @njit code), or None on a CPU
-    without AVX-512."""
-    from numba import njit
-
-    from seqattn.kernels.cpu.packed_gemm import register_gemm_tn
+def register_linear():
+    """c = op(a) op(b) through packed_gemm's register path, or None on a CPU without AVX-512."""
+    from seqattn.kernels.cpu.packed_gemm import gemm_in_registers
     from seqattn.kernels.cpu.register_gemm import IN_REGISTERS
 
     if not IN_REGISTERS:
         return None
-    return njit(lambda c, a, b: register_gemm_tn(c, a, b, False))
+    return lambda c, a, b, ta, tb: gemm_in_registers(c, a, b, ta, tb, False)
 
 
 def rates(calls, flop, rounds):
@@ -110,13 +112,13 @@ def main():
 
     rng = np.random.default_rng(0)
     sgemms = fortran_sgemms()
-    registers_tn = register_tn()
+    registers = register_linear()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"torch {torch.__version__}; 1-min load average {os.getloadavg()[0]:.1f}")
     for lib in threadpool_info():
         print(f"  {lib['internal_api']} {lib['version']} ({lib.get('architecture')}): "
               f"{os.path.basename(lib['filepath'])}")
-    names = list(sgemms) + ["NumPy OpenBLAS", "torch"] + (["registers"] if registers_tn else [])
+    names = list(sgemms) + ["NumPy OpenBLAS", "torch"] + (["registers"] if registers else [])
     print(f"\nsingle-threaded GFLOP/s\n{'shape':36s}" + "".join(f"{n:>16s}" for n in names))
     torch.set_num_threads(1)
     for name, M, N, K, ta, tb in SHAPES:
@@ -130,8 +132,8 @@ def main():
         calls["NumPy OpenBLAS"] = lambda: np.matmul(opa, opb, out=c)
         ta_, tb_, tc_ = (torch.from_numpy(v) for v in (opa, opb, c))
         calls["torch"] = lambda: torch.mm(ta_, tb_, out=tc_)
-        if registers_tn and ta and not tb:
-            calls["registers"] = lambda: registers_tn(c, a, b)
+        if registers and name.startswith("linear"):
+            calls["registers"] = lambda: registers(c, a, b, ta, tb)
         with threadpool_limits(1):
             for contender, call in calls.items():
                 call()

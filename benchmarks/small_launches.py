@@ -100,13 +100,13 @@ def _linear(backward):
             def launch(threads):
                 with single_threaded_blas():
                     kernel.run(threads, dx, dw, db, y, x, w, True, True,
-                               linear.TN_IN_REGISTERS, threads)
+                               linear.NT_NN_IN_REGISTERS, linear.TN_IN_REGISTERS, threads)
         else:
             kernel = linear._linear_forward
 
             def launch(threads):
                 with single_threaded_blas():
-                    kernel.run(threads, y, x, w, b, True, threads)
+                    kernel.run(threads, y, x, w, b, True, linear.NT_NN_IN_REGISTERS, threads)
         return kernel, launch
     return make
 

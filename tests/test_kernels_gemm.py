@@ -192,8 +192,8 @@ def test_linear_weight_gradient_takes_the_packed_product_at_its_size(K):
     NumPy's float32 product; the bias gradient beside it as accurate as NumPy's float32 sum,
     with or without the input gradient."""
     from gradcheck import assert_float32_close
-    from seqattn.kernels.cpu.packed_gemm import (MIN_WORK, TN_IN_REGISTERS, blas_gemm_tn,
-                                                 register_gemm_tn)
+    from seqattn.kernels.cpu.packed_gemm import (MIN_WORK, TN_IN_REGISTERS, gemm_in_registers,
+                                                 gemm_through_blas)
 
     rng = np.random.default_rng(5)
     R, O = 2 * MIN_WORK // (64 * 64), 64
@@ -202,7 +202,8 @@ def test_linear_weight_gradient_takes_the_packed_product_at_its_size(K):
     weight_grad = np.zeros((O, K), np.float32)
     ops.linear_backward(dout, x, weight, weight_grad=weight_grad, need_input_grad=False)
     want = np.zeros_like(weight_grad)
-    (register_gemm_tn if TN_IN_REGISTERS else blas_gemm_tn)(want, dout, x, True)
+    (gemm_in_registers if TN_IN_REGISTERS else gemm_through_blas)(want, dout, x, True, False,
+                                                                   True)
     np.testing.assert_array_equal(weight_grad, want)
     assert_float32_close("dW", weight_grad, dout.T.astype(np.float64) @ x, dout.T @ x)
     for need_input_grad in (False, True):

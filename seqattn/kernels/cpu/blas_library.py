@@ -94,7 +94,29 @@ def _choose():
     return OPENBLAS, _scipy_openblas()
 
 
+def openblas_corename():
+    """The name of the kernel family SciPy's OpenBLAS chose for this CPU ("Haswell",
+    "SkylakeX", ...: its own pick, or the environment's ``OPENBLAS_CORETYPE``), or None where
+    the library does not say. SciPy's build prefixes OpenBLAS's exported names with
+    ``scipy_``; its Cython wrappers' module links the library, so it answers for both."""
+    import scipy.linalg.cython_blas as cython_blas
+
+    try:
+        lib = ctypes.CDLL(cython_blas.__file__)
+    except OSError:
+        return None
+    for name in ("scipy_openblas_get_corename", "openblas_get_corename"):
+        corename = getattr(lib, name, None)
+        if corename is not None:
+            corename.restype = ctypes.c_char_p
+            return corename().decode()
+    return None
+
+
 LIBRARY, _ADDRESSES = _choose()
+# The kernel family of the library the kernels call (None for MKL, or where OpenBLAS does not
+# say): packed_gemm takes its own products where this one is narrower than the CPU.
+CORENAME = openblas_corename() if LIBRARY == OPENBLAS else None
 for _dtype, _address in zip(SYMBOLS, _ADDRESSES):
     binding.add_symbol(SYMBOLS[_dtype], _address)
 

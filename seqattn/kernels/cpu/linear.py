@@ -3,10 +3,14 @@
 Shapes: x (R, K) with R = B * N token rows, weight (O, K), bias (O,), y (R, O).
 
 Each op is one parallel region in which every Numba thread runs single-threaded products on its
-own block: forward and dx on a block of token rows (BLAS), db on a block of output features,
-dW on a block of output or of input features, whichever are more
-(``packed_gemm.gemm_tn``: register-blocked on AVX-512 CPUs with OpenBLAS, which it
-beat on these products with their inner dimension of all R token rows; BLAS elsewhere). There
+own block: forward and dx on a block of token rows, db on a block of output features, dW on a
+block of output or of input features, whichever are more. The products go through
+``packed_gemm``: dW register-blocked on AVX-512 CPUs with OpenBLAS (which it beat on these
+products with their inner dimension of all R token rows), forward and dx register-blocked only
+where OpenBLAS also runs a kernel narrower than the CPU's AVX-512 (``NT_NN_IN_REGISTERS``:
+1.8-2.0x as fast there, as fast as an AVX-512 OpenBLAS); BLAS elsewhere. On the register path
+the threads' blocks of token rows are whole strips of the driver's, so that the bits do not
+depend on the thread count. There
 is no synchronisation inside a GEMM, which matters on our shared 2-core machines: OpenBLAS's own
 threads hand packed panels to each other and spin whenever the other one is descheduled. The
 bias goes into the output before the GEMM (beta = 1) and the bias gradient is summed in the
@@ -16,8 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from .blas_library import single_threaded_blas
-from .blas_gemm import gemm
-from .packed_gemm import TN_IN_REGISTERS, gemm_tn
+from .packed_gemm import NT_NN_IN_REGISTERS, TN_IN_REGISTERS, gemm_tn, packed_gemm, strip_block
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).
@@ -28,6 +31,13 @@ GRAIN = 1 << 20
 def _block(t, tasks, size):
     """Task t's share [start, stop) of range(size)."""
     return t * size // tasks, (t + 1) * size // tasks
+
+
+@njit(inline="always")
+def _row_block(t, tasks, R, in_registers):
+    """Task t's token rows: the register path's in whole strips, so that the bits do not
+    depend on the thread count (``packed_gemm.strip_block``)."""
+    return strip_block(t, tasks, R) if in_registers else _block(t, tasks, R)
 
 
 @njit(cache=True)
@@ -53,26 +63,26 @@ def _add_column_sums(dbias, dout, o0, o1):
 
 
 @sized_kernel(GRAIN)
-def _linear_forward(out, x, weight, bias, has_bias, tasks):
+def _linear_forward(out, x, weight, bias, has_bias, in_registers, tasks):
     R = x.shape[0]
     for t in prange(tasks):
-        r0, r1 = _block(t, tasks, R)
+        r0, r1 = _row_block(t, tasks, R, in_registers)
         if r1 > r0:
             if has_bias:
                 _fill_rows(out, bias, r0, r1)
-            gemm(out[r0:r1], x[r0:r1], weight, False, True, 1.0, 1.0 if has_bias else 0.0)
+            packed_gemm(out[r0:r1], x[r0:r1], weight, False, True, has_bias, in_registers)
 
 
 @sized_kernel(GRAIN)
-def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias, tn_in_registers,
-                     tasks):
+def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias,
+                     nn_in_registers, tn_in_registers, tasks):
     R, O = dout.shape
     K = x.shape[1]
     for t in prange(tasks):
-        r0, r1 = _block(t, tasks, R)
+        r0, r1 = _row_block(t, tasks, R, nn_in_registers)
         if need_dx and r1 > r0:
             # out = x W^T  ->  dx = dout W
-            gemm(dx[r0:r1], dout[r0:r1], weight, False, False, 1.0, 0.0)
+            packed_gemm(dx[r0:r1], dout[r0:r1], weight, False, False, False, nn_in_registers)
         # out = x W^T  ->  dW += dout^T x, summed over all token rows. Each task packs the
         # whole of one operand and its block of the other: blocks of the wider one, so that
         # less is packed (with K > O, 256 -> 1024 features, 1.19x faster a block, measured).
@@ -94,13 +104,20 @@ def _vector(x):
     return x.reshape(-1)
 
 
+def _rows_in_registers(x):
+    """Whether x W^T and dout W take the register path (float32 only: float64 keeps BLAS's
+    blocks of rows as well as its products)."""
+    return NT_NN_IN_REGISTERS and x.dtype == np.float32
+
+
 def linear_forward(out, x, weight, bias, has_bias):
     """out (R, O) = x (R, K) @ weight (O, K)^T (+ bias (O,))."""
-    # The thread count is passed in as the number of tasks: a kernel that reads it cannot be
-    # cached.
+    # The thread count is passed in as the number of tasks (a kernel that reads it cannot be
+    # cached), the product's path as an argument (so that cached code does not keep it).
     tasks = _linear_forward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
-        _linear_forward.run(tasks, out, x, weight, _vector(bias), has_bias, tasks)
+        _linear_forward.run(tasks, out, x, weight, _vector(bias), has_bias,
+                            _rows_in_registers(x), tasks)
 
 
 def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
@@ -110,6 +127,6 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
     """
     tasks = _linear_backward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
-        # The product's choice is an argument, so that cached code does not keep it.
+        # The products' choices are arguments, so that cached code does not keep them.
         _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
-                             has_bias, TN_IN_REGISTERS, tasks)
+                             has_bias, _rows_in_registers(x), TN_IN_REGISTERS, tasks)

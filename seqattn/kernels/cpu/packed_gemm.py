@@ -1,38 +1,45 @@
-"""c = a^T @ b (+ c) over a long inner dimension, the weight gradient's product dW = dout^T x:
-register_gemm's 12 x 32 register blocks fed from packed chunks of a and b.
+"""c = op(a) @ op(b) (+ c) for the linear layers: register_gemm's 12 x 32 register blocks fed
+from packed chunks of b (and of a where a is read transposed).
 
-Shapes: a (K, M), b (K, N), c (M, N); in the linear layers' backward K is the token rows
-(R = B * N, 8192 in benchmarks/encoder.py), M a thread's block of output features, N the input
-features. Measured single-threaded on those shapes (Intel Xeon, Emerald Rapids; BENCHMARKS.md,
-"CPU machines and the BLAS the kernels call"), this ran 0.93-1.25x as fast as SciPy's OpenBLAS
-(mostly 1.05-1.2x), whose transposed-a path is its slowest on them; on the other linear
-products (x W^T and dout W, inner dimension 256-1024) the same driver was 0.7-1.1x OpenBLAS, so
-those stay on BLAS.
+Shapes: op(a) (M, K), op(b) (K, N), c (M, N). The layers' three products:
+  dW = dout^T x   a^T b: K the token rows (R = B * N, 8192 in benchmarks/encoder.py), M a
+                  thread's block of output features, N the input features (``gemm_tn``);
+  y = x W^T       a b^T: M a thread's block of token rows, K the input, N the output features;
+  dx = dout W     a b:   M a thread's block of token rows, K the output, N the input features.
+Measured single-threaded on the dW shapes (Intel Xeon, Emerald Rapids; BENCHMARKS.md, "CPU
+machines and the BLAS the kernels call"), this ran 0.93-1.25x as fast as SciPy's OpenBLAS
+(mostly 1.05-1.2x), whose transposed-a path is its slowest on them. On x W^T and dout W (inner
+dimension 256-1024) it was 0.7-1.1x OpenBLAS there, and 0.97-1.08x OpenBLAS's SkylakeX kernel
+on Zen 5; but 1.8-2.0x its Haswell kernel, which OpenBLAS runs where the environment sets
+``OPENBLAS_CORETYPE=Haswell`` (Zen 5 with 4096 rows, BENCHMARKS.md, "AMD EPYC (Zen 5): ...").
 
 The inner dimension is cut into chunks of KC rows. Each chunk of b (KC x NC floats, at most
-512 KiB, inside the L2 of Intel's server cores and of Zen 4) is copied into panels of 32
+512 KiB, inside the L2 of Intel's server cores and of Zen 4 and 5) is copied into panels of 32
 columns (register_gemm's block width), each panel contiguous, so that the kernel reads b's
 rows front to back from L2 and they never fall into the same cache sets (against rows padded
 off a multiple of 4 KiB, the layout before, paired medians of 21 single-threaded rounds on the
 encoder's dW blocks at a load of 3.6: 0.98-1.06x, 1.02x on average; a small gain, within the
-noise on most shapes); each strip of MC rows of a^T is
-transposed into a row-major buffer (register_gemm reads a's rows, 12 at a time, from L1: read
-as a^T in place, the rows would lie K floats apart). The first chunk writes or accumulates
-into c as asked; the others accumulate.
+noise on most shapes); a b stored transposed (W in x W^T) is transposed into the panels. Each
+strip of MC rows of a^T is transposed into a row-major buffer (register_gemm reads a's rows,
+12 at a time, from L1: read as a^T in place, the rows would lie K floats apart); a row-major a
+is read in place. The first chunk writes or accumulates into c as asked; the others
+accumulate.
 
-The register path is taken where it was measured faster: float32, a CPU with AVX-512 (as
-register_gemm decides, ``IN_REGISTERS``) and OpenBLAS as the BLAS library. MKL (when installed,
-``blas_library``) ran these products 1.03-1.4x as fast as this driver, so with MKL, on CPUs
-without AVX-512 and for float64 (gradient checks), the product is BLAS's. The choice is passed to
-:func:`gemm_tn` at run time (``TN_IN_REGISTERS``): code cached on disk must not keep the
-library of the process that compiled it.
+The register path is taken where it was measured faster, float32 on a CPU with AVX-512 (as
+register_gemm decides, ``IN_REGISTERS``) with OpenBLAS as the BLAS library: dW always
+(``TN_IN_REGISTERS``), x W^T and dout W only where OpenBLAS's kernel is narrower than AVX-512
+(``NT_NN_IN_REGISTERS``, from the kernel family OpenBLAS names, ``blas_library.CORENAME``). MKL
+(when installed, ``blas_library``) ran dW 1.03-1.4x as fast as this driver, so with MKL, on CPUs
+without AVX-512 and for float64 (gradient checks), the products are BLAS's. The choices are
+passed to :func:`packed_gemm` at run time: code cached on disk must not keep the library of the
+process that compiled it.
 """
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
 from .blas_gemm import gemm
-from .blas_library import LIBRARY, OPENBLAS
+from .blas_library import CORENAME, LIBRARY, OPENBLAS
 from .register_gemm import IN_REGISTERS, WIDE, register_gemm, transpose
 
 # Rows of the inner dimension per chunk: a 12 x KC strip of a (12 KiB) stays in L1 (32 KiB on
@@ -42,14 +49,28 @@ KC = 256
 # L2 and would fill Zen 4's 1 MiB. A multiple of WIDE, so that only a product's last panel is
 # narrower.
 NC = 512
-# Rows of a^T transposed per strip (96 KiB at KC = 256).
+# Rows of a per strip (a^T's transposed: 96 KiB at KC = 256).
 MC = 96
-# Multiply-adds from which float32 takes the register path: a small product spends more in the
+# Multiply-adds from which dW takes the register path: a small product spends more in the
 # packing buffers' allocation than it gains (benchmarks/small_launches.py, linear_backward with
-# K = O = 64: 0.86-0.91x BLAS up to 2^18 multiply-adds, 0.98-1.04x at 2^20-2^22).
+# K = O = 64: 0.86-0.91x BLAS up to 2^18 multiply-adds, 0.98-1.04x at 2^20-2^22). x W^T and
+# dout W need no such floor where they take the register path: against OpenBLAS's Haswell
+# kernel they ran 1.06-1.14x as fast at 2^13 multiply-adds (8 x 32 x 32), 1.3-2.7x from 2^16.
 MIN_WORK = 1 << 24
 # Whether float32 products take the register path in this process (see the module docstring).
 TN_IN_REGISTERS = IN_REGISTERS and LIBRARY == OPENBLAS
+# OpenBLAS's kernel families (as of 0.3.30) that run AVX-512 at its full width.
+WIDE_OPENBLAS_KERNELS = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
+
+
+def nt_nn_in_registers(tn_in_registers, corename):
+    """Whether float32 x W^T and dout W (inner dimension K or O, not all rows as dW's) take
+    the register path: where dW does and OpenBLAS runs a kernel narrower than AVX-512."""
+    return (tn_in_registers and corename is not None
+            and corename.lower() not in WIDE_OPENBLAS_KERNELS)
+
+
+NT_NN_IN_REGISTERS = nt_nn_in_registers(TN_IN_REGISTERS, CORENAME)
 # Padding of the transposed rows of a (16 floats, 64 bytes), so that a row stride of 1024
 # floats does not map every row of the strip to the same cache sets.
 PAD = 16
@@ -91,59 +112,101 @@ def _panels_product_impl(c, a, panels, accumulate):
     return panel_by_panel
 
 
+@njit(inline="always")
+def strip_block(t, tasks, M):
+    """Task t's share [start, stop) of the M rows of c, in whole strips of MC rows. A row's
+    rounding depends on its strip's number of rows (register_gemm slices the inner dimension
+    of more than 24 rows, not of fewer), so rows split over tasks this way get the bits they
+    get in one product of all M, whatever the number of tasks."""
+    strips = (M + MC - 1) // MC
+    return min(M, t * strips // tasks * MC), min(M, (t + 1) * strips // tasks * MC)
+
+
 @njit(cache=True)
-def register_gemm_tn(c, a, b, accumulate):
-    """c (M, N) = a (K, M)^T @ b (K, N), plus c when ``accumulate``, float32 through
-    register_gemm. a and b need unit stride along their last axis."""
+def _transpose_into_panels(panels, src):
+    """panels (P, K, WIDE)[q, k, :w] = src (N, K)[q * WIDE + j, k] for j < w, w the panel's
+    width (as :func:`_copy_into_panels`, from b stored transposed: W's rows in x W^T)."""
+    N = src.shape[0]
+    for q in range(panels.shape[0]):
+        j0 = q * WIDE
+        w = min(WIDE, N - j0)
+        transpose(panels[q, :, :w], src[j0:j0 + w])
+
+
+@njit(cache=True)
+def gemm_in_registers(c, a, b, transpose_a, transpose_b, accumulate):
+    """c (M, N) = op(a) @ op(b), plus c when ``accumulate``, float32 through register_gemm;
+    op(a) (M, K) is a (K, M)^T when ``transpose_a``, op(b) (K, N) is b (N, K)^T when
+    ``transpose_b``. a and b need unit stride along their last axis."""
     M, N = c.shape
-    K = a.shape[0]
+    K = a.shape[0] if transpose_a else a.shape[1]
     if K == 0 or M == 0 or N == 0:
         if not accumulate:
             c[...] = 0
         return
     kc_max, nc_max, mc_max = min(KC, K), min(NC, N), min(MC, M)
     b_pack = np.empty(((nc_max + WIDE - 1) // WIDE, kc_max, WIDE), np.float32)
-    a_pack = np.empty((mc_max, kc_max + PAD), np.float32)
+    a_pack = np.empty((mc_max if transpose_a else 0, kc_max + PAD), np.float32)
     for p0 in range(0, K, kc_max):
         p1 = min(K, p0 + kc_max)
         add = accumulate or p0 > 0
         for j0 in range(0, N, nc_max):
             j1 = min(N, j0 + nc_max)
             b_chunk = b_pack[:(j1 - j0 + WIDE - 1) // WIDE, :p1 - p0]
-            _copy_into_panels(b_chunk, b[p0:p1, j0:j1])
+            if transpose_b:
+                _transpose_into_panels(b_chunk, b[j0:j1, p0:p1])
+            else:
+                _copy_into_panels(b_chunk, b[p0:p1, j0:j1])
             for i0 in range(0, M, mc_max):
                 i1 = min(M, i0 + mc_max)
-                a_strip = a_pack[:i1 - i0, :p1 - p0]
-                transpose(a_strip, a[p0:p1, i0:i1])
+                if transpose_a:
+                    a_strip = a_pack[:i1 - i0, :p1 - p0]
+                    transpose(a_strip, a[p0:p1, i0:i1])
+                else:
+                    # read in place: copying the strip into a_pack ran x W^T and dout W
+                    # 1.07-1.2x slower (the copy costs more than its locality gains)
+                    a_strip = a[i0:i1, p0:p1]
                 _panels_product(c[i0:i1, j0:j1], a_strip, b_chunk, add)
 
 
 @njit(cache=True)
-def blas_gemm_tn(c, a, b, accumulate):
-    """gemm_tn through BLAS: float64 always, float32 on a CPU without AVX-512."""
-    if a.shape[0] == 0:  # BLAS rejects the leading dimension of an empty operand
+def gemm_through_blas(c, a, b, transpose_a, transpose_b, accumulate):
+    """:func:`gemm_in_registers` through BLAS: float64 always, float32 where the register path
+    is not taken."""
+    K = a.shape[0] if transpose_a else a.shape[1]
+    if K == 0:  # BLAS rejects the leading dimension of an empty operand
         if not accumulate:
             c[...] = 0
     else:
-        gemm(c, a, b, True, False, 1.0, 1.0 if accumulate else 0.0)
+        gemm(c, a, b, transpose_a, transpose_b, 1.0, 1.0 if accumulate else 0.0)
 
 
-def gemm_tn(c, a, b, accumulate, in_registers):
-    """c (M, N) = a (K, M)^T @ b (K, N), plus c when ``accumulate``; callable from @njit code
-    only. a, b and c need unit stride along their last axis (row-major arrays and their row or
-    column blocks). float32 products of at least MIN_WORK multiply-adds run
-    :func:`register_gemm_tn` when ``in_registers`` (pass ``TN_IN_REGISTERS``); others, and
-    float64, :func:`blas_gemm_tn`."""
-    raise NotImplementedError("gemm_tn is only callable from @njit code")
+def packed_gemm(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
+    """c (M, N) = op(a) @ op(b), plus c when ``accumulate`` (op as in
+    :func:`gemm_in_registers`); callable from @njit code only. a, b and c need unit stride
+    along their last axis (row-major arrays and their row or column blocks). float32 runs
+    :func:`gemm_in_registers` when ``in_registers``; otherwise, and float64,
+    :func:`gemm_through_blas`. The caller decides on the product's size (see MIN_WORK)."""
+    raise NotImplementedError("packed_gemm is only callable from @njit code")
 
 
-@overload(gemm_tn, jit_options={"cache": True})
-def _gemm_tn_impl(c, a, b, accumulate, in_registers):
+@overload(packed_gemm, jit_options={"cache": True})
+def _packed_gemm_impl(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
     if c.dtype == types.float32:
-        def by_size(c, a, b, accumulate, in_registers):
-            if in_registers and c.shape[0] * c.shape[1] * a.shape[0] >= MIN_WORK:
-                register_gemm_tn(c, a, b, accumulate)
+        def by_flag(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
+            if in_registers:
+                gemm_in_registers(c, a, b, transpose_a, transpose_b, accumulate)
             else:
-                blas_gemm_tn(c, a, b, accumulate)
-        return by_size
-    return lambda c, a, b, accumulate, in_registers: blas_gemm_tn(c, a, b, accumulate)
+                gemm_through_blas(c, a, b, transpose_a, transpose_b, accumulate)
+        return by_flag
+    return lambda c, a, b, transpose_a, transpose_b, accumulate, in_registers: \
+        gemm_through_blas(c, a, b, transpose_a, transpose_b, accumulate)
+
+
+@njit(cache=True)
+def gemm_tn(c, a, b, accumulate, in_registers):
+    """c (M, N) = a (K, M)^T @ b (K, N), plus c when ``accumulate`` (dW = dout^T x): through
+    :func:`packed_gemm`, in registers when ``in_registers`` (pass ``TN_IN_REGISTERS``) and the
+    product has at least MIN_WORK multiply-adds."""
+    big = c.shape[0] * c.shape[1] * a.shape[0] >= MIN_WORK
+    packed_gemm(c, a, b, True, False, accumulate, in_registers and big)

@@ -201,9 +201,11 @@ def test_softmax_grad_epilogue_rejects_p_of_another_layout():
                               np.ones((4, 9), np.float32)[:, :8], np.zeros(4, np.float32))
 
 
-def test_only_avx512_cpus_take_the_register_kernel():
+def test_avx512_and_avx2_fma_cpus_take_the_register_kernel():
     assert tile_products_in_registers("+sse4.2,+avx2,+avx512f,+avx512bw,-amx-tile")
-    assert not tile_products_in_registers("+sse4.2,+avx2,+fma,-avx512f,-avx512bw")
+    assert tile_products_in_registers("+sse4.2,+avx2,+fma,-avx512f,-avx512bw")
+    assert not tile_products_in_registers("+sse4.2,+avx2,-fma,-avx512f")
+    assert not tile_products_in_registers("+sse4.2,+avx,-avx2,+fma")
     assert not tile_products_in_registers("")
 
 

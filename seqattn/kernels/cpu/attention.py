@@ -235,8 +235,8 @@ def _transpose_key_panels(panels, x):
 
 def _panel_width(dtype, block_k):
     """Keys per panel for products over whole tiles (the backward's, the weights'): the register
-    kernel's block width (WIDE) for float32 on AVX-512 CPUs, else the whole key block (BLAS
-    takes one product per tile)."""
+    kernel's block width (WIDE) for float32 where it runs (``register_gemm.IN_REGISTERS``),
+    else the whole key block (BLAS takes one product per tile)."""
     if dtype == np.float32 and IN_REGISTERS and block_k % WIDE == 0:
         return WIDE
     return block_k

@@ -5,7 +5,7 @@ only 256 bits wide on Intel's server cores, so the kernels that must run 16 lane
 in IR."""
 from llvmlite import binding, ir
 from numba import types
-from numba.core import cgutils
+from numba.core import cgutils, config
 from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 
@@ -22,8 +22,23 @@ def has_avx512(cpu_features):
     return "+avx512f" in cpu_features.split(",")
 
 
-# The host CPU's, read once: the kernels choose their code at compile time from it.
-AVX512 = has_avx512(binding.get_host_cpu_features().flatten())
+def has_avx2_fma(cpu_features):
+    """Whether ``cpu_features`` include AVX2 and FMA: 16 registers of 8 floats, fused
+    multiply-adds (Haswell and Zen on)."""
+    features = cpu_features.split(",")
+    return "+avx2" in features and "+fma" in features
+
+
+def target_features():
+    """The features of the CPU that Numba compiles for: the host's, or those that
+    NUMBA_CPU_FEATURES names (Numba's own setting, with NUMBA_CPU_NAME, for code cached for
+    other machines; tests/test_avx2_kernels.py compiles for AVX2 with it)."""
+    return config.CPU_FEATURES or binding.get_host_cpu_features().flatten()
+
+
+# Read once: the kernels choose their code at compile time from them.
+HOST_FEATURES = target_features()
+AVX512 = has_avx512(HOST_FEATURES)
 
 
 def declare(module, name, ret, args):

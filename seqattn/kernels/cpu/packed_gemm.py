@@ -25,14 +25,14 @@ strip of MC rows of a^T is transposed into a row-major buffer (register_gemm rea
 is read in place. The first chunk writes or accumulates into c as asked; the others
 accumulate.
 
-The register path is taken where it was measured faster, float32 on a CPU with AVX-512 (as
-register_gemm decides, ``IN_REGISTERS``) with OpenBLAS as the BLAS library: dW always
-(``TN_IN_REGISTERS``), x W^T and dout W only where OpenBLAS's kernel is narrower than AVX-512
-(``NT_NN_IN_REGISTERS``, from the kernel family OpenBLAS names, ``blas_library.CORENAME``). MKL
-(when installed, ``blas_library``) ran dW 1.03-1.4x as fast as this driver, so with MKL, on CPUs
-without AVX-512 and for float64 (gradient checks), the products are BLAS's. The choices are
-passed to :func:`packed_gemm` at run time: code cached on disk must not keep the library of the
-process that compiled it.
+The register path is taken where it was measured faster, float32 on a CPU with AVX-512 (where
+register_gemm runs 12 x 32 blocks in registers; its AVX2 blocks were not measured here) with
+OpenBLAS as the BLAS library: dW always (``TN_IN_REGISTERS``), x W^T and dout W only where
+OpenBLAS's kernel is narrower than AVX-512 (``NT_NN_IN_REGISTERS``, from the kernel family
+OpenBLAS names, ``blas_library.CORENAME``). MKL (when installed, ``blas_library``) ran dW
+1.03-1.4x as fast as this driver, so with MKL, on CPUs without AVX-512 and for float64
+(gradient checks), the products are BLAS's. The choices are passed to :func:`packed_gemm` at
+run time: code cached on disk must not keep the library of the process that compiled it.
 """
 import numpy as np
 from numba import njit, types
@@ -40,6 +40,7 @@ from numba.extending import overload
 
 from .blas_gemm import gemm
 from .blas_library import CORENAME, LIBRARY, OPENBLAS
+from .llvm_vectors import AVX512
 from .register_gemm import IN_REGISTERS, WIDE, register_gemm, transpose
 
 # Rows of the inner dimension per chunk: a 12 x KC strip of a (12 KiB) stays in L1 (32 KiB on
@@ -58,7 +59,7 @@ MC = 96
 # kernel they ran 1.06-1.14x as fast at 2^13 multiply-adds (8 x 32 x 32), 1.3-2.7x from 2^16.
 MIN_WORK = 1 << 24
 # Whether float32 products take the register path in this process (see the module docstring).
-TN_IN_REGISTERS = IN_REGISTERS and LIBRARY == OPENBLAS
+TN_IN_REGISTERS = AVX512 and IN_REGISTERS and LIBRARY == OPENBLAS
 # OpenBLAS's kernel families (as of 0.3.30) that run AVX-512 at its full width.
 WIDE_OPENBLAS_KERNELS = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
 
@@ -94,8 +95,8 @@ def _copy_into_panels(panels, src):
 def _panels_product(c, a, panels, accumulate):
     """c (M, N) = a (M, K) @ b (K, N) (plus c when ``accumulate``), b given as panels (P, K,
     WIDE) with N <= P * WIDE; callable from @njit code only. The register kernel reads the
-    panels as they are; without AVX-512 (where register_gemm is BLAS's, which takes 2-D
-    operands) one product per panel."""
+    panels as they are; where register_gemm is BLAS's (which takes 2-D operands), one product
+    per panel."""
     raise NotImplementedError("_panels_product is only callable from @njit code")
 
 

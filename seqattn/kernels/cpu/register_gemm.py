@@ -18,9 +18,11 @@ there against 0.09 for a second pass over the row (24 x 512 x 64, 1 thread, Inte
 
 Layout: b and c must have unit stride along their last axis (rows of C-contiguous arrays and
 their row or column slices do); a may have any strides, so a transposed view (``p.T``) is read
-without a copy. On a CPU without AVX-512 (16 vector registers of 8 floats) the 24 accumulators
-would spill to the stack, so there float32 calls BLAS as float64 always does: the choice is
-made once, from the host CPU's features.
+without a copy. On a CPU with AVX2 and FMA but not AVX-512 (16 registers of 8 floats), where
+24 accumulators would spill, the blocks are 6 rows x 16 floats (12 registers); there the
+attention forward ran 1.75-2.1x and a forward + backward 1.14-1.37x as fast as with OpenBLAS's
+products (BENCHMARKS.md). Elsewhere, and for float64, the products are BLAS's. The choice is
+made once, from the features of the CPU that Numba compiles for.
 """
 import numpy as np
 from llvmlite import ir
@@ -30,8 +32,9 @@ from numba.extending import intrinsic, overload
 
 from .blas_gemm import gemm
 from .softmax_rows import exp_shifted, softmax_grad_row, vector_exp
-from .llvm_vectors import (AVX512, F32, I32, LANES, MASK, VEC, declare, has_avx512, lanes_below,
-                           masked_load, masked_store, splat, vector_at)
+from .llvm_vectors import (AVX512, F32, HOST_FEATURES, I32, LANES, MASK, VEC, declare,
+                           has_avx2_fma, has_avx512, lanes_below, masked_load, masked_store, splat,
+                           vector_at)
 
 
 # What the product does with its values before storing them (without accumulate), given per-row
@@ -49,17 +52,24 @@ def _grow_lane_max(builder, lane_max_addr, values, masks, R, vectors):
     """lane_max[r] = max(lane_max[r], the block's values of row r), lanes past the product's
     columns (off in masks) left out: the row maxima while the values are in registers.
 
-    AVX-512's max (this kernel runs only where the CPU has it), merge-masked: one instruction
-    per vector, where llvm.maxnum's NaN rules took three and the masking a fourth. The scores
-    hold no NaN (the ops turn NaN in data into masks)."""
-    maximum = declare(builder.module, "llvm.x86.avx512.max.ps.512", VEC, [VEC, VEC, I32])
+    On AVX-512, its max merge-masked: one instruction per vector, where llvm.maxnum's NaN rules
+    took three and the masking a fourth. On AVX2 a compare and select, which x86's max is. The
+    scores hold no NaN (the ops turn NaN in data into masks)."""
+    if AVX512:
+        avx512_max = declare(builder.module, "llvm.x86.avx512.max.ps.512", VEC, [VEC, VEC, I32])
+
+        def maximum(x, y):
+            return builder.call(avx512_max, [x, y, ir.Constant(I32, CURRENT)])
+    else:
+        def maximum(x, y):
+            return builder.select(builder.fcmp_ordered(">", x, y), x, y)
     lanes = builder.inttoptr(lane_max_addr, F32.as_pointer())
     for r in range(R):
         at = builder.bitcast(builder.gep(lanes, [ir.Constant(lane_max_addr.type, LANES * r)]),
                              VEC.as_pointer())
         best = builder.load(at, align=4)
         for w in range(vectors):
-            grown = builder.call(maximum, [values[(r, w)], best, ir.Constant(I32, CURRENT)])
+            grown = maximum(values[(r, w)], best)
             best = builder.select(masks[w], grown, best)
         builder.store(best, at, align=4)
 
@@ -68,7 +78,7 @@ def _grow_lane_max(builder, lane_max_addr, values, masks, R, vectors):
 CURRENT = 4
 
 
-def _block_product(R, vectors):
+def _block_product(R, vectors, full=False):
     """An intrinsic for one block of exactly R rows and at most LANES * vectors columns:
     c = f(alpha * a @ b) (+ c when accumulate), given addresses and strides in elements:
     (c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha, accumulate, epilogue, rows, other).
@@ -95,10 +105,25 @@ def _block_product(R, vectors):
             def const(value):
                 return ir.Constant(intp, value)
 
-            masks = [lanes_below(builder, builder.sub(n, const(LANES * w)))
-                     for w in range(vectors)]
             zero = cgutils.get_null_value(VEC)
             align = ir.Constant(I32, 4)
+            if full:
+                masks = [ir.Constant(MASK, [1] * LANES)] * vectors
+
+                def load_vector(at, mask):
+                    return builder.load(at, align=4)
+
+                def store_vector(value, at, mask):
+                    builder.store(value, at, align=4)
+            else:
+                masks = [lanes_below(builder, builder.sub(n, const(LANES * w)))
+                         for w in range(vectors)]
+
+                def load_vector(at, mask):
+                    return builder.call(load, [at, align, mask, zero])
+
+                def store_vector(value, at, mask):
+                    builder.call(store, [value, at, align, mask])
 
             entry = builder.basic_block
             loop = builder.append_basic_block("block.loop")
@@ -112,9 +137,8 @@ def _block_product(R, vectors):
                 for phi in row:
                     phi.add_incoming(zero, entry)
             b_at = builder.mul(k, b_row)
-            b_vectors = [builder.call(load, [vector_at(builder, b_data,
-                                                       builder.add(b_at, const(LANES * w))),
-                                             align, masks[w], zero])
+            b_vectors = [load_vector(vector_at(builder, b_data,
+                                               builder.add(b_at, const(LANES * w))), masks[w])
                          for w in range(vectors)]
             a_at = builder.mul(k, a_step)
             summed = []
@@ -152,22 +176,19 @@ def _block_product(R, vectors):
                 values = {}
                 for r, w, total in totals:
                     value = finish(r, w, builder.fmul(total, scale))
-                    builder.call(store, [value, vector_at(builder, c_data, offset_of(r, w)),
-                                         align, masks[w]])
+                    store_vector(value, vector_at(builder, c_data, offset_of(r, w)), masks[w])
                     values[(r, w)] = value
                 return values
 
             def added_to_c(r, w, value):
-                old = builder.call(load, [vector_at(builder, c_data, offset_of(r, w)), align,
-                                          masks[w], zero])
+                old = load_vector(vector_at(builder, c_data, offset_of(r, w)), masks[w])
                 return builder.fadd(value, old)
 
             def exp_shifted(r, w, value):
-                return vector_exp(builder, builder.fsub(value, row_operand(r)), True)
+                return vector_exp(builder, builder.fsub(value, row_operand(r)), AVX512)
 
             def softmax_grad(r, w, value):
-                p = builder.call(load, [vector_at(builder, other_data, offset_of(r, w)), align,
-                                        masks[w], zero])
+                p = load_vector(vector_at(builder, other_data, offset_of(r, w)), masks[w])
                 return builder.fmul(p, builder.fsub(value, row_operand(r)))
 
             def kind_is(kind):
@@ -198,64 +219,79 @@ def _block_product(R, vectors):
     return block_product
 
 
-# Row blocks per width: the full block, then smaller ones for the last rows of a product.
-_W2_R12, _W2_R6, _W2_R3, _W2_R1 = (_block_product(R, 2) for R in (12, 6, 3, 1))
-_W1_R12, _W1_R6, _W1_R3, _W1_R1 = (_block_product(R, 1) for R in (12, 6, 3, 1))
+# The block shapes per CPU. AVX-512 (32 registers of 16 floats): 12 rows x 2 vectors, which
+# measured 1.0-1.45x faster than 6 rows x 4 vectors on the tile products (single-threaded,
+# Intel Xeon): per step of k it loads half as much of b, the operand that streams from L2, for
+# the same 24 multiply-adds. AVX2 with FMA (16 registers of 8 floats; LLVM splits each
+# <16 x float> in two): 6 rows x 1 vector, 12 accumulators, b's two halves and a broadcast,
+# loaded without masks (AVX2's masked loads took the mask out of registers on every step, and
+# the accumulators spilled: 45 GFLOP/s against 74-84 unmasked, 6 x 16 blocks on 240 x 512 x 64
+# to 240 x 64 x 512, 1 thread, AMD EPYC Zen 3). Rows past the last full block take smaller
+# blocks, columns past the last full block masked ones.
+if AVX512:
+    ROWS, VECTORS, TAIL_ROWS = 12, 2, (6, 3, 1)
+else:
+    ROWS, VECTORS, TAIL_ROWS = 6, 1, (3, 2, 1)
+WIDE = VECTORS * LANES
+# Full blocks (all WIDE columns) and narrow ones (at most LANES columns, masked), by rows.
+_FULL = tuple(_block_product(R, VECTORS, full=not AVX512) for R in (ROWS, *TAIL_ROWS))
+_NARROW = tuple(_block_product(R, 1) for R in (ROWS, *TAIL_ROWS))
+_FULL_R0, _FULL_R1, _FULL_R2, _FULL_R3 = _FULL
+_NARROW_R0, _NARROW_R1, _NARROW_R2, _NARROW_R3 = _NARROW
+_R0, (_R1, _R2, _R3) = ROWS, TAIL_ROWS
+# Columns that the full blocks take: on AVX-512 any block of more than one vector (their
+# loads are masked there at no cost), on AVX2 only whole ones.
+_FULL_FROM = LANES + 1 if AVX512 else WIDE
 _BYTES = 4
-# Columns per block: 12 rows x 2 vectors measured 1.0-1.45x faster than 6 rows x 4 vectors on
-# the tile products (single-threaded, Intel Xeon): per step of k it loads half as much of b,
-# the operand that streams from L2, for the same 24 multiply-adds.
-WIDE = 2 * LANES
-ROWS = 12
 
 
 @njit(cache=True)
 def _columns_product(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha, accumulate,
                      epilogue, row_operands, other):
-    """One block of at most WIDE columns over all rows, in row blocks of 12, 6, 3, 1."""
+    """One block of at most WIDE columns over all rows, in row blocks of ROWS, then TAIL_ROWS."""
     i = 0
-    if n > LANES:
-        while rows - i >= 12:
-            _W2_R12(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                    b_row, n, depth, alpha, accumulate, epilogue,
-                    _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
-            i += 12
-        if rows - i >= 6:
-            _W2_R6(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, epilogue,
-                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
-            i += 6
-        if rows - i >= 3:
-            _W2_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, epilogue,
-                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
-            i += 3
+    if n >= _FULL_FROM:
+        while rows - i >= _R0:
+            _FULL_R0(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                     b_row, n, depth, alpha, accumulate, epilogue,
+                     _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
+            i += _R0
+        if rows - i >= _R1:
+            _FULL_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                     b_row, n, depth, alpha, accumulate, epilogue,
+                     _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
+            i += _R1
+        if rows - i >= _R2:
+            _FULL_R2(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                     b_row, n, depth, alpha, accumulate, epilogue,
+                     _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
+            i += _R2
         while i < rows:
-            _W2_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, epilogue,
-                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
-            i += 1
+            _FULL_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                     b_row, n, depth, alpha, accumulate, epilogue,
+                     _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
+            i += _R3
     else:
-        while rows - i >= 12:
-            _W1_R12(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                    b_row, n, depth, alpha, accumulate, epilogue,
-                    _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
-            i += 12
-        if rows - i >= 6:
-            _W1_R6(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, epilogue,
-                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
-            i += 6
-        if rows - i >= 3:
-            _W1_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, epilogue,
-                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
-            i += 3
+        while rows - i >= _R0:
+            _NARROW_R0(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                       b_row, n, depth, alpha, accumulate, epilogue,
+                       _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
+            i += _R0
+        if rows - i >= _R1:
+            _NARROW_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                       b_row, n, depth, alpha, accumulate, epilogue,
+                       _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
+            i += _R1
+        if rows - i >= _R2:
+            _NARROW_R2(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                       b_row, n, depth, alpha, accumulate, epilogue,
+                       _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
+            i += _R2
         while i < rows:
-            _W1_R1(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
-                   b_row, n, depth, alpha, accumulate, epilogue,
-                   _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
-            i += 1
+            _NARROW_R3(c + i * c_row * _BYTES, c_row, a + i * a_row * _BYTES, a_row, a_step, b,
+                       b_row, n, depth, alpha, accumulate, epilogue,
+                       _rows_at(epilogue, row_operands, i), _other_at(other, c_row, i))
+            i += _R3
 
 
 @njit(inline="always")
@@ -354,17 +390,17 @@ def _register_gemm_f32(c, a, b, alpha, accumulate, epilogue, row_operands, other
 
 
 def tile_products_in_registers(cpu_features):
-    """Whether float32 products take the register-blocked kernel: only with AVX-512's 32
-    registers of 16 floats (``cpu_features`` as LLVM writes them: "+avx512f,-amx-tile,...")."""
-    return has_avx512(cpu_features)
+    """Whether float32 products take the register-blocked kernel: with AVX-512 or with AVX2 and
+    FMA (``cpu_features`` as LLVM writes them: "+avx512f,-amx-tile,...")."""
+    return has_avx512(cpu_features) or has_avx2_fma(cpu_features)
 
 
-IN_REGISTERS = AVX512
+IN_REGISTERS = tile_products_in_registers(HOST_FEATURES)
 
 
 @njit(cache=True)
 def blas_product(c, a, b, alpha, accumulate):
-    """register_gemm through BLAS: float64 always, float32 on a CPU without AVX-512."""
+    """register_gemm through BLAS: float64 always, float32 where ``IN_REGISTERS`` is False."""
     beta = 1.0 if accumulate else 0.0
     rows, depth = a.shape
     if depth == 0:  # BLAS rejects the leading dimension of an empty operand
@@ -380,8 +416,9 @@ def blas_product(c, a, b, alpha, accumulate):
 
 def register_gemm(c, a, b, alpha, accumulate):
     """c (M, N) = alpha * a (M, K) @ b (K, N), plus c when ``accumulate``; callable from @njit
-    code only. float32 runs the register-blocked kernel above where the CPU has AVX-512
-    (``IN_REGISTERS``); otherwise, and for float64 (gradient checks), :func:`blas_product`.
+    code only. float32 runs the register-blocked kernel above where the CPU has AVX-512, or
+    AVX2 and FMA (``IN_REGISTERS``); otherwise, and for float64 (gradient checks),
+    :func:`blas_product`.
     b and c need unit stride along their last axis; a may be any strided view."""
     raise NotImplementedError("register_gemm is only callable from @njit code")
 

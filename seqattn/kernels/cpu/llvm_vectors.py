@@ -1,8 +1,8 @@
 """Building blocks for the CPU kernels written in LLVM IR with explicit <16 x float> vectors
 (register_gemm, softmax_rows, structured_bias_rows): the vector types, intrinsic declarations,
-broadcasts and tail masks, and whether the host has AVX-512. Numba's own loops are vectorised
-only 256 bits wide on Intel's server cores, so the kernels that must run 16 lanes wide say so
-in IR."""
+broadcasts and tail masks, and whether the CPU that Numba compiles for has AVX-512. Numba's own
+loops are vectorised only 256 bits wide on Intel's server cores, so the kernels that must run
+16 lanes wide say so in IR."""
 from llvmlite import binding, ir
 from numba import types
 from numba.core import cgutils, config
@@ -37,8 +37,8 @@ def target_features():
 
 
 # Read once: the kernels choose their code at compile time from them.
-HOST_FEATURES = target_features()
-AVX512 = has_avx512(HOST_FEATURES)
+TARGET_FEATURES = target_features()
+AVX512 = has_avx512(TARGET_FEATURES)
 
 
 def declare(module, name, ret, args):

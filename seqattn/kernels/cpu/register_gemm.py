@@ -32,7 +32,7 @@ from numba.extending import intrinsic, overload
 
 from .blas_gemm import gemm
 from .softmax_rows import exp_shifted, softmax_grad_row, vector_exp
-from .llvm_vectors import (AVX512, F32, HOST_FEATURES, I32, LANES, MASK, VEC, declare,
+from .llvm_vectors import (AVX512, F32, I32, LANES, MASK, TARGET_FEATURES, VEC, declare,
                            has_avx2_fma, has_avx512, lanes_below, masked_load, masked_store, splat,
                            vector_at)
 
@@ -395,7 +395,7 @@ def tile_products_in_registers(cpu_features):
     return has_avx512(cpu_features) or has_avx2_fma(cpu_features)
 
 
-IN_REGISTERS = tile_products_in_registers(HOST_FEATURES)
+IN_REGISTERS = tile_products_in_registers(TARGET_FEATURES)
 
 
 @njit(cache=True)

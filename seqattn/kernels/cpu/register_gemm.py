@@ -425,9 +425,20 @@ def register_gemm(c, a, b, alpha, accumulate):
 
 @overload(register_gemm, jit_options={"cache": True})
 def _register_gemm_impl(c, a, b, alpha, accumulate):
-    if c.dtype == types.float32 and IN_REGISTERS:
+    if c.dtype == types.float32 and IN_REGISTERS and (AVX512 or b.ndim == 3):
         return lambda c, a, b, alpha, accumulate: _register_gemm_f32(c, a, b, alpha, accumulate,
                                                                      PLAIN, 0, 0)
+    if c.dtype == types.float32 and IN_REGISTERS:
+        def avx2_blocks_or_blas(c, a, b, alpha, accumulate):
+            # A transposed a (the attention backward's P^T dO and dS^T q) through BLAS: the
+            # 6 x 16 blocks broadcast its 6 values a step from one row of the tile, and ran
+            # such products at 54-90 GFLOP/s against OpenBLAS's 87-100 (compiled for AVX2,
+            # BENCHMARKS.md)
+            if a.strides[0] == a.itemsize and a.shape[0] > 1:
+                blas_product(c, a, b, alpha, accumulate)
+            else:
+                _register_gemm_f32(c, a, b, alpha, accumulate, PLAIN, 0, 0)
+        return avx2_blocks_or_blas
     return lambda c, a, b, alpha, accumulate: blas_product(c, a, b, alpha, accumulate)
 
 

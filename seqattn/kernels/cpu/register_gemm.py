@@ -19,10 +19,11 @@ there against 0.09 for a second pass over the row (24 x 512 x 64, 1 thread, Inte
 Layout: b and c must have unit stride along their last axis (rows of C-contiguous arrays and
 their row or column slices do); a may have any strides, so a transposed view (``p.T``) is read
 without a copy. On a CPU with AVX2 and FMA but not AVX-512 (16 registers of 8 floats), where
-24 accumulators would spill, the blocks are 6 rows x 16 floats (12 registers); there the
-attention forward ran 1.75-2.1x and a forward + backward 1.14-1.37x as fast as with OpenBLAS's
-products (BENCHMARKS.md). Elsewhere, and for float64, the products are BLAS's. The choice is
-made once, from the features of the CPU that Numba compiles for.
+24 accumulators would spill, the blocks are 6 rows x 16 floats (12 registers), and a plain
+product of a transposed a goes to BLAS; there the attention forward ran 1.75-2.1x and a forward
+with its backward 1.17-1.38x as fast as with OpenBLAS's products (BENCHMARKS.md). Elsewhere,
+and for float64, the products are BLAS's. The choice is made once, from the features of the CPU
+that Numba compiles for.
 """
 import numpy as np
 from llvmlite import ir

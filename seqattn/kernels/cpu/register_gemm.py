@@ -418,8 +418,8 @@ def blas_product(c, a, b, alpha, accumulate):
 def register_gemm(c, a, b, alpha, accumulate):
     """c (M, N) = alpha * a (M, K) @ b (K, N), plus c when ``accumulate``; callable from @njit
     code only. float32 runs the register-blocked kernel above where the CPU has AVX-512, or
-    AVX2 and FMA (``IN_REGISTERS``); otherwise, and for float64 (gradient checks),
-    :func:`blas_product`.
+    AVX2 and FMA (``IN_REGISTERS``; there a transposed a goes to BLAS); otherwise, and for
+    float64 (gradient checks), :func:`blas_product`.
     b and c need unit stride along their last axis; a may be any strided view."""
     raise NotImplementedError("register_gemm is only callable from @njit code")
 

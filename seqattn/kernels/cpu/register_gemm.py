@@ -85,7 +85,8 @@ def _block_product(R, vectors, full=False):
     (c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha, accumulate, epilogue, rows, other).
     Without accumulate, ``epilogue`` picks f (see EPILOGUES): rows is the address of the
     block's first row of per-row operands, other that of the block's first value of a tile laid
-    out as c (SOFTMAX_GRAD's p), each 0 where unused."""
+    out as c (SOFTMAX_GRAD's p), each 0 where unused. ``full``: exactly LANES * vectors
+    columns (the caller guarantees it), loaded and stored without masks."""
     @intrinsic
     def block_product(typingctx, c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
                       accumulate, epilogue, rows, other):

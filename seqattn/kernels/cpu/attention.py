@@ -35,8 +35,12 @@ from collections import namedtuple
 import numpy as np
 from numba import njit, prange
 
+from .amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_configuration,
+                        tile_release)
 from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
+from .bf16x3_gemm import (TERMS, TILE_DEPTH, keys_as_columns, product_32x32,
+                          rows_as_depth, split_probabilities, split_rows)
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .host_caches import L2_BYTES
@@ -84,6 +88,10 @@ FORWARD_BLOCK_Q = forward_block_q(L2_BYTES)
 # keys (26 KiB) were no faster: 0.98-1.01x at N 4096 D 64, 0.94-0.96x at B 8 H 8 N 1024 D 32
 # (same method as above); the strip's scores are written once and read twice from L2 there.
 STRIP_ROWS = 24
+# The forward's products run on AMX tiles where the CPU has them (bf16x3_gemm.py), in strips of
+# two tile rows.
+FORWARD_ON_TILES = AMX_BF16
+TILE_STRIP = 2 * TILE_ROWS
 # Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all
 # fall into the same two of L1's 64 sets, so the products that read a tile 12 rows at a time
 # (P v, dS k, P^T dO, dS^T q) evict their own lines; one more cache line per row spreads them
@@ -354,27 +362,44 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
             # reference counts) for nothing
             plain = band_only and _inside_band(r1 - r0, j1 - j0, i0 + r0, j0, off, left, right)
             modified = not plain and _modify_scores(s, b, h, i0 + r0, j0, off, mods)
-            for r in range(r1 - r0):
-                m_old = running_max[r0 + r]
-                m_new = max(m_old, row_max(s[r] if modified else lane_max[r]))
-                if m_new == NEG_INF:  # nothing visible yet: contribute nothing (test: empty rows)
-                    s[r, :] = 0
-                    continue
-                correction = exp_scalar(m_old - m_new)
-                running_sum[r0 + r] = running_sum[r0 + r] * correction + exp_shifted(s[r], m_new)
-                if correction != 1:
-                    acc[r0 + r] *= correction
-                running_max[r0 + r] = m_new
+            _fold_strip(s, lane_max, modified, running_max[r0:r1], running_sum[r0:r1],
+                        acc[r0:r1])
             register_gemm(acc[r0:r1], s, v[b, hk, j0:j1], 1.0, True)  # acc += P v
-    for r in range(rows):
+    _write_rows(out, lse, acc, running_max, running_sum, b, h, i0)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _fold_strip(s, lane_max, modified, running_max, running_sum, acc):
+    """The online softmax of a strip of scores s (rows, keys), in place: each row's running
+    max and sum take in its new keys, acc's row is rescaled to the new max, and s turns into
+    exp(s - max) (0 in rows that see no key yet). The row maxima come from lane_max (the score
+    product's) unless a score modification changed the scores."""
+    for r in range(s.shape[0]):
+        m_old = running_max[r]
+        m_new = max(m_old, row_max(s[r] if modified else lane_max[r]))
+        if m_new == NEG_INF:  # nothing visible yet: contribute nothing (test: empty rows)
+            s[r, :] = 0
+            continue
+        correction = exp_scalar(m_old - m_new)
+        running_sum[r] = running_sum[r] * correction + exp_shifted(s[r], m_new)
+        if correction != 1:
+            acc[r] *= correction
+        running_max[r] = m_new
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _write_rows(out, lse, acc, running_max, running_sum, b, h, i0):
+    """out[b, h, i0 + r] = acc[r] / sum and lse = max + log(sum) for the rows of a query block
+    (running_max's length); zeros and lse -inf for a row that sees no key, never NaN."""
+    for r in range(running_max.shape[0]):
         total = running_sum[r]
         out_row = out[b, h, i0 + r]
         if total > 0:
             # element by element: ``acc[r] / total`` allocated a temporary row per query
-            for d in range(D):
+            for d in range(out_row.shape[0]):
                 out_row[d] = acc[r, d] / total
             lse[b, h, i0 + r] = running_max[r] + np.log(total)
-        else:  # a row that sees no key returns zeros, never NaN
+        else:
             out_row[:] = 0
             lse[b, h, i0 + r] = NEG_INF
 
@@ -391,6 +416,78 @@ def _forward_tasks(out, lse, q, kt, v, scale, block_q, strip_rows, mods):
         i0 = qb * block_q
         _forward_query_block(out, lse, q, kt, v, scale, bh // H, bh % H, i0,
                              min(i0 + block_q, N), strip_rows, mods)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _forward_query_block_on_tiles(out, lse, q_terms, k_tiles, v_tiles, config, b, h, i0, i1,
+                                  M, block_k, mods):
+    """:func:`_forward_query_block` with its two products on AMX tiles, in bf16x3
+    (bf16x3_gemm.py): q_terms holds scale * q's terms, k_tiles and v_tiles k and v as right
+    operands. A strip of TILE_STRIP rows computes the keys it may see from the 32-key column
+    before them to the one after; the scores outside them are left out of the softmax and
+    their probabilities are zero, so they add nothing to P v."""
+    N, D = out.shape[2], out.shape[3]
+    off = M - N
+    hk = h // (q_terms.shape[2] // k_tiles.shape[2])
+    rows = i1 - i0
+    left, right = mods[4], mods[5]
+    acc = np.zeros((_ceil_div(rows, TILE_STRIP) * TILE_STRIP, D), np.float32)
+    running_max = np.full(rows, NEG_INF, np.float32)
+    running_sum = np.zeros(rows, np.float32)
+    s_buf = np.empty((TILE_STRIP, block_k + ROW_PAD), np.float32)
+    p_terms = np.empty((TERMS, TILE_STRIP, block_k), np.uint16)
+    no_lane_max = np.empty((0, VECTOR_LANES), np.float32)
+    q_at = (b * q_terms.shape[2] + h) * q_terms.shape[3] * D
+    k_columns, k_depth = k_tiles.shape[3], k_tiles.shape[4]
+    k_at = (b * k_tiles.shape[2] + hk) * k_columns * k_depth * TILE_ELEMENTS
+    v_columns, v_depth = v_tiles.shape[3], v_tiles.shape[4]
+    v_at = (b * v_tiles.shape[2] + hk) * v_columns * v_depth * TILE_ELEMENTS
+    j_lo, j_hi = _visible_keys(i0, i1, off, left, right, M)
+    band_only = _band_only(mods)
+    tile_config(config)
+    for kb in range(j_lo // block_k, _ceil_div(j_hi, block_k)):
+        for r0 in range(0, rows, TILE_STRIP):
+            r1 = min(r0 + TILE_STRIP, rows)
+            strip_lo, strip_hi = _visible_keys(i0 + r0, i0 + r1, off, left, right, M)
+            j0, j1 = max(kb * block_k, strip_lo), min((kb + 1) * block_k, strip_hi)
+            if j0 >= j1:
+                continue
+            a0, a1 = j0 // TILE_DEPTH * TILE_DEPTH, _ceil_div(j1, TILE_DEPTH) * TILE_DEPTH
+            for c in range(a0, a1, TILE_DEPTH):  # S = (scale q) k^T, 32 x 32 blocks
+                product_32x32(s_buf, c - a0, s_buf.shape[1] * 4, False,
+                              q_terms, q_at + (i0 + r0) * D, D * 2,
+                              k_tiles, k_at + c // TILE_ROWS * k_depth * TILE_ELEMENTS,
+                              k_depth * TILE_ELEMENTS, k_depth)
+            s = s_buf[:r1 - r0, j0 - a0:j1 - a0]
+            if not (band_only and _inside_band(r1 - r0, j1 - j0, i0 + r0, j0, off, left, right)):
+                _modify_scores(s, b, h, i0 + r0, j0, off, mods)
+            _fold_strip(s, no_lane_max, True, running_max[r0:r1], running_sum[r0:r1],
+                        acc[r0:r1])
+            for r in range(TILE_STRIP):
+                if r < r1 - r0:
+                    split_probabilities(p_terms, r, s_buf[r, :a1 - a0], j0 - a0, j1 - a0)
+                else:
+                    p_terms[:, r, :a1 - a0] = 0
+            for c in range(0, D, TILE_DEPTH):  # acc += P v, 32 x 32 blocks
+                product_32x32(acc, r0 * D + c, D * 4, True, p_terms, 0, block_k * 2,
+                              v_tiles, v_at + c // TILE_ROWS * v_depth * TILE_ELEMENTS
+                              + a0 // TILE_DEPTH * TILE_ELEMENTS,
+                              v_depth * TILE_ELEMENTS, (a1 - a0) // TILE_DEPTH)
+    tile_release()
+    _write_rows(out, lse, acc, running_max, running_sum, b, h, i0)
+
+
+@sized_kernel(GRAIN)
+def _forward_tasks_on_tiles(out, lse, q_terms, k_tiles, v_tiles, config, M, block_q, block_k,
+                            mods):
+    B, H, N = out.shape[0], out.shape[1], out.shape[2]
+    n_blocks = _ceil_div(N, block_q)
+    for t in prange(B * H * n_blocks):
+        bh, u = t // n_blocks, t % n_blocks
+        qb = u // 2 if u % 2 == 0 else n_blocks - 1 - u // 2  # as in _forward_tasks
+        i0 = qb * block_q
+        _forward_query_block_on_tiles(out, lse, q_terms, k_tiles, v_tiles, config, bh // H,
+                                      bh % H, i0, min(i0 + block_q, N), M, block_k, mods)
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -603,11 +700,40 @@ def _query_block(call, threads, block):
     return block
 
 
+def on_tiles(call, block_k=BLOCK_K):
+    """Whether the forward of ``call`` runs its products on AMX tiles: where FORWARD_ON_TILES
+    (the CPU has them), for float32 with a head dim and key blocks of whole 32-wide tiles."""
+    return (FORWARD_ON_TILES and call.q.dtype == np.float32
+            and call.q.shape[3] % TILE_DEPTH == 0 and block_k % TILE_DEPTH == 0)
+
+
+def _forward_on_tiles(out, lse, call, threads, block_q, block_k):
+    """The forward with :func:`_forward_query_block_on_tiles`: q, k and v split into bf16x3
+    operands first (1.5 times their memory), q's rows padded by a strip, k's and v's keys to a
+    whole column of tiles."""
+    B, H, N, D = call.q.shape
+    Hkv, M = call.k.shape[1], call.k.shape[2]
+    key_columns = _ceil_div(M, TILE_DEPTH) * TILE_DEPTH
+    q_terms = np.empty((TERMS, B, H, N + TILE_STRIP, D), np.uint16)
+    split_rows(q_terms, call.q, _scale(call))
+    k_tiles = np.empty((TERMS, B, Hkv, key_columns // TILE_ROWS, D // TILE_DEPTH, TILE_ROWS,
+                        TILE_DEPTH), np.uint16)
+    keys_as_columns(k_tiles, call.k)
+    v_tiles = np.empty((TERMS, B, Hkv, D // TILE_ROWS, key_columns // TILE_DEPTH, TILE_ROWS,
+                        TILE_DEPTH), np.uint16)
+    rows_as_depth(v_tiles, call.v)
+    _forward_tasks_on_tiles.run(threads, out, lse, q_terms, k_tiles, v_tiles,
+                                tile_configuration(), M, block_q, block_k, _mods(call))
+
+
 def attention_forward(out, lse, call, block_q=None, block_k=None):
     """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call."""
     threads = _forward_tasks.threads(_score_work(call))
     block_q = block_q or _query_block(call, threads, FORWARD_BLOCK_Q)
     block_k = block_k or BLOCK_K
+    if on_tiles(call, block_k):
+        _forward_on_tiles(out, lse, call, threads, block_q, block_k)
+        return
     kt = _key_panels(call.k, block_k)
     with single_threaded_blas():
         _forward_tasks.run(threads, out, lse, call.q, kt, call.v, _scale(call), block_q,

@@ -1,0 +1,182 @@
+"""Float32 products on AMX tiles, at float32 accuracy: each float32 x is split exactly into three
+bf16 terms, x = hi + mid + lo (8 significant bits each), and a b is the sum of the six products
+of terms whose weights reach 2^-16: hi hi, hi mid, mid hi, hi lo, mid mid, lo hi (what is left
+out is below float32's rounding). Each term product is exact in TDPBF16PS's float32
+accumulator, so a product costs six tile products, and still runs at 2.7 times AVX-512's float32
+FMA peak.
+
+Operand layouts (``uint16`` arrays holding bf16 bits, the three terms stacked on axis 0):
+* a (the left operand): rows of bf16, any row stride; a tile is 16 rows x 32 depth.
+* b (the right operand): tiles of 16 depth pairs x 16 columns x 2, each tile contiguous
+  (1 KiB), as TDPBF16PS reads them; :func:`keys_as_columns` and :func:`rows_as_depth` build them
+  from the two ways attention uses k and v.
+The split truncates: hi keeps x's top 16 bits, mid those of x - hi (exact in float32), lo those
+of x - hi - mid, which has at most 8 significant bits left, so the three add up to x exactly
+(inputs below 2^-110 lose their lo term, as the tiles flush bf16 subnormals)."""
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+from .amx_tiles import (TILE_ELEMENTS, TILE_ROWS, tile_dot_bf16, tile_load, tile_store,
+                        tile_zero)
+from .threads import sized_kernel
+
+TERMS = 3
+TILE_DEPTH = 32  # bf16 values along the depth of a tile
+# Elements split per thread: a pass over memory, as attention's transposes of k and v.
+SPLIT_GRAIN = 2 ** 20
+
+
+@intrinsic
+def truncated(typingctx, x):
+    """The float32 x with the low 16 bits of its significand cleared: a bf16 value."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        bits = builder.bitcast(args[0], ir.IntType(32))
+        high = builder.and_(bits, ir.Constant(ir.IntType(32), 0xFFFF0000))
+        return builder.bitcast(high, ir.FloatType())
+
+    return types.float32(x), codegen
+
+
+@intrinsic
+def bf16_bits(typingctx, x):
+    """The top 16 bits of the float32 x (the bf16 of :func:`truncated`), as uint16."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        bits = builder.bitcast(args[0], ir.IntType(32))
+        return builder.trunc(builder.lshr(bits, ir.Constant(ir.IntType(32), 16)),
+                             ir.IntType(16))
+
+    return types.uint16(x), codegen
+
+
+@njit(inline="always")
+def split_terms(x):
+    """(hi, mid, lo): the bf16 bits of the three terms of the float32 x."""
+    hi = truncated(x)
+    rest = x - hi
+    mid = truncated(rest)
+    return bf16_bits(hi), bf16_bits(mid), bf16_bits(rest - mid)
+
+
+@njit(cache=True)
+def split_probabilities(terms, row, x, first, stop):
+    """terms[:, row, :len(x)] = the three terms of x[first:stop] (contiguous float32), zero
+    outside it: a row of probabilities as a left operand whose keys outside [first, stop) add
+    nothing."""
+    hi, mid, lo = terms[0, row], terms[1, row], terms[2, row]
+    for c in range(x.shape[0]):
+        value = x[c] if first <= c < stop else np.float32(0)
+        hi[c], mid[c], lo[c] = split_terms(value)
+
+
+@sized_kernel(SPLIT_GRAIN, work=lambda terms, x, scale: x.size)
+def split_rows(terms, x, scale):
+    """terms (3, B, H, R, D): the terms of scale * x (B, H, N, D), rows N .. R - 1 zero (a
+    left operand padded to whole tiles)."""
+    B, H, N, D = x.shape
+    R = terms.shape[3]
+    for t in prange(B * H):
+        b, h = t // H, t % H
+        for n in range(R):
+            for d in range(D):
+                value = scale * x[b, h, n, d] if n < N else np.float32(0)
+                terms[0, b, h, n, d], terms[1, b, h, n, d], terms[2, b, h, n, d] = \
+                    split_terms(value)
+
+
+@sized_kernel(SPLIT_GRAIN, work=lambda tiles, x: x.size)
+def keys_as_columns(tiles, x):
+    """tiles (3, B, H, R // 16, D // 32, 16, 32): x (B, H, M, D) as the right operand of
+    a @ x^T (a product over D; x's rows are its columns, rows M .. R - 1 zero). Tile (c, s)
+    holds columns 16 c .. 16 c + 15 over depth 32 s .. 32 s + 31."""
+    B, H, M, D = x.shape
+    n_columns, n_depth = tiles.shape[3], tiles.shape[4]
+    for t in prange(B * H * n_columns):
+        b, h, c = t // (H * n_columns), t // n_columns % H, t % n_columns
+        for s in range(n_depth):
+            for pair in range(TILE_ROWS):
+                for col in range(TILE_ROWS):
+                    m = c * TILE_ROWS + col
+                    for e in range(2):
+                        value = x[b, h, m, s * TILE_DEPTH + 2 * pair + e] if m < M \
+                            else np.float32(0)
+                        hi, mid, lo = split_terms(value)
+                        at = 2 * col + e
+                        tiles[0, b, h, c, s, pair, at] = hi
+                        tiles[1, b, h, c, s, pair, at] = mid
+                        tiles[2, b, h, c, s, pair, at] = lo
+
+
+@sized_kernel(SPLIT_GRAIN, work=lambda tiles, x: x.size)
+def rows_as_depth(tiles, x):
+    """tiles (3, B, H, D // 16, R // 32, 16, 32): x (B, H, M, D) as the right operand of
+    p @ x (a product over M, rows M .. R - 1 zero). Tile (c, s) holds columns 16 c .. 16 c + 15
+    over depth (x's rows) 32 s .. 32 s + 31."""
+    B, H, M, D = x.shape
+    n_columns, n_depth = tiles.shape[3], tiles.shape[4]
+    for t in prange(B * H * n_depth):
+        b, h, s = t // (H * n_depth), t // n_depth % H, t % n_depth
+        for c in range(n_columns):
+            for pair in range(TILE_ROWS):
+                for e in range(2):
+                    m = s * TILE_DEPTH + 2 * pair + e
+                    for col in range(TILE_ROWS):
+                        value = x[b, h, m, c * TILE_ROWS + col] if m < M else np.float32(0)
+                        hi, mid, lo = split_terms(value)
+                        at = 2 * col + e
+                        tiles[0, b, h, c, s, pair, at] = hi
+                        tiles[1, b, h, c, s, pair, at] = mid
+                        tiles[2, b, h, c, s, pair, at] = lo
+
+
+@njit(cache=True)
+def product_32x32(c, c_at, c_row_bytes, accumulate, a, a_at, a_row_bytes, b, b_at,
+                  b_column_step, depth_steps):
+    """A 32 x 32 float32 block of c (rows c_row_bytes apart, from element c_at) = (or += when
+    accumulate) a[:, rows] @ b over depth_steps x 32 depth, in six tile products per term
+    pair. a: (3, ...) term rows from element a_at, a_row_bytes apart; b: (3, ...) tiles from
+    element b_at, the next column block b_column_step elements on, depth steps contiguous.
+
+    Tiles 0-3 hold c's four 16 x 16 blocks for the whole depth, 4-5 a's two row blocks and 6-7
+    b's two column blocks: a term of a stays in its tiles while the terms of b it meets go by,
+    18 tile loads for 24 products."""
+    a_term, b_term = a[0].size, b[0].size
+    c_next_rows = TILE_ROWS * (c_row_bytes // 4)
+    a_next_rows = TILE_ROWS * (a_row_bytes // 2)
+    if accumulate:
+        tile_load(0, c, c_at, c_row_bytes)
+        tile_load(1, c, c_at + TILE_ROWS, c_row_bytes)
+        tile_load(2, c, c_at + c_next_rows, c_row_bytes)
+        tile_load(3, c, c_at + c_next_rows + TILE_ROWS, c_row_bytes)
+    else:
+        tile_zero(0)
+        tile_zero(1)
+        tile_zero(2)
+        tile_zero(3)
+    for s in range(depth_steps):
+        a_s = a_at + s * TILE_DEPTH
+        b_s = b_at + s * TILE_ELEMENTS
+        for a_index in range(TERMS):
+            a_first = a_s + a_index * a_term
+            tile_load(4, a, a_first, a_row_bytes)
+            tile_load(5, a, a_first + a_next_rows, a_row_bytes)
+            # a's term i meets b's terms 0 .. 2 - i: the pairs whose weights reach 2^-16
+            for b_index in range(TERMS - a_index):
+                b_first = b_s + b_index * b_term
+                tile_load(6, b, b_first, 64)
+                tile_load(7, b, b_first + b_column_step, 64)
+                tile_dot_bf16(0, 4, 6)
+                tile_dot_bf16(1, 4, 7)
+                tile_dot_bf16(2, 5, 6)
+                tile_dot_bf16(3, 5, 7)
+    tile_store(0, c, c_at, c_row_bytes)
+    tile_store(1, c, c_at + TILE_ROWS, c_row_bytes)
+    tile_store(2, c, c_at + c_next_rows, c_row_bytes)
+    tile_store(3, c, c_at + c_next_rows + TILE_ROWS, c_row_bytes)

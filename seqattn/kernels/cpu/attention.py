@@ -39,7 +39,7 @@ from .amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_co
                         tile_release)
 from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
-from .bf16x3_gemm import (TERMS, TILE_DEPTH, keys_as_columns, product_32x32,
+from .bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, keys_as_columns, product_32x32,
                           rows_as_depth, split_probabilities, split_rows)
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
@@ -431,11 +431,15 @@ def _forward_query_block_on_tiles(out, lse, q_terms, k_tiles, v_tiles, config, b
     hk = h // (q_terms.shape[2] // k_tiles.shape[2])
     rows = i1 - i0
     left, right = mods[4], mods[5]
-    acc = np.zeros((_ceil_div(rows, TILE_STRIP) * TILE_STRIP, D), np.float32)
+    padded_rows = _ceil_div(rows, TILE_STRIP) * TILE_STRIP
+    acc = aligned_empty(padded_rows * D, np.float32).reshape((padded_rows, D))
+    acc[:] = 0
     running_max = np.full(rows, NEG_INF, np.float32)
     running_sum = np.zeros(rows, np.float32)
-    s_buf = np.empty((TILE_STRIP, block_k + ROW_PAD), np.float32)
-    p_terms = np.empty((TERMS, TILE_STRIP, block_k), np.uint16)
+    s_buf = aligned_empty(TILE_STRIP * (block_k + ROW_PAD), np.float32).reshape(
+        (TILE_STRIP, block_k + ROW_PAD))
+    p_terms = aligned_empty(TERMS * TILE_STRIP * block_k, np.uint16).reshape(
+        (TERMS, TILE_STRIP, block_k))
     no_lane_max = np.empty((0, VECTOR_LANES), np.float32)
     q_at = (b * q_terms.shape[2] + h) * q_terms.shape[3] * D
     k_columns, k_depth = k_tiles.shape[3], k_tiles.shape[4]
@@ -707,6 +711,11 @@ def on_tiles(call, block_k=BLOCK_K):
             and call.q.shape[3] % TILE_DEPTH == 0 and block_k % TILE_DEPTH == 0)
 
 
+def _aligned(shape):
+    """An uninitialised bf16 (uint16) array of ``shape``, on a 64-byte boundary."""
+    return aligned_empty(int(np.prod(shape)), np.uint16).reshape(shape)
+
+
 def _forward_on_tiles(out, lse, call, threads, block_q, block_k):
     """The forward with :func:`_forward_query_block_on_tiles`: q, k and v split into bf16x3
     operands first (1.5 times their memory), q's rows padded by a strip, k's and v's keys to a
@@ -714,13 +723,13 @@ def _forward_on_tiles(out, lse, call, threads, block_q, block_k):
     B, H, N, D = call.q.shape
     Hkv, M = call.k.shape[1], call.k.shape[2]
     key_columns = _ceil_div(M, TILE_DEPTH) * TILE_DEPTH
-    q_terms = np.empty((TERMS, B, H, N + TILE_STRIP, D), np.uint16)
+    q_terms = _aligned((TERMS, B, H, N + TILE_STRIP, D))
     split_rows(q_terms, call.q, _scale(call))
-    k_tiles = np.empty((TERMS, B, Hkv, key_columns // TILE_ROWS, D // TILE_DEPTH, TILE_ROWS,
-                        TILE_DEPTH), np.uint16)
+    k_tiles = _aligned((TERMS, B, Hkv, key_columns // TILE_ROWS, D // TILE_DEPTH, TILE_ROWS,
+                        TILE_DEPTH))
     keys_as_columns(k_tiles, call.k)
-    v_tiles = np.empty((TERMS, B, Hkv, D // TILE_ROWS, key_columns // TILE_DEPTH, TILE_ROWS,
-                        TILE_DEPTH), np.uint16)
+    v_tiles = _aligned((TERMS, B, Hkv, D // TILE_ROWS, key_columns // TILE_DEPTH, TILE_ROWS,
+                        TILE_DEPTH))
     rows_as_depth(v_tiles, call.v)
     _forward_tasks_on_tiles.run(threads, out, lse, q_terms, k_tiles, v_tiles,
                                 tile_configuration(), M, block_q, block_k, _mods(call))

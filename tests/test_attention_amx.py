@@ -1,0 +1,112 @@
+"""The CPU attention forward on AMX tiles (bf16x3 products, kernels/cpu/attention.py's
+``_forward_query_block_on_tiles``) against the float64 reference, at every score modification,
+at small blocks, and against the register-kernel forward that CPUs without AMX run."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import reference
+import seqattn
+from attention_cases import CASES, Case, check_forward
+from structured_bias_cases import STRUCTURED_CASES, check_structured
+from seqattn.kernels.cpu import attention
+from seqattn.kernels.cpu.amx_tiles import AMX_BF16
+from seqattn.ops.attention_inputs import prepare_attention, shapes_of
+
+needs_amx = pytest.mark.skipif(not AMX_BF16, reason="the CPU (or the OS) offers no AMX tiles")
+
+# The shared cases at a head dim of whole tiles, and larger ones that cross key blocks (512),
+# query blocks and strips (32 rows), with every modification at once.
+TILE_CASES = [replace(c, D=32) for c in CASES] + [
+    Case("tiles_causal_cross", B=1, H=4, Hkv=2, N=150, M=700, D=64, causal=True,
+         key_padding="some", bias_shape=(1, 4, 150, 700), alibi=True, small=False),
+    Case("tiles_window", B=2, H=2, Hkv=1, N=300, M=300, D=128, window=(70, 5),
+         mask_shape=(2, 1, 300, 300), small=False),
+    Case("tiles_long_keys", B=1, H=1, Hkv=1, N=40, M=1100, D=96, key_padding="some",
+         scale=0.05, small=False),
+]
+
+
+def _forward(case, block_q=None, block_k=None):
+    q, k, v, opts = case.inputs(np.float32)
+    call = prepare_attention(q, k, v, **opts)
+    B, H, Hkv, N, M, D = shapes_of(call)
+    out, lse = np.empty((B, H, N, D), np.float32), np.empty((B, H, N), np.float32)
+    attention.attention_forward(out, lse, call, block_q, block_k)
+    return out, lse
+
+
+def _small_blocks(block_q, block_k):
+    def attention_fn(q, k, v, return_lse=False, **opts):
+        call = prepare_attention(q, k, v, **opts)
+        assert attention.on_tiles(call, block_k)
+        B, H, Hkv, N, M, D = shapes_of(call)
+        out, lse = np.empty((B, H, N, D), np.float32), np.empty((B, H, N), np.float32)
+        attention.attention_forward(out, lse, call, block_q, block_k)
+        return (out, lse) if return_lse else out
+    return attention_fn
+
+
+def test_only_float32_with_whole_tiles_goes_to_the_tiles(monkeypatch):
+    monkeypatch.setattr(attention, "FORWARD_ON_TILES", True)
+    x = np.zeros((1, 1, 4, 64), np.float32)
+    assert attention.on_tiles(prepare_attention(x, x, x))
+    assert not attention.on_tiles(prepare_attention(x, x, x), block_k=48)
+    assert not attention.on_tiles(prepare_attention(*(x.astype(np.float64),) * 3))
+    y = np.zeros((1, 1, 4, 40), np.float32)
+    assert not attention.on_tiles(prepare_attention(y, y, y))
+    monkeypatch.setattr(attention, "FORWARD_ON_TILES", False)
+    assert not attention.on_tiles(prepare_attention(x, x, x))
+
+
+@needs_amx
+@pytest.mark.parametrize("case", TILE_CASES, ids=str)
+def test_forward_on_tiles_matches_reference(case):
+    q, k, v, opts = case.inputs(np.float32)
+    assert attention.on_tiles(prepare_attention(q, k, v, **opts))
+    check_forward(seqattn.attention, case, np.float32)
+
+
+@needs_amx
+@pytest.mark.parametrize("case", [c for c in TILE_CASES if not c.small], ids=str)
+def test_forward_on_tiles_at_small_blocks_matches_reference(case):
+    check_forward(_small_blocks(33, 64), case, np.float32)
+
+
+@needs_amx
+@pytest.mark.parametrize("case", [c for c in STRUCTURED_CASES if c.small], ids=str)
+def test_structured_biases_on_tiles_match_reference(case):
+    check_structured(seqattn.attention, seqattn.attention_backward,
+                     replace(case, base=replace(case.base, D=32)), np.float32)
+
+
+@pytest.mark.parametrize("case", [c for c in TILE_CASES if not c.small], ids=str)
+def test_register_forward_at_whole_tiles_matches_reference(case, monkeypatch):
+    """The path of CPUs without AMX, at the head dims that AMX CPUs send to the tiles."""
+    monkeypatch.setattr(attention, "FORWARD_ON_TILES", False)
+    check_forward(seqattn.attention, case, np.float32)
+
+
+@needs_amx
+@pytest.mark.parametrize("case", [c for c in TILE_CASES if not c.small], ids=str)
+def test_forward_on_tiles_bits_do_not_depend_on_the_query_block(case):
+    """The launcher halves query blocks when there are few tasks for the threads: a row's
+    result must not depend on which block it fell in."""
+    out, lse = _forward(case, 1024)
+    for block_q in (32, 64, 256):
+        other_out, other_lse = _forward(case, block_q)
+        assert np.array_equal(out, other_out) and np.array_equal(lse, other_lse), block_q
+
+
+@needs_amx
+@pytest.mark.parametrize("case", [c for c in TILE_CASES if not c.small], ids=str)
+def test_forward_on_tiles_is_as_accurate_as_the_float32_register_forward(case, monkeypatch):
+    """bf16x3 must keep float32 accuracy: the reference tolerances alone would let a product
+    that dropped its smallest terms (16 bits of significand) pass."""
+    q, k, v, opts = case.inputs(np.float32)
+    want, _ = reference.attention_forward(q, k, v, **opts)
+    tiles_error = np.abs(seqattn.attention(q, k, v, **opts) - want).max()
+    monkeypatch.setattr(attention, "FORWARD_ON_TILES", False)
+    register_error = np.abs(seqattn.attention(q, k, v, **opts) - want).max()
+    assert tiles_error <= 1.5 * register_error

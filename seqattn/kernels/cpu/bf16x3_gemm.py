@@ -80,6 +80,10 @@ def aligned_empty(size, dtype):
 def _split_lanes(typingctx, hi, mid, lo, x, c, first, stop):
     """hi, mid, lo[c:c + 16] = the terms of x[c:c + 16] (float32), zero outside [first, stop):
     one <16 x float> at a time (Numba's own loop over the elements was not vectorised)."""
+    if not all(isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C"
+               for a in (hi, mid, lo, x)):
+        return None
+
     def codegen(context, builder, signature, args):
         hi_a, mid_a, lo_a, x_a = (context.make_array(t)(context, builder, v)
                                   for t, v in zip(signature.args[:4], args[:4]))
@@ -131,43 +135,61 @@ def split_rows(terms, x, scale):
                     split_terms(value)
 
 
+@njit(cache=True)
+def _split_rows_into(terms, x, first, count):
+    """terms[:, r, :] = the terms of x[first + r] for r < count (rows of 16-float multiples),
+    zero for the rows past count: a block of operand rows, split in vectors."""
+    width = terms.shape[2]
+    for r in range(terms.shape[1]):
+        if r < count:
+            split_probabilities(terms, r, x[first + r], 0, width)
+        else:
+            terms[:, r, :] = 0
+
+
 @sized_kernel(SPLIT_GRAIN, work=lambda tiles, x: x.size)
 def keys_as_columns(tiles, x):
     """tiles (3, B, H, R // 16, D // 32, 16, 32): x (B, H, M, D) as the right operand of
     a @ x^T (a product over D; x's rows are its columns, rows M .. R - 1 zero). Tile (c, s)
-    holds columns 16 c .. 16 c + 15 over depth 32 s .. 32 s + 31."""
+    holds columns 16 c .. 16 c + 15 over depth 32 s .. 32 s + 31: its row p holds, for each
+    column, depth 2 p and 2 p + 1, one 32-bit word of x's split row; so the tiles are 16 x 16
+    transposes of the words of 16 split rows."""
     B, H, M, D = x.shape
     n_columns, n_depth = tiles.shape[3], tiles.shape[4]
     for t in prange(B * H * n_columns):
         b, h, c = t // (H * n_columns), t // n_columns % H, t % n_columns
-        hi, mid, lo = tiles[0, b, h, c], tiles[1, b, h, c], tiles[2, b, h, c]
-        for col in range(TILE_ROWS):
-            m = c * TILE_ROWS + col
+        terms = np.empty((TERMS, TILE_ROWS, D), np.uint16)
+        _split_rows_into(terms, x[b, h], c * TILE_ROWS, min(TILE_ROWS, M - c * TILE_ROWS))
+        words = terms.view(np.uint32)
+        for term in range(TERMS):
+            out = tiles[term, b, h, c].view(np.uint32)
             for s in range(n_depth):
-                for d in range(TILE_DEPTH):
-                    value = x[b, h, m, s * TILE_DEPTH + d] if m < M else np.float32(0)
-                    at = 2 * col + d % 2
-                    hi[s, d // 2, at], mid[s, d // 2, at], lo[s, d // 2, at] = split_terms(value)
+                for pair in range(TILE_ROWS):
+                    for col in range(TILE_ROWS):
+                        out[s, pair, col] = words[term, col, s * TILE_ROWS + pair]
 
 
 @sized_kernel(SPLIT_GRAIN, work=lambda tiles, x: x.size)
 def rows_as_depth(tiles, x):
     """tiles (3, B, H, D // 16, R // 32, 16, 32): x (B, H, M, D) as the right operand of
     p @ x (a product over M, rows M .. R - 1 zero). Tile (c, s) holds columns 16 c .. 16 c + 15
-    over depth (x's rows) 32 s .. 32 s + 31."""
+    over depth (x's rows) 32 s .. 32 s + 31: its row p interleaves rows 2 p and 2 p + 1 of
+    the depth step's 32 split rows."""
     B, H, M, D = x.shape
     n_columns, n_depth = tiles.shape[3], tiles.shape[4]
     for t in prange(B * H * n_depth):
         b, h, s = t // (H * n_depth), t // n_depth % H, t % n_depth
-        for c in range(n_columns):
-            hi, mid, lo = tiles[0, b, h, c, s], tiles[1, b, h, c, s], tiles[2, b, h, c, s]
-            for pair in range(TILE_ROWS):
-                for e in range(2):
-                    m = s * TILE_DEPTH + 2 * pair + e
+        terms = np.empty((TERMS, TILE_DEPTH, D), np.uint16)
+        _split_rows_into(terms, x[b, h], s * TILE_DEPTH, min(TILE_DEPTH, M - s * TILE_DEPTH))
+        for term in range(TERMS):
+            for c in range(n_columns):
+                out = tiles[term, b, h, c, s]
+                for pair in range(TILE_ROWS):
+                    even, odd = terms[term, 2 * pair], terms[term, 2 * pair + 1]
+                    row = out[pair]
                     for col in range(TILE_ROWS):
-                        value = x[b, h, m, c * TILE_ROWS + col] if m < M else np.float32(0)
-                        hi[pair, 2 * col + e], mid[pair, 2 * col + e], lo[pair, 2 * col + e] = \
-                            split_terms(value)
+                        row[2 * col] = even[c * TILE_ROWS + col]
+                        row[2 * col + 1] = odd[c * TILE_ROWS + col]
 
 
 @njit(cache=True)

@@ -716,23 +716,40 @@ def _aligned(shape):
     return aligned_empty(int(np.prod(shape)), np.uint16).reshape(shape)
 
 
+def _row_operand(x, scale):
+    """scale x (B, H, N, D) as left-operand rows, padded by a strip of zero rows."""
+    B, H, N, D = x.shape
+    terms = _aligned((TERMS, B, H, N + TILE_STRIP, D))
+    split_rows(terms, x, scale)
+    return terms
+
+
+def _keys_as_columns(x):
+    """x (B, H, M, D) as the right operand of a product over D (its keys as columns)."""
+    B, H, M, D = x.shape
+    tiles = _aligned((TERMS, B, H, _ceil_div(M, TILE_DEPTH) * 2, D // TILE_DEPTH, TILE_ROWS,
+                      TILE_DEPTH))
+    keys_as_columns(tiles, x)
+    return tiles
+
+
+def _rows_as_depth(x):
+    """x (B, H, M, D) as the right operand of a product over its keys."""
+    B, H, M, D = x.shape
+    tiles = _aligned((TERMS, B, H, D // TILE_ROWS, _ceil_div(M, TILE_DEPTH), TILE_ROWS,
+                      TILE_DEPTH))
+    rows_as_depth(tiles, x)
+    return tiles
+
+
 def _forward_on_tiles(out, lse, call, threads, block_q, block_k):
     """The forward with :func:`_forward_query_block_on_tiles`: q, k and v split into bf16x3
     operands first (1.5 times their memory), q's rows padded by a strip, k's and v's keys to a
     whole column of tiles."""
-    B, H, N, D = call.q.shape
-    Hkv, M = call.k.shape[1], call.k.shape[2]
-    key_columns = _ceil_div(M, TILE_DEPTH) * TILE_DEPTH
-    q_terms = _aligned((TERMS, B, H, N + TILE_STRIP, D))
-    split_rows(q_terms, call.q, _scale(call))
-    k_tiles = _aligned((TERMS, B, Hkv, key_columns // TILE_ROWS, D // TILE_DEPTH, TILE_ROWS,
-                        TILE_DEPTH))
-    keys_as_columns(k_tiles, call.k)
-    v_tiles = _aligned((TERMS, B, Hkv, D // TILE_ROWS, key_columns // TILE_DEPTH, TILE_ROWS,
-                        TILE_DEPTH))
-    rows_as_depth(v_tiles, call.v)
-    _forward_tasks_on_tiles.run(threads, out, lse, q_terms, k_tiles, v_tiles,
-                                tile_configuration(), M, block_q, block_k, _mods(call))
+    _forward_tasks_on_tiles.run(threads, out, lse, _row_operand(call.q, _scale(call)),
+                                _keys_as_columns(call.k), _rows_as_depth(call.v),
+                                tile_configuration(), call.k.shape[2], block_q, block_k,
+                                _mods(call))
 
 
 def attention_forward(out, lse, call, block_q=None, block_k=None):

@@ -20,7 +20,7 @@ from numba.extending import intrinsic
 
 from .amx_tiles import (TILE_ELEMENTS, TILE_ROWS, tile_dot_bf16, tile_load, tile_store,
                         tile_zero)
-from .llvm_vectors import LANES, VEC, splat, vector_at
+from .llvm_vectors import LANES, VEC, splat, unit_stride_row, vector_at
 from .threads import sized_kernel
 
 TERMS = 3
@@ -169,27 +169,60 @@ def keys_as_columns(tiles, x):
                         out[s, pair, col] = words[term, col, s * TILE_ROWS + pair]
 
 
+@intrinsic
+def _interleave_lanes(typingctx, out, even, odd, at):
+    """out[:32] = even[at], odd[at], even[at + 1], odd[at + 1], ... (16 of each; uint16, all
+    contiguous): two rows of bf16 as 16 VNNI pairs, in vectors."""
+    if not all(isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C"
+               for a in (out, even, odd)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        out_a, even_a, odd_a = (context.make_array(t)(context, builder, v)
+                                for t, v in zip(signature.args[:3], args[:3]))
+        halves = ir.VectorType(ir.IntType(16), LANES)
+        words = ir.VectorType(ir.IntType(32), LANES)
+
+        def load(row):
+            pointer = builder.bitcast(builder.gep(row.data, [args[3]]), halves.as_pointer())
+            return builder.zext(builder.load(pointer, align=2), words)
+
+        high = builder.shl(load(odd_a), ir.Constant(words, [16] * LANES))
+        pairs = builder.or_(load(even_a), high)
+        builder.store(pairs, builder.bitcast(out_a.data, words.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return types.void(out, even, odd, types.intp), codegen
+
+
+@njit(cache=True)
+def depth_tiles_of(tiles, terms, depth_steps):
+    """tiles (3, C // 16, >= depth_steps, 16, 32) = terms (3, >= 32 depth_steps, C) as the
+    right operand of a product over terms' rows: row p of tile (c, s) interleaves rows
+    32 s + 2 p and 32 s + 2 p + 1, columns 16 c .. 16 c + 15."""
+    for term in range(TERMS):
+        for s in range(depth_steps):
+            for pair in range(TILE_ROWS):
+                even = terms[term, s * TILE_DEPTH + 2 * pair]
+                odd = terms[term, s * TILE_DEPTH + 2 * pair + 1]
+                for c in range(tiles.shape[1]):
+                    # a tile row is contiguous, whatever view of the tiles this is
+                    _interleave_lanes(unit_stride_row(tiles[term, c, s, pair]), even, odd,
+                                      c * TILE_ROWS)
+
+
 @sized_kernel(SPLIT_GRAIN, work=lambda tiles, x: x.size)
 def rows_as_depth(tiles, x):
     """tiles (3, B, H, D // 16, R // 32, 16, 32): x (B, H, M, D) as the right operand of
-    p @ x (a product over M, rows M .. R - 1 zero). Tile (c, s) holds columns 16 c .. 16 c + 15
-    over depth (x's rows) 32 s .. 32 s + 31: its row p interleaves rows 2 p and 2 p + 1 of
-    the depth step's 32 split rows."""
+    p @ x (a product over M, rows M .. R - 1 zero): :func:`depth_tiles_of` x's split rows,
+    32 at a time."""
     B, H, M, D = x.shape
-    n_columns, n_depth = tiles.shape[3], tiles.shape[4]
+    n_depth = tiles.shape[4]
     for t in prange(B * H * n_depth):
         b, h, s = t // (H * n_depth), t // n_depth % H, t % n_depth
         terms = np.empty((TERMS, TILE_DEPTH, D), np.uint16)
         _split_rows_into(terms, x[b, h], s * TILE_DEPTH, min(TILE_DEPTH, M - s * TILE_DEPTH))
-        for term in range(TERMS):
-            for c in range(n_columns):
-                out = tiles[term, b, h, c, s]
-                for pair in range(TILE_ROWS):
-                    even, odd = terms[term, 2 * pair], terms[term, 2 * pair + 1]
-                    row = out[pair]
-                    for col in range(TILE_ROWS):
-                        row[2 * col] = even[c * TILE_ROWS + col]
-                        row[2 * col + 1] = odd[c * TILE_ROWS + col]
+        depth_tiles_of(tiles[:, b, h, :, s:s + 1], terms, 1)
 
 
 @njit(cache=True)

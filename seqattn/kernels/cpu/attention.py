@@ -14,6 +14,10 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * the tile products (register_gemm.py) read k^T and v^T as rows: the launchers transpose k and v
   once per call into contiguous panels of 32 keys, :func:`_key_panels` (as much memory as k and
   v themselves).
+* on CPUs with AMX tiles (Intel Sapphire Rapids and later) the forward's two products run on
+  them instead, at float32 accuracy (bf16x3_gemm.py), in strips of 32 query rows:
+  :func:`_forward_query_block_on_tiles`, with the same score modifications and online softmax.
+  The launcher splits q, k and v into their bf16 terms once per call (1.5 times their memory).
 * the score tiles live in buffers whose rows are padded by ROW_PAD floats (layout "A" views),
   so that rows 2 KiB apart do not share L1 sets; the row primitives check the unit stride.
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
@@ -89,7 +93,9 @@ FORWARD_BLOCK_Q = forward_block_q(L2_BYTES)
 # (same method as above); the strip's scores are written once and read twice from L2 there.
 STRIP_ROWS = 24
 # The forward's products run on AMX tiles where the CPU has them (bf16x3_gemm.py), in strips of
-# two tile rows.
+# two tile rows. B 1 H 8, 2 threads, wall, Intel Xeon (Sapphire Rapids class), medians of 9
+# alternating calls against the register-kernel forward: N 4096-16384 1.04-1.48x (D 64 and 128,
+# causal or not); N 1024 0.90-1.20x (BENCHMARKS.md).
 FORWARD_ON_TILES = AMX_BF16
 TILE_STRIP = 2 * TILE_ROWS
 # Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all

@@ -3,7 +3,9 @@ bf16 terms, x = hi + mid + lo (8 significant bits each), and a b is the sum of t
 of terms whose weights reach 2^-16: hi hi, hi mid, mid hi, hi lo, mid mid, lo hi (what is left
 out is below float32's rounding). Each term product is exact in TDPBF16PS's float32
 accumulator, so a product costs six tile products, and still runs at 2.7 times AVX-512's float32
-FMA peak.
+FMA peak: :func:`product_32x32` ran a 32 x 512 x 64 score product at 334-370 GFLOP/s on one
+core of an Intel Xeon (Sapphire Rapids class), where the AVX-512 register kernel's ceiling is
+167-177, with an error below float32 SGEMM's.
 
 Operand layouts (``uint16`` arrays holding bf16 bits, the three terms stacked on axis 0):
 * a (the left operand): rows of bf16, any row stride; a tile is 16 rows x 32 depth.

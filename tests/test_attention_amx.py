@@ -16,14 +16,14 @@ from seqattn.ops.attention_inputs import prepare_attention, shapes_of
 
 needs_amx = pytest.mark.skipif(not AMX_BF16, reason="the CPU (or the OS) offers no AMX tiles")
 
-# The shared cases at a head dim of whole tiles, and larger ones that cross key blocks (512),
-# query blocks and strips (32 rows), with every modification at once.
-TILE_CASES = [replace(c, D=32) for c in CASES] + [
-    Case("tiles_causal_cross", B=1, H=4, Hkv=2, N=150, M=700, D=64, causal=True,
-         key_padding="some", bias_shape=(1, 4, 150, 700), alibi=True, small=False),
+# The shared cases at a head dim that goes to the tiles at any length, and larger ones that
+# cross key blocks (512), query blocks and strips (32 rows), with every modification at once.
+TILE_CASES = [replace(c, D=128) for c in CASES] + [
+    Case("tiles_causal_cross", B=1, H=4, Hkv=2, N=150, M=2100, D=64, causal=True,
+         key_padding="some", bias_shape=(1, 4, 150, 2100), alibi=True, small=False),
     Case("tiles_window", B=2, H=2, Hkv=1, N=300, M=300, D=128, window=(70, 5),
          mask_shape=(2, 1, 300, 300), small=False),
-    Case("tiles_long_keys", B=1, H=1, Hkv=1, N=40, M=1100, D=96, key_padding="some",
+    Case("tiles_long_keys", B=1, H=1, Hkv=1, N=40, M=2200, D=96, key_padding="some",
          scale=0.05, small=False),
 ]
 
@@ -48,14 +48,20 @@ def _small_blocks(block_q, block_k):
     return attention_fn
 
 
-def test_only_float32_with_whole_tiles_goes_to_the_tiles(monkeypatch):
+def test_only_float32_with_whole_tiles_and_enough_work_goes_to_the_tiles(monkeypatch):
     monkeypatch.setattr(attention, "FORWARD_ON_TILES", True)
-    x = np.zeros((1, 1, 4, 64), np.float32)
+    x = np.zeros((1, 1, 4, 128), np.float32)
     assert attention.on_tiles(prepare_attention(x, x, x))
     assert not attention.on_tiles(prepare_attention(x, x, x), block_k=48)
     assert not attention.on_tiles(prepare_attention(*(x.astype(np.float64),) * 3))
-    y = np.zeros((1, 1, 4, 40), np.float32)
-    assert not attention.on_tiles(prepare_attention(y, y, y))
+    odd = np.zeros((1, 1, 4, 136), np.float32)
+    assert not attention.on_tiles(prepare_attention(odd, odd, odd))
+    # D 64 only with many keys, D 32 never (where the register kernel was faster)
+    q64, k64 = np.zeros((1, 1, 4, 64), np.float32), np.zeros((1, 1, 2048, 64), np.float32)
+    assert attention.on_tiles(prepare_attention(q64, k64, k64))
+    assert not attention.on_tiles(prepare_attention(q64, k64[:, :, :2047], k64[:, :, :2047]))
+    q32, k32 = q64[..., :32], k64[..., :32]
+    assert not attention.on_tiles(prepare_attention(q32, k32, k32))
     monkeypatch.setattr(attention, "FORWARD_ON_TILES", False)
     assert not attention.on_tiles(prepare_attention(x, x, x))
 
@@ -78,7 +84,7 @@ def test_forward_on_tiles_at_small_blocks_matches_reference(case):
 @pytest.mark.parametrize("case", [c for c in STRUCTURED_CASES if c.small], ids=str)
 def test_structured_biases_on_tiles_match_reference(case):
     check_structured(seqattn.attention, seqattn.attention_backward,
-                     replace(case, base=replace(case.base, D=32)), np.float32)
+                     replace(case, base=replace(case.base, D=128)), np.float32)
 
 
 @pytest.mark.parametrize("case", [c for c in TILE_CASES if not c.small], ids=str)

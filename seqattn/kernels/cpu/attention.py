@@ -98,6 +98,14 @@ STRIP_ROWS = 24
 # causal or not); N 1024 0.90-1.20x (BENCHMARKS.md).
 FORWARD_ON_TILES = AMX_BF16
 TILE_STRIP = 2 * TILE_ROWS
+# Where the tiles won (same method, 21 alternating calls, tiles against registers): D 128 at
+# N 1024 1.16-1.27x; D 64 at N 2048 1.09-1.14x, at N 1024 0.86-1.00x (B 1 H 8) and 1.02-1.05x
+# (B 4 H 8 N 512); D 32 (the encoder's heads, B 8 H 8 N 1024) 0.95-0.96x. A strip's products
+# are short at small D and few keys, and the tiles' fixed costs per strip (stores, the split
+# of P, a row-max pass) weigh more.
+TILES_MIN_HEAD_DIM = 64
+TILES_MIN_KEYS = 2048
+TILES_ANY_KEYS_HEAD_DIM = 128
 # Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all
 # fall into the same two of L1's 64 sets, so the products that read a tile 12 rows at a time
 # (P v, dS k, P^T dO, dS^T q) evict their own lines; one more cache line per row spreads them
@@ -712,9 +720,12 @@ def _query_block(call, threads, block):
 
 def on_tiles(call, block_k=BLOCK_K):
     """Whether the forward of ``call`` runs its products on AMX tiles: where FORWARD_ON_TILES
-    (the CPU has them), for float32 with a head dim and key blocks of whole 32-wide tiles."""
+    (the CPU has them), for float32 with a head dim and key blocks of whole 32-wide tiles, and
+    where they were measured faster (TILES_MIN_HEAD_DIM, TILES_MIN_KEYS)."""
+    D, M = call.q.shape[3], call.k.shape[2]
     return (FORWARD_ON_TILES and call.q.dtype == np.float32
-            and call.q.shape[3] % TILE_DEPTH == 0 and block_k % TILE_DEPTH == 0)
+            and D % TILE_DEPTH == 0 and block_k % TILE_DEPTH == 0
+            and (D >= TILES_ANY_KEYS_HEAD_DIM or D >= TILES_MIN_HEAD_DIM and M >= TILES_MIN_KEYS))
 
 
 def _aligned(shape):

@@ -93,16 +93,14 @@ FORWARD_BLOCK_Q = forward_block_q(L2_BYTES)
 # (same method as above); the strip's scores are written once and read twice from L2 there.
 STRIP_ROWS = 24
 # The forward's products run on AMX tiles where the CPU has them (bf16x3_gemm.py), in strips of
-# two tile rows. B 1 H 8, 2 threads, wall, Intel Xeon (Sapphire Rapids class), medians of 9
-# alternating calls against the register-kernel forward: N 4096-16384 1.04-1.48x (D 64 and 128,
-# causal or not); N 1024 0.90-1.20x (BENCHMARKS.md).
+# two tile rows, where they were measured faster than the register kernel (2 threads, wall,
+# Intel Xeon, Sapphire Rapids class, tiles against registers in alternating calls,
+# BENCHMARKS.md): B 1 H 8 N 4096-16384 1.11-1.48x (D 64 and 128, causal or not); D 128 at
+# N 1024 1.16-1.27x; D 64 at N 2048 1.09-1.14x, at N 1024 0.86-1.00x (B 1 H 8); D 32 (the
+# encoder's heads, B 8 H 8 N 1024) 0.95-0.96x. A strip's products are short at small D and few
+# keys, and the tiles' fixed costs per strip (stores, the split of P, a row-max pass) weigh more.
 FORWARD_ON_TILES = AMX_BF16
 TILE_STRIP = 2 * TILE_ROWS
-# Where the tiles won (same method, 21 alternating calls, tiles against registers): D 128 at
-# N 1024 1.16-1.27x; D 64 at N 2048 1.09-1.14x, at N 1024 0.86-1.00x (B 1 H 8) and 1.02-1.05x
-# (B 4 H 8 N 512); D 32 (the encoder's heads, B 8 H 8 N 1024) 0.95-0.96x. A strip's products
-# are short at small D and few keys, and the tiles' fixed costs per strip (stores, the split
-# of P, a row-max pass) weigh more.
 TILES_MIN_HEAD_DIM = 64
 TILES_MIN_KEYS = 2048
 TILES_ANY_KEYS_HEAD_DIM = 128

@@ -1,0 +1,53 @@
+"""Scratch arrays that the CPU kernels keep from one call to the next, one set per Python thread.
+
+Memory fresh from the operating system costs a page fault per page at its first touch, where
+Linux zeroes the page: about 6 ms for each 25 MiB array on the Intel Xeon (Sapphire Rapids
+class) machine, whose whole split took 1-2.5 ms once its memory had been touched. The AMX
+attention path splits q, k, v (and dout) into new bf16x3 arrays on every call, so its forward at
+B 1 H 8 N 1024 D 128 took 20.3 ms with fresh arrays and 15.0 ms with reused ones (2 threads,
+medians of alternating calls; BENCHMARKS.md). NumPy's own allocations do not help: five such
+arrays alive together are given back to the system when they are freed, and faulted in again
+by the next call.
+
+:func:`scratch` hands out the same memory to each call that asks for a buffer of the same name
+and at most the size held: a thread keeps the largest buffer it has needed under each name
+until :func:`release_scratch`. Callers must not keep a scratch array past their own call, nor
+ask for one name twice while the first array is in use. Separate Python threads get separate
+buffers, so concurrent calls from threads are safe.
+"""
+import threading
+
+import numpy as np
+
+from .bf16x3_gemm import aligned_empty
+
+_held = threading.local()
+
+
+def scratch(name, shape, dtype):
+    """An uninitialised C-contiguous array of ``shape`` and ``dtype`` on a 64-byte boundary,
+    the held buffer ``name`` of this thread when it is large enough."""
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape))
+    buffers = _buffers()
+    held = buffers.get(name)
+    if held is None or held.dtype != dtype or held.size < size:
+        held = aligned_empty(size, dtype)
+        buffers[name] = held
+    return held[:size].reshape(shape)
+
+
+def release_scratch():
+    """Free the scratch buffers that this thread holds (the next call allocates them again)."""
+    _buffers().clear()
+
+
+def held_bytes():
+    """Bytes of scratch memory that this thread holds."""
+    return sum(buffer.nbytes for buffer in _buffers().values())
+
+
+def _buffers():
+    if not hasattr(_held, "buffers"):
+        _held.buffers = {}
+    return _held.buffers

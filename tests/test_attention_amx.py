@@ -1,6 +1,7 @@
-"""The CPU attention forward on AMX tiles (bf16x3 products, kernels/cpu/attention.py's
-``_forward_query_block_on_tiles``) against the float64 reference, at every score modification,
-at small blocks, and against the register-kernel forward that CPUs without AMX run."""
+"""The CPU attention on AMX tiles (bf16x3 products): the forward (kernels/cpu/attention.py's
+``_forward_query_block_on_tiles``) and the backward's S, dP and dQ (``_backward_key_chunk``)
+against the float64 reference, at every score modification, at small blocks, and against the
+register kernels that CPUs without AMX run."""
 from dataclasses import replace
 
 import numpy as np
@@ -8,9 +9,9 @@ import pytest
 
 import reference
 import seqattn
-from attention_cases import CASES, Case, check_forward
+from attention_cases import CASES, Case, backward_inputs, check_backward, check_forward
 from structured_bias_cases import STRUCTURED_CASES, check_structured
-from seqattn.kernels.cpu import attention
+from seqattn.kernels.cpu import attention, workspace
 from seqattn.kernels.cpu.amx_tiles import AMX_BF16
 from seqattn.ops.attention_inputs import prepare_attention, shapes_of
 
@@ -57,9 +58,9 @@ def test_only_float32_with_whole_tiles_and_enough_work_goes_to_the_tiles(monkeyp
     odd = np.zeros((1, 1, 4, 136), np.float32)
     assert not attention.on_tiles(prepare_attention(odd, odd, odd))
     # D 64 only with many keys, D 32 never (where the register kernel was faster)
-    q64, k64 = np.zeros((1, 1, 4, 64), np.float32), np.zeros((1, 1, 2048, 64), np.float32)
+    q64, k64 = np.zeros((1, 1, 4, 64), np.float32), np.zeros((1, 1, 1024, 64), np.float32)
     assert attention.on_tiles(prepare_attention(q64, k64, k64))
-    assert not attention.on_tiles(prepare_attention(q64, k64[:, :, :2047], k64[:, :, :2047]))
+    assert not attention.on_tiles(prepare_attention(q64, k64[:, :, :1023], k64[:, :, :1023]))
     q32, k32 = q64[..., :32], k64[..., :32]
     assert not attention.on_tiles(prepare_attention(q32, k32, k32))
     monkeypatch.setattr(attention, "FORWARD_ON_TILES", False)
@@ -116,3 +117,101 @@ def test_forward_on_tiles_is_as_accurate_as_the_float32_register_forward(case, m
     monkeypatch.setattr(attention, "FORWARD_ON_TILES", False)
     register_error = np.abs(seqattn.attention(q, k, v, **opts) - want).max()
     assert tiles_error <= 1.5 * register_error
+
+
+@pytest.fixture
+def backward_at_any_size(monkeypatch):
+    """The backward on the tiles at every size and head dim of whole tiles: the rule that
+    keeps small problems in registers is a matter of speed, and the cases are small."""
+    monkeypatch.setattr(attention, "BACKWARD_ON_TILES", True)
+    monkeypatch.setattr(attention, "BACKWARD_TILES_MIN_KEYS", 0)
+    monkeypatch.setattr(attention, "BACKWARD_TILES_MIN_HEAD_DIM", 0)
+
+
+def _backward(block_q=attention.BLOCK_Q, block_k=attention.BLOCK_K):
+    """attention_backward with these blocks, its dq, dk and dv from the tiles (dbias, a pass
+    of its own, from the public function)."""
+    def backward_fn(dout, q, k, v, out, lse, bias_requires_grad=False, **opts):
+        call = prepare_attention(q, k, v, **opts)
+        assert attention.backward_on_tiles(call, block_k)
+        dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+        structured = attention.StructuredGrads(None, None, None, None)
+        attention.attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q,
+                                     block_k)
+        dbias = seqattn.attention_backward(dout, q, k, v, out, lse, bias_requires_grad=True,
+                                           **opts)[3] if bias_requires_grad else None
+        return dq, dk, dv, dbias
+    return backward_fn
+
+
+def test_the_backward_goes_to_the_tiles_at_d_128_and_many_keys(monkeypatch):
+    monkeypatch.setattr(attention, "BACKWARD_ON_TILES", True)
+    q, k = np.zeros((1, 1, 4, 128), np.float32), np.zeros((1, 1, 2048, 128), np.float32)
+    assert attention.backward_on_tiles(prepare_attention(q, k, k))
+    assert not attention.backward_on_tiles(prepare_attention(q, k[:, :, :2047], k[:, :, :2047]))
+    assert not attention.backward_on_tiles(prepare_attention(q, k, k), block_k=48)
+    assert not attention.backward_on_tiles(prepare_attention(q[..., :64], k[..., :64],
+                                                             k[..., :64]))
+    assert not attention.backward_on_tiles(prepare_attention(*(a.astype(np.float64)
+                                                               for a in (q, k, k))))
+    monkeypatch.setattr(attention, "BACKWARD_ON_TILES", False)
+    assert not attention.backward_on_tiles(prepare_attention(q, k, k))
+
+
+@needs_amx
+@pytest.mark.parametrize("case", TILE_CASES, ids=str)
+def test_backward_on_tiles_matches_reference(case, backward_at_any_size):
+    check_backward(seqattn.attention, _backward(), case, np.float32)
+
+
+@needs_amx
+@pytest.mark.parametrize("case", [c for c in TILE_CASES if not c.small], ids=str)
+def test_backward_on_tiles_at_small_blocks_matches_reference(case, backward_at_any_size):
+    check_backward(seqattn.attention, _backward(block_q=33, block_k=64), case, np.float32)
+
+
+@needs_amx
+@pytest.mark.parametrize("case", [c for c in STRUCTURED_CASES if c.small], ids=str)
+def test_structured_bias_gradients_on_tiles_match_reference(case, backward_at_any_size):
+    check_structured(seqattn.attention, seqattn.attention_backward,
+                     replace(case, base=replace(case.base, D=128)), np.float32)
+
+
+@needs_amx
+@pytest.mark.parametrize("case", [c for c in TILE_CASES if not c.small], ids=str)
+def test_backward_on_tiles_is_as_accurate_as_the_float32_register_backward(
+        case, backward_at_any_size, monkeypatch):
+    dout, q, k, v, opts = backward_inputs(case, np.float32)
+    out, lse = seqattn.attention(q, k, v, return_lse=True, **opts)
+    want = reference.attention_backward(dout, q, k, v, **opts)[:3]
+
+    def errors():
+        got = seqattn.attention_backward(dout, q, k, v, out, lse, **opts)[:3]
+        return [np.abs(g - w).max() for g, w in zip(got, want)]
+
+    tiles_errors = errors()
+    monkeypatch.setattr(attention, "BACKWARD_ON_TILES", False)
+    for name, tiles_error, register_error in zip(("dq", "dk", "dv"), tiles_errors, errors()):
+        assert tiles_error <= 1.5 * register_error, name
+
+
+@needs_amx
+def test_scratch_reuse_across_sizes_gives_the_results_of_fresh_memory(backward_at_any_size):
+    """A call that reuses a larger call's scratch buffers must rewrite every padding row and
+    tile it reads (the forward and the backward share the operands' buffers)."""
+    large = next(c for c in TILE_CASES if c.name == "tiles_window")
+    small = next(c for c in TILE_CASES if c.name == "tiles_long_keys")
+
+    def run(case):
+        dout, q, k, v, opts = backward_inputs(case, np.float32)
+        out, lse = seqattn.attention(q, k, v, return_lse=True, **opts)
+        return (out, lse) + tuple(seqattn.attention_backward(dout, q, k, v, out, lse,
+                                                             **opts)[:3])
+
+    workspace.release_scratch()
+    fresh_small = run(small)
+    workspace.release_scratch()
+    run(large)
+    assert workspace.held_bytes() > 0
+    for got, want in zip(run(small), fresh_small):
+        assert np.array_equal(got, want)

@@ -16,8 +16,10 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
   v themselves).
 * on CPUs with AMX tiles (Intel Sapphire Rapids and later) the forward's two products run on
   them instead, at float32 accuracy (bf16x3_gemm.py), in strips of 32 query rows:
-  :func:`_forward_query_block_on_tiles`, with the same score modifications and online softmax.
-  The launcher splits q, k and v into their bf16 terms once per call (1.5 times their memory).
+  :func:`_forward_query_block_on_tiles`, with the same score modifications and online softmax;
+  so do the backward's S, dP and dQ, on whole query blocks (:func:`_backward_key_chunk`). The
+  launchers split q, k, v (and dout) into their bf16 terms once per call (1.5 times their
+  memory), into scratch buffers kept between calls (workspace.py).
 * the score tiles live in buffers whose rows are padded by ROW_PAD floats (layout "A" views),
   so that rows 2 KiB apart do not share L1 sets; the row primitives check the unit stride.
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
@@ -53,6 +55,7 @@ from .register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_exp
                             register_gemm_lane_max, register_gemm_softmax_grad, transpose)
 from .softmax_rows import exp_scalar, exp_shifted, row_max, softmax_grad_row
 from .threads import sized_kernel
+from .workspace import scratch
 from ..structured_bias_math import NO_PAIR
 
 NEG_INF = -np.inf
@@ -94,16 +97,24 @@ FORWARD_BLOCK_Q = forward_block_q(L2_BYTES)
 STRIP_ROWS = 24
 # The forward's products run on AMX tiles where the CPU has them (bf16x3_gemm.py), in strips of
 # two tile rows, where they were measured faster than the register kernel (2 threads, wall,
-# Intel Xeon, Sapphire Rapids class, tiles against registers in alternating calls,
-# BENCHMARKS.md): B 1 H 8 N 4096-16384 1.11-1.48x (D 64 and 128, causal or not); D 128 at
-# N 1024 1.16-1.27x; D 64 at N 2048 1.09-1.14x, at N 1024 0.86-1.00x (B 1 H 8); D 32 (the
-# encoder's heads, B 8 H 8 N 1024) 0.95-0.96x. A strip's products are short at small D and few
-# keys, and the tiles' fixed costs per strip (stores, the split of P, a row-max pass) weigh more.
+# Intel Xeon, Sapphire Rapids class, tiles against registers in alternating calls, operands in
+# scratch buffers, BENCHMARKS.md): B 1 H 8 N 4096 D 128 1.40x; N 1024 D 128 1.26x, D 64
+# 1.03-1.08x; B 1 H 8 N 512 D 64 0.85x; D 32 (the encoder's heads, B 8 H 8 N 1024) 0.91x. A
+# strip's products are short at small D and few keys, and the tiles' fixed costs per strip
+# (stores, the split of P, a row-max pass) weigh more.
 FORWARD_ON_TILES = AMX_BF16
 TILE_STRIP = 2 * TILE_ROWS
 TILES_MIN_HEAD_DIM = 64
-TILES_MIN_KEYS = 2048
+TILES_MIN_KEYS = 1024
 TILES_ANY_KEYS_HEAD_DIM = 128
+# The backward's two products over D (S, dP) and dQ = dS k run on the tiles too, on whole query
+# blocks (dK and dV stay in registers: on the tiles they need dS and P interleaved in pairs of
+# rows, which cost what the products gained). Measured as above, B 1 H 8 D 128: N 4096
+# 1.11-1.18x, N 16384 1.20-1.21x, N 2048 causal 1.03x, N 1024 0.94x (causal) - 1.07x; D 64
+# at N 4096 0.99-1.00x.
+BACKWARD_ON_TILES = AMX_BF16
+BACKWARD_TILES_MIN_HEAD_DIM = 128
+BACKWARD_TILES_MIN_KEYS = 2048
 # Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all
 # fall into the same two of L1's 64 sets, so the products that read a tile 12 rows at a time
 # (P v, dS k, P^T dO, dS^T q) evict their own lines; one more cache line per row spreads them
@@ -530,10 +541,14 @@ def _structured_grads(ds, b, h, i0, j0, mods, task_grads):
 
 @njit(cache=True, fastmath=FASTMATH)
 def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt, vt, scale, b,
-                        hk, chunk, n_chunks, block_q, mods):
+                        hk, chunk, n_chunks, block_q, mods, tiles):
     """dK, dV of the key blocks chunk, chunk + n_chunks, ... of (b, hk); their dQ into dq_part,
     the structured biases' gradients into task_grads (see :func:`_structured_grads`). kt, vt
-    hold k's and v's key blocks transposed, whose size is the key block."""
+    hold k's and v's key blocks transposed, whose size is the key block. tiles: None, or the
+    operands of :func:`_backward_operands`, with which S, dP and dQ (unscaled: the launcher
+    scales it) are products on AMX tiles. The tests of ``tiles is None`` are decided when Numba
+    compiles (its dead-branch pruning), so that the register version holds no AMX instruction
+    and compiles for CPUs without them."""
     H, N, D = q.shape[1], q.shape[2], q.shape[3]
     M = k.shape[2]
     off = M - N
@@ -541,8 +556,18 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
     dtype = q.dtype
     block_k, width = _block_keys(kt), kt.shape[5]
     left, right = mods[4], mods[5]
-    s_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
-    ds_buf = np.empty((block_q, block_k + ROW_PAD), dtype)
+    # whole strips of rows, on 64-byte boundaries, for the tile products
+    strips = _ceil_div(block_q, TILE_STRIP) * TILE_STRIP
+    s_buf = aligned_empty(strips * (block_k + ROW_PAD), dtype).reshape(
+        (strips, block_k + ROW_PAD))
+    ds_buf = aligned_empty(strips * (block_k + ROW_PAD), dtype).reshape(
+        (strips, block_k + ROW_PAD))
+    if tiles is not None:
+        q_terms, dout_terms, k_columns, v_columns, k_depth, config = tiles
+        ds_terms = aligned_empty(TERMS * strips * block_k, np.uint16).reshape(
+            (TERMS, strips, block_k))
+        dq_rows = aligned_empty(strips * D, dtype).reshape((strips, D))
+        tile_config(config)
     shift = np.empty(block_q, dtype)
     dk_acc = np.empty((block_k, D), dtype)
     dv_acc = np.empty((block_k, D), dtype)
@@ -571,11 +596,21 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
                     continue
                 t_cols = c1 - c0
                 q_rows, dout_rows = q[b, h, i0:i1], dout[b, h, i0:i1]
-                p, ds = s_buf[:rows, :t_cols], ds_buf[:rows, :t_cols]
+                # the tile products' window: keys [a0, a1) of the block, whole tiles
+                a0, a1 = c0 // TILE_DEPTH * TILE_DEPTH, _ceil_div(c1, TILE_DEPTH) * TILE_DEPTH
+                if tiles is not None:
+                    p, ds = s_buf[:rows, c0 - a0:c1 - a0], ds_buf[:rows, c0 - a0:c1 - a0]
+                else:
+                    p, ds = s_buf[:rows, :t_cols], ds_buf[:rows, :t_cols]
                 # whole panels: the exp and dS in the products' epilogues (one pass each less)
                 fused = width == WIDE and c0 % WIDE == 0
                 # forward: S = scale q k^T + mods; P = exp(S - lse)
-                if fused and _plain_tile(rows, t_cols, i0, j0 + c0, off, mods):
+                if tiles is not None:
+                    _strips_on_tiles(s_buf, q_terms, b, h, i0, rows, k_columns, hk, j0 + a0,
+                                     j0 + a1)
+                    _modify_scores(p, b, h, i0, j0 + c0, off, mods)
+                    _probabilities_from_lse(p, lse[b, h, i0:i1])
+                elif fused and _plain_tile(rows, t_cols, i0, j0 + c0, off, mods):
                     _lse_shift(shift[:rows], lse[b, h, i0:i1])
                     register_gemm_exp(p, q_rows, kt[b, hk, kb, c0 // WIDE:], scale,
                                       shift[:rows])
@@ -584,7 +619,12 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
                     _probabilities_from_lse(p, lse[b, h, i0:i1])
                 # forward: out = P v  =>  dV += P^T dout
                 register_gemm(dv_blk[c0:c1], p.T, dout_rows, 1.0, True)
-                if fused:
+                if tiles is not None:
+                    _strips_on_tiles(ds_buf, dout_terms, b, h, i0, rows, v_columns, hk,
+                                     j0 + a0, j0 + a1)
+                    for r in range(rows):
+                        softmax_grad_row(ds[r], p[r], delta[b, h, i0 + r])
+                elif fused:
                     register_gemm_softmax_grad(ds, dout_rows, vt[b, hk, kb, c0 // WIDE:], 1.0,
                                                p, delta[b, h, i0:i1])
                 else:
@@ -592,15 +632,62 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
                 # forward: S = scale q k^T + f(structure)  =>  d table, d positions
                 _structured_grads(ds, b, h, i0, j0 + c0, mods, task_grads)
                 # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q
-                register_gemm(dq_part[b, h, i0:i1], ds, k_rows[c0:c1], scale, True)
+                if tiles is not None:
+                    _dq_on_tiles(dq_part[b, h, i0:i1], dq_rows, ds_terms, ds_buf, a1 - a0,
+                                 c0 - a0, c1 - a0, k_depth, b, hk, j0 + a0)
+                else:
+                    register_gemm(dq_part[b, h, i0:i1], ds, k_rows[c0:c1], scale, True)
                 register_gemm(dk_blk[c0:c1], ds.T, q_rows, scale, True)
         dk[b, hk, j0:j1] = dk_blk
         dv[b, hk, j0:j1] = dv_blk
+    if tiles is not None:
+        tile_release()
+
+
+@njit(cache=True)
+def _strips_on_tiles(c, a_terms, b, h, i0, rows, b_tiles, hk, j0, j1):
+    """c[:rows, :j1 - j0] = a's rows i0.. (the terms of (b, h) in a_terms) times b_tiles'
+    columns j0 .. j1 - 1 (whole tiles, of kv head hk), a strip of TILE_STRIP rows at a time:
+    the rows up to the next whole strip are written too (c has them)."""
+    D, depth = a_terms.shape[4], b_tiles.shape[4]
+    a_at = ((b * a_terms.shape[2] + h) * a_terms.shape[3] + i0) * D
+    b_at = (b * b_tiles.shape[2] + hk) * b_tiles.shape[3] * depth * TILE_ELEMENTS
+    row_floats = c.shape[1]
+    for r in range(0, rows, TILE_STRIP):
+        for j in range(j0, j1, TILE_DEPTH):
+            product_32x32(c, r * row_floats + j - j0, row_floats * 4, False, a_terms,
+                          a_at + r * D, D * 2, b_tiles,
+                          b_at + j // TILE_ROWS * depth * TILE_ELEMENTS, depth * TILE_ELEMENTS,
+                          depth)
+
+
+@njit(cache=True)
+def _dq_on_tiles(dq_part_rows, dq_rows, ds_terms, ds_buf, width, first, stop, k_depth, b, hk, j0):
+    """dq_part_rows += dS k on the tiles: dS is ds_buf[:, first:stop] (the keys from j0 + first
+    on), split over the window of width keys from j0 into ds_terms; k_depth holds k as the
+    right operand over its keys. The rows go through dq_rows, aligned and whole strips."""
+    rows, D = dq_part_rows.shape
+    for r in range(_ceil_div(rows, TILE_STRIP) * TILE_STRIP):
+        if r < rows:
+            split_probabilities(ds_terms, r, ds_buf[r, :width], first, stop)
+        else:  # rows past the last query add nothing
+            ds_terms[:, r, :width] = 0
+    dq_rows[:rows] = dq_part_rows
+    steps = k_depth.shape[4]
+    k_at = (b * k_depth.shape[2] + hk) * k_depth.shape[3] * steps * TILE_ELEMENTS \
+        + j0 // TILE_DEPTH * TILE_ELEMENTS
+    for r in range(0, rows, TILE_STRIP):
+        for d in range(0, D, TILE_DEPTH):
+            product_32x32(dq_rows, r * D + d, D * 4, True, ds_terms, r * ds_terms.shape[2],
+                          ds_terms.shape[2] * 2, k_depth,
+                          k_at + d // TILE_ROWS * steps * TILE_ELEMENTS, steps * TILE_ELEMENTS,
+                          width // TILE_DEPTH)
+    dq_part_rows[:] = dq_rows[:rows]
 
 
 @sized_kernel(GRAIN)
 def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, kt, vt, scale,
-                    block_q, mods):
+                    block_q, mods, tiles):
     """structured_parts = (dtable (tasks, group, LANES, P, C), dpair (tasks, group, LANES, C),
     dx (chunks, Hkv, B, 3, N), dy (Hkv, B, 3, M)), zeroed: each task writes only its own part."""
     n_chunks = dq_parts.shape[0]
@@ -613,7 +700,7 @@ def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, 
                       dx[chunk % dx.shape[0], hk % dx.shape[1], b % dx.shape[2]],
                       dy[hk % dy.shape[0], b % dy.shape[1]])
         _backward_key_chunk(dq_parts[chunk], dk, dv, task_grads, dout, lse, delta, q, k, kt, vt,
-                            scale, b, hk, chunk, n_chunks, block_q, mods)
+                            scale, b, hk, chunk, n_chunks, block_q, mods, tiles)
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -726,33 +813,29 @@ def on_tiles(call, block_k=BLOCK_K):
             and (D >= TILES_ANY_KEYS_HEAD_DIM or D >= TILES_MIN_HEAD_DIM and M >= TILES_MIN_KEYS))
 
 
-def _aligned(shape):
-    """An uninitialised bf16 (uint16) array of ``shape``, on a 64-byte boundary."""
-    return aligned_empty(int(np.prod(shape)), np.uint16).reshape(shape)
-
-
-def _row_operand(x, scale):
-    """scale x (B, H, N, D) as left-operand rows, padded by a strip of zero rows."""
+def _row_operand(name, x, scale):
+    """scale x (B, H, N, D) as left-operand rows, padded by a strip of zero rows, in the
+    scratch buffer ``name`` (workspace.py: the operands are split again on every call)."""
     B, H, N, D = x.shape
-    terms = _aligned((TERMS, B, H, N + TILE_STRIP, D))
+    terms = scratch(name, (TERMS, B, H, N + TILE_STRIP, D), np.uint16)
     split_rows(terms, x, scale)
     return terms
 
 
-def _keys_as_columns(x):
+def _keys_as_columns(name, x):
     """x (B, H, M, D) as the right operand of a product over D (its keys as columns)."""
     B, H, M, D = x.shape
-    tiles = _aligned((TERMS, B, H, _ceil_div(M, TILE_DEPTH) * 2, D // TILE_DEPTH, TILE_ROWS,
-                      TILE_DEPTH))
+    tiles = scratch(name, (TERMS, B, H, _ceil_div(M, TILE_DEPTH) * 2, D // TILE_DEPTH,
+                           TILE_ROWS, TILE_DEPTH), np.uint16)
     keys_as_columns(tiles, x)
     return tiles
 
 
-def _rows_as_depth(x):
+def _rows_as_depth(name, x):
     """x (B, H, M, D) as the right operand of a product over its keys."""
     B, H, M, D = x.shape
-    tiles = _aligned((TERMS, B, H, D // TILE_ROWS, _ceil_div(M, TILE_DEPTH), TILE_ROWS,
-                      TILE_DEPTH))
+    tiles = scratch(name, (TERMS, B, H, D // TILE_ROWS, _ceil_div(M, TILE_DEPTH), TILE_ROWS,
+                           TILE_DEPTH), np.uint16)
     rows_as_depth(tiles, x)
     return tiles
 
@@ -761,10 +844,32 @@ def _forward_on_tiles(out, lse, call, threads, block_q, block_k):
     """The forward with :func:`_forward_query_block_on_tiles`: q, k and v split into bf16x3
     operands first (1.5 times their memory), q's rows padded by a strip, k's and v's keys to a
     whole column of tiles."""
-    _forward_tasks_on_tiles.run(threads, out, lse, _row_operand(call.q, _scale(call)),
-                                _keys_as_columns(call.k), _rows_as_depth(call.v),
+    _forward_tasks_on_tiles.run(threads, out, lse, _row_operand("q", call.q, _scale(call)),
+                                _keys_as_columns("k", call.k), _rows_as_depth("v", call.v),
                                 tile_configuration(), call.k.shape[2], block_q, block_k,
                                 _mods(call))
+
+
+def backward_on_tiles(call, block_k=BLOCK_K):
+    """Whether the backward of ``call`` runs S, dP and dQ on AMX tiles: where
+    BACKWARD_ON_TILES (the CPU has them), for float32 with a head dim and key blocks of whole
+    32-wide tiles, and where they were measured faster (BACKWARD_TILES_MIN_HEAD_DIM,
+    BACKWARD_TILES_MIN_KEYS)."""
+    D, M = call.q.shape[3], call.k.shape[2]
+    return (BACKWARD_ON_TILES and call.q.dtype == np.float32
+            and D % TILE_DEPTH == 0 and block_k % TILE_DEPTH == 0
+            and D >= BACKWARD_TILES_MIN_HEAD_DIM and M >= BACKWARD_TILES_MIN_KEYS)
+
+
+def _backward_operands(call, dout, block_k):
+    """The bf16x3 operands of the backward's tile products (:func:`_backward_key_chunk`):
+    scale q and dout as left-operand rows, k and v as right operands over D, k over its keys;
+    None where the backward stays in registers."""
+    if not backward_on_tiles(call, block_k):
+        return None
+    return (_row_operand("q", call.q, _scale(call)), _row_operand("dout", dout, np.float32(1)),
+            _keys_as_columns("k", call.k), _keys_as_columns("v", call.v),
+            _rows_as_depth("k over keys", call.k), tile_configuration())
 
 
 def attention_forward(out, lse, call, block_q=None, block_k=None):
@@ -863,13 +968,16 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLO
     else:
         dq_parts = np.zeros((n_chunks,) + dq.shape, dq.dtype)
     parts = _structured_parts(call, n_chunks)
+    tiles = _backward_operands(call, dout, block_k)
     with single_threaded_blas():
         _backward_tasks.run(threads, dq_parts, dk, dv, parts, dout, lse, _row_deltas(dout, out),
                             call.q, call.k, _key_panels(call.k, block_k),
                             _key_panels(call.v, block_k), _scale(call), block_q,
-                            _mods(call))
+                            _mods(call), tiles)
     if n_chunks > 1:
         np.sum(dq_parts, axis=0, out=dq)
+    if tiles is not None:  # the tiles' dQ is dS k, without the scale
+        dq *= _scale(call)
     _sum_structured_parts(structured, parts, call)
 
 

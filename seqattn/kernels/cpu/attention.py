@@ -273,10 +273,12 @@ def _panel_width(dtype, block_k):
     return block_k
 
 
-def _key_panels(x, block_k, width=None):
+def _key_panels(name, x, block_k, width=None):
     """(B, Hkv, ceil(M / block_k), block_k // width, D, width): x's key blocks in panels of
     ``width`` keys (default :func:`_panel_width`), each transposed, so that the tile products
-    read k^T (and v^T) as rows, register_gemm's layout. As much memory as x itself.
+    read k^T (and v^T) as rows, register_gemm's layout. As much memory as x itself, in the
+    scratch buffer ``name`` (workspace.py: fresh memory would cost its page faults on every call,
+    20-45 ms a call for k's and v's panels at B 1 H 8 N 4096 D 128).
 
     Panels of 32 keys (the register kernel's block width), each contiguous: read from (D, 512)
     block rows, a column block's 64 rows lie 2 KiB apart, in a few L1 sets. The backward's
@@ -286,9 +288,16 @@ def _key_panels(x, block_k, width=None):
     alternating rounds."""
     B, Hkv, M, D = x.shape
     width = width or _panel_width(x.dtype, block_k)
-    panels = np.empty((B, Hkv, -(-M // block_k), block_k // width, D, width), x.dtype)
+    panels = scratch(name, (B, Hkv, -(-M // block_k), block_k // width, D, width), x.dtype)
     _transpose_key_panels(panels, x)
     return panels
+
+
+def _no_key_panels(x, block_k):
+    """Key panels (:func:`_key_panels`) with their key block's geometry and no data, for the
+    backward on tiles, which reads k and v from its own operands."""
+    return np.empty((0, 0, 0, block_k // _panel_width(x.dtype, block_k), 0,
+                     _panel_width(x.dtype, block_k)), x.dtype)
 
 
 @njit(cache=True)
@@ -880,7 +889,7 @@ def attention_forward(out, lse, call, block_q=None, block_k=None):
     if on_tiles(call, block_k):
         _forward_on_tiles(out, lse, call, threads, block_q, block_k)
         return
-    kt = _key_panels(call.k, block_k)
+    kt = _key_panels("k panels", call.k, block_k)
     with single_threaded_blas():
         _forward_tasks.run(threads, out, lse, call.q, kt, call.v, _scale(call), block_q,
                            STRIP_ROWS, _mods(call))
@@ -969,11 +978,13 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLO
         dq_parts = np.zeros((n_chunks,) + dq.shape, dq.dtype)
     parts = _structured_parts(call, n_chunks)
     tiles = _backward_operands(call, dout, block_k)
+    if tiles is None:
+        kt, vt = _key_panels("k panels", call.k, block_k), _key_panels("v panels", call.v, block_k)
+    else:
+        kt = vt = _no_key_panels(call.k, block_k)
     with single_threaded_blas():
         _backward_tasks.run(threads, dq_parts, dk, dv, parts, dout, lse, _row_deltas(dout, out),
-                            call.q, call.k, _key_panels(call.k, block_k),
-                            _key_panels(call.v, block_k), _scale(call), block_q,
-                            _mods(call), tiles)
+                            call.q, call.k, kt, vt, _scale(call), block_q, _mods(call), tiles)
     if n_chunks > 1:
         np.sum(dq_parts, axis=0, out=dq)
     if tiles is not None:  # the tiles' dQ is dS k, without the scale
@@ -986,8 +997,8 @@ def attention_bias_grad(dbias, dout, out, lse, call, block_q=BLOCK_Q, block_k=BL
     threads = _bias_grad_tasks.threads(_score_work(call))
     with single_threaded_blas():
         _bias_grad_tasks.run(threads, dbias, dout, lse, _row_deltas(dout, out), call.q,
-                             _key_panels(call.k, block_k),
-                             _key_panels(call.v, block_k), call.k.shape[2],
+                             _key_panels("k panels", call.k, block_k),
+                             _key_panels("v panels", call.v, block_k), call.k.shape[2],
                              _scale(call), block_q, _mods(call))
 
 
@@ -996,5 +1007,5 @@ def attention_weights(weights, call, block_q=None):
     threads = _weights_tasks.threads(_score_work(call))
     block_q = block_q or _query_block(call, threads, BLOCK_Q)
     with single_threaded_blas():
-        _weights_tasks.run(threads, weights, call.q, _key_panels(call.k, BLOCK_K),
+        _weights_tasks.run(threads, weights, call.q, _key_panels("k panels", call.k, BLOCK_K),
                            _scale(call), block_q, _mods(call))

@@ -15,10 +15,14 @@ is no synchronisation inside a GEMM, which matters on our shared 2-core machines
 threads hand packed panels to each other and spin whenever the other one is descheduled. The
 bias goes into the output before the GEMM (beta = 1) and the bias gradient is summed in the
 same task as dW, so neither costs a separate pass or parallel region.
+
+On CPUs with AMX tiles, the forward and dx run there instead (tile_linear.py), each in a parallel
+region of its own; dW and db stay here.
 """
 import numpy as np
 from numba import njit, prange
 
+from . import tile_linear
 from .blas_library import single_threaded_blas
 from .packed_gemm import NT_NN_IN_REGISTERS, TN_IN_REGISTERS, gemm_tn, packed_gemm, strip_block
 from .threads import sized_kernel
@@ -112,6 +116,11 @@ def _rows_in_registers(x):
 
 def linear_forward(out, x, weight, bias, has_bias):
     """out (R, O) = x (R, K) @ weight (O, K)^T (+ bias (O,))."""
+    if tile_linear.on_tiles(x, weight) and out.flags.c_contiguous:
+        tile_linear.rows_times_weight(out, np.ascontiguousarray(x),
+                                      tile_linear.weight_over_inputs(weight), _vector(bias),
+                                      has_bias)
+        return
     # The thread count is passed in as the number of tasks (a kernel that reads it cannot be
     # cached), the product's path as an argument (so that cached code does not keep it).
     tasks = _linear_forward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
@@ -125,6 +134,11 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
 
     dx (R, K) is written only when ``need_dx`` (the first layer of a model has no input gradient).
     """
+    if need_dx and tile_linear.on_tiles(x, weight) and dx.flags.c_contiguous:
+        tile_linear.rows_times_weight(dx, np.ascontiguousarray(dout),
+                                      tile_linear.weight_over_outputs(weight), _vector(dbias),
+                                      False)
+        need_dx = False
     tasks = _linear_backward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
         # The products' choices are arguments, so that cached code does not keep them.

@@ -1,0 +1,96 @@
+"""The linear layers' row products, x W^T and dout W, on AMX tiles at float32 accuracy
+(bf16x3_gemm.py), where the CPU has them (amx_tiles.py).
+
+Both are products of a block of token rows with the whole weight: y (R, O) = x (R, K) W^T over K,
+and dx (R, K) = dout (R, O) W over O. The weight is split into its bf16 terms once per call, as the
+right operand of the product (:func:`weight_over_inputs` for x W^T, :func:`weight_over_outputs`
+for dout W), into a scratch buffer (workspace.py). Each task takes whole strips of 32 token rows:
+it splits a strip (an L2-sized left operand), computes its 32 x 32 blocks over the whole depth
+in one fixed order, and writes them through an aligned buffer (adding the bias). A row's result
+is thus one product, whatever the number of tasks: its bits do not depend on the thread count.
+dW = dout^T x, whose depth is all the token rows, stays on linear.py's register path.
+"""
+import numpy as np
+from numba import njit, prange
+
+from .amx_tiles import AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_configuration, \
+    tile_release
+from .bf16x3_gemm import (TERMS, TILE_DEPTH, _split_rows_into, aligned_empty, keys_as_columns,
+                          product_32x32, rows_as_depth)
+from .threads import sized_kernel
+from .workspace import scratch
+
+STRIP = 2 * TILE_ROWS  # token rows per strip: one row of 32 x 32 blocks
+# Multiply-adds a thread must have before a launch takes it (as linear.py's).
+GRAIN = 1 << 20
+# Row products that go to the tiles: float32 with whole 32-wide tiles on both sides, and at least
+# this many token rows (where fewer, the split of the weight weighs more than it gains).
+MIN_ROWS = 256
+
+
+def on_tiles(x, weight):
+    """Whether x (R, K) W^T and dout W with weight (O, K) run on the tiles."""
+    O, K = weight.shape
+    return (AMX_BF16 and x.dtype == np.float32 and weight.dtype == np.float32
+            and O % TILE_DEPTH == 0 and K % TILE_DEPTH == 0 and x.shape[0] >= MIN_ROWS)
+
+
+def weight_over_inputs(weight):
+    """weight (O, K) as the right operand of x W^T: its O rows as columns, depth K."""
+    O, K = weight.shape
+    tiles = scratch("weight over inputs", (TERMS, 1, 1, O // TILE_ROWS, K // TILE_DEPTH,
+                                           TILE_ROWS, TILE_DEPTH), np.uint16)
+    keys_as_columns(tiles, weight.reshape(1, 1, O, K))
+    return tiles
+
+
+def weight_over_outputs(weight):
+    """weight (O, K) as the right operand of dout W: K columns, depth O."""
+    O, K = weight.shape
+    tiles = scratch("weight over outputs", (TERMS, 1, 1, K // TILE_ROWS, O // TILE_DEPTH,
+                                            TILE_ROWS, TILE_DEPTH), np.uint16)
+    rows_as_depth(tiles, weight.reshape(1, 1, O, K))
+    return tiles
+
+
+@njit(cache=True)
+def _write_strip(out, block, r0, rows, bias, has_bias):
+    for r in range(rows):
+        row, values = out[r0 + r], block[r]
+        if has_bias:
+            for o in range(row.shape[0]):
+                row[o] = values[o] + bias[o]
+        else:
+            for o in range(row.shape[0]):
+                row[o] = values[o]
+
+
+@sized_kernel(GRAIN)
+def _rows_times_weight(out, x, weight_tiles, config, bias, has_bias, tasks):
+    """out (R, C) = x (R, depth) @ the weight whose right operand is weight_tiles (+ bias)."""
+    R, depth = x.shape
+    C = out.shape[1]
+    steps = weight_tiles.shape[4]
+    column_step = steps * TILE_ELEMENTS
+    strips = (R + STRIP - 1) // STRIP
+    for t in prange(tasks):
+        terms = aligned_empty(TERMS * STRIP * depth, np.uint16).reshape((TERMS, STRIP, depth))
+        block = aligned_empty(STRIP * C, np.float32).reshape((STRIP, C))
+        tile_config(config)
+        for s in range(t * strips // tasks, (t + 1) * strips // tasks):
+            r0 = s * STRIP
+            rows = min(STRIP, R - r0)
+            _split_rows_into(terms, x, r0, rows)
+            for c in range(0, C, TILE_DEPTH):
+                product_32x32(block, c, C * 4, False, terms, 0, depth * 2, weight_tiles,
+                              c // TILE_ROWS * column_step, column_step, steps)
+            _write_strip(out, block, r0, rows, bias, has_bias)
+        tile_release()
+
+
+def rows_times_weight(out, x, weight_tiles, bias, has_bias):
+    """out = x @ (the weight of weight_tiles) (+ bias), on the tiles: out (R, C) and x (R, depth)
+    C-contiguous float32."""
+    tasks = _rows_times_weight.threads(x.shape[0] * x.shape[1] * out.shape[1])
+    _rows_times_weight.run(tasks, out, x, weight_tiles, tile_configuration(), bias, has_bias,
+                           tasks)

@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 import seqattn
+from seqattn.kernels.cpu.workspace import held_bytes
 
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
@@ -165,13 +166,17 @@ def torch_available():
 
 
 def peak_memory(device, fn, sync):
-    """Peak memory growth of one call of fn, after a warm-up call."""
+    """Peak memory growth of one call of fn, after a warm-up call, and the bytes of scratch
+    buffers that the CPU kernels keep after it (released before the call, so that it allocates
+    its own; the RSS may not grow where the allocator had the memory still)."""
     fn()
     sync()
+    if device == "cpu":
+        seqattn.release_scratch()
     with PeakMemory(device) as mem:
         fn()
         sync()
-    return mem.peak
+    return mem.peak, held_bytes() if device == "cpu" else 0
 
 
 def run_case(device, B, H, N, D, causal, repeats, with_naive, clock=time.perf_counter):
@@ -179,8 +184,8 @@ def run_case(device, B, H, N, D, causal, repeats, with_naive, clock=time.perf_co
     q, k, v = (rng.standard_normal((B, H, N, D)).astype(np.float32) for _ in range(3))
     row = {"N": N, "D": D, "causal": causal}
     ours = SeqattnRunner(device, q, k, v, causal, clock)
-    row["fwd_mem"] = peak_memory(device, ours.forward, ours.sync)
-    row["bwd_mem"] = peak_memory(device, ours.backward, ours.sync)
+    row["fwd_mem"], row["fwd_scratch"] = peak_memory(device, ours.forward, ours.sync)
+    row["bwd_mem"], row["bwd_scratch"] = peak_memory(device, ours.backward, ours.sync)
     timers = {"fwd_s": ours.forward_time, "bwd_s": ours.backward_time}
     if torch_available():
         theirs = TorchRunner(device, q, k, v, causal, clock)
@@ -206,8 +211,8 @@ def print_header(device, threads, clock_name):
           f"numba {numba.__version__}, numpy {np.__version__}, {platform.processor() or ''} "
           f"{platform.machine()}, {os.cpu_count()} logical CPUs")
     print("| N | D | causal | pass | seqattn GFLOP/s | torch GFLOP/s | naive NumPy GFLOP/s "
-          "| seqattn/torch | peak mem MiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| seqattn/torch | peak mem MiB | scratch held MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
 
 
 def print_row(r):
@@ -217,7 +222,7 @@ def print_row(r):
         ratio = r[f"{p}_gflops"] / r[f"torch_{p}_gflops"]  # nan without torch
         print(f"| {r['N']} | {r['D']} | {r['causal']} | {p} | {r[f'{p}_gflops']:.1f} | "
               f"{r[f'torch_{p}_gflops']:.1f} | {naive:.1f} | {ratio:.2f} | "
-              f"{r[f'{p}_mem'] / mib:.1f} |", flush=True)
+              f"{r[f'{p}_mem'] / mib:.1f} | {r[f'{p}_scratch'] / mib:.1f} |", flush=True)
 
 
 class BiasedRunner(SeqattnRunner):

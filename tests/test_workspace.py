@@ -3,6 +3,7 @@ import threading
 
 import numpy as np
 
+import seqattn
 from seqattn.kernels.cpu import workspace
 
 
@@ -46,3 +47,12 @@ def test_each_thread_has_its_own_buffers():
     assert theirs[0][0] != mine.ctypes.data
     assert theirs[0][1] == mine.nbytes
     assert workspace.held_bytes() == mine.nbytes
+
+
+def test_seqattn_release_scratch_gives_back_what_attention_keeps():
+    workspace.release_scratch()
+    q = np.random.default_rng(0).standard_normal((1, 2, 64, 32)).astype(np.float32)
+    seqattn.attention(q, q, q)
+    assert workspace.held_bytes() > 0
+    seqattn.release_scratch()
+    assert workspace.held_bytes() == 0

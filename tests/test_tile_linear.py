@@ -30,16 +30,23 @@ def _assert_as_accurate_as_float32_blas(got, float32_product, want):
     assert np.abs(got - want).max() <= 1.5 * blas_error
 
 
-def test_only_float32_with_whole_tiles_and_enough_rows_go_to_the_tiles(monkeypatch):
+def test_only_float32_with_whole_tiles_and_enough_work_goes_to_the_tiles(monkeypatch):
     monkeypatch.setattr(tile_linear, "AMX_BF16", True)
-    x, weight = np.zeros((256, 64), np.float32), np.zeros((96, 64), np.float32)
-    assert tile_linear.on_tiles(x, weight)
-    assert not tile_linear.on_tiles(x[:255], weight)
-    assert not tile_linear.on_tiles(x[:, :48], weight[:, :48])
-    assert not tile_linear.on_tiles(x, weight[:80])
-    assert not tile_linear.on_tiles(x.astype(np.float64), weight.astype(np.float64))
+    x, weight = np.zeros((4096, 64), np.float32), np.zeros((64, 64), np.float32)
+    assert tile_linear.forward_on_tiles(x, weight)  # 2^24 multiply-adds
+    assert not tile_linear.forward_on_tiles(x[:4095], weight)
+    assert not tile_linear.forward_on_tiles(np.zeros((8192, 32), np.float32), weight[:, :32])
+    assert not tile_linear.backward_on_tiles(x, weight)
+    big_x, big_weight = np.zeros((4096, 256), np.float32), np.zeros((256, 256), np.float32)
+    assert tile_linear.backward_on_tiles(big_x, big_weight)  # 2^28
+    assert not tile_linear.backward_on_tiles(big_x[:4095], big_weight)
+    for on_tiles in (tile_linear.forward_on_tiles, tile_linear.backward_on_tiles):
+        assert not on_tiles(big_x[:, :240], big_weight[:, :240])
+        assert not on_tiles(big_x, big_weight[:240])
+        assert not on_tiles(big_x.astype(np.float64), big_weight.astype(np.float64))
     monkeypatch.setattr(tile_linear, "AMX_BF16", False)
-    assert not tile_linear.on_tiles(x, weight)
+    assert not tile_linear.forward_on_tiles(big_x, big_weight)
+    assert not tile_linear.backward_on_tiles(big_x, big_weight)
 
 
 @needs_amx
@@ -81,7 +88,7 @@ def test_bits_do_not_depend_on_the_number_of_tasks():
 @needs_amx
 def test_the_layer_launchers_take_the_tiles():
     """linear.py's forward and dx are the tile kernel's products; dW and db stay right."""
-    R, K, O = 512, 256, 96
+    R, K, O = 1024, 256, 1024  # 2^28 multiply-adds: both on the tiles
     x, weight, bias, dout = _inputs(R, K, O)
     out = np.empty((R, O), np.float32)
     linear.linear_forward(out, x, weight, bias, True)

@@ -16,8 +16,8 @@ threads hand packed panels to each other and spin whenever the other one is desc
 bias goes into the output before the GEMM (beta = 1) and the bias gradient is summed in the
 same task as dW, so neither costs a separate pass or parallel region.
 
-On CPUs with AMX tiles, the forward and dx run there instead (tile_linear.py), each in a parallel
-region of its own; dW and db stay here.
+On CPUs with AMX tiles, the forward and dx of large enough products run there instead
+(tile_linear.py), each in a parallel region of its own; dW and db stay here.
 """
 import numpy as np
 from numba import njit, prange
@@ -116,7 +116,7 @@ def _rows_in_registers(x):
 
 def linear_forward(out, x, weight, bias, has_bias):
     """out (R, O) = x (R, K) @ weight (O, K)^T (+ bias (O,))."""
-    if tile_linear.on_tiles(x, weight) and out.flags.c_contiguous:
+    if tile_linear.forward_on_tiles(x, weight) and out.flags.c_contiguous:
         tile_linear.rows_times_weight(out, np.ascontiguousarray(x),
                                       tile_linear.weight_over_inputs(weight), _vector(bias),
                                       has_bias)
@@ -134,7 +134,7 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
 
     dx (R, K) is written only when ``need_dx`` (the first layer of a model has no input gradient).
     """
-    if need_dx and tile_linear.on_tiles(x, weight) and dx.flags.c_contiguous:
+    if need_dx and tile_linear.backward_on_tiles(x, weight) and dx.flags.c_contiguous:
         tile_linear.rows_times_weight(dx, np.ascontiguousarray(dout),
                                       tile_linear.weight_over_outputs(weight), _vector(dbias),
                                       False)

@@ -23,16 +23,32 @@ from .workspace import scratch
 STRIP = 2 * TILE_ROWS  # token rows per strip: one row of 32 x 32 blocks
 # Multiply-adds a thread must have before a launch takes it (as linear.py's).
 GRAIN = 1 << 20
-# Row products that go to the tiles: float32 with whole 32-wide tiles on both sides, and at least
-# this many token rows (where fewer, the split of the weight weighs more than it gains).
-MIN_ROWS = 256
+# Where the tiles were measured faster, in multiply-adds R K O (2 threads, tiles / registers,
+# linear.py's launchers, Intel Xeon, Sapphire Rapids class; BENCHMARKS.md):
+# * the forward: 1.15-1.47x from 2^24 with K >= 64 inputs; 0.76-1.00x below, or at K 32, where
+#   each strip's split and stores weigh more than its products;
+# * the backward, whose dx here and dW in registers take two parallel regions instead of one:
+#   1.05-1.15x from 2^28; 0.71-0.94x below.
+FORWARD_MIN_WORK = 1 << 24
+FORWARD_MIN_INPUTS = 64
+BACKWARD_MIN_WORK = 1 << 28
 
 
-def on_tiles(x, weight):
-    """Whether x (R, K) W^T and dout W with weight (O, K) run on the tiles."""
+def _whole_tiles(x, weight):
     O, K = weight.shape
     return (AMX_BF16 and x.dtype == np.float32 and weight.dtype == np.float32
-            and O % TILE_DEPTH == 0 and K % TILE_DEPTH == 0 and x.shape[0] >= MIN_ROWS)
+            and O % TILE_DEPTH == 0 and K % TILE_DEPTH == 0)
+
+
+def forward_on_tiles(x, weight):
+    """Whether x (R, K) W^T with weight (O, K) runs on the tiles."""
+    return (_whole_tiles(x, weight) and weight.shape[1] >= FORWARD_MIN_INPUTS
+            and x.shape[0] * weight.size >= FORWARD_MIN_WORK)
+
+
+def backward_on_tiles(x, weight):
+    """Whether the backward's dx = dout W runs on the tiles."""
+    return _whole_tiles(x, weight) and x.shape[0] * weight.size >= BACKWARD_MIN_WORK
 
 
 def weight_over_inputs(weight):

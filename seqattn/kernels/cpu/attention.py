@@ -499,11 +499,7 @@ def _forward_query_block_on_tiles(out, lse, q_terms, k_tiles, v_tiles, config, b
                 _modify_scores(s, b, h, i0 + r0, j0, off, mods)
             _fold_strip(s, no_lane_max, True, running_max[r0:r1], running_sum[r0:r1],
                         acc[r0:r1])
-            for r in range(TILE_STRIP):
-                if r < r1 - r0:
-                    split_probabilities(p_terms, r, s_buf[r, :a1 - a0], j0 - a0, j1 - a0)
-                else:
-                    p_terms[:, r, :a1 - a0] = 0
+            _split_window_rows(p_terms, s_buf, r1 - r0, a1 - a0, j0 - a0, j1 - a0)
             for c in range(0, D, TILE_DEPTH):  # acc += P v, 32 x 32 blocks
                 product_32x32(acc, r0 * D + c, D * 4, True, p_terms, 0, block_k * 2,
                               v_tiles, v_at + c // TILE_ROWS * v_depth * TILE_ELEMENTS
@@ -654,6 +650,18 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
 
 
 @njit(cache=True)
+def _split_window_rows(terms, x, rows, width, first, stop):
+    """terms[:, r, :width] = the terms of x[r, :width], its columns [first, stop) only (zero
+    elsewhere), for the first ``rows`` rows, and zero for the rest of their last strip: a left
+    operand over a window of whole tiles whose rows past the last query add nothing."""
+    for r in range(_ceil_div(rows, TILE_STRIP) * TILE_STRIP):
+        if r < rows:
+            split_probabilities(terms, r, x[r, :width], first, stop)
+        else:
+            terms[:, r, :width] = 0
+
+
+@njit(cache=True)
 def _strips_on_tiles(c, a_terms, b, h, i0, rows, b_tiles, hk, j0, j1):
     """c[:rows, :j1 - j0] = a's rows i0.. (the terms of (b, h) in a_terms) times b_tiles'
     columns j0 .. j1 - 1 (whole tiles, of kv head hk), a strip of TILE_STRIP rows at a time:
@@ -676,11 +684,7 @@ def _dq_on_tiles(dq_part_rows, dq_rows, ds_terms, ds_buf, width, first, stop, k_
     on), split over the window of width keys from j0 into ds_terms; k_depth holds k as the
     right operand over its keys. The rows go through dq_rows, aligned and whole strips."""
     rows, D = dq_part_rows.shape
-    for r in range(_ceil_div(rows, TILE_STRIP) * TILE_STRIP):
-        if r < rows:
-            split_probabilities(ds_terms, r, ds_buf[r, :width], first, stop)
-        else:  # rows past the last query add nothing
-            ds_terms[:, r, :width] = 0
+    _split_window_rows(ds_terms, ds_buf, rows, width, first, stop)
     dq_rows[:rows] = dq_part_rows
     steps = k_depth.shape[4]
     k_at = (b * k_depth.shape[2] + hk) * k_depth.shape[3] * steps * TILE_ELEMENTS \
@@ -817,9 +821,14 @@ def on_tiles(call, block_k=BLOCK_K):
     (the CPU has them), for float32 with a head dim and key blocks of whole 32-wide tiles, and
     where they were measured faster (TILES_MIN_HEAD_DIM, TILES_MIN_KEYS)."""
     D, M = call.q.shape[3], call.k.shape[2]
-    return (FORWARD_ON_TILES and call.q.dtype == np.float32
-            and D % TILE_DEPTH == 0 and block_k % TILE_DEPTH == 0
+    return (FORWARD_ON_TILES and _whole_tiles(call, block_k)
             and (D >= TILES_ANY_KEYS_HEAD_DIM or D >= TILES_MIN_HEAD_DIM and M >= TILES_MIN_KEYS))
+
+
+def _whole_tiles(call, block_k):
+    """float32, with a head dim and key blocks of whole 32-wide tiles."""
+    return (call.q.dtype == np.float32 and call.q.shape[3] % TILE_DEPTH == 0
+            and block_k % TILE_DEPTH == 0)
 
 
 def _row_operand(name, x, scale):
@@ -865,8 +874,7 @@ def backward_on_tiles(call, block_k=BLOCK_K):
     32-wide tiles, and where they were measured faster (BACKWARD_TILES_MIN_HEAD_DIM,
     BACKWARD_TILES_MIN_KEYS)."""
     D, M = call.q.shape[3], call.k.shape[2]
-    return (BACKWARD_ON_TILES and call.q.dtype == np.float32
-            and D % TILE_DEPTH == 0 and block_k % TILE_DEPTH == 0
+    return (BACKWARD_ON_TILES and _whole_tiles(call, block_k)
             and D >= BACKWARD_TILES_MIN_HEAD_DIM and M >= BACKWARD_TILES_MIN_KEYS)
 
 

@@ -7,8 +7,10 @@ from numba import njit
 
 from seqattn.kernels.cpu.amx_tiles import (AMX_BF16, has_amx_bf16, tile_config,
                                            tile_configuration, tile_release)
-from seqattn.kernels.cpu.bf16x3_gemm import (aligned_empty, keys_as_columns, product_32x32,
-                                             rows_as_depth, split_probabilities, split_rows)
+from seqattn.kernels.cpu.bf16x3_gemm import (aligned_empty, exp_split_probabilities,
+                                             keys_as_columns, product_32x32, rows_as_depth,
+                                             split_probabilities, split_rows)
+from seqattn.kernels.cpu.softmax_rows import exp_shifted
 
 needs_amx = pytest.mark.skipif(not AMX_BF16, reason="the CPU (or the OS) offers no AMX tiles")
 
@@ -54,6 +56,41 @@ def test_probabilities_are_split_inside_their_keys_and_zero_outside():
     want = np.where((np.arange(64) >= 5) & (np.arange(64) < 50), x, 0).astype(np.float64)
     assert np.array_equal(term_sum(terms[:, 1]), want)
     assert (terms[:, 0] == 7).all(), "another row was written"
+
+
+@pytest.mark.parametrize("first, stop", [(0, 128), (40, 100), (32, 96), (33, 63), (0, 0)])
+def test_split_windows_whole_pairs_and_edges(first, stop):
+    # 128 floats are four pairs of vectors: windows whose edges cut a pair, fall on pair
+    # boundaries, lie inside one pair, or are empty
+    x = np.random.default_rng(6).standard_normal(128).astype(np.float32)
+    terms = np.full((3, 1, 128), 7, np.uint16)
+    split_probabilities(terms, 0, x, first, stop)
+    inside = (np.arange(128) >= first) & (np.arange(128) < stop)
+    assert np.array_equal(term_sum(terms[:, 0]), np.where(inside, x, 0).astype(np.float64))
+
+
+@njit
+def _exp_then_split(terms, x, shift, first, stop):
+    probabilities = x[first:stop].copy()
+    total = exp_shifted(probabilities, shift)
+    window = np.zeros_like(x)
+    window[first:stop] = probabilities
+    split_probabilities(terms, 0, window, first, stop)
+    return total
+
+
+@pytest.mark.parametrize("first, stop", [(0, 128), (40, 100), (33, 63)])
+def test_exp_and_split_in_one_pass_match_the_two_passes(first, stop):
+    x = (np.random.default_rng(7).standard_normal(128) * 4).astype(np.float32)
+    x[50] = -np.inf  # a masked score: probability 0
+    x[5] = np.nan  # outside the windows from 33 on; inside (0, 128) its exp is 0, both ways
+    shift = np.float32(x[first:stop][np.isfinite(x[first:stop])].max())
+    fused, two_passes = np.full((3, 1, 128), 7, np.uint16), np.full((3, 1, 128), 7, np.uint16)
+    total = exp_split_probabilities(fused, 0, x, shift, first, stop)
+    want_total = _exp_then_split(two_passes, x, shift, first, stop)
+    assert np.array_equal(fused, two_passes)
+    assert total == pytest.approx(want_total, rel=1e-6)
+    assert term_sum(fused[:, 0])[50] == 0
 
 
 def test_keys_as_columns_layout():

@@ -45,8 +45,9 @@ from .amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_co
                         tile_release)
 from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
-from .bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, keys_as_columns, product_32x32,
-                          rows_as_depth, split_probabilities, split_rows)
+from .bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, exp_split_probabilities,
+                          keys_as_columns, product_32x32, rows_as_depth, split_probabilities,
+                          split_rows)
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .host_caches import L2_BYTES
@@ -407,16 +408,40 @@ def _fold_strip(s, lane_max, modified, running_max, running_sum, acc):
     exp(s - max) (0 in rows that see no key yet). The row maxima come from lane_max (the score
     product's) unless a score modification changed the scores."""
     for r in range(s.shape[0]):
-        m_old = running_max[r]
-        m_new = max(m_old, row_max(s[r] if modified else lane_max[r]))
+        m_new = max(running_max[r], row_max(s[r] if modified else lane_max[r]))
         if m_new == NEG_INF:  # nothing visible yet: contribute nothing (test: empty rows)
             s[r, :] = 0
             continue
-        correction = exp_scalar(m_old - m_new)
-        running_sum[r] = running_sum[r] * correction + exp_shifted(s[r], m_new)
-        if correction != 1:
-            acc[r] *= correction
-        running_max[r] = m_new
+        _fold_row(r, m_new, exp_shifted(s[r], m_new), running_max, running_sum, acc)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _fold_strip_into_terms(p_terms, s_buf, rows, width, first, stop, running_max, running_sum,
+                           acc):
+    """:func:`_fold_strip` for the tiles, whose probabilities go straight into p_terms as the
+    left operand of P v over the window of ``width`` keys, not back into the scores: the first
+    ``rows`` rows of s_buf hold a strip's scores in columns [first, stop), and p_terms' rows
+    get their probabilities there, zero elsewhere and in the rest of the last strip (rows past
+    the last query add nothing). One pass for the exp and the split instead of two."""
+    for r in range(_ceil_div(rows, TILE_STRIP) * TILE_STRIP):
+        m_new = max(running_max[r], row_max(s_buf[r, first:stop])) if r < rows else NEG_INF
+        if m_new == NEG_INF:
+            p_terms[:, r, :width] = 0
+            continue
+        _fold_row(r, m_new, exp_split_probabilities(p_terms, r, s_buf[r, :width], m_new, first,
+                                                    stop), running_max, running_sum, acc)
+
+
+@njit(inline="always", fastmath=FASTMATH)
+def _fold_row(r, m_new, new_sum, running_max, running_sum, acc):
+    """Row r of the online softmax takes in keys whose exp(score - m_new) add up to new_sum:
+    its running sum and accumulator are rescaled from the old max to m_new."""
+    correction = exp_scalar(running_max[r] - m_new)
+    running_sum[r] = running_sum[r] * correction + new_sum
+    if correction != 1:
+        for d in range(acc.shape[1]):  # ``acc[r] *= correction`` cost a call per row
+            acc[r, d] *= correction
+    running_max[r] = m_new
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -472,7 +497,6 @@ def _forward_query_block_on_tiles(out, lse, q_terms, k_tiles, v_tiles, config, b
         (TILE_STRIP, block_k + ROW_PAD))
     p_terms = aligned_empty(TERMS * TILE_STRIP * block_k, np.uint16).reshape(
         (TERMS, TILE_STRIP, block_k))
-    no_lane_max = np.empty((0, VECTOR_LANES), np.float32)
     q_at = (b * q_terms.shape[2] + h) * q_terms.shape[3] * D
     k_columns, k_depth = k_tiles.shape[3], k_tiles.shape[4]
     k_at = (b * k_tiles.shape[2] + hk) * k_columns * k_depth * TILE_ELEMENTS
@@ -497,9 +521,8 @@ def _forward_query_block_on_tiles(out, lse, q_terms, k_tiles, v_tiles, config, b
             s = s_buf[:r1 - r0, j0 - a0:j1 - a0]
             if not (band_only and _inside_band(r1 - r0, j1 - j0, i0 + r0, j0, off, left, right)):
                 _modify_scores(s, b, h, i0 + r0, j0, off, mods)
-            _fold_strip(s, no_lane_max, True, running_max[r0:r1], running_sum[r0:r1],
-                        acc[r0:r1])
-            _split_window_rows(p_terms, s_buf, r1 - r0, a1 - a0, j0 - a0, j1 - a0)
+            _fold_strip_into_terms(p_terms, s_buf, r1 - r0, a1 - a0, j0 - a0, j1 - a0,
+                                   running_max[r0:r1], running_sum[r0:r1], acc[r0:r1])
             for c in range(0, D, TILE_DEPTH):  # acc += P v, 32 x 32 blocks
                 product_32x32(acc, r0 * D + c, D * 4, True, p_terms, 0, block_k * 2,
                               v_tiles, v_at + c // TILE_ROWS * v_depth * TILE_ELEMENTS

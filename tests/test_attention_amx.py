@@ -146,9 +146,11 @@ def _backward(block_q=attention.BLOCK_Q, block_k=attention.BLOCK_K):
 
 def test_the_backward_goes_to_the_tiles_at_d_128_and_many_keys(monkeypatch):
     monkeypatch.setattr(attention, "BACKWARD_ON_TILES", True)
-    q, k = np.zeros((1, 1, 4, 128), np.float32), np.zeros((1, 1, 2048, 128), np.float32)
+    fewest = attention.BACKWARD_TILES_MIN_KEYS
+    q, k = np.zeros((1, 1, 4, 128), np.float32), np.zeros((1, 1, fewest, 128), np.float32)
     assert attention.backward_on_tiles(prepare_attention(q, k, k))
-    assert not attention.backward_on_tiles(prepare_attention(q, k[:, :, :2047], k[:, :, :2047]))
+    assert not attention.backward_on_tiles(prepare_attention(q, k[:, :, :fewest - 1],
+                                                             k[:, :, :fewest - 1]))
     assert not attention.backward_on_tiles(prepare_attention(q, k, k), block_k=48)
     assert not attention.backward_on_tiles(prepare_attention(q[..., :64], k[..., :64],
                                                              k[..., :64]))

@@ -105,9 +105,9 @@ def _store_terms(builder, values, term_rows, at):
 
 def _row_into_terms_codegen(exponentiate):
     """Code for a row x (contiguous float32, a multiple of PAIR long) into the terms rows hi,
-    mid, lo, its elements in [first, stop) only (zero elsewhere); with ``exponentiate``, of
-    exp(x - shift) (vector_exp), and the row's sum of them returned. The pairs of vectors that
-    the window's edges cut are masked, those inside it are not."""
+    mid, lo, its elements in [first, stop) only (zero elsewhere): of x times a scale, or with
+    ``exponentiate``, of exp(x - shift) (vector_exp), and the row's sum of them returned. The
+    pairs of vectors that the window's edges cut are masked, those inside it are not."""
     def codegen(context, builder, signature, args):
         hi, mid, lo, x = (context.make_array(t)(context, builder, v)
                           for t, v in zip(signature.args[:4], args[:4]))
@@ -117,7 +117,7 @@ def _row_into_terms_codegen(exponentiate):
         pair = ir.Constant(intp, PAIR)
         zero = cgutils.get_null_value(VEC)
         total = cgutils.alloca_once_value(builder, zero)
-        shift = splat(builder, args[6], VEC) if exponentiate else None
+        shift_or_scale = splat(builder, args[6], VEC)
         index_type = ir.VectorType(intp, LANES)
 
         def pairs(start, end, masked):
@@ -127,7 +127,9 @@ def _row_into_terms_codegen(exponentiate):
                     at = builder.add(c, ir.Constant(intp, half * LANES))
                     v = builder.load(vector_at(builder, x.data, at), align=4)
                     if exponentiate:
-                        v = vector_exp(builder, builder.fsub(v, shift), AVX512)
+                        v = vector_exp(builder, builder.fsub(v, shift_or_scale), AVX512)
+                    else:
+                        v = builder.fmul(v, shift_or_scale)
                     if masked:
                         index = builder.add(splat(builder, at, index_type),
                                             ir.Constant(index_type, list(range(LANES))))
@@ -167,12 +169,13 @@ def _term_rows_and_row(hi, mid, lo, x):
 
 
 @intrinsic
-def _split_row(typingctx, hi, mid, lo, x, first, stop):
-    """hi, mid, lo[:len(x)] = the terms of x's elements in [first, stop), zero elsewhere (in
-    vectors: Numba's own loop over the elements was not vectorised)."""
-    if not _term_rows_and_row(hi, mid, lo, x):
+def _split_row(typingctx, hi, mid, lo, x, first, stop, scale):
+    """hi, mid, lo[:len(x)] = the terms of scale times x's elements in [first, stop), zero
+    elsewhere (in vectors: Numba's own loop over the elements was not vectorised)."""
+    if not (_term_rows_and_row(hi, mid, lo, x) and scale == types.float32):
         return None
-    return types.void(hi, mid, lo, x, types.intp, types.intp), _row_into_terms_codegen(False)
+    return (types.void(hi, mid, lo, x, types.intp, types.intp, types.float32),
+            _row_into_terms_codegen(False))
 
 
 @intrinsic
@@ -190,7 +193,7 @@ def split_probabilities(terms, row, x, first, stop):
     """terms[:, row, :len(x)] = the three terms of x[first:stop] (contiguous float32; len(x) a
     multiple of PAIR), zero outside it: a row of probabilities as a left operand whose keys
     outside [first, stop) add nothing."""
-    _split_row(terms[0, row], terms[1, row], terms[2, row], x, first, stop)
+    _split_row(terms[0, row], terms[1, row], terms[2, row], x, first, stop, np.float32(1))
 
 
 @njit(cache=True)
@@ -221,13 +224,13 @@ def split_rows(terms, x, scale):
 
 
 @njit(cache=True)
-def _split_rows_into(terms, x, first, count):
-    """terms[:, r, :] = the terms of x[first + r] for r < count (rows of 16-float multiples),
-    zero for the rows past count: a block of operand rows, split in vectors."""
+def split_rows_into(terms, x, first, count, scale):
+    """terms[:, r, :] = the terms of scale * x[first + r] for r < count (rows of PAIR-float
+    multiples), zero for the rows past count: a block of operand rows, split in vectors."""
     width = terms.shape[2]
     for r in range(terms.shape[1]):
         if r < count:
-            split_probabilities(terms, r, x[first + r], 0, width)
+            _split_row(terms[0, r], terms[1, r], terms[2, r], x[first + r], 0, width, scale)
         else:
             terms[:, r, :] = 0
 
@@ -244,7 +247,8 @@ def keys_as_columns(tiles, x):
     for t in prange(B * H * n_columns):
         b, h, c = t // (H * n_columns), t // n_columns % H, t % n_columns
         terms = np.empty((TERMS, TILE_ROWS, D), np.uint16)
-        _split_rows_into(terms, x[b, h], c * TILE_ROWS, min(TILE_ROWS, M - c * TILE_ROWS))
+        split_rows_into(terms, x[b, h], c * TILE_ROWS, min(TILE_ROWS, M - c * TILE_ROWS),
+                        np.float32(1))
         words = terms.view(np.uint32)
         for term in range(TERMS):
             out = tiles[term, b, h, c].view(np.uint32)
@@ -252,6 +256,10 @@ def keys_as_columns(tiles, x):
                 for pair in range(TILE_ROWS):
                     for col in range(TILE_ROWS):
                         out[s, pair, col] = words[term, col, s * TILE_ROWS + pair]
+
+
+# On the calling thread: for tasks of a parallel kernel that split their own operands.
+keys_as_columns_serial = keys_as_columns.serial
 
 
 @intrinsic
@@ -306,8 +314,12 @@ def rows_as_depth(tiles, x):
     for t in prange(B * H * n_depth):
         b, h, s = t // (H * n_depth), t // n_depth % H, t % n_depth
         terms = np.empty((TERMS, TILE_DEPTH, D), np.uint16)
-        _split_rows_into(terms, x[b, h], s * TILE_DEPTH, min(TILE_DEPTH, M - s * TILE_DEPTH))
+        split_rows_into(terms, x[b, h], s * TILE_DEPTH, min(TILE_DEPTH, M - s * TILE_DEPTH),
+                        np.float32(1))
         depth_tiles_of(tiles[:, b, h, :, s:s + 1], terms, 1)
+
+
+rows_as_depth_serial = rows_as_depth.serial  # as keys_as_columns_serial
 
 
 @njit(cache=True)

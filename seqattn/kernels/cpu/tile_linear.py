@@ -15,8 +15,8 @@ from numba import njit, prange
 
 from .amx_tiles import AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_configuration, \
     tile_release
-from .bf16x3_gemm import (TERMS, TILE_DEPTH, _split_rows_into, aligned_empty, keys_as_columns,
-                          product_32x32, rows_as_depth)
+from .bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, keys_as_columns, product_32x32,
+                          rows_as_depth, split_rows_into)
 from .threads import sized_kernel
 from .workspace import scratch
 
@@ -96,7 +96,7 @@ def _rows_times_weight(out, x, weight_tiles, config, bias, has_bias, tasks):
         for s in range(t * strips // tasks, (t + 1) * strips // tasks):
             r0 = s * STRIP
             rows = min(STRIP, R - r0)
-            _split_rows_into(terms, x, r0, rows)
+            split_rows_into(terms, x, r0, rows, np.float32(1))
             for c in range(0, C, TILE_DEPTH):
                 product_32x32(block, c, C * 4, False, terms, 0, depth * 2, weight_tiles,
                               c // TILE_ROWS * column_step, column_step, steps)

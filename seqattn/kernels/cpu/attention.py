@@ -46,8 +46,8 @@ from .amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_co
 from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
 from .bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, exp_split_probabilities,
-                          keys_as_columns, keys_as_columns_serial, product_32x32, rows_as_depth,
-                          rows_as_depth_serial, split_probabilities, split_rows, split_rows_into)
+                          keys_as_columns_serial, product_32x32, rows_as_depth_serial,
+                          split_probabilities, split_rows, split_rows_into)
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .host_caches import L2_BYTES
@@ -595,13 +595,14 @@ def _structured_grads(ds, b, h, i0, j0, mods, task_grads):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt, vt, scale, b,
-                        hk, chunk, n_chunks, block_q, mods, tiles):
+def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, kt, vt, scale,
+                        b, hk, chunk, n_chunks, block_q, mods, tiles, worker):
     """dK, dV of the key blocks chunk, chunk + n_chunks, ... of (b, hk); their dQ into dq_part,
     the structured biases' gradients into task_grads (see :func:`_structured_grads`). kt, vt
     hold k's and v's key blocks transposed, whose size is the key block. tiles: None, or the
     operands of :func:`_backward_operands`, with which S, dP and dQ (unscaled: the launcher
-    scales it) are products on AMX tiles. The tests of ``tiles is None`` are decided when Numba
+    scales it) are products on AMX tiles; the key block's operands go to those of ``worker``,
+    the task's worker. The tests of ``tiles is None`` are decided when Numba
     compiles (its dead-branch pruning), so that the register version holds no AMX instruction
     and compiles for CPUs without them."""
     H, N, D = q.shape[1], q.shape[2], q.shape[3]
@@ -618,11 +619,12 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
     ds_buf = aligned_empty(strips * (block_k + ROW_PAD), dtype).reshape(
         (strips, block_k + ROW_PAD))
     if tiles is not None:
-        q_terms, dout_terms, k_columns, v_columns, k_depth, config = tiles
+        q_terms, dout_terms, k_work, v_work, k_depth_work, config = tiles
+        k_columns, v_columns, k_depth = k_work[worker], v_work[worker], k_depth_work[worker]
+        tile_config(config)
         ds_terms = aligned_empty(TERMS * strips * block_k, np.uint16).reshape(
             (TERMS, strips, block_k))
         dq_rows = aligned_empty(strips * D, dtype).reshape((strips, D))
-        tile_config(config)
     shift = np.empty(block_q, dtype)
     dk_acc = np.empty((block_k, D), dtype)
     dv_acc = np.empty((block_k, D), dtype)
@@ -634,6 +636,8 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
         dk_blk, dv_blk = dk_acc[:cols], dv_acc[:cols]
         dk_blk[:] = 0
         dv_blk[:] = 0
+        if tiles is not None:
+            _split_key_block(k_columns, v_columns, k_depth, k, v, b, hk, j0, j1)
         i_lo, i_hi = _visible_queries(j0, j1, off, left, right, N)
         for h in range(hk * group, (hk + 1) * group):
             i1 = i_lo
@@ -661,8 +665,7 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
                 fused = width == WIDE and c0 % WIDE == 0
                 # forward: S = scale q k^T + mods; P = exp(S - lse)
                 if tiles is not None:
-                    _strips_on_tiles(s_buf, q_terms, b, h, i0, rows, k_columns, hk, j0 + a0,
-                                     j0 + a1)
+                    _strips_on_tiles(s_buf, q_terms, b, h, i0, rows, k_columns, a0, a1)
                     _modify_scores(p, b, h, i0, j0 + c0, off, mods)
                     _probabilities_from_lse(p, lse[b, h, i0:i1])
                 elif fused and _plain_tile(rows, t_cols, i0, j0 + c0, off, mods):
@@ -675,8 +678,7 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
                 # forward: out = P v  =>  dV += P^T dout
                 register_gemm(dv_blk[c0:c1], p.T, dout_rows, 1.0, True)
                 if tiles is not None:
-                    _strips_on_tiles(ds_buf, dout_terms, b, h, i0, rows, v_columns, hk,
-                                     j0 + a0, j0 + a1)
+                    _strips_on_tiles(ds_buf, dout_terms, b, h, i0, rows, v_columns, a0, a1)
                     for r in range(rows):
                         softmax_grad_row(ds[r], p[r], delta[b, h, i0 + r])
                 elif fused:
@@ -689,7 +691,7 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
                 # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q
                 if tiles is not None:
                     _dq_on_tiles(dq_part[b, h, i0:i1], dq_rows, ds_terms, ds_buf, a1 - a0,
-                                 c0 - a0, c1 - a0, k_depth, b, hk, j0 + a0)
+                                 c0 - a0, c1 - a0, k_depth, a0)
                 else:
                     register_gemm(dq_part[b, h, i0:i1], ds, k_rows[c0:c1], scale, True)
                 register_gemm(dk_blk[c0:c1], ds.T, q_rows, scale, True)
@@ -697,6 +699,22 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, kt,
         dv[b, hk, j0:j1] = dv_blk
     if tiles is not None:
         tile_release()
+
+
+@njit(cache=True)
+def _split_key_block(k_columns, v_columns, k_depth, k, v, b, hk, j0, j1):
+    """The backward's right operands for keys [j0, j1) of (b, hk) (zero past them to the whole
+    key block): k and v over D (their keys as columns), k over its keys. Split by the task that
+    owns the key block, they stay in its core's caches: one split of all of k and v before the
+    tasks cost about a tenth of the backward at B 1 H 8 N 1024 D 128 (2 threads, Intel Xeon)."""
+    D = k.shape[3]
+    shape = (1, 1, j1 - j0, D)
+    keys_as_columns_serial(k_columns.reshape((TERMS, 1, 1) + k_columns.shape[1:]),
+                           k[b, hk, j0:j1].reshape(shape))
+    keys_as_columns_serial(v_columns.reshape((TERMS, 1, 1) + v_columns.shape[1:]),
+                           v[b, hk, j0:j1].reshape(shape))
+    rows_as_depth_serial(k_depth.reshape((TERMS, 1, 1) + k_depth.shape[1:]),
+                         k[b, hk, j0:j1].reshape(shape))
 
 
 @njit(cache=True)
@@ -712,33 +730,32 @@ def _split_window_rows(terms, x, rows, width, first, stop):
 
 
 @njit(cache=True)
-def _strips_on_tiles(c, a_terms, b, h, i0, rows, b_tiles, hk, j0, j1):
-    """c[:rows, :j1 - j0] = a's rows i0.. (the terms of (b, h) in a_terms) times b_tiles'
-    columns j0 .. j1 - 1 (whole tiles, of kv head hk), a strip of TILE_STRIP rows at a time:
-    the rows up to the next whole strip are written too (c has them)."""
-    D, depth = a_terms.shape[4], b_tiles.shape[4]
+def _strips_on_tiles(c, a_terms, b, h, i0, rows, b_tiles, j0, j1):
+    """c[:rows, :j1 - j0] = a's rows i0.. (the terms of (b, h) in a_terms) times the columns
+    j0 .. j1 - 1 of b_tiles (one key block's right operand; whole tiles), a strip of
+    TILE_STRIP rows at a time: the rows up to the next whole strip are written too (c has
+    them)."""
+    D, depth = a_terms.shape[4], b_tiles.shape[2]
     a_at = ((b * a_terms.shape[2] + h) * a_terms.shape[3] + i0) * D
-    b_at = (b * b_tiles.shape[2] + hk) * b_tiles.shape[3] * depth * TILE_ELEMENTS
     row_floats = c.shape[1]
     for r in range(0, rows, TILE_STRIP):
         for j in range(j0, j1, TILE_DEPTH):
             product_32x32(c, r * row_floats + j - j0, row_floats * 4, False, a_terms,
-                          a_at + r * D, D * 2, b_tiles,
-                          b_at + j // TILE_ROWS * depth * TILE_ELEMENTS, depth * TILE_ELEMENTS,
-                          depth)
+                          a_at + r * D, D * 2, b_tiles, j // TILE_ROWS * depth * TILE_ELEMENTS,
+                          depth * TILE_ELEMENTS, depth)
 
 
 @njit(cache=True)
-def _dq_on_tiles(dq_part_rows, dq_rows, ds_terms, ds_buf, width, first, stop, k_depth, b, hk, j0):
+def _dq_on_tiles(dq_part_rows, dq_rows, ds_terms, ds_buf, width, first, stop, k_depth, j0):
     """dq_part_rows += dS k on the tiles: dS is ds_buf[:, first:stop] (the keys from j0 + first
-    on), split over the window of width keys from j0 into ds_terms; k_depth holds k as the
-    right operand over its keys. The rows go through dq_rows, aligned and whole strips."""
+    on in the key block), split over the window of width keys from j0 into ds_terms; k_depth
+    holds the key block's k as the right operand over its keys. The rows go through dq_rows,
+    aligned and whole strips."""
     rows, D = dq_part_rows.shape
     _split_window_rows(ds_terms, ds_buf, rows, width, first, stop)
     dq_rows[:rows] = dq_part_rows
-    steps = k_depth.shape[4]
-    k_at = (b * k_depth.shape[2] + hk) * k_depth.shape[3] * steps * TILE_ELEMENTS \
-        + j0 // TILE_DEPTH * TILE_ELEMENTS
+    steps = k_depth.shape[2]
+    k_at = j0 // TILE_DEPTH * TILE_ELEMENTS
     for r in range(0, rows, TILE_STRIP):
         for d in range(0, D, TILE_DEPTH):
             product_32x32(dq_rows, r * D + d, D * 4, True, ds_terms, r * ds_terms.shape[2],
@@ -749,21 +766,25 @@ def _dq_on_tiles(dq_part_rows, dq_rows, ds_terms, ds_buf, width, first, stop, k_
 
 
 @sized_kernel(GRAIN)
-def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, kt, vt, scale,
-                    block_q, mods, tiles):
-    """structured_parts = (dtable (tasks, group, LANES, P, C), dpair (tasks, group, LANES, C),
+def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, kt, vt,
+                    scale, block_q, mods, tiles, workers):
+    """The (batch, kv head, key chunk) tasks, split evenly between ``workers`` (the plan's
+    threads; the tile operands of :func:`_backward_operands` hold a key block for each).
+    structured_parts = (dtable (tasks, group, LANES, P, C), dpair (tasks, group, LANES, C),
     dx (chunks, Hkv, B, 3, N), dy (Hkv, B, 3, M)), zeroed: each task writes only its own part."""
     n_chunks = dq_parts.shape[0]
     B, Hkv = k.shape[0], k.shape[1]
+    n_tasks = B * Hkv * n_chunks
     dtable, dpair, dx, dy = structured_parts
-    for t in prange(B * Hkv * n_chunks):
-        bhk, chunk = t // n_chunks, t % n_chunks
-        b, hk = bhk // Hkv, bhk % Hkv
-        task_grads = (dtable[t % dtable.shape[0]], dpair[t % dpair.shape[0]],
-                      dx[chunk % dx.shape[0], hk % dx.shape[1], b % dx.shape[2]],
-                      dy[hk % dy.shape[0], b % dy.shape[1]])
-        _backward_key_chunk(dq_parts[chunk], dk, dv, task_grads, dout, lse, delta, q, k, kt, vt,
-                            scale, b, hk, chunk, n_chunks, block_q, mods, tiles)
+    for w in prange(workers):
+        for t in range(w * n_tasks // workers, (w + 1) * n_tasks // workers):
+            bhk, chunk = t // n_chunks, t % n_chunks
+            b, hk = bhk // Hkv, bhk % Hkv
+            task_grads = (dtable[t % dtable.shape[0]], dpair[t % dpair.shape[0]],
+                          dx[chunk % dx.shape[0], hk % dx.shape[1], b % dx.shape[2]],
+                          dy[hk % dy.shape[0], b % dy.shape[1]])
+            _backward_key_chunk(dq_parts[chunk], dk, dv, task_grads, dout, lse, delta, q, k, v,
+                                kt, vt, scale, b, hk, chunk, n_chunks, block_q, mods, tiles, w)
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -890,24 +911,6 @@ def _row_operand(name, x, scale):
     return terms
 
 
-def _keys_as_columns(name, x):
-    """x (B, H, M, D) as the right operand of a product over D (its keys as columns)."""
-    B, H, M, D = x.shape
-    tiles = scratch(name, (TERMS, B, H, _ceil_div(M, TILE_DEPTH) * 2, D // TILE_DEPTH,
-                           TILE_ROWS, TILE_DEPTH), np.uint16)
-    keys_as_columns(tiles, x)
-    return tiles
-
-
-def _rows_as_depth(name, x):
-    """x (B, H, M, D) as the right operand of a product over its keys."""
-    B, H, M, D = x.shape
-    tiles = scratch(name, (TERMS, B, H, D // TILE_ROWS, _ceil_div(M, TILE_DEPTH), TILE_ROWS,
-                           TILE_DEPTH), np.uint16)
-    rows_as_depth(tiles, x)
-    return tiles
-
-
 def _forward_on_tiles(out, lse, call, threads, block_q, block_k):
     """The forward with :func:`_forward_query_block_on_tiles`, each worker of the plan with
     its own operands, in scratch buffers (workspace.py): a query block's rows of q, and a kv
@@ -936,15 +939,20 @@ def backward_on_tiles(call, block_k=BLOCK_K):
             and D >= BACKWARD_TILES_MIN_HEAD_DIM and M >= BACKWARD_TILES_MIN_KEYS)
 
 
-def _backward_operands(call, dout, block_k):
+def _backward_operands(call, dout, block_k, workers):
     """The bf16x3 operands of the backward's tile products (:func:`_backward_key_chunk`):
-    scale q and dout as left-operand rows, k and v as right operands over D, k over its keys;
+    scale q and dout as left-operand rows, and room for each of ``workers`` to split a key
+    block's k and v over D and k over its keys (:func:`_split_key_block`), in scratch buffers;
     None where the backward stays in registers."""
     if not backward_on_tiles(call, block_k):
         return None
+    D = call.q.shape[3]
+    over_d = (workers, TERMS, block_k // TILE_ROWS, D // TILE_DEPTH, TILE_ROWS, TILE_DEPTH)
     return (_row_operand("q", call.q, _scale(call)), _row_operand("dout", dout, np.float32(1)),
-            _keys_as_columns("k", call.k), _keys_as_columns("v", call.v),
-            _rows_as_depth("k over keys", call.k), tile_configuration())
+            scratch("k block", over_d, np.uint16), scratch("v block", over_d, np.uint16),
+            scratch("k block over keys", (workers, TERMS, D // TILE_ROWS, block_k // TILE_DEPTH,
+                                          TILE_ROWS, TILE_DEPTH), np.uint16),
+            tile_configuration())
 
 
 def attention_forward(out, lse, call, block_q=None, block_k=None):
@@ -1043,14 +1051,15 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call, block_q=BLO
     else:
         dq_parts = np.zeros((n_chunks,) + dq.shape, dq.dtype)
     parts = _structured_parts(call, n_chunks)
-    tiles = _backward_operands(call, dout, block_k)
+    tiles = _backward_operands(call, dout, block_k, threads)
     if tiles is None:
         kt, vt = _key_panels("k panels", call.k, block_k), _key_panels("v panels", call.v, block_k)
     else:
         kt = vt = _no_key_panels(call.k, block_k)
     with single_threaded_blas():
         _backward_tasks.run(threads, dq_parts, dk, dv, parts, dout, lse, _row_deltas(dout, out),
-                            call.q, call.k, kt, vt, _scale(call), block_q, _mods(call), tiles)
+                            call.q, call.k, call.v, kt, vt, _scale(call), block_q, _mods(call),
+                            tiles, threads)
     if n_chunks > 1:
         np.sum(dq_parts, axis=0, out=dq)
     if tiles is not None:  # the tiles' dQ is dS k, without the scale

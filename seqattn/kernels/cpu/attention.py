@@ -112,11 +112,12 @@ TILES_ANY_KEYS_HEAD_DIM = 128
 # blocks (dK and dV stay in registers: on the tiles they need dS and P interleaved in pairs of
 # rows, which cost what the products gained). Measured as above, B 1 H 8 D 128: N 4096
 # 1.11-1.18x, N 16384 1.20-1.21x, N 2048 causal 1.03x; D 64 at N 4096 0.99-1.00x. Since the
-# split of dS for dQ packs its terms with one shuffle per two vectors: N 1024 1.11-1.12x
-# (causal 1.00x), N 512 1.04x (causal 0.94x); D 64 at N 1024 and 4096 0.98-1.00x.
+# split of dS for dQ packs its terms with one shuffle per two vectors and each worker splits
+# its key block's operands (:func:`_split_key_block`): N 1024 1.18x, N 512 1.13-1.15x (causal
+# 1.08x), N 256 0.87-0.91x; D 64 at N 1024 and 4096 1.01x.
 BACKWARD_ON_TILES = AMX_BF16
 BACKWARD_TILES_MIN_HEAD_DIM = 128
-BACKWARD_TILES_MIN_KEYS = 1024
+BACKWARD_TILES_MIN_KEYS = 512
 # Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all
 # fall into the same two of L1's 64 sets, so the products that read a tile 12 rows at a time
 # (P v, dS k, P^T dO, dS^T q) evict their own lines; one more cache line per row spreads them

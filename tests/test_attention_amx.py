@@ -57,12 +57,13 @@ def test_only_float32_with_whole_tiles_and_enough_work_goes_to_the_tiles(monkeyp
     assert not attention.on_tiles(prepare_attention(*(x.astype(np.float64),) * 3))
     odd = np.zeros((1, 1, 4, 136), np.float32)
     assert not attention.on_tiles(prepare_attention(odd, odd, odd))
-    # D 64 only with many keys, D 32 never (where the register kernel was faster)
-    q64, k64 = np.zeros((1, 1, 4, 64), np.float32), np.zeros((1, 1, 1024, 64), np.float32)
-    assert attention.on_tiles(prepare_attention(q64, k64, k64))
-    assert not attention.on_tiles(prepare_attention(q64, k64[:, :, :1023], k64[:, :, :1023]))
-    q32, k32 = q64[..., :32], k64[..., :32]
-    assert not attention.on_tiles(prepare_attention(q32, k32, k32))
+    # D 64 and 32 only with many keys (with fewer the register kernel was faster)
+    fewest = attention.TILES_MIN_KEYS
+    for D in (64, 32):
+        q, k = np.zeros((1, 1, 4, D), np.float32), np.zeros((1, 1, fewest, D), np.float32)
+        assert attention.on_tiles(prepare_attention(q, k, k))
+        assert not attention.on_tiles(prepare_attention(q, k[:, :, :fewest - 1],
+                                                        k[:, :, :fewest - 1]))
     monkeypatch.setattr(attention, "FORWARD_ON_TILES", False)
     assert not attention.on_tiles(prepare_attention(x, x, x))
 

@@ -99,14 +99,16 @@ STRIP_ROWS = 24
 # The forward's products run on AMX tiles where the CPU has them (bf16x3_gemm.py), in strips of
 # two tile rows, where they were measured faster than the register kernel (2 threads, wall,
 # Intel Xeon, Sapphire Rapids class, tiles against registers in alternating calls, operands in
-# scratch buffers, BENCHMARKS.md): B 1 H 8 N 4096 D 128 1.40x; N 1024 D 128 1.26x, D 64
-# 1.03-1.08x; B 1 H 8 N 512 D 64 0.85x; D 32 (the encoder's heads, B 8 H 8 N 1024) 0.91x. A
-# strip's products are short at small D and few keys, and the tiles' fixed costs per strip
-# (stores, the split of P, a row-max pass) weigh more.
+# scratch buffers, BENCHMARKS.md): B 1 H 8 N 4096 D 128 1.40x; N 1024 D 128 1.26x. A strip's
+# products are short at small D and few keys, and the tiles' fixed costs per strip (stores,
+# the split of P, a row-max pass) weigh more. Since the exp and the split of P are one pass and
+# each worker splits its own operands: N 512 D 64 1.16-1.42x (causal and not; 0.85x before),
+# N 1024 D 64 1.21-1.28x; D 32 (the encoder's heads) B 8 H 8 N 1024 1.05-1.09x, N 512
+# 1.05-1.15x, N 256 0.86-0.94x; N 256 D 64 0.95-1.08x; D 128 N 128 0.97x, N 256 1.02-1.18x.
 FORWARD_ON_TILES = AMX_BF16
 TILE_STRIP = 2 * TILE_ROWS
-TILES_MIN_HEAD_DIM = 64
-TILES_MIN_KEYS = 1024
+TILES_MIN_HEAD_DIM = 32
+TILES_MIN_KEYS = 512
 TILES_ANY_KEYS_HEAD_DIM = 128
 # The backward's two products over D (S, dP) and dQ = dS k run on the tiles too, on whole query
 # blocks (dK and dV stay in registers: on the tiles they need dS and P interleaved in pairs of

@@ -17,9 +17,11 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * on CPUs with AMX tiles (Intel Sapphire Rapids and later) the forward's two products run on
   them instead, at float32 accuracy (bf16x3_gemm.py), in strips of 32 query rows:
   :func:`_forward_query_block_on_tiles`, with the same score modifications and online softmax;
-  so do the backward's S, dP and dQ, on whole query blocks (:func:`_backward_key_chunk`). The
-  launchers split q, k, v (and dout) into their bf16 terms once per call (1.5 times their
-  memory), into scratch buffers kept between calls (workspace.py).
+  so do the backward's S, dP and dQ, on whole query blocks (:func:`_backward_key_chunk`). Each
+  worker splits the operands its tasks read into their bf16 terms (1.5 times their memory),
+  into its own scratch buffers kept between calls (workspace.py), where they stay in its
+  core's caches: the forward's a query block's rows and a kv head's k and v, the backward's a
+  key block's k and v; the backward's launcher splits q and dout once per call.
 * the score tiles live in buffers whose rows are padded by ROW_PAD floats (layout "A" views),
   so that rows 2 KiB apart do not share L1 sets; the row primitives check the unit stride.
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV

@@ -607,9 +607,9 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
     hold k's and v's key blocks transposed, whose size is the key block. tiles: None, or the
     operands of :func:`_backward_operands`, with which S, dP and dQ (unscaled: the launcher
     scales it) are products on AMX tiles; the key block's operands go to those of ``worker``,
-    the task's worker. The tests of ``tiles is None`` are decided when Numba
-    compiles (its dead-branch pruning), so that the register version holds no AMX instruction
-    and compiles for CPUs without them."""
+    the task's worker. The tests of ``tiles is None`` are decided when Numba compiles (its
+    dead-branch pruning), so that the register version holds no AMX instruction and compiles
+    for CPUs without them."""
     H, N, D = q.shape[1], q.shape[2], q.shape[3]
     M = k.shape[2]
     off = M - N

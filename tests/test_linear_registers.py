@@ -82,7 +82,7 @@ def test_register_path_bits_do_not_depend_on_the_thread_count(R, K, O):
         with single_threaded_blas():
             linear._linear_forward.serial(y, x, weight, bias, True, True, tasks)
             linear._linear_backward.serial(dx, dweight, dbias, dout, x, weight, True, True,
-                                           True, packed_gemm.TN_IN_REGISTERS, tasks)
+                                           True, True, packed_gemm.TN_IN_REGISTERS, tasks)
         results.append((y, dx))
     for tasks, (y, dx) in zip((2, 3, 4), results[1:]):
         np.testing.assert_array_equal(y, results[0][0], f"y with {tasks} tasks")

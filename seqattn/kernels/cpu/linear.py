@@ -16,8 +16,8 @@ threads hand packed panels to each other and spin whenever the other one is desc
 bias goes into the output before the GEMM (beta = 1) and the bias gradient is summed in the
 same task as dW, so neither costs a separate pass or parallel region.
 
-On CPUs with AMX tiles, the forward and dx of large enough products run there instead
-(tile_linear.py), each in a parallel region of its own; dW and db stay here.
+On CPUs with AMX tiles, the forward, dx and dW of large enough products run there instead
+(tile_linear.py), each in a parallel region of its own; db stays here.
 """
 import numpy as np
 from numba import njit, prange
@@ -78,7 +78,7 @@ def _linear_forward(out, x, weight, bias, has_bias, in_registers, tasks):
 
 
 @sized_kernel(GRAIN)
-def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias,
+def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight, has_bias,
                      nn_in_registers, tn_in_registers, tasks):
     R, O = dout.shape
     K = x.shape[1]
@@ -91,11 +91,11 @@ def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias,
         # whole of one operand and its block of the other: blocks of the wider one, so that
         # less is packed (with K > O, 256 -> 1024 features, 1.19x faster a block, measured).
         o0, o1 = _block(t, tasks, O)
-        if K > O:
+        if need_dweight and K > O:
             k0, k1 = _block(t, tasks, K)
             if k1 > k0:
                 gemm_tn(dweight[:, k0:k1], dout, x[:, k0:k1], True, tn_in_registers)
-        elif o1 > o0:
+        elif need_dweight and o1 > o0:
             gemm_tn(dweight[o0:o1], dout[:, o0:o1], x, True, tn_in_registers)
         if has_bias and o1 > o0:
             # out += b  ->  db += sum of dout over rows
@@ -139,8 +139,15 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
                                       tile_linear.weight_over_outputs(weight), _vector(dbias),
                                       False)
         need_dx = False
+    need_dweight = True
+    if tile_linear.weight_gradient_on_tiles(x, weight) and dweight.flags.c_contiguous:
+        tile_linear.weight_gradient(dweight, np.ascontiguousarray(dout), np.ascontiguousarray(x))
+        need_dweight = False
+    if not (need_dx or need_dweight or has_bias):
+        return
     tasks = _linear_backward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
         # The products' choices are arguments, so that cached code does not keep them.
         _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
-                             has_bias, _rows_in_registers(x), TN_IN_REGISTERS, tasks)
+                             need_dweight, has_bias, _rows_in_registers(x), TN_IN_REGISTERS,
+                             tasks)

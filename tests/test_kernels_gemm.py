@@ -187,11 +187,13 @@ def test_cublas_gemm_matches_numba_kernel_on_a_gpu():
 def test_linear_weight_gradient_takes_the_packed_product_at_its_size(K):
     """Large enough for packed_gemm's register path (each thread's block of dW at least
     MIN_WORK multiply-adds; with more inputs than outputs, K > O, the threads split dW's
-    columns instead of its rows): the layer's float32 dW is the path's result bit for bit (its
-    rounding does not depend on how the features are split over threads) and as accurate as
-    NumPy's float32 product; the bias gradient beside it as accurate as NumPy's float32 sum,
-    with or without the input gradient."""
+    columns instead of its rows), or on a CPU with AMX tiles for theirs where dW takes them:
+    the layer's float32 dW is the path's result bit for bit (its rounding does not depend on
+    how the features are split over threads) and as accurate as NumPy's float32 product; the
+    bias gradient beside it as accurate as NumPy's float32 sum, with or without the input
+    gradient."""
     from gradcheck import assert_float32_close
+    from seqattn.kernels.cpu import tile_linear
     from seqattn.kernels.cpu.packed_gemm import (MIN_WORK, TN_IN_REGISTERS, gemm_in_registers,
                                                  gemm_through_blas)
 
@@ -202,8 +204,11 @@ def test_linear_weight_gradient_takes_the_packed_product_at_its_size(K):
     weight_grad = np.zeros((O, K), np.float32)
     ops.linear_backward(dout, x, weight, weight_grad=weight_grad, need_input_grad=False)
     want = np.zeros_like(weight_grad)
-    (gemm_in_registers if TN_IN_REGISTERS else gemm_through_blas)(want, dout, x, True, False,
-                                                                   True)
+    if tile_linear.weight_gradient_on_tiles(x, weight):
+        tile_linear.weight_gradient(want, dout, x)
+    else:
+        (gemm_in_registers if TN_IN_REGISTERS else gemm_through_blas)(want, dout, x, True,
+                                                                       False, True)
     np.testing.assert_array_equal(weight_grad, want)
     assert_float32_close("dW", weight_grad, dout.T.astype(np.float64) @ x, dout.T @ x)
     for need_input_grad in (False, True):

@@ -1,5 +1,5 @@
 """The CPU attention on AMX tiles (bf16x3 products): the forward (kernels/cpu/attention.py's
-``_forward_query_block_on_tiles``) and the backward's S, dP and dQ (``_backward_key_chunk``)
+``_forward_query_block_on_tiles``) and the backward's products (``_backward_key_chunk``)
 against the float64 reference, at every score modification, at small blocks, and against the
 register kernels that CPUs without AMX run."""
 from dataclasses import replace
@@ -131,8 +131,7 @@ def backward_at_any_size(monkeypatch):
     """The backward on the tiles at every size and head dim of whole tiles: the rule that
     keeps small problems in registers is a matter of speed, and the cases are small."""
     monkeypatch.setattr(attention, "BACKWARD_ON_TILES", True)
-    monkeypatch.setattr(attention, "BACKWARD_TILES_MIN_KEYS", 0)
-    monkeypatch.setattr(attention, "BACKWARD_TILES_MIN_HEAD_DIM", 0)
+    monkeypatch.setattr(attention, "BACKWARD_TILES_FROM", ((0, 0),))
 
 
 def _backward(block_q=attention.BLOCK_Q, block_k=attention.BLOCK_K):
@@ -151,20 +150,23 @@ def _backward(block_q=attention.BLOCK_Q, block_k=attention.BLOCK_K):
     return backward_fn
 
 
-def test_the_backward_goes_to_the_tiles_at_d_128_and_many_keys(monkeypatch):
+def test_the_backward_goes_to_the_tiles_from_its_head_dims_fewest_keys(monkeypatch):
     monkeypatch.setattr(attention, "BACKWARD_ON_TILES", True)
-    fewest = attention.BACKWARD_TILES_MIN_KEYS
-    q, k = np.zeros((1, 1, 4, 128), np.float32), np.zeros((1, 1, fewest, 128), np.float32)
-    assert attention.backward_on_tiles(prepare_attention(q, k, k))
-    assert not attention.backward_on_tiles(prepare_attention(q, k[:, :, :fewest - 1],
-                                                             k[:, :, :fewest - 1]))
-    assert not attention.backward_on_tiles(prepare_attention(q, k, k), block_k=48)
-    assert not attention.backward_on_tiles(prepare_attention(q[..., :64], k[..., :64],
-                                                             k[..., :64]))
-    assert not attention.backward_on_tiles(prepare_attention(*(a.astype(np.float64)
-                                                               for a in (q, k, k))))
+
+    def on_tiles(D, M, dtype=np.float32, block_k=attention.BLOCK_K):
+        q, k = np.zeros((1, 1, 4, D), dtype), np.zeros((1, 1, M, D), dtype)
+        return attention.backward_on_tiles(prepare_attention(q, k, k), block_k)
+
+    for head_dim, fewest in attention.BACKWARD_TILES_FROM:
+        assert on_tiles(head_dim, fewest)
+        assert on_tiles(head_dim + 32, fewest)
+        assert not on_tiles(head_dim, fewest - 1)
+        assert not on_tiles(head_dim, fewest, block_k=48)
+        assert not on_tiles(head_dim, fewest, np.float64)
+    smallest = min(head_dim for head_dim, _ in attention.BACKWARD_TILES_FROM)
+    assert not on_tiles(smallest - 32, 1 << 16)
     monkeypatch.setattr(attention, "BACKWARD_ON_TILES", False)
-    assert not attention.backward_on_tiles(prepare_attention(q, k, k))
+    assert not on_tiles(128, 1 << 16)
 
 
 @needs_amx

@@ -8,8 +8,9 @@ from numba import njit
 from seqattn.kernels.cpu.amx_tiles import (AMX_BF16, has_amx_bf16, tile_config,
                                            tile_configuration, tile_release)
 from seqattn.kernels.cpu.bf16x3_gemm import (aligned_empty, exp_split_probabilities,
-                                             keys_as_columns, product_32x32, rows_as_depth,
-                                             split_probabilities, split_rows)
+                                             keys_as_columns, pairs_as_depth, product_32x32,
+                                             rows_as_depth, split_columns, split_probabilities,
+                                             split_rows)
 from seqattn.kernels.cpu.softmax_rows import exp_shifted
 
 needs_amx = pytest.mark.skipif(not AMX_BF16, reason="the CPU (or the OS) offers no AMX tiles")
@@ -126,6 +127,34 @@ def test_rows_as_depth_layout():
                     for e in range(2):
                         assert values[0, 1, c, s, pair, 2 * col + e] == \
                             padded[0, 1, 32 * s + 2 * pair + e, 16 * c + col]
+
+
+def test_pairs_as_depth_takes_a_window_of_rows_and_columns_of_a_padded_tile():
+    """Rows [first, first + count) of x, columns [column, column + 32), from a 2-D view with
+    padded rows (as the score tiles are): rows past count are zero."""
+    padded = np.random.default_rng(5).standard_normal((50, 80)).astype(np.float32)
+    x = padded[:, :64]
+    tiles = np.full((3, 2, 2, 16, 32), 7, np.uint16)
+    pairs_as_depth(tiles, x, 3, 40, 16)
+    values = term_sum(tiles)
+    want = np.zeros((64, 32))
+    want[:40] = x[3:43, 16:48]
+    for c in range(2):
+        for s in range(2):
+            for pair in range(16):
+                for col in range(16):
+                    for e in range(2):
+                        assert values[c, s, pair, 2 * col + e] == \
+                            want[32 * s + 2 * pair + e, 16 * c + col]
+
+
+def test_split_columns_is_the_scaled_transpose_padded_with_zero_columns():
+    x = np.random.default_rng(6).standard_normal((2, 3, 50, 64)).astype(np.float32)
+    terms = np.full((3, 2, 3, 64, 96), 7, np.uint16)
+    split_columns(terms, x, np.float32(0.5))
+    values = term_sum(terms)
+    assert np.array_equal(values[..., :50], 0.5 * x.transpose(0, 1, 3, 2).astype(np.float64))
+    assert not values[..., 50:].any()
 
 
 def test_aligned_empty_starts_on_a_cache_line():

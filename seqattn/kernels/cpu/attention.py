@@ -17,11 +17,12 @@ Layout, as torch's CPU flash kernel and FlashAttention-2 do it:
 * on CPUs with AMX tiles (Intel Sapphire Rapids and later) the forward's two products run on
   them instead, at float32 accuracy (bf16x3_gemm.py), in strips of 32 query rows:
   :func:`_forward_query_block_on_tiles`, with the same score modifications and online softmax;
-  so do the backward's S, dP and dQ, on whole query blocks (:func:`_backward_key_chunk`). Each
-  worker splits the operands its tasks read into their bf16 terms (1.5 times their memory),
-  into its own scratch buffers kept between calls (workspace.py), where they stay in its
-  core's caches: the forward's a query block's rows and a kv head's k and v, the backward's a
-  key block's k and v; the backward's launcher splits q and dout once per call.
+  so do the backward's five products, on whole query blocks (:func:`_backward_key_chunk`).
+  Each worker splits the operands its tasks read into their bf16 terms (1.5 times their
+  memory), into its own scratch buffers kept between calls (workspace.py), where they stay in
+  its core's caches: the forward's a query block's rows and a kv head's k and v, the
+  backward's a key block's k and v; the backward's launcher splits q and dout once per call,
+  as rows and (for dK and dV) transposed.
 * the score tiles live in buffers whose rows are padded by ROW_PAD floats (layout "A" views),
   so that rows 2 KiB apart do not share L1 sets; the row primitives check the unit stride.
 * backward: parallel over (batch, kv head, chunk of key blocks). Each key block keeps its dK, dV
@@ -48,8 +49,9 @@ from .amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_co
 from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
 from .bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, exp_split_probabilities,
-                          keys_as_columns_serial, product_32x32, rows_as_depth_serial,
-                          split_probabilities, split_rows, split_rows_into)
+                          keys_as_columns_serial, pairs_as_depth, product_32x32,
+                          rows_as_depth_serial, split_columns, split_probabilities, split_rows,
+                          split_rows_into)
 from .blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .host_caches import L2_BYTES
@@ -112,16 +114,16 @@ TILE_STRIP = 2 * TILE_ROWS
 TILES_MIN_HEAD_DIM = 32
 TILES_MIN_KEYS = 512
 TILES_ANY_KEYS_HEAD_DIM = 128
-# The backward's two products over D (S, dP) and dQ = dS k run on the tiles too, on whole query
-# blocks (dK and dV stay in registers: on the tiles they need dS and P interleaved in pairs of
-# rows, which cost what the products gained). Measured as above, B 1 H 8 D 128: N 4096
-# 1.11-1.18x, N 16384 1.20-1.21x, N 2048 causal 1.03x; D 64 at N 4096 0.99-1.00x. Since the
-# split of dS for dQ packs its terms with one shuffle per two vectors and each worker splits
-# its key block's operands (:func:`_split_key_block`): N 1024 1.18x, N 512 1.13-1.15x (causal
-# 1.08x), N 256 0.87-0.91x; D 64 at N 1024 and 4096 1.01x.
+# The backward's five products run on the tiles too, on whole query blocks: S, dP, dQ = dS k,
+# and dK and dV over the query rows (:func:`_dk_dv_on_tiles`). Measured as above, with dK and dV
+# still in registers, B 1 H 8 D 128: N 4096 1.11-1.18x, N 16384 1.20-1.21x, N 1024 1.18x, N 512
+# 1.13-1.15x (causal 1.08x), N 256 0.87-0.91x; D 64 at N 1024 and 4096 1.01x. With dK and dV on
+# the tiles (alternating calls in one process): D 128 N 512 1.17x, N 256 0.99x; D 64 N 4096
+# 1.11x (causal 1.06x), N 2048 1.09x, N 1024 1.03x (causal 0.91x), N 512 0.92x; D 32 (B 8 H 8
+# N 1024) 0.87x (causal 0.67x). Hence, as (head dim, fewest keys): the tiles from 512 keys at
+# D 128 and from 2048 at D 64.
 BACKWARD_ON_TILES = AMX_BF16
-BACKWARD_TILES_MIN_HEAD_DIM = 128
-BACKWARD_TILES_MIN_KEYS = 512
+BACKWARD_TILES_FROM = ((128, 512), (64, 2048))
 # Floats of padding after each row of the score tile buffers. Rows of 512 floats (2 KiB) all
 # fall into the same two of L1's 64 sets, so the products that read a tile 12 rows at a time
 # (P v, dS k, P^T dO, dS^T q) evict their own lines; one more cache line per row spreads them
@@ -605,8 +607,9 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
     """dK, dV of the key blocks chunk, chunk + n_chunks, ... of (b, hk); their dQ into dq_part,
     the structured biases' gradients into task_grads (see :func:`_structured_grads`). kt, vt
     hold k's and v's key blocks transposed, whose size is the key block. tiles: None, or the
-    operands of :func:`_backward_operands`, with which S, dP and dQ (unscaled: the launcher
-    scales it) are products on AMX tiles; the key block's operands go to those of ``worker``,
+    operands of :func:`_backward_operands`, with which S, dP, dQ (unscaled: the launcher
+    scales it), dK and dV are products on AMX tiles; the key block's operands go to those of
+    ``worker``,
     the task's worker. The tests of ``tiles is None`` are decided when Numba compiles (its
     dead-branch pruning), so that the register version holds no AMX instruction and compiles
     for CPUs without them."""
@@ -624,12 +627,20 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
     ds_buf = aligned_empty(strips * (block_k + ROW_PAD), dtype).reshape(
         (strips, block_k + ROW_PAD))
     if tiles is not None:
-        q_terms, dout_terms, k_work, v_work, k_depth_work, config = tiles
+        q_terms, dout_terms, q_over_queries, dout_over_queries, k_work, v_work, k_depth_work, \
+            config = tiles
         k_columns, v_columns, k_depth = k_work[worker], v_work[worker], k_depth_work[worker]
         tile_config(config)
         ds_terms = aligned_empty(TERMS * strips * block_k, np.uint16).reshape(
             (TERMS, strips, block_k))
         dq_rows = aligned_empty(strips * D, dtype).reshape((strips, D))
+        # dK^T and dV^T of the key block, and a column of 32 keys of P and dS as right
+        # operands over the query rows
+        dk_t = aligned_empty(D * block_k, dtype).reshape((D, block_k))
+        dv_t = aligned_empty(D * block_k, dtype).reshape((D, block_k))
+        slab_shape = (TERMS, TILE_DEPTH // TILE_ROWS, strips // TILE_DEPTH, TILE_ROWS, TILE_DEPTH)
+        p_slab = aligned_empty(TERMS * TILE_DEPTH * strips, np.uint16).reshape(slab_shape)
+        ds_slab = aligned_empty(TERMS * TILE_DEPTH * strips, np.uint16).reshape(slab_shape)
     shift = np.empty(block_q, dtype)
     dk_acc = np.empty((block_k, D), dtype)
     dv_acc = np.empty((block_k, D), dtype)
@@ -643,6 +654,8 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
         dv_blk[:] = 0
         if tiles is not None:
             _split_key_block(k_columns, v_columns, k_depth, k, v, b, hk, j0, j1)
+            dk_t[:] = 0
+            dv_t[:] = 0
         i_lo, i_hi = _visible_queries(j0, j1, off, left, right, N)
         for h in range(hk * group, (hk + 1) * group):
             i1 = i_lo
@@ -681,7 +694,8 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
                     _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0 + c0, off, mods)
                     _probabilities_from_lse(p, lse[b, h, i0:i1])
                 # forward: out = P v  =>  dV += P^T dout
-                register_gemm(dv_blk[c0:c1], p.T, dout_rows, 1.0, True)
+                if tiles is None:
+                    register_gemm(dv_blk[c0:c1], p.T, dout_rows, 1.0, True)
                 if tiles is not None:
                     _strips_on_tiles(ds_buf, dout_terms, b, h, i0, rows, v_columns, a0, a1)
                     for r in range(rows):
@@ -699,9 +713,18 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
                                  c0 - a0, c1 - a0, k_depth, a0)
                 else:
                     register_gemm(dq_part[b, h, i0:i1], ds, k_rows[c0:c1], scale, True)
-                register_gemm(dk_blk[c0:c1], ds.T, q_rows, scale, True)
-        dk[b, hk, j0:j1] = dk_blk
-        dv[b, hk, j0:j1] = dv_blk
+                if tiles is not None:
+                    _dk_dv_on_tiles(dk_t, dv_t, p_slab, ds_slab, s_buf, ds_buf, rows,
+                                    a1 - a0, c0 - a0, c1 - a0, q_over_queries,
+                                    dout_over_queries, b, h, i0, a0)
+                else:
+                    register_gemm(dk_blk[c0:c1], ds.T, q_rows, scale, True)
+        if tiles is not None:
+            transpose(dk[b, hk, j0:j1], dk_t[:, :cols])
+            transpose(dv[b, hk, j0:j1], dv_t[:, :cols])
+        else:
+            dk[b, hk, j0:j1] = dk_blk
+            dv[b, hk, j0:j1] = dv_blk
     if tiles is not None:
         tile_release()
 
@@ -768,6 +791,35 @@ def _dq_on_tiles(dq_part_rows, dq_rows, ds_terms, ds_buf, width, first, stop, k_
                           k_at + d // TILE_ROWS * steps * TILE_ELEMENTS, steps * TILE_ELEMENTS,
                           width // TILE_DEPTH)
     dq_part_rows[:] = dq_rows[:rows]
+
+
+@njit(cache=True)
+def _dk_dv_on_tiles(dk_t, dv_t, p_slab, ds_slab, s_buf, ds_buf, rows, width, first, stop,
+                    q_over_queries, dout_over_queries, b, h, i0, a0):
+    """dK^T += (scale q)^T dS and dV^T += dout^T P on the tiles, for the query rows i0 ..
+    i0 + rows - 1 of (b, h) and the window of ``width`` keys from a0 of the key block: P and
+    dS are s_buf's and ds_buf's first rows, their columns [first, stop) (zero elsewhere in the
+    window, here). Column by column of 32 keys, P and dS are split as right operands over the
+    query rows (a column of a few KiB, in L1: the whole tiles at once went through L2 at
+    0.5 ns an element), and each meets all of D in 32-row blocks of q and dout over their
+    queries (:func:`split_columns`). The sums stay in dk_t and dv_t, (D, key block)."""
+    D, block_k = dk_t.shape
+    for buf in (s_buf, ds_buf):
+        buf[:rows, :first] = 0
+        buf[:rows, stop:width] = 0
+    steps = _ceil_div(rows, TILE_DEPTH)
+    column_step = p_slab.shape[2] * TILE_ELEMENTS
+    depth = q_over_queries.shape[4]
+    a_at = (b * q_over_queries.shape[2] + h) * D * depth + i0
+    for kc in range(0, width, TILE_DEPTH):
+        pairs_as_depth(p_slab, s_buf, 0, rows, kc)
+        pairs_as_depth(ds_slab, ds_buf, 0, rows, kc)
+        for d in range(0, D, TILE_DEPTH):
+            c_at = d * block_k + a0 + kc
+            product_32x32(dv_t, c_at, block_k * 4, True, dout_over_queries, a_at + d * depth,
+                          depth * 2, p_slab, 0, column_step, steps)
+            product_32x32(dk_t, c_at, block_k * 4, True, q_over_queries, a_at + d * depth,
+                          depth * 2, ds_slab, 0, column_step, steps)
 
 
 @sized_kernel(GRAIN)
@@ -916,6 +968,16 @@ def _row_operand(name, x, scale):
     return terms
 
 
+def _column_operand(name, x, scale):
+    """scale x (B, H, N, D) transposed, as left-operand rows over the N queries (depth), padded
+    with zero queries to a whole strip past the last tile, in the scratch buffer ``name``."""
+    B, H, N, D = x.shape
+    terms = scratch(name, (TERMS, B, H, D, _ceil_div(N, TILE_DEPTH) * TILE_DEPTH + TILE_STRIP),
+                    np.uint16)
+    split_columns(terms, x, scale)
+    return terms
+
+
 def _forward_on_tiles(out, lse, call, threads, block_q, block_k):
     """The forward with :func:`_forward_query_block_on_tiles`, each worker of the plan with
     its own operands, in scratch buffers (workspace.py): a query block's rows of q, and a kv
@@ -935,18 +997,18 @@ def _forward_on_tiles(out, lse, call, threads, block_q, block_k):
 
 
 def backward_on_tiles(call, block_k=BLOCK_K):
-    """Whether the backward of ``call`` runs S, dP and dQ on AMX tiles: where
+    """Whether the backward of ``call`` runs its products on AMX tiles: where
     BACKWARD_ON_TILES (the CPU has them), for float32 with a head dim and key blocks of whole
-    32-wide tiles, and where they were measured faster (BACKWARD_TILES_MIN_HEAD_DIM,
-    BACKWARD_TILES_MIN_KEYS)."""
+    32-wide tiles, and where they were measured faster (BACKWARD_TILES_FROM)."""
     D, M = call.q.shape[3], call.k.shape[2]
     return (BACKWARD_ON_TILES and _whole_tiles(call, block_k)
-            and D >= BACKWARD_TILES_MIN_HEAD_DIM and M >= BACKWARD_TILES_MIN_KEYS)
+            and any(D >= head_dim and M >= keys for head_dim, keys in BACKWARD_TILES_FROM))
 
 
 def _backward_operands(call, dout, block_k, workers):
     """The bf16x3 operands of the backward's tile products (:func:`_backward_key_chunk`):
-    scale q and dout as left-operand rows, and room for each of ``workers`` to split a key
+    scale q and dout as left-operand rows and transposed (:func:`_column_operand`), and room
+    for each of ``workers`` to split a key
     block's k and v over D and k over its keys (:func:`_split_key_block`), in scratch buffers;
     None where the backward stays in registers."""
     if not backward_on_tiles(call, block_k):
@@ -954,6 +1016,8 @@ def _backward_operands(call, dout, block_k, workers):
     D = call.q.shape[3]
     over_d = (workers, TERMS, block_k // TILE_ROWS, D // TILE_DEPTH, TILE_ROWS, TILE_DEPTH)
     return (_row_operand("q", call.q, _scale(call)), _row_operand("dout", dout, np.float32(1)),
+            _column_operand("q over queries", call.q, _scale(call)),
+            _column_operand("dout over queries", dout, np.float32(1)),
             scratch("k block", over_d, np.uint16), scratch("v block", over_d, np.uint16),
             scratch("k block over keys", (workers, TERMS, D // TILE_ROWS, block_k // TILE_DEPTH,
                                           TILE_ROWS, TILE_DEPTH), np.uint16),

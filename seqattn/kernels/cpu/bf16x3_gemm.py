@@ -24,6 +24,7 @@ from numba.extending import intrinsic
 from .amx_tiles import (TILE_ELEMENTS, TILE_ROWS, tile_dot_bf16, tile_load, tile_store,
                         tile_zero)
 from .llvm_vectors import AVX512, F32, I32, LANES, VEC, declare, splat, unit_stride_row, vector_at
+from .register_gemm import transpose
 from .softmax_rows import vector_exp
 from .threads import sized_kernel
 
@@ -223,6 +224,23 @@ def split_rows(terms, x, scale):
                     split_terms(value)
 
 
+@sized_kernel(SPLIT_GRAIN, work=lambda terms, x, scale: x.size)
+def split_columns(terms, x, scale):
+    """terms (3, B, H, D, R): the terms of scale * x (B, H, N, D) transposed, so that its rows
+    are x's columns over the N rows, columns N .. R - 1 zero (a left operand whose depth is
+    x's rows)."""
+    B, H, N, D = x.shape
+    R = terms.shape[4]
+    for t in prange(B * H):
+        b, h = t // H, t % H
+        columns = np.zeros((D, R), np.float32)
+        transpose(columns[:, :N], x[b, h])
+        for d in range(D):
+            # a row of the terms is contiguous, whatever view of them this is
+            _split_row(unit_stride_row(terms[0, b, h, d]), unit_stride_row(terms[1, b, h, d]),
+                       unit_stride_row(terms[2, b, h, d]), columns[d], 0, R, scale)
+
+
 @njit(cache=True)
 def split_rows_into(terms, x, first, count, scale):
     """terms[:, r, :] = the terms of scale * x[first + r] for r < count (rows of PAIR-float
@@ -308,8 +326,9 @@ def pairs_as_depth(tiles, x, first, count, column):
     for s in range(tiles.shape[2]):
         for pair in range(TILE_ROWS):
             r = s * TILE_DEPTH + 2 * pair
-            even = x[first + r] if r < count else zeros
-            odd = x[first + r + 1] if r + 1 < count else zeros
+            # rows of a padded 2-D x (layout "A") have unit stride too
+            even = unit_stride_row(x[first + r]) if r < count else zeros
+            odd = unit_stride_row(x[first + r + 1]) if r + 1 < count else zeros
             at = s * step_bytes + pair * pair_bytes
             for c in range(tiles.shape[1]):
                 _split_pair_row(tiles, at + c * column_bytes, term_bytes, even, odd,

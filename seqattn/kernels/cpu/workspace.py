@@ -16,9 +16,9 @@ ask for one name twice while the first array is in use. Separate Python threads 
 buffers, so concurrent calls from threads are safe.
 
 What stays held is the largest size each name has needed: on an AMX CPU, after a float32
-attention forward and backward at B 1 H 8 N 16384 D 128, the bf16x3 operands of q, k, v, dout
-and k over its keys, 7.5 times the memory of q (480 MiB). ``seqattn.release_scratch()`` gives
-it back.
+attention forward and backward at B 1 H 8 N 16384 D 128, the bf16x3 operands of q and dout as
+rows and transposed, and the workers' key blocks, 6 times the memory of q (387 MiB).
+``seqattn.release_scratch()`` gives it back.
 """
 import threading
 

@@ -609,10 +609,9 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
     hold k's and v's key blocks transposed, whose size is the key block. tiles: None, or the
     operands of :func:`_backward_operands`, with which S, dP, dQ (unscaled: the launcher
     scales it), dK and dV are products on AMX tiles; the key block's operands go to those of
-    ``worker``,
-    the task's worker. The tests of ``tiles is None`` are decided when Numba compiles (its
-    dead-branch pruning), so that the register version holds no AMX instruction and compiles
-    for CPUs without them."""
+    ``worker``, the task's worker. The tests of ``tiles is None`` are decided when Numba
+    compiles (its dead-branch pruning), so that the register version holds no AMX instruction
+    and compiles for CPUs without them."""
     H, N, D = q.shape[1], q.shape[2], q.shape[3]
     M = k.shape[2]
     off = M - N
@@ -650,12 +649,13 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
         cols = j1 - j0
         k_rows = k[b, hk, j0:j1]
         dk_blk, dv_blk = dk_acc[:cols], dv_acc[:cols]
-        dk_blk[:] = 0
-        dv_blk[:] = 0
         if tiles is not None:
             _split_key_block(k_columns, v_columns, k_depth, k, v, b, hk, j0, j1)
             dk_t[:] = 0
             dv_t[:] = 0
+        else:
+            dk_blk[:] = 0
+            dv_blk[:] = 0
         i_lo, i_hi = _visible_queries(j0, j1, off, left, right, N)
         for h in range(hk * group, (hk + 1) * group):
             i1 = i_lo
@@ -693,9 +693,6 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
                 else:
                     _score_tile(p, q_rows, kt, scale, b, h, hk, i0, j0 + c0, off, mods)
                     _probabilities_from_lse(p, lse[b, h, i0:i1])
-                # forward: out = P v  =>  dV += P^T dout
-                if tiles is None:
-                    register_gemm(dv_blk[c0:c1], p.T, dout_rows, 1.0, True)
                 if tiles is not None:
                     _strips_on_tiles(ds_buf, dout_terms, b, h, i0, rows, v_columns, a0, a1)
                     for r in range(rows):
@@ -707,17 +704,19 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
                     _score_gradients(ds, p, dout_rows, vt, b, hk, j0 + c0, delta[b, h, i0:i1])
                 # forward: S = scale q k^T + f(structure)  =>  d table, d positions
                 _structured_grads(ds, b, h, i0, j0 + c0, mods, task_grads)
-                # forward: S = scale q k^T  =>  dQ += scale dS k, dK += scale dS^T q
+                # forward: S = scale q k^T  =>  dQ += scale dS k
                 if tiles is not None:
                     _dq_on_tiles(dq_part[b, h, i0:i1], dq_rows, ds_terms, ds_buf, a1 - a0,
                                  c0 - a0, c1 - a0, k_depth, a0)
                 else:
                     register_gemm(dq_part[b, h, i0:i1], ds, k_rows[c0:c1], scale, True)
+                # forward: out = P v and S = scale q k^T  =>  dV += P^T dout, dK += scale dS^T q
                 if tiles is not None:
                     _dk_dv_on_tiles(dk_t, dv_t, p_slab, ds_slab, s_buf, ds_buf, rows,
                                     a1 - a0, c0 - a0, c1 - a0, q_over_queries,
                                     dout_over_queries, b, h, i0, a0)
                 else:
+                    register_gemm(dv_blk[c0:c1], p.T, dout_rows, 1.0, True)
                     register_gemm(dk_blk[c0:c1], ds.T, q_rows, scale, True)
         if tiles is not None:
             transpose(dk[b, hk, j0:j1], dk_t[:, :cols])

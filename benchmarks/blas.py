@@ -55,7 +55,7 @@ def fortran_sgemms():
     """{name: Fortran sgemm} for SciPy's OpenBLAS and, when installed, sequential MKL."""
     from numba.extending import get_cython_function_address
 
-    from seqattn.kernels.cpu import blas_library
+    from seqattn.kernels.cpu.gemm import blas_library
 
     found = {"SciPy OpenBLAS": _FORTRAN_SGEMM(get_cython_function_address(
         "scipy.linalg.cython_blas", "sgemm"))}
@@ -82,8 +82,8 @@ def row_major(sgemm, c, a, b, ta, tb):
 
 def register_linear():
     """c = op(a) op(b) through packed_gemm's register path, or None on a CPU without AVX-512."""
-    from seqattn.kernels.cpu.packed_gemm import gemm_in_registers
-    from seqattn.kernels.cpu.register_gemm import IN_REGISTERS
+    from seqattn.kernels.cpu.gemm.packed_gemm import gemm_in_registers
+    from seqattn.kernels.cpu.gemm.register_gemm import IN_REGISTERS
 
     if not IN_REGISTERS:
         return None

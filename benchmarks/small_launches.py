@@ -21,7 +21,7 @@ import numpy as np
 
 from seqattn.kernels.cpu import (activations, attention, dropout, elementwise, heads,
                                  layer_norm, linear, optimizers, reductions)
-from seqattn.kernels.cpu.blas_library import LIBRARY, single_threaded_blas
+from seqattn.kernels.cpu.gemm.blas_library import LIBRARY, single_threaded_blas
 from seqattn.ops.attention_inputs import prepare_attention
 
 

@@ -34,7 +34,7 @@ import time
 import numpy as np
 
 import seqattn
-from seqattn.kernels.cpu.blas_library import LIBRARY
+from seqattn.kernels.cpu.gemm.blas_library import LIBRARY
 from seqattn.models import TokenModel, TokenModelConfig
 from seqattn.train import AdamW, MSELoss, clip_factor, fit, global_grad_norm
 

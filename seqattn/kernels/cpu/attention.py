@@ -44,19 +44,19 @@ from collections import namedtuple
 import numpy as np
 from numba import njit, prange
 
-from .amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_configuration,
+from .gemm.amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_configuration,
                         tile_release)
 from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
                              distance_args, distance_bias_grads, pair_args, pair_bias_grads)
-from .bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, exp_split_probabilities,
+from .gemm.bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, exp_split_probabilities,
                           keys_as_columns_serial, pairs_as_depth, product_32x32,
                           rows_as_depth_serial, split_columns, split_probabilities, split_rows,
                           split_rows_into)
-from .blas_library import single_threaded_blas
+from .gemm.blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .host_caches import L2_BYTES
 from .llvm_vectors import LANES as VECTOR_LANES
-from .register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_exp,
+from .gemm.register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_exp,
                             register_gemm_lane_max, register_gemm_softmax_grad, transpose)
 from .softmax_rows import exp_scalar, exp_shifted, row_max, softmax_grad_row
 from .threads import sized_kernel

@@ -10,14 +10,14 @@ exp(y) = 2**k * exp(r) with k = round(y log2 e) and r = y - k ln 2 (|r| <= ln(2)
 in two parts so that r keeps its precision), exp(r) from its degree-7 Taylor polynomial (remainder
 below 6e-9) and 2**k built in the float's exponent bits: within about two ulps, and inputs at or
 below -127 ln 2 (-inf, which marks masked scores, included) give exactly 0. Pinned by
-tests/test_float32_math.py.
+tests/kernels/test_float32_math.py.
 
 Gaussian tail Q(a) = P(Z > a) for a >= 0, written as exp(-a^2 / 2) * R(t) with t = 1 / (1 + 0.35 a):
 R is Q's Mills-ratio factor 0.5 * erfcx(a / sqrt 2), smooth in t on (0, 1], so a degree-9
 polynomial fits it (relative-error least squares on a in [0, 14], max relative error 2.7e-8 in
 float64; about 4e-7, a few ulps, evaluated in float32). Q keeps its relative accuracy deep in the
 tail, where 1 - Phi(a) computed from erf would cancel. Pinned by
-tests/test_kernels_activations.py::test_gelu_float32_fast_path.
+tests/kernels/test_kernels_activations.py::test_gelu_float32_fast_path.
 """
 import math
 

@@ -22,9 +22,9 @@ On CPUs with AMX tiles, the forward, dx and dW of large enough products run ther
 import numpy as np
 from numba import njit, prange
 
-from . import tile_linear
-from .blas_library import single_threaded_blas
-from .packed_gemm import NT_NN_IN_REGISTERS, TN_IN_REGISTERS, gemm_tn, packed_gemm, strip_block
+from .gemm import tile_linear
+from .gemm.blas_library import single_threaded_blas
+from .gemm.packed_gemm import NT_NN_IN_REGISTERS, TN_IN_REGISTERS, gemm_tn, packed_gemm, strip_block
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).

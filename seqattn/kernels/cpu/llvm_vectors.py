@@ -32,7 +32,7 @@ def has_avx2_fma(cpu_features):
 def target_features():
     """The features of the CPU that Numba compiles for: the host's, or those that
     NUMBA_CPU_FEATURES names (Numba's own setting, with NUMBA_CPU_NAME, for code cached for
-    other machines; tests/test_avx2_kernels.py compiles for AVX2 with it)."""
+    other machines; tests/kernels/test_avx2_kernels.py compiles for AVX2 with it)."""
     return config.CPU_FEATURES or binding.get_host_cpu_features().flatten()
 
 

@@ -10,7 +10,7 @@ sort like the floats vectorised, but Numba widened its int32 arithmetic to int64
 The float32 exp takes ``float32_math.exp_f32``'s range reduction with a degree-5 polynomial
 (SOFTMAX_EXP) and, on AVX-512, scalef for the power of two, in a pass that also sums the row
 (the softmax needs the sum; one pass saves a sweep). Other dtypes and strided rows loop with
-``np.exp``. Pinned by tests/test_float32_math.py.
+``np.exp``. Pinned by tests/kernels/test_float32_math.py.
 """
 import numpy as np
 from llvmlite import ir
@@ -48,7 +48,7 @@ def exp_shifted(x, shift):
 # softmax's running_sum * correction + exp_shifted(...)) then rounds the same in every copy of
 # the caller. LLVM inlined it in the copy inside a cached kernel's object but not in the
 # caller's own, to which a process that compiles the kernel links it: other bits in that
-# process than in those that load the cache (tests/test_cached_kernels_bits.py).
+# process than in those that load the cache (tests/kernels/test_cached_kernels_bits.py).
 @overload(exp_shifted, inline="always", jit_options={"cache": True})
 def _exp_shifted_impl(x, shift):
     if x.dtype == types.float32 and x.layout in "CA":
@@ -143,7 +143,7 @@ def _softmax_grad_row_impl(ds, p, delta):
 # 9.1e-8, 0.8 ulp; the constant is exactly 1, so exp(0) = 1). exp_f32's degree-7 Taylor
 # polynomial costs two more multiply-adds per vector for accuracy that the softmax's float32
 # scores do not have; the whole exp stays within 2 ulps (1.35 measured, pinned by
-# tests/test_float32_math.py). With scalef it ran at 0.19 ns per element against 0.26 for
+# tests/kernels/test_float32_math.py). With scalef it ran at 0.19 ns per element against 0.26 for
 # exp_f32's operations (a 24 x 512 strip in L1, 1 thread, Intel Xeon, best of 15 rounds).
 SOFTMAX_EXP = tuple(np.float32(c) for c in (1.0, 0.9999997071893324, 0.49999149530558473,
                                             0.16667636195268581, 0.04189792931098126,

@@ -24,7 +24,7 @@ import threading
 
 import numpy as np
 
-from .bf16x3_gemm import aligned_empty
+from .gemm.bf16x3_gemm import aligned_empty
 
 _held = threading.local()
 

@@ -57,7 +57,7 @@ StructuredGrads.__doc__ = """Outputs for the structured biases' gradients, in ke
 distance_table (H, P, C), x (B, 3, N), y (B, 3, M), pair_table (H, C); None where absent."""
 
 # Per kernel kind: the module with its tile shapes, buffer sizes and kernel factory, the
-# factory's name (looked up at each call, so that tests/cuda_kernel_census.py can wrap it), and
+# factory's name (looked up at each call, so that tests/helpers/cuda_kernel_census.py can wrap it), and
 # the arguments after the tiles that both buffer_sizes and the factory take.
 _KINDS = {
     "forward": (fused_forward, "forward_kernel", ()),

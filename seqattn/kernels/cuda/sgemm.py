@@ -30,7 +30,7 @@ BLOCKS_PER_SM = 2
 # k-major stores of a row-major operand spread over the banks (2-way instead of 16-way conflicts).
 PAD = 4
 # Shared-array shapes must be literal tuples at compile time: numba cannot fold (BLOCK_K,
-# BLOCK_M + PAD) inside a kernel (tests/test_cuda_compile.py compiles this for real).
+# BLOCK_M + PAD) inside a kernel (tests/kernels/test_cuda_compile.py compiles this for real).
 A_SLAB = (BLOCK_K, BLOCK_M + PAD)
 B_SLAB = (BLOCK_K, BLOCK_N + PAD)
 

@@ -24,8 +24,8 @@ from .amx_tiles import AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_con
 from .bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, keys_as_columns, pairs_as_depth,
                           product_32x32, rows_as_depth, split_rows_into)
 from .register_gemm import transpose
-from .threads import sized_kernel
-from .workspace import scratch
+from ..threads import sized_kernel
+from ..workspace import scratch
 
 STRIP = 2 * TILE_ROWS  # token rows per strip: one row of 32 x 32 blocks
 # Multiply-adds a thread must have before a launch takes it (as linear.py's).

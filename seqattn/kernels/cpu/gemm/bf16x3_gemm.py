@@ -23,10 +23,10 @@ from numba.extending import intrinsic
 
 from .amx_tiles import (TILE_ELEMENTS, TILE_ROWS, tile_dot_bf16, tile_load, tile_store,
                         tile_zero)
-from .llvm_vectors import AVX512, F32, I32, LANES, VEC, declare, splat, unit_stride_row, vector_at
+from ..llvm_vectors import AVX512, F32, I32, LANES, VEC, declare, splat, unit_stride_row, vector_at
 from .register_gemm import transpose
-from .softmax_rows import vector_exp
-from .threads import sized_kernel
+from ..softmax_rows import vector_exp
+from ..threads import sized_kernel
 
 TERMS = 3
 TILE_DEPTH = 32  # bf16 values along the depth of a tile

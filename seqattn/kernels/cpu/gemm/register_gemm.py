@@ -32,8 +32,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .blas_gemm import gemm
-from .softmax_rows import exp_shifted, softmax_grad_row, vector_exp
-from .llvm_vectors import (AVX512, F32, I32, LANES, MASK, TARGET_FEATURES, VEC, declare,
+from ..softmax_rows import exp_shifted, softmax_grad_row, vector_exp
+from ..llvm_vectors import (AVX512, F32, I32, LANES, MASK, TARGET_FEATURES, VEC, declare,
                            has_avx2_fma, has_avx512, lanes_below, masked_load, masked_store, splat,
                            vector_at)
 

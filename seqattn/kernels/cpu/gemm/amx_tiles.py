@@ -19,7 +19,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .llvm_vectors import TARGET_FEATURES
+from ..llvm_vectors import TARGET_FEATURES
 
 TILE_ROWS = 16
 TILE_BYTES_PER_ROW = 64

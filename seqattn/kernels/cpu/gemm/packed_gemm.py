@@ -40,7 +40,7 @@ from numba.extending import overload
 
 from .blas_gemm import gemm
 from .blas_library import CORENAME, LIBRARY, OPENBLAS
-from .llvm_vectors import AVX512
+from ..llvm_vectors import AVX512
 from .register_gemm import IN_REGISTERS, WIDE, register_gemm, transpose
 
 # Rows of the inner dimension per chunk: a 12 x KC strip of a (12 KiB) stays in L1 (32 KiB on

@@ -6,8 +6,28 @@ from .ops import attention, attention_backward, attention_weights
 from .storage import load, save
 from .kernels.cpu.threads import follow_machine_load
 from .kernels.cpu.workspace import release_scratch
+from .moved import install as _install_moved_modules
+
+_install_moved_modules()
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "attention_backward", "attention_weights", "follow_machine_load", "load",
-           "release_scratch", "save", "__version__"]
+# The data-side calls load xarray, dask and the adapters, so they are imported on first use and
+# `import seqattn` stays quick.
+_LAZY = {"predict": ("seqattn.adapters.predict", "predict"),
+         "evaluate": ("seqattn.evaluation", "evaluate")}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'seqattn' has no attribute {name!r}")
+
+
+__all__ = ["attention", "attention_backward", "attention_weights", "evaluate",
+           "follow_machine_load", "load", "predict", "release_scratch", "save", "__version__"]

@@ -1,7 +1,13 @@
 """Test-session setup shared by every test file."""
 import os
+import sys
+from pathlib import Path
 
 from numba.core import config
+
+# Shared test helpers (references, case tables, data makers) live in tests/helpers/; the test
+# folders mirror the package and import them by name.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
 # Without an NVIDIA GPU, the CUDA kernels run under Numba's CUDA simulator so that a plain
 # `pytest` checks them too. numba is already imported here (pytest's warning filters name one of

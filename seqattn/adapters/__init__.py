@@ -18,19 +18,19 @@
 * :class:`Normalizer` per-variable statistics; importing this package registers ``ds.seqattn``.
 """
 from . import accessor  # noqa: F401  (registers ds.seqattn)
-from .batch import Batch, Placement, Template
-from .batching import BatchIterator
+from ..data.batch import Batch, Placement, Template
+from ..data.batching import BatchIterator
 from .forecast import ForecastWindows, TargetPutBack
 from .frame_features import LogMel
 from .genome import GenomeAdapter
 from .graph import GraphAdapter, GraphBatches
 from .grid import GridAdapter
 from .molecule import MoleculeAdapter, MoleculeBatches, from_ase
-from .normalize import Normalizer
+from ..data.normalize import Normalizer
 from .predict import predict
-from .rdkit_molecules import from_rdkit, from_smiles
+from ..readers.rdkit_molecules import from_rdkit, from_smiles
 from .signal import SignalAdapter
-from .stitch import PutBack, Stitcher
+from ..data.stitch import PutBack, Stitcher
 
 __all__ = ["Batch", "BatchIterator", "ForecastWindows", "GenomeAdapter", "GraphAdapter",
            "GraphBatches", "GridAdapter", "LogMel", "MoleculeAdapter", "MoleculeBatches",

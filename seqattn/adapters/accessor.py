@@ -3,7 +3,7 @@ no logic of its own (xarray's guidance for accessors); each method forwards to t
 documented there."""
 import xarray as xr
 
-from .batching import BatchIterator
+from ..data.batching import BatchIterator
 from .predict import predict
 
 

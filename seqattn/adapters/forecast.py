@@ -72,15 +72,15 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .batch import Batch, Placement, Template
-from .batching import check_epoch, normalized
-from .checks import require_dims, require_variables
-from .coords import (as_float, even_step, require_numeric_axis, to_utc, token_coordinates,
+from ..data.batch import Batch, Placement, Template
+from ..data.batching import check_epoch, normalized
+from ..data.checks import require_dims, require_variables
+from ..data.coords import (as_float, even_step, require_numeric_axis, to_utc, token_coordinates,
                      whole_steps)
 from .grid import GridAdapter
-from .persistence import Persistable
+from ..data.persistence import Persistable
 from .signal import SignalAdapter
-from .stitch import PutBack
+from ..data.stitch import PutBack
 
 HISTORY = "history"  # the channel dim that the input steps t - history .. t become
 LEAD = "lead"        # the dim that put-back predictions gain, one index per lead

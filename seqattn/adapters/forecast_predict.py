@@ -11,7 +11,7 @@ Both spellings run this::
 
 The result holds the target variables on (lead, *their dims), ``time`` being the valid time, on
 the Dataset's own coordinates; with ``increments=True`` the predictions are added to the values
-they are changes from. The model follows :mod:`seqattn.adapters.model_call` and returns
+they are changes from. The model follows :mod:`seqattn.data.model_call` and returns
 (B, N, Ft) in the layout of ``batch.targets``.
 
 On dask data the result is lazy and chunk-parallel: one task per chunk of the time dim (and of
@@ -26,9 +26,9 @@ import dask.array as dsa
 import numpy as np
 import xarray as xr
 
-from .checks import require_variables
+from ..data.checks import require_variables
 from .forecast import LEAD, ForecastWindows
-from .model_call import ModelCall
+from ..data.model_call import ModelCall
 
 
 def predict_forecast(model, windows, ds, variables=None, mask_missing=True, store=None,

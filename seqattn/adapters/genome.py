@@ -61,13 +61,13 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .batch import Batch
-from .batching import BatchIterator
-from .checks import require_dims, require_variables
-from .coords import canonical_names
-from .model_call import ModelCall
-from .persistence import Persistable
-from .stitch import PutBack
+from ..data.batch import Batch
+from ..data.batching import BatchIterator
+from ..data.checks import require_dims, require_variables
+from ..data.coords import canonical_names
+from ..data.model_call import ModelCall
+from ..data.persistence import Persistable
+from ..data.stitch import PutBack
 
 LETTERS = "ACGTNRYSWKMBDHV"  # code = index; codes >= 4 are ambiguous
 N_CODE = 4

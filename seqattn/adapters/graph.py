@@ -45,11 +45,11 @@ from .. import graphs
 from ..models.graph import (IN_DEGREE, OUT_DEGREE, GraphModelConfig, laplacian_coord,
                             random_walk_coord)
 from ..nn import Structure
-from .batch import Batch, Template
-from .checks import require_dims, require_variables
-from .model_call import ModelCall
-from .normalize import Normalizer
-from .persistence import Persistable
+from ..data.batch import Batch, Template
+from ..data.checks import require_dims, require_variables
+from ..data.model_call import ModelCall
+from ..data.normalize import Normalizer
+from ..data.persistence import Persistable
 
 ATTENTION = ("global", "edges")
 DIRECTED = (False, True, "both")

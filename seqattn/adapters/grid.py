@@ -28,12 +28,12 @@ import math
 import numpy as np
 import xarray as xr
 
-from .batch import Batch
-from .checks import require_dims, require_monotonic, require_positive_sizes, require_variables
-from .coords import as_float, calendar_features, canonical_names, patch_centres, to_utc
-from .normalize import Normalizer
-from .persistence import Persistable
-from .stitch import PutBack
+from ..data.batch import Batch
+from ..data.checks import require_dims, require_monotonic, require_positive_sizes, require_variables
+from ..data.coords import as_float, calendar_features, canonical_names, patch_centres, to_utc
+from ..data.normalize import Normalizer
+from ..data.persistence import Persistable
+from ..data.stitch import PutBack
 
 VARIABLES_AS = ("channels", "tokens")
 N_CALENDAR = 4  # sin/cos of hour of day and of day of year
@@ -155,7 +155,7 @@ class GridAdapter(Persistable):
     def encode(self, ds):
         """All samples of an in-memory Dataset as one Batch (use :class:`BatchIterator` for data
         that does not fit in memory)."""
-        from .batching import BatchIterator
+        from ..data.batching import BatchIterator
 
         iterator = BatchIterator(ds, self, batch_size=None)
         return next(iter(iterator))

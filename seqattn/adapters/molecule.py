@@ -45,10 +45,10 @@ import numpy as np
 import xarray as xr
 
 from ..nn.structured_bias import Structure
-from .batch import Batch, Placement, Template
-from .batching import check_epoch
-from .normalize import Normalizer
-from .persistence import Persistable
+from ..data.batch import Batch, Placement, Template
+from ..data.batching import check_epoch
+from ..data.normalize import Normalizer
+from ..data.persistence import Persistable
 
 ELEMENTS = (
     "H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Sc Ti V Cr Mn Fe Co Ni Cu Zn Ga Ge As "

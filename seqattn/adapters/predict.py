@@ -1,6 +1,6 @@
 """predict: run a model over a whole Dataset and get its predictions back on the same coordinates.
 
-The model protocol is :mod:`seqattn.adapters.model_call`'s: ``model(tokens, key_padding_mask,
+The model protocol is :mod:`seqattn.data.model_call`'s: ``model(tokens, key_padding_mask,
 coords=coords)`` returning NumPy predictions; seqattn's models run in evaluation mode (their mode
 is restored afterwards), plain callables and objects with a ``predict`` method work as well.
 
@@ -26,10 +26,10 @@ adapter are shipped to them, so they must be picklable); ``store`` writes the re
 import numpy as np
 import xarray as xr
 
-from .batching import BatchIterator
+from ..data.batching import BatchIterator
 from .forecast import ForecastWindows
 from .forecast_predict import predict_forecast
-from .model_call import ModelCall
+from ..data.model_call import ModelCall
 
 
 def predict(model, ds, adapter, *, input_dims=None, input_overlap=None, batch_size=64,

@@ -30,14 +30,14 @@ import pandas as pd
 import xarray as xr
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .batch import Batch, Template
-from .blend import Blender, taper
-from .checks import require_dims, require_monotonic, require_variables
-from .coords import as_float, calendar_features, canonical_names, even_step, to_utc, whole_steps
+from ..data.batch import Batch, Template
+from ..data.blend import Blender, taper
+from ..data.checks import require_dims, require_monotonic, require_variables
+from ..data.coords import as_float, calendar_features, canonical_names, even_step, to_utc, whole_steps
 from .frame_features import frame_features as as_frame_features
-from .normalize import STATS, Normalizer
-from .persistence import Persistable
-from .stitch import PutBack
+from ..data.normalize import STATS, Normalizer
+from ..data.persistence import Persistable
+from ..data.stitch import PutBack
 
 N_CALENDAR = 4
 
@@ -197,7 +197,7 @@ class SignalAdapter(Persistable):
     def encode(self, ds):
         """All samples of an in-memory Dataset (or a list of Datasets with series of different
         lengths, padded and masked) as one Batch."""
-        from .batching import BatchIterator
+        from ..data.batching import BatchIterator
 
         if isinstance(ds, (list, tuple)):
             return Batch.concat([self.encode(d) for d in ds])

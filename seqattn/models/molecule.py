@@ -13,7 +13,7 @@ neighbour density like that of embedded-atom potentials (see :class:`AtomLayer`)
 
 Only distances enter (no positional encodings, no coordinates in the tokens), so the outputs
 are invariant under translations, rotations and permutations of the atoms, and in periodic
-cells under the choice of image (tests/test_molecule_model.py checks all four).
+cells under the choice of image (tests/models/test_molecule_model.py checks all four).
 
 Training on forces needs the parameter gradient of a loss on dE/dx, a second derivative; the
 first-order passes of :meth:`MoleculeModel.differentiate` are what

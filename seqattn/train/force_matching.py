@@ -19,7 +19,7 @@ then three forward and backward passes of the model (:meth:`MoleculeModel.differ
 
 ε is chosen so that the largest displacement ε max|v| is the model's ``force_step`` (1e-3
 Angstrom by default): small next to the distance bins, large next to float32 rounding of the
-positions. tests/test_molecule_force_matching.py checks the result against float64 finite
+positions. tests/train/test_molecule_force_matching.py checks the result against float64 finite
 differences of the whole loss. A pair whose distance crosses a bin edge of the linearly
 interpolated distance table within ±ε sees a mixture of the two bins' slopes, a small bias.
 

@@ -1,0 +1,111 @@
+"""The linear layers' x W^T and dout W on packed_gemm's register path, forced on (in this
+process it is taken only where SciPy's OpenBLAS runs a kernel narrower than AVX-512): against
+float64 NumPy at shapes with remainders, the path's bits whatever the split of rows over
+threads, and the choice from the kernel family OpenBLAS names."""
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+from gradcheck import assert_float32_close
+from seqattn import ops
+from seqattn.kernels.cpu import linear
+from seqattn.kernels.cpu.gemm import blas_library, packed_gemm
+from seqattn.kernels.cpu.gemm.blas_library import single_threaded_blas
+from seqattn.kernels.cpu.gemm.packed_gemm import gemm_in_registers, nt_nn_in_registers
+
+# (R, K, O): token rows past 12-row blocks and 96-row strips (last strips of 11 and 34 rows),
+# features past 32-column panels, inner dimensions (K forward, O for dx) of one to three
+# chunks (KC = 256), and more columns than one chunk of b (NC = 512).
+SHAPES = [(203, 300, 77), (130, 45, 530), (13, 1, 40)]
+
+
+@pytest.fixture
+def nt_nn_in_registers_on(monkeypatch):
+    monkeypatch.setattr(linear, "NT_NN_IN_REGISTERS", True)
+
+
+def _layer(rng, R, K, O):
+    x = rng.standard_normal((R, K), dtype=np.float32)
+    weight = rng.standard_normal((O, K), dtype=np.float32)
+    bias = rng.standard_normal(O, dtype=np.float32)
+    dout = rng.standard_normal((R, O), dtype=np.float32)
+    return x, weight, bias, dout
+
+
+def _in_registers(M, N, a, b, transpose_b, start=None):
+    c = np.zeros((M, N), np.float32) if start is None else np.tile(start, (M, 1))
+    gemm_in_registers(c, a, b, False, transpose_b, start is not None)
+    return c
+
+
+@pytest.mark.parametrize("R, K, O", SHAPES)
+def test_forward_and_input_gradient_in_registers_match_numpy(R, K, O, nt_nn_in_registers_on):
+    """The layer's float32 y and dx are the register path's bits (so the path was taken) and
+    as accurate as NumPy's float32 products against float64 ones; dW and db as before."""
+    rng = np.random.default_rng(R * K + O)
+    x, weight, bias, dout = _layer(rng, R, K, O)
+    x64, w64 = x.astype(np.float64), weight.astype(np.float64)
+    y = ops.linear(x, weight, bias)
+    np.testing.assert_array_equal(y, _in_registers(R, O, x, weight, True, bias))
+    assert_float32_close("y", y, x64 @ w64.T + bias, x @ weight.T + bias)
+    y = ops.linear(x, weight)
+    np.testing.assert_array_equal(y, _in_registers(R, O, x, weight, True))
+    weight_grad, bias_grad = np.zeros_like(weight), np.zeros_like(bias)
+    dx = ops.linear_backward(dout, x, weight, weight_grad=weight_grad, bias_grad=bias_grad)
+    np.testing.assert_array_equal(dx, _in_registers(R, K, dout, weight, False))
+    assert_float32_close("dx", dx, dout.astype(np.float64) @ w64, dout @ weight)
+    assert_float32_close("dW", weight_grad, dout.T.astype(np.float64) @ x64, dout.T @ x)
+    assert_float32_close("db", bias_grad, dout.astype(np.float64).sum(axis=0),
+                         dout.sum(axis=0))
+
+
+@pytest.mark.parametrize("R, K, O", SHAPES)
+def test_float64_is_unaffected(R, K, O, nt_nn_in_registers_on):
+    """Forced on, float64 (gradient checks) still takes BLAS, as accurate as before."""
+    rng = np.random.default_rng(R + K + O)
+    x, weight, bias, dout = (v.astype(np.float64) for v in _layer(rng, R, K, O))
+    tolerance = {"rtol": 1e-12, "atol": 1e-13 * max(K, O)}
+    np.testing.assert_allclose(ops.linear(x, weight, bias), x @ weight.T + bias, **tolerance)
+    dx = ops.linear_backward(dout, x, weight, weight_grad=np.zeros_like(weight))
+    np.testing.assert_allclose(dx, dout @ weight, **tolerance)
+
+
+@pytest.mark.parametrize("R, K, O", SHAPES[:2])
+def test_register_path_bits_do_not_depend_on_the_thread_count(R, K, O):
+    """The kernels' split of rows for 1 to 4 tasks (run serially: the split, not the threads
+    that run it, sets the blocks) gives the same y and dx, bit for bit."""
+    rng = np.random.default_rng(3)
+    x, weight, bias, dout = _layer(rng, R, K, O)
+    results = []
+    for tasks in (1, 2, 3, 4):
+        y, dx = np.empty((R, O), np.float32), np.empty_like(x)
+        dweight, dbias = np.zeros_like(weight), np.zeros_like(bias)
+        with single_threaded_blas():
+            linear._linear_forward.serial(y, x, weight, bias, True, True, tasks)
+            linear._linear_backward.serial(dx, dweight, dbias, dout, x, weight, True, True,
+                                           True, True, packed_gemm.TN_IN_REGISTERS, tasks)
+        results.append((y, dx))
+    for tasks, (y, dx) in zip((2, 3, 4), results[1:]):
+        np.testing.assert_array_equal(y, results[0][0], f"y with {tasks} tasks")
+        np.testing.assert_array_equal(dx, results[0][1], f"dx with {tasks} tasks")
+
+
+@pytest.mark.parametrize("corename, wanted", [
+    ("Haswell", True), ("Zen", True), ("Sandybridge", True), ("SkylakeX", False),
+    ("Cooperlake", False), ("SapphireRapids", False), ("SKYLAKEX", False), (None, False)])
+def test_x_wt_and_dout_w_take_registers_only_against_a_narrower_openblas_kernel(corename,
+                                                                               wanted):
+    assert nt_nn_in_registers(True, corename) is wanted
+    assert nt_nn_in_registers(False, corename) is False, "not without dW's register path"
+
+
+@pytest.mark.skipif(blas_library.LIBRARY != blas_library.OPENBLAS, reason="MKL is chosen")
+def test_corename_is_the_kernel_family_scipys_openblas_runs():
+    """OPENBLAS_CORETYPE=Haswell in the environment makes it 'Haswell' on any x86 CPU."""
+    scipys = [lib["architecture"] for lib in threadpool_info()
+              if lib["internal_api"] == "openblas" and "scipy.libs" in lib["filepath"]]
+    if not scipys:
+        pytest.skip("SciPy's OpenBLAS is not where SciPy's wheels put it")
+    assert blas_library.CORENAME == blas_library.openblas_corename() == scipys[0]
+    assert packed_gemm.NT_NN_IN_REGISTERS == nt_nn_in_registers(packed_gemm.TN_IN_REGISTERS,
+                                                                scipys[0])

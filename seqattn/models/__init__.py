@@ -3,6 +3,7 @@ N -> N (TokenModel), N -> 1 (SequenceModel with a pooling head), N -> N' (Seq2Se
 cached autoregressive ``generate`` and ``rollout``); GraphModel for nodes and graphs;
 MoleculeModel (atoms with distance-aware attention: per-atom outputs, extensive per-structure
 ones, forces)."""
+from .build import build
 from .dna import StrandSymmetric
 from .encoder import EncoderConfig, SequenceEncoder
 from .generation import generate, rollout
@@ -16,5 +17,5 @@ from .token_model import TokenModel, TokenModelConfig
 __all__ = ["AttentionPooling", "ClassTokenPooling", "EncoderConfig", "GraphModel",
            "GraphModelConfig", "MaskedMeanPooling", "MoleculeModel", "MoleculeModelConfig",
            "Seq2SeqConfig", "Seq2SeqModel", "SequenceEncoder", "SequenceModel",
-           "SequenceModelConfig", "StrandSymmetric", "TokenModel", "TokenModelConfig", "generate",
-           "rollout"]
+           "SequenceModelConfig", "StrandSymmetric", "TokenModel", "TokenModelConfig", "build",
+           "generate", "rollout"]

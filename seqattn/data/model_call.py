@@ -18,12 +18,12 @@ seqattn model) runs in evaluation mode and gets its own mode back afterwards. Th
 guarded by one lock per process, so chunks predicted on several threads never run one shared
 model in the other's mode; models without modes run concurrently.
 """
-import inspect
 import threading
 from contextlib import contextmanager
 
 import numpy as np
 
+from ..nn.call_arguments import takes_keyword
 from ..nn.structured_bias import structure_argument
 
 _MODE_LOCK = threading.RLock()
@@ -40,24 +40,9 @@ def as_model_function(model):
                     f"have such a predict method; got {type(model).__name__}")
 
 
-def takes_keyword(function, name):
-    """Whether `function` accepts a keyword argument `name` (for a module, its ``forward``:
-    a module's ``__call__`` passes any arguments through)."""
-    function = getattr(function, "forward", function)
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):  # no signature to read (a builtin): assume the protocol
-        return True
-    return any(p.name == name and p.kind != p.POSITIONAL_ONLY or p.kind == p.VAR_KEYWORD
-               for p in parameters)
-
-
 def takes_coords(function):
     """Whether `function` accepts a ``coords`` keyword argument."""
     return takes_keyword(function, "coords")
-
-
-
 
 
 def has_modes(model):

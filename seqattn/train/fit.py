@@ -15,12 +15,12 @@ than one forward and backward (a loss on forces, which are themselves a gradient
 ``training_step(model, batch)`` fills the gradients and its ``batch_loss(model, batch)``
 serves evaluation.
 """
-import inspect
 import math
 
 import numpy as np
 
 from ..backend import CPU
+from ..nn.call_arguments import takes_keyword
 from ..nn.placement import moved
 from ..nn.structured_bias import structure_argument
 from .batches import as_batches
@@ -69,22 +69,14 @@ def _host_batch(batch, loss, dtype, where):
     return inputs, targets, mask
 
 
-def takes_argument(model, name):
-    """Whether ``model.forward`` has a parameter ``name``."""
-    try:
-        return name in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):  # a forward without a signature (a builtin)
-        return False
-
-
 def takes_coords(model):
-    """Whether ``model.forward`` has a ``coords`` parameter (asked once per fit or evaluate)."""
-    return takes_argument(model, "coords")
+    """Whether ``model.forward`` accepts ``coords`` (asked once per fit or evaluate)."""
+    return takes_keyword(model, "coords")
 
 
 def takes_structure(model):
-    """Whether ``model.forward`` has a ``structure`` parameter."""
-    return takes_argument(model, "structure")
+    """Whether ``model.forward`` accepts ``structure``."""
+    return takes_keyword(model, "structure")
 
 
 def _batch_loss(model, loss, batch, where, pass_coords):

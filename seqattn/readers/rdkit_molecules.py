@@ -18,7 +18,8 @@ The layout (M molecules padded to the largest, A atoms):
 
 Coordinates: ``molecule`` is each molecule's index in the input (so dropped molecules leave
 gaps), ``smiles`` (molecule) its SMILES (as given to :func:`from_smiles`, RDKit's canonical
-SMILES of the input molecule for :func:`from_rdkit`), ``conformer`` (molecule) ``"given"`` or
+SMILES of the input molecule for :func:`from_rdkit` and the file readers of
+:mod:`seqattn.readers.molecule_files`), ``conformer`` (molecule) ``"given"`` or
 ``"embedded"``. Molecules are not periodic: there is no ``cell`` or ``pbc``.
 
 Conformers: a molecule's own 3-D conformer is used as it is; a molecule without one is embedded
@@ -55,7 +56,7 @@ class _Failure(Exception):
     """Why one molecule cannot become an entry of the Dataset (raised or dropped)."""
 
 
-def from_rdkit(mols, properties=(), conformers="auto", seed=0, add_hydrogens=False,
+def from_rdkit(mols, *, properties=(), conformers="auto", seed=0, add_hydrogens=False,
                atom_features=(), on_failure="raise"):
     """The molecule Dataset (module docstring) of RDKit molecules.
 
@@ -85,7 +86,7 @@ def from_rdkit(mols, properties=(), conformers="auto", seed=0, add_hydrogens=Fal
                               atom_features, on_failure)
 
 
-def from_smiles(smiles, properties=(), seed=0, add_hydrogens=False, atom_features=(),
+def from_smiles(smiles, *, properties=(), seed=0, add_hydrogens=False, atom_features=(),
                 on_failure="raise"):
     """The molecule Dataset of SMILES strings, with ETKDG conformers; the options are those of
     :func:`from_rdkit` (``properties`` here a mapping name -> per-molecule values). A SMILES

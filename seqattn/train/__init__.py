@@ -2,6 +2,7 @@
 from .batches import ArrayBatches, IterableBatches, TrainingBatch
 from .checkpoints import has_checkpoint, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
+from .distributed import DataParallel
 from .early_stopping import EarlyStopping
 from .force_matching import EnergyForceLoss
 from .fit import FitState, NonFiniteLossError, evaluate, fit
@@ -11,7 +12,8 @@ from .optimizers import SGD, Adam, AdamW
 from .schedules import StepDecay, WarmupCosine
 
 __all__ = [
-    "Adam", "AdamW", "ArrayBatches", "BCEWithLogitsLoss", "CrossEntropyLoss", "EarlyStopping",
+    "Adam", "AdamW", "ArrayBatches", "BCEWithLogitsLoss", "CrossEntropyLoss", "DataParallel",
+    "EarlyStopping",
     "EnergyForceLoss", "FitState", "HuberLoss", "IterableBatches", "LatitudeWeightedMSELoss", "MAELoss", "MSELoss",
     "NonFiniteLossError", "SGD", "StepDecay", "TrainingBatch", "WarmupCosine", "clip_factor",
     "evaluate", "fit", "global_grad_norm", "has_checkpoint", "load_checkpoint", "save_checkpoint",

@@ -26,6 +26,7 @@ from ..nn.structured_bias import structure_argument
 from .batches import as_batches
 from .checkpoints import has_checkpoint, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
+from .distributed import DataParallel
 from .progress import EpochProgress
 
 
@@ -98,12 +99,14 @@ def _batch_loss(model, loss, batch, where, pass_coords):
     return loss(pred, targets_on_device, batch.coords), pred, targets
 
 
-def evaluate(model, loss, data, metrics=None, batch_size=32):
+def evaluate(model, loss, data, metrics=None, batch_size=32, distributed=None):
     """Mean loss (weighted exactly as one big batch would be) and metrics over ``data`` (as
     ``fit``'s ``validation``), in evaluation mode. ``metrics``: name -> f(pred, target) on host
     arrays, averaged over samples. An iterable with ``epoch(e)`` is read as ``epoch(0)``, so
-    every evaluation sees the same order."""
+    every evaluation sees the same order. With ``distributed`` (as in :func:`fit`) each rank
+    evaluates its share of the batches and every rank returns the totals over all of them."""
     batches = as_batches(data, batch_size=batch_size, shuffle=False, name="validation")
+    parallel = DataParallel.from_argument(distributed)
     pass_coords = takes_coords(model)
     metrics = metrics or {}
     was_training = model.training
@@ -111,7 +114,10 @@ def evaluate(model, loss, data, metrics=None, batch_size=32):
     total = weight = samples = 0.0
     sums = {name: 0.0 for name in metrics}
     try:
-        for i, batch in enumerate(batches.epoch(0)):
+        batches_here = batches.epoch(0) if parallel is None else parallel.shard(batches.epoch(0))
+        for i, batch in enumerate(batches_here):
+            if batch is None:  # the other ranks hold the last batches
+                continue
             value, pred, targets = _batch_loss(model, loss, batch, f"validation batch {i}",
                                                pass_coords)
             total += value * loss.weight_sum
@@ -123,6 +129,11 @@ def evaluate(model, loss, data, metrics=None, batch_size=32):
                     sums[name] += metric(pred_host, targets) * len(targets)
     finally:
         model.train(was_training)
+    if parallel is not None:
+        names = list(sums)
+        reduced = parallel.sum([total, weight, samples, *(sums[n] for n in names)])
+        total, weight, samples = reduced[:3]
+        sums = dict(zip(names, reduced[3:]))
     if samples == 0:
         raise ValueError("the validation data is empty")
     logs = {"loss": total / weight if weight else 0.0}
@@ -130,21 +141,40 @@ def evaluate(model, loss, data, metrics=None, batch_size=32):
     return logs
 
 
+def _batch_number(step, parallel):
+    """The epoch's index of the batch this rank trains on at `step`."""
+    return step if parallel is None else step * parallel.size + parallel.rank
+
+
+def _gradients(model, loss, optimizer, batch, where, pass_coords):
+    """Fill the gradients from `batch`: (loss value, the loss's weight_sum). A rank without a
+    batch in a distributed step (the epoch ran out) contributes zero gradients and weight."""
+    optimizer.zero_grad()
+    if batch is None:
+        return 0.0, 0.0
+    if hasattr(loss, "training_step"):  # its own passes: seqattn.train.force_matching
+        value = loss.training_step(model, batch)
+    else:
+        value, _, _ = _batch_loss(model, loss, batch, where, pass_coords)
+        model.backward(loss.backward())
+    return value, loss.weight_sum
+
+
 def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_grad_norm,
-                 pass_coords, display):
+                 pass_coords, display, parallel):
     """One epoch of steps; returns its mean loss (weighted as one big batch would be)."""
     parameters = [p for _, p in optimizer.params]
     total = weight = 0.0
     steps = 0
-    for i, batch in enumerate(epoch_batches):
-        where = f"epoch {epoch + 1}, batch {i}"
-        if hasattr(loss, "training_step"):  # its own passes: seqattn.train.force_matching
-            optimizer.zero_grad()
-            value = loss.training_step(model, batch)
-        else:
-            value, _, _ = _batch_loss(model, loss, batch, where, pass_coords)
-            optimizer.zero_grad()
-            model.backward(loss.backward())
+    steps_of_batches = epoch_batches if parallel is None else parallel.shard(epoch_batches)
+    for i, batch in enumerate(steps_of_batches):
+        where = f"epoch {epoch + 1}, batch {_batch_number(i, parallel)}"
+        value, local_weight = _gradients(model, loss, optimizer, batch, where, pass_coords)
+        batch_weight = local_weight
+        if parallel is not None:  # the step on the union of the ranks' batches
+            batch_weight, summed = parallel.sum([local_weight, value * local_weight])
+            value = summed / batch_weight if batch_weight else 0.0
+            parallel.average_gradients(parameters, local_weight, batch_weight)
         norm = global_grad_norm(parameters)
         if not (math.isfinite(value) and math.isfinite(norm)):
             raise NonFiniteLossError(
@@ -156,8 +186,8 @@ def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_gr
         if schedule is not None:
             optimizer.lr = schedule(optimizer.steps)
         optimizer.step(1.0 if clip_grad_norm is None else clip_factor(norm, clip_grad_norm))
-        total += value * loss.weight_sum
-        weight += loss.weight_sum
+        total += value * batch_weight
+        weight += batch_weight
         steps += 1
         display.step(total / weight if weight else 0.0)
     if steps == 0:
@@ -165,9 +195,16 @@ def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_gr
     return total / weight if weight else 0.0
 
 
+def _steps(batches, parallel):
+    """Optimizer steps in an epoch of `batches` batches (None: unknown)."""
+    if batches is None or parallel is None:
+        return batches
+    return -(-batches // parallel.size)
+
+
 def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, seed=0,
         validation=None, metrics=None, schedule=None, clip_grad_norm=None, early_stopping=None,
-        callbacks=(), checkpoint=None, resume=False, progress=True):
+        callbacks=(), checkpoint=None, resume=False, progress=True, distributed=None):
     """Train ``model`` and return the history: per-epoch lists of ``loss`` (training),
     ``lr`` (at the epoch's last step), and with ``validation`` ``val_loss`` and ``val_<metric>``.
 
@@ -191,6 +228,11 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
         it keeps some); with ``resume`` an existing checkpoint there is loaded first and
         training continues from its last epoch, ending exactly where an uninterrupted run ends.
     progress : on a terminal a bar per epoch, elsewhere one line per epoch; False: silent.
+    distributed : None (one process), True (data-parallel over MPI.COMM_WORLD when run as
+        ``mpiexec -n 4 python script.py``), an mpi4py communicator, or a
+        :class:`~seqattn.train.DataParallel`; see :mod:`seqattn.train.distributed`. Each step
+        is then the one a single process makes on the union of the ranks' batches; rank 0
+        alone writes checkpoints and shows progress.
 
     Raises :class:`NonFiniteLossError` when the loss or the gradients stop being finite; the
     step that made them is not applied and no checkpoint is written.
@@ -199,23 +241,28 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
     if validation is not None:
         validation = as_batches(validation, batch_size=batch_size, shuffle=False,
                                 name="validation")
+    parallel = DataParallel.from_argument(distributed)
+    root = parallel is None or parallel.is_root
     pass_coords = takes_coords(model)
     history = {"loss": [], "lr": []}
     start_epoch = 0
     if checkpoint is not None and resume and has_checkpoint(checkpoint):
         state = load_checkpoint(checkpoint, model, optimizer, early_stopping)
         start_epoch, history = state["epoch"], state["history"]
+    if parallel is not None:
+        parallel.broadcast_parameters(model)
     fit_state = FitState(model, optimizer, history)
     model.train()
     for epoch in range(start_epoch, epochs):
         epoch_batches = batches.epoch(epoch)
-        display = EpochProgress(progress, epoch, epochs, epoch_batches.total)
+        display = EpochProgress(progress and root, epoch, epochs,
+                                _steps(epoch_batches.total, parallel))
         try:
             logs = {"loss": _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule,
-                                         clip_grad_norm, pass_coords, display),
+                                         clip_grad_norm, pass_coords, display, parallel),
                     "lr": optimizer.lr}
             if validation is not None:
-                val = evaluate(model, loss, validation, metrics, batch_size)
+                val = evaluate(model, loss, validation, metrics, batch_size, parallel)
                 logs.update({f"val_{k}": v for k, v in val.items()})
         except BaseException:
             display.close()
@@ -224,7 +271,7 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
             history.setdefault(key, []).append(value)
         display.close(logs)
         stop = early_stopping is not None and early_stopping.update(epoch, logs, model)
-        if checkpoint is not None:
+        if checkpoint is not None and root:
             save_checkpoint(checkpoint, model, optimizer, epoch + 1, history, early_stopping)
         fit_state.epoch = epoch + 1
         for callback in callbacks:

@@ -72,16 +72,41 @@ def test_replicas_on_the_gpu_reduce_through_the_host(tmp_path):
                                    err_msg=name)
 
 
-def test_a_run_resumes_on_another_number_of_ranks(tmp_path):
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_a_checkpoint_of_two_ranks_resumes_on_any_number(tmp_path, ranks):
     checkpoint = tmp_path / "checkpoint"
     _run(2, tmp_path / "first.npz", 1, checkpoint)
-    got = _run(3, tmp_path / "resumed.npz", 2, checkpoint, "resume")
-    model, history, _ = _one_process([_steps(2), _steps(3)])
+    got = _run(ranks, tmp_path / "resumed.npz", 2, checkpoint, "resume")
+    model, history, _ = _one_process([_steps(2), _steps(ranks)])
     assert len(got["loss"]) == 2
     for name, parameter in model.named_parameters():
         np.testing.assert_allclose(got[name], parameter.data, rtol=2e-5, atol=1e-6,
                                    err_msg=name)
     np.testing.assert_allclose(got["loss"], history["loss"], rtol=1e-5)
+
+
+class _Ranks:
+    """A stand-in communicator: just a rank among `size`."""
+
+    def __init__(self, rank, size):
+        self.rank, self.size = rank, size
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return self.size
+
+    def Allreduce(self, *arguments, **options):
+        raise AssertionError("sharding needs no communication")
+
+
+@pytest.mark.parametrize("n_batches", [1, 4, 5, 7])
+def test_shards_cover_every_batch_exactly_once_with_equal_step_counts(n_batches):
+    shards = [list(DataParallel(_Ranks(r, 3)).shard(range(n_batches))) for r in range(3)]
+    assert len({len(s) for s in shards}) == 1  # every rank takes part in every step
+    taken = sorted(b for s in shards for b in s if b is not None)
+    assert taken == list(range(n_batches))
 
 
 def test_distributed_is_refused_when_it_names_no_communicator():

@@ -3,9 +3,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .. import autodiff
 from ..nn import Linear, Module
 from ..nn.init import generator
 from .encoder import EncoderConfig, SequenceEncoder
+from .linear_path import linear_path, start_from_linear
 from .pooling import AttentionPooling, ClassTokenPooling, MaskedMeanPooling
 
 POOLINGS = ("mean", "cls", "attention")
@@ -15,11 +17,14 @@ POOLINGS = ("mean", "cls", "attention")
 class SequenceModelConfig(EncoderConfig):
     out_features: int = 1
     pooling: str = "mean"
+    linear: bool = False  # add a linear map of the inputs' mean (seqattn.models.linear_path)
 
 
 class SequenceModel(Module):
     """inputs (B, N, F) or ids (B, N) -> (B, out_features): the encoder, a pooling head
-    (``pooling``: 'mean' over unpadded tokens, 'cls' class token, 'attention'), a linear head."""
+    (``pooling``: 'mean' over unpadded tokens, 'cls' class token, 'attention'), a linear head.
+    With ``linear`` a linear map of the inputs' mean over unpadded tokens is added to the head's
+    outputs (:mod:`seqattn.models.linear_path`)."""
 
     def __init__(self, config):
         super().__init__()
@@ -36,9 +41,18 @@ class SequenceModel(Module):
         else:
             self.pool = AttentionPooling(config.d_model, config.nhead, dtype, rng)
         self.head = Linear(config.d_model, config.out_features, dtype=dtype, seed=rng)
+        self.linear = linear_path(config)
 
     def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None,
                 structure=None):
         encoded = self.encoder(inputs, key_padding_mask, coords, attn_mask, structure)
-        return self.head(self.pool(encoded, None if self.config.pooling == "cls"
-                                   else key_padding_mask))
+        out = self.head(self.pool(encoded, None if self.config.pooling == "cls"
+                                  else key_padding_mask))
+        if self.linear is None:
+            return out
+        return autodiff.add(out, self.linear(inputs, key_padding_mask, pooled=True))
+
+    def start_from_linear(self, weight, bias):
+        """Start at the linear map (weight (out, F), bias (out,)) of the inputs' mean over
+        unpadded tokens and learn the residual (see :mod:`seqattn.models.linear_path`)."""
+        start_from_linear(self, weight, bias)

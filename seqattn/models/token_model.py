@@ -3,21 +3,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import autodiff
 from ..nn import Linear, Module
 from ..nn.init import generator
 from .encoder import EncoderConfig, SequenceEncoder
+from .linear_path import linear_path, start_from_linear
 
 
 @dataclass
 class TokenModelConfig(EncoderConfig):
     out_features: int = 1
+    linear: bool = False  # add a linear map of each token's inputs (seqattn.models.linear_path)
 
 
 class TokenModel(Module):
     """inputs (B, N, F) or ids (B, N) -> (B, N, out_features): the encoder, then a linear
     per-token head. ``coords`` are the batch's per-token coordinates (name -> (B, N)), which
     the config's ``coordinates`` encodings read; ``structure`` (a :class:`seqattn.nn.Structure`)
-    feeds the config's structured biases."""
+    feeds the config's structured biases. With ``linear`` a linear map of each token's own
+    inputs is added to the head's outputs (:mod:`seqattn.models.linear_path`)."""
 
     def __init__(self, config):
         super().__init__()
@@ -26,7 +30,16 @@ class TokenModel(Module):
         self.head = Linear(config.d_model, config.out_features,
                            dtype=np.dtype(config.dtype).type,
                            seed=generator([config.seed, 1]))
+        self.linear = linear_path(config)
 
     def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None,
                 structure=None):
-        return self.head(self.encoder(inputs, key_padding_mask, coords, attn_mask, structure))
+        out = self.head(self.encoder(inputs, key_padding_mask, coords, attn_mask, structure))
+        if self.linear is None:
+            return out
+        return autodiff.add(out, self.linear(inputs))
+
+    def start_from_linear(self, weight, bias):
+        """Start at the linear map (weight (out, F), bias (out,)) of each token's inputs and
+        learn the residual (see :mod:`seqattn.models.linear_path`)."""
+        start_from_linear(self, weight, bias)

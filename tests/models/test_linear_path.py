@@ -1,0 +1,69 @@
+"""The task models' linear path: gradients against finite differences, zero at the start, and
+starting from a fitted linear map gives that map's outputs exactly."""
+import numpy as np
+import pytest
+
+from gradcheck import check_module_gradients
+from seqattn.models import (SequenceModel, SequenceModelConfig, TokenModel, TokenModelConfig)
+
+RNG = np.random.default_rng(3)
+X = RNG.normal(size=(3, 5, 4))
+IDS = RNG.integers(0, 6, size=(3, 5))
+PADDING = np.zeros((3, 5), bool)
+PADDING[0, 3:] = True
+TINY = dict(d_model=8, nhead=2, num_layers=1, dim_feedforward=8, dtype="float64")
+
+
+def models(linear):
+    return {"token": TokenModel(TokenModelConfig(in_features=4, out_features=2, linear=linear,
+                                                 **TINY)),
+            "sequence": SequenceModel(SequenceModelConfig(in_features=4, out_features=2,
+                                                          linear=linear, **TINY))}
+
+
+@pytest.mark.parametrize("kind", ["token", "sequence"])
+def test_linear_path_gradients(kind):
+    model = models(True)[kind]
+    # a nonzero path, so that its gradient with respect to the inputs is checked too
+    model.start_from_linear(RNG.normal(size=(2, 4)), RNG.normal(size=2))
+    model.head.weight.data[...] = RNG.normal(size=model.head.weight.data.shape)
+    check_module_gradients(model, lambda x: model(x, PADDING),
+                           lambda d: {"x": model.backward(d)}, {"x": X.copy()})
+
+
+@pytest.mark.parametrize("kind", ["token", "sequence"])
+def test_the_path_starts_at_zero(kind):
+    with_path, without = models(True)[kind], models(False)[kind]
+    np.testing.assert_array_equal(with_path(X, PADDING), without(X, PADDING))
+
+
+def test_a_token_model_started_from_a_linear_map_gives_its_outputs():
+    model = models(True)["token"]
+    weight, bias = RNG.normal(size=(2, 4)), RNG.normal(size=2)
+    model.start_from_linear(weight, bias)
+    np.testing.assert_allclose(model(X, PADDING), X @ weight.T + bias, rtol=1e-12)
+
+
+def test_a_sequence_model_started_from_a_linear_map_gives_it_on_the_inputs_mean():
+    model = models(True)["sequence"]
+    weight, bias = RNG.normal(size=(2, 4)), RNG.normal(size=2)
+    model.start_from_linear(weight, bias)
+    mean = np.stack([X[b][~PADDING[b]].mean(axis=0) for b in range(3)])
+    np.testing.assert_allclose(model(X, PADDING), mean @ weight.T + bias, rtol=1e-12)
+
+
+def test_ids_take_the_map_of_their_one_hot_rows():
+    model = SequenceModel(SequenceModelConfig(vocab_size=7, out_features=2, linear=True,
+                                              **TINY))
+    weight, bias = RNG.normal(size=(2, 6)), RNG.normal(size=2)  # ids 0..5 seen in training
+    model.start_from_linear(weight, bias)
+    onehot = np.eye(6)[IDS]
+    frequencies = np.stack([onehot[b][~PADDING[b]].mean(axis=0) for b in range(3)])
+    np.testing.assert_allclose(model(IDS, PADDING), frequencies @ weight.T + bias, rtol=1e-12)
+
+
+def test_a_map_of_the_wrong_shape_is_refused():
+    with pytest.raises(ValueError, match=r"weight has shape \(2, 3\)"):
+        models(True)["token"].start_from_linear(np.zeros((2, 3)), np.zeros(2))
+    with pytest.raises(ValueError, match="linear=True"):
+        models(False)["token"].start_from_linear(np.zeros((2, 4)), np.zeros(2))

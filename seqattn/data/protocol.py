@@ -36,7 +36,8 @@ integer index array when the adapter has exactly one sample dim. Calls that need
 import numpy as np
 import xarray as xr
 
-from .batching import check_epoch
+from ..train.distributed import rank_share
+from .epochs import check_epoch
 
 
 class NotFittedError(ValueError):
@@ -129,6 +130,22 @@ class Batches:
             if len(indices) < size and self.drop_last:
                 return
             yield self.collate(indices)
+
+    def steps(self, epoch, rank, size):
+        """Rank `rank` of `size`'s share of epoch `epoch` in data-parallel training
+        (:mod:`seqattn.train.distributed`): per step, its batch or None, where step k takes
+        batches k * size .. k * size + size - 1 of the epoch. Only this rank's batches are
+        collated (read), when the batches are the plain cuts of the order."""
+        if type(self)._batches is not Batches._batches:  # a lazy reader's own grouping
+            yield from rank_share(self.epoch(epoch), rank, size)
+            return
+        order = self.order(epoch)
+        batch = self.batch_size or max(len(order), 1)
+        count = len(self)
+        for step in range(-(-count // size)):
+            index = step * size + rank
+            indices = order[index * batch:(index + 1) * batch]
+            yield self.collate(indices) if index < count and len(indices) else None
 
 
 def sample_selection(ds, where, sample_dims, name="where"):

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .distributed import rank_share
+
 
 @dataclass
 class TrainingBatch:
@@ -101,7 +103,11 @@ class Epoch:
 
     def __iter__(self):
         for item in self.items:
-            yield as_training_batch(item)
+            yield None if item is None else as_training_batch(item)
+
+
+def _steps(total, size):
+    return None if total is None else -(-total // size)
 
 
 class ArrayBatches:
@@ -130,6 +136,11 @@ class ArrayBatches:
 
     def epoch(self, epoch):
         return Epoch(self._batches(epoch), len(self))
+
+    def shard(self, epoch, rank, size):
+        """Rank `rank` of `size`'s batch (or None) per step of epoch `epoch` in data-parallel
+        training (:func:`seqattn.train.distributed.rank_share`)."""
+        return Epoch(rank_share(self._batches(epoch), rank, size), _steps(len(self), size))
 
     def _batches(self, epoch):
         order = np.arange(len(self.inputs))
@@ -170,6 +181,17 @@ class IterableBatches:
             raise TypeError(f"{self.name} is a callable, so it should return an iterable of "
                             f"batches; it returned a {type(items).__name__}")
         return Epoch(items, length_of(items))
+
+
+    def shard(self, epoch, rank, size):
+        """Rank `rank` of `size`'s batch (or None) per step of epoch `epoch` in data-parallel
+        training; a batch producer with ``steps(epoch, rank, size)`` (the adapters') collates
+        only this rank's batches."""
+        steps = getattr(self.source, "steps", None)
+        whole = None if callable(steps) else self.epoch(epoch)
+        total = length_of(self.source) if whole is None else whole.total
+        items = steps(epoch, rank, size) if whole is None else rank_share(whole.items, rank, size)
+        return Epoch(items, _steps(total, size))
 
 
 def as_batches(data, batch_size=32, shuffle=True, seed=0, name="data"):

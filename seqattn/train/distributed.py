@@ -76,16 +76,8 @@ class DataParallel:
             _write(parameter, "data", host)
 
     def shard(self, items):
-        """This rank's part of an epoch: per step, this rank's batch or None (a step in which
-        the ranks before it used up the epoch)."""
-        chunk = []
-        for item in items:
-            chunk.append(item)
-            if len(chunk) == self.size:
-                yield chunk[self.rank]
-                chunk = []
-        if chunk:
-            yield chunk[self.rank] if self.rank < len(chunk) else None
+        """This rank's part of an epoch's batches `items`: see :func:`rank_share`."""
+        return rank_share(items, self.rank, self.size)
 
     def sum(self, values):
         """The elementwise sum over ranks of a list of floats (float64)."""
@@ -123,6 +115,21 @@ class DataParallel:
             size += nbytes
         if bucket:
             yield bucket
+
+
+def rank_share(items, rank, size):
+    """Rank `rank` of `size`'s part of an epoch's batches `items`: per step, its batch, or None
+    in a last step that the ranks before it used up. Step k takes items k * size ..
+    k * size + size - 1. Every item is produced (read); batch producers that can collate one
+    rank's batches alone do so through their own ``steps(epoch, rank, size)``."""
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk[rank]
+            chunk = []
+    if chunk:
+        yield chunk[rank] if rank < len(chunk) else None
 
 
 def _write(parameter, field, host):

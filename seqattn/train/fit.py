@@ -114,7 +114,8 @@ def evaluate(model, loss, data, metrics=None, batch_size=32, distributed=None):
     total = weight = samples = 0.0
     sums = {name: 0.0 for name in metrics}
     try:
-        batches_here = batches.epoch(0) if parallel is None else parallel.shard(batches.epoch(0))
+        batches_here = batches.epoch(0) if parallel is None \
+            else batches.shard(0, parallel.rank, parallel.size)
         for i, batch in enumerate(batches_here):
             if batch is None:  # the other ranks hold the last batches
                 continue
@@ -166,8 +167,7 @@ def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_gr
     parameters = [p for _, p in optimizer.params]
     total = weight = 0.0
     steps = 0
-    steps_of_batches = epoch_batches if parallel is None else parallel.shard(epoch_batches)
-    for i, batch in enumerate(steps_of_batches):
+    for i, batch in enumerate(epoch_batches):
         where = f"epoch {epoch + 1}, batch {_batch_number(i, parallel)}"
         value, local_weight = _gradients(model, loss, optimizer, batch, where, pass_coords)
         batch_weight = local_weight
@@ -193,13 +193,6 @@ def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_gr
     if steps == 0:
         raise ValueError(f"the training data is empty (no batch in epoch {epoch + 1})")
     return total / weight if weight else 0.0
-
-
-def _steps(batches, parallel):
-    """Optimizer steps in an epoch of `batches` batches (None: unknown)."""
-    if batches is None or parallel is None:
-        return batches
-    return -(-batches // parallel.size)
 
 
 def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, seed=0,
@@ -254,9 +247,9 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
     fit_state = FitState(model, optimizer, history)
     model.train()
     for epoch in range(start_epoch, epochs):
-        epoch_batches = batches.epoch(epoch)
-        display = EpochProgress(progress and root, epoch, epochs,
-                                _steps(epoch_batches.total, parallel))
+        epoch_batches = batches.epoch(epoch) if parallel is None \
+            else batches.shard(epoch, parallel.rank, parallel.size)
+        display = EpochProgress(progress and root, epoch, epochs, epoch_batches.total)
         try:
             logs = {"loss": _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule,
                                          clip_grad_norm, pass_coords, display, parallel),

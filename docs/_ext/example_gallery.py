@@ -1,0 +1,103 @@
+"""The gallery: one page per script in ``examples/``, written at build time.
+
+Each page shows the example's docstring (what it does, on which data, against which baselines),
+the command that runs it, the tables it printed and the figures it saved in its quick mode, and
+its code. The build itself runs no example (training takes minutes and CI builds the site in
+about a minute): ``python docs/gallery_outputs.py`` runs each example's ``--quick`` mode once and
+keeps what it printed and drew in ``docs/_gallery_outputs/<example>/``, and the pages include
+whatever is there. A page whose example has not been run says how to fill it in.
+
+This stands in for sphinx-gallery, which wants every example's first docstring line to be a
+reStructuredText title and would run the examples inside the build; the examples here are
+command-line scripts with ``--quick`` modes that their tests already run.
+"""
+import ast
+from pathlib import Path
+
+OUTPUT_DIR = "_gallery_outputs"
+PAGES = "gallery"
+
+
+def examples(root):
+    return sorted(p for p in (root / "examples").glob("*.py") if not p.name.startswith("_"))
+
+
+def split_docstring(path):
+    """(title, body, first code line) of an example script."""
+    source = path.read_text()
+    tree = ast.parse(source)
+    doc = ast.get_docstring(tree, clean=True)
+    if not doc:
+        raise ValueError(f"{path} has no docstring: the gallery page is made from it")
+    first = tree.body[0]
+    title, _, body = doc.partition("\n")
+    return title.strip(), body.strip("\n"), first.end_lineno + 1
+
+
+def underline(text, char):
+    return [text, char * len(text)]
+
+
+def page(path, docs):
+    stem = path.stem
+    title, body, code_start = split_docstring(path)
+    lines = [f".. _gallery-{stem}:", ""] + underline(title, "=") + [""]
+    lines += [body, "", ".. rubric:: Run it", "", ".. code-block:: bash", "",
+              f"   python examples/{path.name} --quick", ""]
+    outputs = docs / OUTPUT_DIR / stem
+    printed = outputs / "output.txt"
+    figures = sorted(outputs.glob("*.png")) if outputs.is_dir() else []
+    if printed.exists() or figures:
+        lines += [".. rubric:: What the quick run printed and drew", ""]
+        if printed.exists():
+            lines += [f".. literalinclude:: /{OUTPUT_DIR}/{stem}/output.txt",
+                      "   :language: text", ""]
+        for figure in figures:
+            lines += [f".. image:: /{OUTPUT_DIR}/{stem}/{figure.name}",
+                      f"   :alt: {figure.stem.replace('_', ' ')}", ""]
+    else:
+        lines += [".. note::", "",
+                  "   This build did not include the example's outputs: "
+                  "``python docs/gallery_outputs.py " + stem + "`` runs its quick mode and keeps "
+                  "its printed tables and figures for the next build.", ""]
+    lines += [".. rubric:: The code", "",
+              f".. literalinclude:: /../examples/{path.name}",
+              "   :language: python", f"   :lines: {code_start}-", ""]
+    return "\n".join(lines)
+
+
+def index(paths):
+    lines = [".. _gallery:", ""] + underline("Gallery of examples", "=") + [""]
+    lines += [
+        "Each example runs the whole seqattn path on real or physically generated data: a "
+        "Dataset, an adapter, a model trained with ``fit``, predictions put back on the "
+        "Dataset's coordinates, and the baselines computed in the same script. Every example "
+        "has a ``--quick`` mode, which the tests in ``tests/examples`` run; figures and tables "
+        "shown here come from that mode (see :ref:`docs-build`).", "",
+        ".. list-table::", "   :header-rows: 1", "   :widths: 30 70", "",
+        "   * - Example", "     - What it does"]
+    for path in paths:
+        title, _, _ = split_docstring(path)
+        lines += [f"   * - :ref:`{path.stem} <gallery-{path.stem}>`", f"     - {title}"]
+    lines += ["", ".. toctree::", "   :hidden:", ""] + [f"   {p.stem}" for p in paths] + [""]
+    return "\n".join(lines)
+
+
+def write(path, text):
+    if not path.exists() or path.read_text() != text:  # unchanged pages keep their mtime
+        path.write_text(text)
+
+
+def write_pages(app, config=None):
+    docs = Path(app.srcdir)
+    out = docs / PAGES
+    out.mkdir(exist_ok=True)
+    paths = examples(docs.parent)
+    for path in paths:
+        write(out / f"{path.stem}.rst", page(path, docs))
+    write(out / "index.rst", index(paths))
+
+
+def setup(app):
+    app.connect("config-inited", write_pages)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,77 @@
+"""Sphinx configuration of seqattn's documentation site.
+
+Build it (and see every warning as an error) with::
+
+    python -m sphinx -W -b html docs docs/_build/html
+
+The build executes no example: the gallery pages (``docs/_ext/example_gallery.py``) show each
+example's docstring and code, and the printed tables and figures that
+``python docs/gallery_outputs.py`` saved from the examples' quick runs, where present.
+"""
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+sys.path.insert(0, str(DOCS / "_ext"))
+sys.path.insert(0, str(DOCS.parent))
+
+import seqattn  # noqa: E402  (after the path is set, so the checkout's seqattn is documented)
+
+project = "seqattn"
+author = "the seqattn developers"
+copyright = "the seqattn developers"
+release = seqattn.__version__
+version = release
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "numpydoc",
+    "myst_parser",
+    "api_pages",
+    "example_gallery",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "_gallery_outputs", "DESIGN.md", "PERFORMANCE.md"]
+templates_path = ["_templates"]
+
+# Every cross-reference must resolve: a reference to a name that does not exist is an error
+# under -W (the test in tests/docs/test_docs_build.py builds with -W).
+nitpicky = True
+# Types in prose and signatures that are not objects of any documented project.
+# Without intersphinx (below), classes of Python and NumPy are not link targets.
+nitpick_ignore_regex = [
+    ("py:class", r"(numpy\.)?ndarray|[A-Z][A-Za-z]*(Error|Exception|Warning)|object|dict|list"),
+]
+
+# API reference: a page per public name, generated from the docstrings at build time
+# (docs/api/generated is not kept in git).
+autosummary_generate = True
+autosummary_imported_members = True
+autodoc_default_options = {"member-order": "bysource"}
+autodoc_typehints = "none"
+autoclass_content = "class"
+# numpydoc renders the docstrings' Parameters / Returns sections; class members are listed by
+# the autosummary templates (docs/_templates/autosummary), not a second time by numpydoc.
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+
+# No intersphinx: the build runs offline (CI and the test have no network), so links to NumPy,
+# xarray and dask documentation are written as plain URLs where a page needs them.
+
+myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3
+
+html_theme = "pydata_sphinx_theme"
+html_title = f"seqattn {release}"
+html_static_path = []
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "header_links_before_dropdown": 7,
+}
+html_show_sourcelink = False

@@ -1,6 +1,7 @@
-"""Differentiable arithmetic between layers: +, -, *, / (with numbers, same-shape arrays, or
-arrays broadcast over leading dims such as a bias (E,) or a table (N, E); NumPy's general
-broadcasting on the CPU), slicing, reshape, sums and means, concatenation and stacking.
+"""Differentiable arithmetic between layers: ``+``, ``-``, ``*``, ``/`` (with numbers,
+same-shape arrays, or arrays broadcast over leading dims such as a bias (E,) or a table (N, E);
+NumPy's general broadcasting on the CPU), slicing, reshape, sums and means, concatenation and
+stacking.
 Tensors' operators call these."""
 import numbers
 

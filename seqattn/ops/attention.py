@@ -47,7 +47,7 @@ def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, b
     bias : float, broadcastable to (B, H, N, M), optional
         Added to the scaled scores.
     alibi_slopes : float (H,), optional
-        Adds -slope[h] * |i + M - N - j| to the scores of head h.
+        Adds ``-slope[h] * |i + M - N - j|`` to the scores of head h.
     window : (left, right), optional
         Key j is visible only if i + M - N - left <= j <= i + M - N + right; None on a side
         means unlimited.

@@ -13,7 +13,7 @@ through :func:`prepare_attention`, which raises clear errors for bad input and r
   ``PairCall`` of :mod:`seqattn.ops.structured_bias`), placeholders when absent.
 * ``causal`` and ``window`` folded into one band: key j is visible from query i only when
   ``i + (M - N) - left <= j <= i + (M - N) + right``. "No limit" is the exact value N + M, which no
-  |i - j| can exceed, so the kernels need no special case for it.
+  ``|i - j|`` can exceed, so the kernels need no special case for it.
 
 Absent options are passed to the kernels as 1-element placeholders plus a ``has_*`` flag, so each
 dtype compiles one kernel signature instead of one per combination of options.

@@ -4,8 +4,9 @@ A dense float bias costs B x H x N x M floats and as much again for its gradient
 here are evaluated tile by tile inside the fused attention kernels from O(N + M) data per batch,
 forward and backward, so memory stays O(N + M) per batch and head.
 
-* :class:`DistanceBias`: score(h, i, j) += f_h(d_ij) with d_ij = |x_i - y_j| (minimum image in a
-  periodic cell), f_h a learnable table over distance bins, optional per atom-type pair.
+* :class:`DistanceBias`: ``score(h, i, j) += f_h(d_ij)`` with ``d_ij = |x_i - y_j|`` (minimum
+  image in a periodic cell), f_h a learnable table over distance bins, optional per atom-type
+  pair.
 * :class:`PairBias`: score(h, i, j) += table[h, code_ij] with an integer code per pair, given as
   an array (graph hops, edge types) or computed from per-token integers (a clipped relative
   offset, so nothing N x M is stored).
@@ -39,11 +40,11 @@ class DistanceBias:
     """score(h, i, j) += f_h(d_ij): a learnable function of the distance between two tokens.
 
     Shapes: x (B, N, 3) query positions; y (B, M, 3) key positions, or None for self-attention
-    (then y = x and N == M). d_ij = |x_i - y_j|; with ``cell`` (B, 3, 3) or (3, 3), whose rows are
-    the lattice vectors, d_ij is the minimum-image distance: orthorhombic cells exactly, other
-    (triclinic) cells by searching the 27 images around the wrapped displacement, which is exact
-    for reduced cells (e.g. after a Niggli reduction) and for any cell once d is below half the
-    smallest distance between lattice planes.
+    (then y = x and N == M). ``d_ij = |x_i - y_j|``; with ``cell`` (B, 3, 3) or (3, 3), whose
+    rows are the lattice vectors, d_ij is the minimum-image distance: orthorhombic cells exactly,
+    other (triclinic) cells by searching the 27 images around the wrapped displacement, which is
+    exact for reduced cells (e.g. after a Niggli reduction) and for any cell once d is below half
+    the smallest distance between lattice planes.
 
     ``table`` (H, C) holds f_h at C >= 2 equally spaced distances 0, r_max / (C - 1), ..., r_max;
     f_h is linearly interpolated between them and constant (the last entry) beyond r_max. With

@@ -1,4 +1,4 @@
-"""Gradient clipping by global norm (as torch.nn.utils.clip_grad_norm_), applied as a factor
+"""Gradient clipping by global norm (as ``torch.nn.utils.clip_grad_norm_``), applied as a factor
 that the optimizer's update kernels multiply in, so the gradients are never rewritten."""
 import math
 

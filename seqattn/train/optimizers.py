@@ -128,7 +128,7 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (Loshchilov and Hutter): p *= 1 - lr * weight_decay
+    """Adam with decoupled weight decay (Loshchilov and Hutter): ``p *= 1 - lr * weight_decay``
     before the Adam step, as torch.optim.AdamW (default weight_decay 0.01)."""
 
     decoupled = True

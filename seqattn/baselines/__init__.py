@@ -1,0 +1,85 @@
+"""Strong simple baselines on exactly the inputs a model sees: fitted on the adapter's training
+batches, their one choice (a penalty, k, the number of harmonics) made on validation batches.
+
+::
+
+    train = adapter.batches(ds, where=train_part)
+    valid = adapter.batches(ds, where=valid_part)
+    fitted = [b.fit(train, valid) for b in seqattn.baselines.for_batch(next(iter(train)))]
+    seqattn.evaluate(model, ds, adapter, where=test_part, baselines=fitted)
+
+Families (one module each), by the task the targets describe (:mod:`.base`):
+
+* forecasting (value targets per token with a ``lead`` coordinate): :class:`Persistence`,
+  :class:`Climatology` (with a calendar: a ``time`` coordinate), :class:`LeadRidge`;
+* values or classes per token: :class:`TokenFeatures` (ridge / logistic on each token's inputs);
+* graph nodes (per-token classes or values with ``structure.pair_codes``):
+  :class:`NodeFeatures`, and for classes :class:`LabelPropagation`;
+* per sample: :class:`PooledFeatures` (ridge / logistic on pooled inputs),
+  :class:`NearestNeighbour`; DNA bases: :class:`KmerCounts`; structures with atom types:
+  :class:`ElementCounts`.
+
+scikit-learn (the ``baselines`` extra) serves logistic regression and the neighbour search.
+"""
+import numpy as np
+
+from .base import Baseline, Layout, layout_of
+from .dna import KmerCounts, bases
+from .forecasting import Climatology, LeadRidge, Persistence
+from .linear import LinearBaseline
+from .nodes import LabelPropagation, NodeFeatures
+from .sequences import NearestNeighbour, PooledFeatures
+from .structures import ElementCounts
+from .tokens import TokenFeatures
+
+
+def _reads_bases(batch):
+    try:
+        codes = bases(batch)
+    except ValueError:
+        return False
+    return bool((codes >= 0).any())
+
+
+def for_batch(batch):
+    """Unfitted baselines that fit the task of `batch` (a training batch with targets)."""
+    layout = layout_of(batch)
+    structure = batch.structure
+    if layout.per_token:
+        if getattr(structure, "pair_codes", None) is not None:
+            return [NodeFeatures(), LabelPropagation()] if layout.classes else [NodeFeatures()]
+        if not layout.classes and "lead" in batch.coords:
+            found = [Persistence()]
+            if "time" in batch.coords:
+                found.append(Climatology())
+            return found + [LeadRidge()]
+        return [TokenFeatures()]
+    found = [PooledFeatures(), NearestNeighbour()]
+    if getattr(structure, "types", None) is not None:
+        found.append(ElementCounts())
+    if _reads_bases(batch) and np.asarray(batch.tokens).dtype.kind in "iu":
+        found.append(KmerCounts())
+    return found
+
+
+def warm_start(model, baseline):
+    """Start `model`'s linear path at the fitted linear `baseline` (TokenFeatures for a
+    TokenModel, ``PooledFeatures(statistics=("mean",))`` for a SequenceModel) with the head
+    zeroed: the model predicts what the baseline does and training learns the residual."""
+    if not isinstance(baseline, LinearBaseline) or baseline.chosen is None:
+        raise ValueError(f"baseline is {baseline!r}; expected a fitted TokenFeatures or "
+                         "PooledFeatures(statistics=('mean',))")
+    if isinstance(baseline, PooledFeatures) and baseline.statistics != ("mean",):
+        raise ValueError(f"baseline pools {baseline.statistics}; the linear path sees the mean "
+                         "only: fit PooledFeatures(statistics=('mean',))")
+    if not isinstance(baseline, (TokenFeatures, PooledFeatures)):
+        raise ValueError(f"baseline is a {type(baseline).__name__}; its features are not the "
+                         "linear path's: use TokenFeatures or PooledFeatures")
+    model.start_from_linear(*baseline.model.raw())
+    return model
+
+
+__all__ = ["Baseline", "Climatology", "ElementCounts", "KmerCounts", "LabelPropagation",
+           "Layout", "LeadRidge", "LinearBaseline", "NearestNeighbour", "NodeFeatures",
+           "PooledFeatures", "Persistence", "TokenFeatures", "for_batch", "layout_of",
+           "warm_start"]

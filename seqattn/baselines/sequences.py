@@ -1,0 +1,120 @@
+"""Per sample (N -> 1): a linear model on pooled inputs, and the nearest training sample.
+
+Pooled features of every input channel over the tokens that are not padding: the mean (the
+function class of the task model's linear path, ``SequenceModelConfig(linear=True)``), and with
+``statistics=("mean", "std", "min", "max")`` (the default) the spread and extremes too, plus the
+number of tokens. Integer ids are pooled as one-hot rows, so their mean is the ids' frequencies.
+:class:`NearestNeighbour` predicts the target of the closest training sample (Euclidean, on the
+standardized flattened inputs when every sample has the same number of tokens, else on the pooled
+features), with the number of neighbours chosen on validation.
+"""
+import numpy as np
+
+from .base import Baseline, target_matrix
+from .estimators import PROBABILITY_FLOOR, log_loss, masked_mse, standardizer
+from .linear import LinearBaseline, token_inputs, vocab_size_of
+
+STATISTICS = ("mean", "std", "min", "max")
+NEIGHBOURS = (1, 3, 5, 9)
+
+
+def pooled(inputs, key_padding_mask, statistics):
+    """(B, N, F) inputs -> (B, F * len(statistics) [+ 1]) over the unpadded tokens."""
+    present = ~np.asarray(key_padding_mask)
+    count = np.maximum(present.sum(axis=1), 1)[:, None]
+    weights = present[..., None]
+    mean = (inputs * weights).sum(axis=1) / count
+    columns = {"mean": mean}
+    if "std" in statistics:
+        columns["std"] = np.sqrt(np.maximum((inputs ** 2 * weights).sum(axis=1) / count
+                                            - mean ** 2, 0.0))
+    if "min" in statistics:
+        columns["min"] = np.where(weights, inputs, np.inf).min(axis=1)
+    if "max" in statistics:
+        columns["max"] = np.where(weights, inputs, -np.inf).max(axis=1)
+    out = [columns[s] for s in statistics]
+    if statistics != ("mean",):
+        out.append(present.sum(axis=1)[:, None].astype(np.float64))
+    features = np.concatenate(out, axis=1)
+    return np.where(np.isfinite(features), features, 0.0)
+
+
+class PooledFeatures(LinearBaseline):
+    kind = "pooled"
+
+    def __init__(self, statistics=STATISTICS):
+        unknown = set(statistics) - set(STATISTICS)
+        if unknown or "mean" not in statistics:
+            raise ValueError(f"statistics={statistics!r}; expected 'mean' and any of "
+                             f"{STATISTICS}")
+        self.statistics = tuple(s for s in STATISTICS if s in statistics)
+
+    def prepare(self, train):
+        self.vocab_size = vocab_size_of(train)
+
+    def features(self, batch):
+        return pooled(token_inputs(batch, self.vocab_size), batch.key_padding_mask,
+                      self.statistics)
+
+
+class NearestNeighbour(Baseline):
+    """The mean target (values) or the class frequencies (classes) of the k nearest training
+    samples, k chosen on validation among ``neighbours``."""
+
+    def __init__(self, neighbours=NEIGHBOURS):
+        self.neighbours = tuple(neighbours)
+
+    @property
+    def name(self):
+        return f"{self.chosen['k'] if self.chosen else 'k'}-nearest neighbour"
+
+    def features(self, batch):
+        inputs = token_inputs(batch, self.vocab_size)
+        if self.flat_width is not None and inputs.shape[1] * inputs.shape[2] == self.flat_width:
+            return inputs.reshape(len(inputs), -1)
+        return pooled(inputs, batch.key_padding_mask, STATISTICS)
+
+    def rows(self, batches):
+        X = np.concatenate([self.features(b) for b in batches])
+        targets = [target_matrix(b, self.layout)[:2] for b in batches]
+        return X, np.concatenate([t for t, _ in targets]), np.concatenate([k for _, k in targets])
+
+    def _fit(self, train, validation):
+        from sklearn.neighbors import NearestNeighbors
+
+        if self.layout.per_token:
+            raise ValueError("NearestNeighbour predicts one target per sample; these targets "
+                             "are per token")
+        self.vocab_size = vocab_size_of(train)
+        widths = {np.asarray(b.tokens).shape[1] for b in train + validation}
+        sample = token_inputs(train[0], self.vocab_size)
+        self.flat_width = sample.shape[1] * sample.shape[2] if len(widths) == 1 else None
+        X, Y, known = self.rows(train)
+        keep = known if known.ndim == 1 else known.any(axis=1)
+        self.X, self.Y, self.known = X[keep], Y[keep], known[keep]
+        self.mean, self.scale = standardizer(self.X)
+        self.index = NearestNeighbors().fit((self.X - self.mean) / self.scale)
+        X_valid, Y_valid, known_valid = self.rows(validation)
+        scores = {}
+        for k in self.neighbours:
+            self.k = min(k, len(self.X))
+            prediction = self._from_neighbours(X_valid)
+            scores[k] = (log_loss(prediction[known_valid], Y_valid[known_valid])
+                         if self.layout.classes
+                         else masked_mse(prediction, Y_valid, known_valid))
+        self.k = min(min(scores, key=scores.get), len(self.X))
+        return {"k": self.k, ("validation_log_loss" if self.layout.classes
+                              else "validation_mse"): scores}
+
+    def _from_neighbours(self, X):
+        _, nearest = self.index.kneighbors((X - self.mean) / self.scale, n_neighbors=self.k)
+        if self.layout.classes:
+            counts = np.zeros((len(X), self.layout.n_outputs))
+            np.add.at(counts, (np.arange(len(X))[:, None], self.Y[nearest]), 1.0)
+            return np.log(np.maximum(counts / self.k, PROBABILITY_FLOOR))
+        known = self.known[nearest]
+        return (np.where(known, self.Y[nearest], 0.0).sum(axis=1)
+                / np.maximum(known.sum(axis=1), 1))
+
+    def _predict(self, batch):
+        return self._from_neighbours(self.features(batch)).astype(np.float32)

@@ -1,0 +1,54 @@
+"""k-mer counts from single-base tokens: ids pinned by hand, strand symmetry, unknown bases
+skipped, and k chosen on validation."""
+import numpy as np
+
+from baseline_batches import batch
+from seqattn.baselines import KmerCounts
+from seqattn.baselines.dna import UNKNOWN, bases, kmer_frequencies, kmer_ids
+
+A, C, G, T = range(4)
+RNG = np.random.default_rng(4)
+
+
+def test_kmer_ids_follow_the_adapters_numbering():
+    codes = np.array([[A, C, G, T]])
+    assert kmer_ids(codes, 3, False).tolist() == [[0 * 16 + 1 * 4 + 2, 1 * 16 + 2 * 4 + 3]]
+    # ACG and its reverse complement CGT count as one (the smaller id)
+    symmetric = kmer_ids(np.array([[A, C, G], [C, G, T]]), 3, True)
+    assert symmetric[0, 0] == symmetric[1, 0] == 6
+
+
+def test_unknown_bases_and_padding_leave_kmers_out():
+    tokens = np.array([[A, C, 4, G, T, A]])  # id 4: an N
+    padding = np.array([[False, False, False, False, False, True]])
+    codes = bases(batch(tokens, [0], key_padding_mask=padding))
+    assert codes.tolist() == [[A, C, UNKNOWN, G, T, UNKNOWN]]
+    frequencies = kmer_frequencies(codes, 2, False).toarray()
+    assert frequencies[0, A * 4 + C] == frequencies[0, G * 4 + T] == 0.5
+    assert frequencies.sum() == 1.0
+    onehot = np.eye(5)[tokens]
+    assert bases(batch(onehot.astype(np.float32), [0], key_padding_mask=padding)).tolist() \
+        == codes.tolist()
+
+
+def motif_task(samples, motif=(G, A, T, T, A, C)):
+    """Class 1 sequences hold a 6-base motif somewhere; shorter k-mers are common in both."""
+    tokens = RNG.integers(0, 4, size=(samples, 40))
+    labels = RNG.integers(0, 2, samples)
+    for i in np.flatnonzero(labels):
+        start = RNG.integers(0, 34)
+        tokens[i, start:start + 6] = motif
+    return batch(tokens, labels)
+
+
+def accuracy(fitted, test):
+    return (fitted.predict(test).argmax(-1) == test.targets).mean()
+
+
+def test_kmer_size_is_chosen_on_validation():
+    train, validation, test = motif_task(300), motif_task(150), motif_task(300)
+    fitted = KmerCounts(kmer_sizes=(2, 4)).fit([train], [validation])
+    assert fitted.chosen["k"] == 4
+    assert fitted.name == "4-mer logistic"
+    assert accuracy(fitted, test) > 0.9
+    assert accuracy(KmerCounts(kmer_sizes=(2,)).fit([train], [validation]), test) < 0.8

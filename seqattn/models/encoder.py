@@ -2,6 +2,7 @@
 learned input projection, positions (of the sequence and of the adapters' coordinates), a
 pre-norm Transformer encoder stack, a final norm.
 """
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,27 +21,68 @@ SEQUENCE_POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "none")
 
 @dataclass
 class EncoderConfig:
-    """Give ``in_features`` for float tokens (B, N, F) or ``vocab_size`` for ids (B, N).
+    """The encoder every task model starts with: what its tokens are, how wide and deep it is,
+    how positions, coordinates and structure enter attention.
 
-    ``positions`` says how the index of a token in its sequence enters: ``"sinusoidal"`` or
-    ``"learned"`` tables added to the tokens (up to ``max_len``), ``"rope"`` (rotary, in every
-    attention layer), ``"alibi"`` (linear distance penalties per head) or ``"none"`` (a set, or
-    tokens whose ``coordinates`` say where they are). ``coordinates`` lists encodings of the
-    per-token coordinates the adapters provide (see :mod:`seqattn.models.coordinates`:
-    "latlon", "time_of_day", "day_of_year", "lead", "level"), with ``num_frequencies`` per
-    Fourier or sinusoidal encoding. ``causal`` lets token i attend to tokens j <= i only (a
-    forecast that must not see the future). ``window`` (left, right) limits attention to a band
-    of tokens i - left .. i + right (local attention: linear cost in N, for long sequences such
-    as 32K bases). ``class_token`` puts a learned token in front of
-    every sequence (for class-token pooling).
+    Give ``in_features`` for float tokens (B, N, F) or ``vocab_size`` for integer ids (B, N),
+    not both. The task models' configs (:class:`~seqattn.models.TokenModelConfig` and the
+    others) add their own fields to these; ``help()`` on any of them lists all of its fields.
 
-    Structured biases (read from the ``structure`` passed to forward, a
-    :class:`seqattn.nn.Structure`; each layer owns its own tables): ``distance_bias`` is a dict of
-    :class:`~seqattn.nn.DistanceBiasTable` options (``bins``, ``r_max``, ``num_types``,
-    ``cutoff``, ``smooth_cutoff``: a learnable function of the distance between tokens, for
-    atoms); ``pair_bias`` of :class:`~seqattn.nn.PairBiasTable` options (``num_codes``, codes from
-    the structure's ``pair_codes``: graph hops, edge types; or ``max_offset``, a relative-position
-    bias)."""
+    Parameters
+    ----------
+    in_features : int, default None
+        Features per token F, for float tokens (B, N, F) read through a linear layer.
+    vocab_size : int, default None
+        Number of token ids, for integer tokens (B, N) read through an embedding.
+    d_model : int, default 64
+        Width E of every token inside the encoder.
+    nhead : int, default 4
+        Attention heads per layer; ``d_model`` must be a multiple of it.
+    num_layers : int, default 2
+        Pre-norm Transformer encoder layers.
+    dim_feedforward : int, default 128
+        Width of each layer's feed-forward block.
+    dropout : float, default 0.0
+        Dropout rate in training (none in evaluation mode).
+    activation : str, default 'gelu'
+        The feed-forward activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
+    max_len : int, default 512
+        Longest sequence a ``"sinusoidal"`` or ``"learned"`` position table covers.
+    dtype : str, default 'float32'
+        ``"float32"`` or ``"float64"``, for parameters and activations.
+    seed : int, default 0
+        Seed of the initial weights.
+    class_token : bool, default False
+        Put a learned token in front of every sequence (for class-token pooling).
+    positions : str, default 'sinusoidal'
+        How a token's index in its sequence enters: ``"sinusoidal"`` or ``"learned"`` tables
+        added to the tokens, ``"rope"`` (rotary, in every attention layer), ``"alibi"`` (linear
+        distance penalties per head) or ``"none"`` (a set, or tokens whose ``coordinates`` say
+        where they are).
+    coordinates : tuple of str, default ()
+        Encodings of the per-token coordinates the adapters provide (``"latlon"``,
+        ``"time_of_day"``, ``"day_of_year"``, ``"lead"``, ``"level"``; see
+        :mod:`seqattn.models.coordinates`).
+    num_frequencies : int, default 8
+        Frequencies per Fourier or sinusoidal coordinate encoding.
+    causal : bool, default False
+        Token i attends to tokens j <= i only (a forecast that must not see the future).
+    window : tuple of int, default None
+        ``(left, right)``: token i attends to tokens i - left .. i + right only (local
+        attention, linear in N, for long sequences such as 32K bases).
+    distance_bias : dict, default None
+        Options of a :class:`~seqattn.nn.DistanceBiasTable` in every layer (``bins``,
+        ``r_max``, ``num_types``, ``cutoff``, ``smooth_cutoff``): a learnable function of the
+        distance between tokens (atoms), read from the ``structure`` passed to forward.
+    pair_bias : dict, default None
+        Options of a :class:`~seqattn.nn.PairBiasTable` in every layer (``num_codes`` for the
+        structure's ``pair_codes``: graph hops, edge types; or ``max_offset``, a
+        relative-position bias).
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.__doc__ = inherited_field_docs(cls)
 
     in_features: int = None
     vocab_size: int = None
@@ -63,6 +105,7 @@ class EncoderConfig:
     pair_bias: dict = None
 
     def check(self):
+        """Raise a ValueError naming the field when the fields do not fit together."""
         if (self.in_features is None) == (self.vocab_size is None):
             raise ValueError("give exactly one of in_features (float tokens) and vocab_size "
                              f"(integer ids); got {self.in_features!r} and {self.vocab_size!r}")
@@ -84,6 +127,56 @@ class EncoderConfig:
         if self.class_token and (self.distance_bias or self.pair_bias):
             raise ValueError("class_token=True with a structured bias: the class token has no "
                              "position or pair code; pool by 'mean' or 'attention' instead")
+
+
+def parameter_entries(doc):
+    """{field: (type, description lines)} of a numpydoc ``Parameters`` section in `doc`."""
+    lines = inspect.cleandoc(doc or "").splitlines()
+    if "Parameters" not in lines:
+        return {}
+    entries, name = {}, None
+    for line in lines[lines.index("Parameters") + 2:]:
+        if line and not line.startswith(" "):
+            if set(line) == {"-"}:  # the underline of the next section: this one has ended
+                entries.pop(name, None)
+                break
+            name, _, kind = line.partition(" : ")
+            entries[name] = (kind.split(", default")[0], [])
+        elif name is not None and line:
+            entries[name][1].append(line)
+    return entries
+
+
+def inherited_field_docs(cls):
+    """`cls`'s docstring with its fields documented where ``help()`` shows them: the fields it
+    adds under Parameters (as its own docstring gives them, else with their type and default),
+    the fields it inherits under Other Parameters, each with the default `cls` gives it."""
+    own = inspect.cleandoc(cls.__dict__.get("__doc__") or f"Configuration of {cls.__name__}.")
+    documented = parameter_entries(own)
+    inherited = {}
+    for base in reversed(cls.__mro__[1:]):
+        inherited.update(parameter_entries(base.__doc__))
+    annotations = cls.__dict__.get("__annotations__", {})
+    new = [name for name in annotations if name not in documented and name not in inherited]
+
+    def entry(name, kind, description):
+        default = getattr(cls, name, None)
+        return [f"{name} : {kind}, default {default!r}"] + description
+
+    sections = [own]
+    if new and "Parameters" not in own.splitlines():
+        lines = ["Parameters", "----------"]
+        for name in new:
+            lines += entry(name, getattr(annotations[name], "__name__", str(annotations[name])),
+                           [])
+        sections.append("\n".join(lines))
+    rest = [name for name in inherited if name not in documented]
+    if rest:
+        lines = ["Other Parameters", "----------------"]
+        for name in rest:
+            lines += entry(name, *inherited[name])
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections) + "\n"
 
 
 def input_layer(in_features, vocab_size, d_model, dtype, rng):

@@ -22,9 +22,23 @@ from .positions import SinusoidalPositions
 
 @dataclass
 class Seq2SeqConfig(EncoderConfig):
-    """The source is described as in :class:`EncoderConfig`; the target by ``target_features``
-    (float vectors (B, N', F')) or ``target_vocab_size`` (ids (B, N')). Discrete targets start
-    from ``start_id`` (reserve it in the vocabulary); continuous ones from a learned vector."""
+    """An encoder-decoder: the source described as in :class:`EncoderConfig` (the Other
+    Parameters below), the target by ``target_features`` or ``target_vocab_size``.
+
+    Discrete targets start from ``start_id`` (reserve it in the vocabulary); continuous ones
+    from a learned vector.
+
+    Parameters
+    ----------
+    target_features : int, default None
+        Features F' per target step, for float targets (B, N', F').
+    target_vocab_size : int, default None
+        Number of target ids, for integer targets (B, N'); give this or ``target_features``.
+    num_decoder_layers : int, default 2
+        Decoder layers (the encoder has ``num_layers``).
+    start_id : int, default 0
+        The id that starts every discrete target sequence.
+    """
 
     target_features: int = None
     target_vocab_size: int = None
@@ -32,6 +46,7 @@ class Seq2SeqConfig(EncoderConfig):
     start_id: int = 0
 
     def check(self):
+        """Raise a ValueError naming the field when the fields do not fit together."""
         super().check()
         if (self.target_features is None) == (self.target_vocab_size is None):
             raise ValueError("give exactly one of target_features and target_vocab_size")

@@ -10,8 +10,9 @@ same tokens as the inputs, normalized like them (or as increments), and per-toke
   own cells at the last input step. Choosing on training batches needs no layout knowledge.
 * :class:`Climatology`: per token and target channel, a mean plus annual and daily harmonics of
   the valid time (``time + lead``), fitted on the training batches only; the number of
-  harmonics is chosen on validation. Needs ``time`` and ``lead`` in seconds (a calendar);
-  ``periods`` gives other cycles in the time coordinate's units.
+  harmonics is chosen on validation. A cycle longer than the training period is left out (its
+  harmonics would be extrapolated, not averaged). Needs ``time`` and ``lead`` in seconds (a
+  calendar); ``periods`` gives other cycles in the time coordinate's units.
 * :class:`LeadRidge`: per lead, ridge regression from every input of the sample flattened
   (N * F) to every target (N * Ft), the penalty chosen per lead on validation. Past
   ``max_features`` inputs it regresses each token's targets on that token's inputs instead.
@@ -86,7 +87,7 @@ class Climatology(Baseline):
         harmonic."""
         valid_time = np.asarray(batch.coords["time"]) + np.asarray(batch.coords["lead"])
         columns = [np.ones_like(valid_time)]
-        for period in self.periods:
+        for period in self.cycles:
             for h in range(1, harmonics + 1):
                 angle = 2 * np.pi * h * valid_time / period
                 columns += [np.cos(angle), np.sin(angle)]
@@ -105,6 +106,10 @@ class Climatology(Baseline):
 
     def _fit(self, train, validation):
         _require_forecast(train[0], "Climatology", coords=("time", "lead"))
+        valid_times = np.concatenate([(np.asarray(b.coords["time"]) + np.asarray(b.coords["lead"]))
+                                      .ravel() for b in train])
+        span = np.nanmax(valid_times) - np.nanmin(valid_times)
+        self.cycles = tuple(p for p in self.periods if p <= span)
         scores, fits = {}, {}
         for h in self.harmonics:
             self.h, self.coef = h, self._solve(train, h)
@@ -114,7 +119,7 @@ class Climatology(Baseline):
             scores[h] = float(sum(e * n for e, n in errors) / max(sum(n for _, n in errors), 1))
         self.h = min(scores, key=scores.get)
         self.coef = fits[self.h]
-        return {"harmonics": self.h, "validation_mse": scores}
+        return {"harmonics": self.h, "periods": list(self.cycles), "validation_mse": scores}
 
     def _predict(self, batch):
         return np.einsum("bnp,njp->bnj", self.design(batch, self.h), self.coef).astype(np.float32)

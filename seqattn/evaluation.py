@@ -1,0 +1,266 @@
+"""evaluate: a model and the strong baselines scored on the same samples, in physical units.
+
+::
+
+    scores = seqattn.evaluate(model, ds, adapter, where=test, train=train, validation=valid)
+    print(seqattn.evaluation.table(scores))
+
+Every predictor (the model, then each baseline) reads the same batches of the samples ``where``
+selects, the batches the adapter gives the model. Baselines (:mod:`seqattn.baselines`) are
+fitted on the ``train`` samples' batches with their choices made on the ``validation`` samples'
+(``baselines=True``: the families that fit the task; or a list of baselines, fitted ones used as
+they are). The scores are taken over the whole set at once, not averaged over batches:
+
+* values: each predictor's outputs and the targets go back through ``adapter.decode`` (physical
+  units, on the source's coordinates); a value counts where the target is known and every
+  predictor gave one, so all are scored on the same values. Metrics ``rmse``, ``mae``, ``bias``
+  (mean of prediction - target), ``r2`` (1 - squared error over the targets' variance), and
+  ``rmse_skill`` (1 - rmse / the best baseline's rmse, per lead), each per ``by`` dim the
+  decoded targets have (default: ``lead``). Several target variables get a ``target`` dim.
+* classes: scored on the class indices of the labelled samples (tokens), the class names being
+  the ``class`` coordinate: ``accuracy``, ``balanced_accuracy``, ``log_loss``, ``auroc`` (the
+  positive class's probability for two classes, else the mean one-vs-rest AUROC over the
+  classes present), and ``recall`` per class.
+
+The result is a Dataset with a ``predictor`` dim (``"model"`` first) and ``n``, the number of
+values or samples scored; ``chosen`` holds what each baseline chose on validation.
+"""
+import json
+
+import numpy as np
+import xarray as xr
+
+from .baselines import Baseline, for_batch, layout_of
+from .baselines.base import as_list
+from .baselines.estimators import log_loss
+from .data.model_call import ModelCall
+from .data.targets import CLASS_DIM, MISSING_CLASS, softmax
+
+VALUE_METRICS = ("rmse", "mae", "bias", "r2")
+CLASS_METRICS = ("accuracy", "balanced_accuracy", "log_loss", "auroc")
+HIGHER_IS_BETTER = {"accuracy", "balanced_accuracy", "auroc", "r2", "rmse_skill", "recall"}
+MODEL = "model"
+
+
+def evaluate(model, ds, adapter, *, where=None, targets=None, metrics=None, baselines=True,
+             train=None, validation=None, by=("lead",), batch_size=64):
+    """Scores of `model` and the baselines on the samples `where` selects (see the module
+    docstring), as a Dataset. `metrics` adds name -> f(target, prediction) (values: 1-D arrays
+    in physical units; classes: class indices (R,) and probabilities (R, C)); `train` and
+    `validation` select the samples the baselines are fitted and chosen on."""
+    options = {} if targets is None else {"targets": targets}
+    batches = as_list(adapter.batches(ds, where=where, batch_size=batch_size, shuffle=False,
+                                      **options), "where")
+    run = ModelCall(model)
+    outputs = {MODEL: [run(b) for b in batches]}
+    layout = layout_of(batches[0], outputs[MODEL][0].shape[-1])
+    fitted = _fitted_baselines(baselines, adapter, ds, train, validation, batch_size, options,
+                               layout)
+    for baseline in fitted:
+        outputs[_unique(baseline.name, outputs)] = [baseline.predict(b) for b in batches]
+    chosen = [""] + [json.dumps(_plain(b.chosen)) for b in fitted]
+    if layout.classes:
+        scores = _class_scores(adapter, batches, outputs, layout, metrics or {})
+    else:
+        scores = _value_scores(adapter, batches, outputs, metrics or {}, tuple(by))
+    scores["chosen"] = xr.DataArray(np.array(chosen, dtype=object), dims="predictor")
+    return scores
+
+
+def _fitted_baselines(baselines, adapter, ds, train, validation, batch_size, options, layout):
+    if baselines is False or baselines is None:
+        return []
+    given = None if baselines is True else list(baselines)
+    if given is not None and not all(isinstance(b, Baseline) for b in given):
+        raise TypeError(f"baselines={baselines!r}; expected True, False or a list of "
+                        "seqattn.baselines.Baseline")
+    if given is not None and all(b.chosen is not None for b in given):
+        return given
+    if train is None or validation is None:
+        raise ValueError(f"baselines are fitted on the training samples and choose their "
+                         f"penalties on validation samples; got train={train!r}, "
+                         f"validation={validation!r}: give both (where-selections, as for fit), "
+                         "or baselines=False, or fitted baselines")
+    train_batches = as_list(adapter.batches(ds, where=train, batch_size=batch_size,
+                                            shuffle=False, **options), "train")
+    valid_batches = as_list(adapter.batches(ds, where=validation, batch_size=batch_size,
+                                            shuffle=False, **options), "validation")
+    n_classes = layout.n_outputs if layout.classes else None
+    return [b if b.chosen is not None else b.fit(train_batches, valid_batches, n_classes=n_classes)
+            for b in (given if given is not None else for_batch(train_batches[0]))]
+
+
+def _unique(name, taken):
+    candidate, i = name, 2
+    while candidate in taken:
+        candidate, i = f"{name} {i}", i + 1
+    return candidate
+
+
+def _plain(value):
+    """`value` with numpy scalars and non-string keys made JSON-able."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# ---- values ---------------------------------------------------------------------------------
+
+def _known_targets(batch, like):
+    """The batch's targets in the model's output layout, NaN where unknown (what decode turns
+    into the targets in physical units)."""
+    targets = np.asarray(batch.targets, np.float64)
+    known = np.isfinite(targets)
+    if batch.target_valid is not None:
+        known &= np.asarray(batch.target_valid).reshape(targets.shape)
+    return np.where(known, targets, np.nan).reshape(like.shape)
+
+
+def _rows(da, keep):
+    """`da` as (rows, *keep sizes): the `keep` dims last, every other dim flattened."""
+    others = [d for d in da.dims if d not in keep]
+    da = da.transpose(*others, *keep)
+    return da.values.reshape(-1, *da.shape[len(others):]).astype(np.float64)
+
+
+def _value_scores(adapter, batches, outputs, metrics, by):
+    truth, predicted, keep, coords = {}, {name: {} for name in outputs}, {}, {}
+    for i, batch in enumerate(batches):
+        decoded_truth = adapter.decode(batch, _known_targets(batch, outputs[MODEL][i]))
+        variables = [v for v in decoded_truth.data_vars if decoded_truth[v].dtype.kind == "f"]
+        for v in variables:
+            keep[v] = tuple(d for d in by if d in decoded_truth[v].dims)
+            coords[v] = {d: decoded_truth[v][d].values for d in keep[v] if d in
+                         decoded_truth[v].coords}
+            truth.setdefault(v, []).append(_rows(decoded_truth[v], keep[v]))
+        for name, values in outputs.items():
+            decoded = adapter.decode(batch, values[i])
+            for v in variables:
+                predicted[name].setdefault(v, []).append(_rows(decoded[v], keep[v]))
+    per_variable = {}
+    for v in truth:
+        target = np.concatenate(truth[v])
+        preds = {name: np.concatenate(predicted[name][v]) for name in outputs}
+        scored = np.isfinite(target) & np.all([np.isfinite(p) for p in preds.values()], axis=0)
+        per_variable[v] = _value_metrics(target, preds, scored, keep[v], coords[v], metrics)
+    if len(per_variable) == 1:
+        (v, scores), = per_variable.items()
+        return scores.assign_attrs(target=v)
+    return xr.concat(list(per_variable.values()), dim="target").assign_coords(
+        target=list(per_variable))
+
+
+def _value_metrics(target, preds, scored, keep, coords, metrics):
+    cells = list(np.ndindex(*target.shape[1:]))
+    names = list(preds)
+    n = np.zeros(target.shape[1:], np.int64)
+    found = {m: np.full((len(names), *target.shape[1:]), np.nan)
+             for m in (*VALUE_METRICS, *metrics)}
+    for cell in cells:
+        rows = scored[(slice(None), *cell)]
+        n[cell] = rows.sum()
+        if not rows.any():
+            continue
+        y = target[(slice(None), *cell)][rows]
+        for p, name in enumerate(names):
+            error = preds[name][(slice(None), *cell)][rows] - y
+            found["rmse"][(p, *cell)] = np.sqrt(np.mean(error ** 2))
+            found["mae"][(p, *cell)] = np.mean(np.abs(error))
+            found["bias"][(p, *cell)] = np.mean(error)
+            spread = np.sum((y - y.mean()) ** 2)
+            found["r2"][(p, *cell)] = 1 - np.sum(error ** 2) / spread if spread > 0 else np.nan
+            for m, f in metrics.items():
+                found[m][(p, *cell)] = f(y, preds[name][(slice(None), *cell)][rows])
+    dims = ("predictor", *keep)
+    scores = xr.Dataset({m: (dims, v) for m, v in found.items()},
+                        coords={"predictor": names, **coords})
+    if len(names) > 1:
+        best = scores["rmse"].isel(predictor=slice(1, None)).min("predictor")
+        scores["rmse_skill"] = 1 - scores["rmse"] / best
+    scores["n"] = (keep, n)
+    return scores
+
+
+# ---- classes --------------------------------------------------------------------------------
+
+def _class_names(adapter, batch, logits, n_classes):
+    decoded = adapter.decode(batch, logits)
+    for v in decoded.data_vars:
+        if CLASS_DIM in decoded[v].dims:
+            return list(decoded[v][CLASS_DIM].values)
+    return list(range(n_classes))
+
+
+def _labelled(batch, values):
+    """(labels (R,), logits (R, C)) of the labelled samples or unpadded tokens."""
+    targets = np.asarray(batch.targets)
+    keep = targets != MISSING_CLASS
+    if targets.ndim == 2:
+        keep &= ~np.asarray(batch.key_padding_mask)
+    return targets[keep], np.asarray(values, np.float64)[keep]
+
+
+def _auroc(labels, probabilities):
+    from sklearn.metrics import roc_auc_score
+
+    present = np.unique(labels)
+    if len(present) < 2:
+        return np.nan
+    if probabilities.shape[1] == 2:
+        return roc_auc_score(labels, probabilities[:, 1])
+    return float(np.mean([roc_auc_score(labels == c, probabilities[:, c]) for c in present]))
+
+
+def _class_scores(adapter, batches, outputs, layout, metrics):
+    names = list(outputs)
+    classes = _class_names(adapter, batches[0], outputs[MODEL][0], layout.n_outputs)
+    found = {m: np.full(len(names), np.nan) for m in (*CLASS_METRICS, *metrics)}
+    recall = np.full((len(names), layout.n_outputs), np.nan)
+    for p, name in enumerate(names):
+        pairs = [_labelled(b, v) for b, v in zip(batches, outputs[name])]
+        labels = np.concatenate([lab for lab, _ in pairs])
+        logits = np.concatenate([lg for _, lg in pairs])
+        if len(labels) == 0:
+            raise ValueError("the evaluated samples hold no labelled target")
+        probabilities = softmax(logits)
+        chosen = probabilities.argmax(axis=1)
+        per_class = [np.mean(chosen[labels == c] == c) if (labels == c).any() else np.nan
+                     for c in range(layout.n_outputs)]
+        recall[p] = per_class
+        found["accuracy"][p] = np.mean(chosen == labels)
+        found["balanced_accuracy"][p] = np.nanmean(per_class)
+        found["log_loss"][p] = log_loss(logits, labels)
+        found["auroc"][p] = _auroc(labels, probabilities)
+        for m, f in metrics.items():
+            found[m][p] = f(labels, probabilities)
+    scores = xr.Dataset({m: ("predictor", v) for m, v in found.items()},
+                        coords={"predictor": names, CLASS_DIM: classes})
+    scores["recall"] = (("predictor", CLASS_DIM), recall)
+    scores["n"] = len(labels)
+    return scores
+
+
+# ---- reading the result ---------------------------------------------------------------------
+
+def table(scores):
+    """The scores as a pandas DataFrame: one row per predictor (and lead, target), one column
+    per metric; printable in a notebook or a terminal."""
+    metrics = [v for v in scores.data_vars if v not in ("chosen", "n")
+               and CLASS_DIM not in scores[v].dims]
+    return scores[metrics].to_dataframe()[metrics]
+
+
+def strongest_baseline(scores, metric=None):
+    """The name of the baseline with the best `metric` (default: rmse for values, log loss for
+    classes), averaged over leads and targets."""
+    metric = metric or ("rmse" if "rmse" in scores else "log_loss")
+    baselines = scores[metric].sel(predictor=scores.predictor.values[1:])
+    if baselines.sizes["predictor"] == 0:
+        raise ValueError("the scores hold no baseline; evaluate with baselines=True")
+    mean = baselines.mean([d for d in baselines.dims if d != "predictor"])
+    best = np.argmax(mean.values) if metric in HIGHER_IS_BETTER else np.argmin(mean.values)
+    return str(mean.predictor.values[best])

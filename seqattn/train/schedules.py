@@ -24,6 +24,26 @@ class WarmupCosine:
         return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
+def warmup_and_decay(lr, epochs, steps_per_epoch, *, warmup=0.05, final=0.1):
+    """The schedule recommended when in doubt: a linear warmup over the first `warmup` fraction
+    of the run (at least one step), then a cosine decay that reaches ``final * lr`` at the end of the run.
+
+    `steps_per_epoch` is a number or the training batches themselves (their ``len``). Pass the
+    result as ``fit(..., schedule=...)`` with the same `lr` given to the optimizer.
+    """
+    if not isinstance(steps_per_epoch, (int, float)):
+        steps_per_epoch = len(steps_per_epoch)
+    total = int(epochs) * int(steps_per_epoch)
+    if total < 2:
+        raise ValueError(f"epochs * steps_per_epoch = {epochs} * {steps_per_epoch} = {total}; "
+                         "a warmup and a decay need at least 2 steps")
+    if not 0 <= warmup < 1 or not 0 <= final <= 1:
+        raise ValueError(f"warmup={warmup!r} and final={final!r}; expected 0 <= warmup < 1 and "
+                         "0 <= final <= 1 (fractions of the run and of lr)")
+    warmup_steps = min(max(1, round(warmup * total)), total - 1)
+    return WarmupCosine(lr, warmup_steps, total, min_lr=final * lr)
+
+
 class StepDecay:
     """lr * gamma ** (step // step_size), as torch's StepLR counted in optimizer steps."""
 

@@ -27,9 +27,11 @@ Classes are found by name among seqattn's own; a user's own classes (a Module su
 config dataclass) are passed to ``load(path, classes=[MyModel, MyConfig])``.
 """
 import dataclasses
+import hashlib
 import inspect
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -49,29 +51,144 @@ class StorageError(TypeError):
     """An object, or one of its constructor arguments, that seqattn cannot store as JSON."""
 
 
-# ---- files ---------------------------------------------------------------------------------
+# ---- files ----------------------------------------------------------------------------------
 
 
-def write_json(path, content):
-    """Write ``content`` as JSON under a temporary name, then rename: never half a file."""
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(content, indent=1))
-    os.replace(tmp, path)
+def _fsync_folder(path):
+    """Make a folder's entries (renames, new files) durable, where the system allows it."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:  # a system whose folders cannot be opened (Windows): renames are durable
+        return
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
-def write_arrays(path, arrays):
-    """Write name -> host array as safetensors, atomically like :func:`write_json`."""
-    from safetensors.numpy import save_file
+def write_file(path, data):
+    """Write ``data`` (bytes) to ``path`` and flush it to disk before returning."""
+    with open(path, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
 
-    tmp = f"{path}.tmp"
-    save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, tmp)
-    os.replace(tmp, path)
+
+def arrays_bytes(arrays):
+    """name -> host array as the bytes of a safetensors file."""
+    from safetensors.numpy import save
+
+    return save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
 
 
-def read_arrays(path):
-    from safetensors.numpy import load_file
+def json_bytes(content):
+    return json.dumps(content, indent=1).encode()
 
-    return load_file(str(path))
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def staging_folder(path):
+    """Where a folder is written whole before it takes ``path``'s place."""
+    return path.with_name(f".{path.name}.writing")
+
+
+def previous_folder(path):
+    """Where ``path``'s earlier contents wait while the new ones take their place."""
+    return path.with_name(f".{path.name}.previous")
+
+
+def recover_folder(path):
+    """Put back the earlier folder when a write stopped between its two renames; remove it when
+    the write stopped after them (``path`` is then the new folder, whole)."""
+    previous = previous_folder(path)
+    if not previous.is_dir():
+        return
+    if path.exists():
+        shutil.rmtree(previous)
+        return
+    os.rename(previous, path)
+    _fsync_folder(path.parent)
+
+
+def write_folder(path, files, description):
+    """Commit the folder ``path`` as one step: ``files`` (name relative to the folder -> bytes)
+    and ``description`` (written as seqattn.json with each file's sha256 under ``"files"``)
+    are written and flushed in a sibling folder, then renamed into place; the earlier folder
+    is kept beside it until the rename is done, so a crash at any point leaves either the old
+    folder or the new one, whole."""
+    path = _folder_for_writing(path)
+    recover_folder(path)
+    staging, previous = staging_folder(path), previous_folder(path)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    for name, data in files.items():
+        (staging / name).parent.mkdir(parents=True, exist_ok=True)
+        write_file(staging / name, data)
+    for folder in {(staging / name).parent for name in files}:
+        _fsync_folder(folder)
+    description = {**description, "files": {name: sha256(data) for name, data in files.items()}}
+    write_file(staging / DESCRIPTION, json_bytes(description))
+    _fsync_folder(staging)
+    shutil.rmtree(previous, ignore_errors=True)
+    if path.exists():
+        os.rename(path, previous)
+    os.rename(staging, path)
+    _fsync_folder(path.parent)
+    shutil.rmtree(previous, ignore_errors=True)
+
+
+def read_checked(folder, name, description):
+    """The bytes of ``folder``/``name``, verified against the sha256 ``description`` records."""
+    file = folder / name
+    recorded = description.get("files", {}).get(name)
+    if recorded is None:
+        raise ValueError(f"{folder / DESCRIPTION} records no checksum for {name}, so {file} "
+                         "cannot be verified; it was not written whole by seqattn.save or fit")
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} is missing; {folder / DESCRIPTION} lists it, so the "
+                                "folder is incomplete")
+    data = file.read_bytes()
+    if sha256(data) != recorded:
+        raise ValueError(f"{file} is damaged: its sha256 differs from the one {DESCRIPTION} "
+                         "records (a changed byte, or a file from another save); it is not "
+                         "loaded")
+    return data
+
+
+def read_arrays(folder, name, description):
+    """name -> array from the checked safetensors file ``folder``/``name``."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load
+
+    data = read_checked(folder, name, description)
+    try:
+        return load(data)
+    except SafetensorError as error:
+        raise ValueError(f"{folder / name} is not a readable safetensors file ({error})") \
+            from error
+
+
+def read_json(file):
+    """The JSON in ``file``; an error naming the file when it is cut short or not JSON."""
+    try:
+        return json.loads(Path(file).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{file} is not valid JSON ({error}); the file is damaged or was not "
+                         "written by seqattn") from error
+
+
+def check_weights(file, arrays, dtype):
+    """Weights read from ``file`` are finite and of ``dtype`` (the one the description names)."""
+    for name, array in arrays.items():
+        if dtype is not None and array.dtype != np.dtype(dtype):
+            raise ValueError(f"{file} holds {name} as {array.dtype}, but the description says "
+                             f"the weights are {dtype}; the file does not belong to this model")
+        if array.dtype.kind != "f" or not np.isfinite(array).all():
+            raise ValueError(f"{file} holds {name} with values that are not finite floats "
+                             f"({array.dtype}, {np.size(array) - np.isfinite(array).sum()} "
+                             "non-finite); weights must be finite")
 
 
 # ---- encoding constructor arguments --------------------------------------------------------
@@ -236,12 +353,12 @@ def build_module(description, classes, where):
     return module
 
 
-def write_module(path, module, weights=None, require_arguments=True):
-    """Write ``module``'s folder at ``path``: its description and ``weights`` (default: its own
-    state dict). With ``require_arguments=False`` a module whose constructor arguments cannot be
-    stored still gets its weights written, and the description says why it cannot be rebuilt
-    (a checkpoint of a user's model stays resumable with ``load_checkpoint``)."""
-    path = _folder_for_writing(path)
+def write_module(path, module, weights=None, require_arguments=True, files=None):
+    """Write ``module``'s folder at ``path`` in one step (:func:`write_folder`): its description
+    and ``weights`` (default: its own state dict), plus ``files`` (name -> bytes: a
+    checkpoint's training state). With ``require_arguments=False`` a module whose constructor
+    arguments cannot be stored still gets its weights written, and the description says why it
+    cannot be rebuilt (a checkpoint of a user's model stays resumable with ``load_checkpoint``)."""
     try:
         description = {"format": FORMAT_VERSION, "kind": "module", **describe_module(module)}
     except StorageError as error:
@@ -249,8 +366,8 @@ def write_module(path, module, weights=None, require_arguments=True):
             raise
         description = {"format": FORMAT_VERSION, "kind": "module",
                        **_class_fields(type(module)), "unstorable": str(error)}
-    write_arrays(path / WEIGHTS, module.state_dict() if weights is None else weights)
-    write_json(path / DESCRIPTION, description)
+    weights = arrays_bytes(module.state_dict() if weights is None else weights)
+    write_folder(path, {WEIGHTS: weights, **(files or {})}, description)
 
 
 def _load_module(path, description, classes, device):
@@ -261,11 +378,10 @@ def _load_module(path, description, classes, device):
                            "seqattn.train.load_checkpoint(path, model)")
     module = build_module(description, classes, str(path / DESCRIPTION))
     weights = path / WEIGHTS
-    if not weights.exists():
-        raise FileNotFoundError(f"{path} has a {DESCRIPTION} but no {WEIGHTS}; the folder is "
-                                "incomplete")
+    arrays = read_arrays(path, WEIGHTS, description)
+    check_weights(weights, arrays, description.get("dtype"))
     try:
-        module.load_state_dict(read_arrays(weights))
+        module.load_state_dict(arrays)
     except (KeyError, ValueError) as error:
         raise ValueError(f"{weights} does not fit the {description['class']} rebuilt from "
                          f"{DESCRIPTION}: {error}") from error
@@ -275,12 +391,22 @@ def _load_module(path, description, classes, device):
 # ---- the protocol --------------------------------------------------------------------------
 
 
+# What seqattn writes in a folder; a folder holding anything else is not replaced.
+OWN_ENTRIES = (DESCRIPTION, WEIGHTS, "training")
+
+
 def _folder_for_writing(path):
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise FileExistsError(f"{path} is a file; seqattn.save writes a folder (config and "
                               "weights): give a folder path")
-    path.mkdir(parents=True, exist_ok=True)
+    others = sorted(p.name for p in path.iterdir() if p.name not in OWN_ENTRIES) \
+        if path.is_dir() else []
+    if others:
+        raise FileExistsError(f"{path} holds files seqattn did not write ({others[:5]}); a save "
+                              "replaces the whole folder, so give a new or empty folder, or one "
+                              "an earlier save wrote")
+    path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
 
@@ -295,16 +421,19 @@ def save(obj, path):
         raise StorageError(f"seqattn.save stores modules (seqattn.nn.Module), task models and "
                            f"objects with to_dict()/from_dict() (adapters, normalizers); got a "
                            f"{type(obj).__name__}")
-    path = _folder_for_writing(path)
-    (path / WEIGHTS).unlink(missing_ok=True)
-    write_json(path / DESCRIPTION, {"format": FORMAT_VERSION, "kind": "object",
-                                    **_class_fields(type(obj)), "state": obj.to_dict()})
+    write_folder(path, {}, {"format": FORMAT_VERSION, "kind": "object",
+                            **_class_fields(type(obj)), "state": obj.to_dict()})
 
 
 def read_description(path):
     """The checked contents of ``path``/seqattn.json."""
     path = Path(path)
     if not path.exists():
+        interrupted = previous_folder(path)
+        if interrupted.is_dir():
+            raise FileNotFoundError(f"{path} does not exist: a save there was interrupted, and "
+                                    f"its earlier contents are in {interrupted} (the next save "
+                                    "or resume puts them back)")
         raise FileNotFoundError(f"{path} does not exist")
     if not path.is_dir():
         raise ValueError(f"{path} is a file; seqattn.load reads the folder that seqattn.save or "
@@ -313,10 +442,7 @@ def read_description(path):
     if not file.exists():
         raise FileNotFoundError(f"{path} holds no {DESCRIPTION}, so seqattn.save or "
                                 "fit(checkpoint=...) did not write it")
-    try:
-        description = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{file} is not valid JSON ({error})") from error
+    description = read_json(file)
     if not isinstance(description, dict) or "format" not in description:
         raise ValueError(f"{file} is not a seqattn description (it has no 'format')")
     if description["format"] != FORMAT_VERSION:

@@ -189,6 +189,10 @@ class Module:
                 continue
             p = params[name]
             value = np.asarray(value)
+            if value.dtype.kind not in "fiu" or not np.isfinite(value).all():
+                raise ValueError(f"{name} in the state dict is not finite numbers ({value.dtype}"
+                                 f"{'' if value.dtype.kind not in 'fiu' else ', with inf or NaN'}"
+                                 "); weights must be finite")
             if tuple(value.shape) != p.shape:
                 raise ValueError(f"{name} has shape {tuple(value.shape)} in the state dict but "
                                  f"{p.shape} in the module")

@@ -12,20 +12,24 @@ last epoch's. Beside them, ``training/`` holds what resuming needs:
 * ``last.safetensors``: the last epoch's weights, where training continues, when they are not
   the weights above (early stopping keeps best weights).
 
-Every file is written under a temporary name and renamed, ``state.json`` last, so an interrupted
-save never leaves a half-written file behind.
+The whole folder is one commit (:func:`seqattn.storage.write_folder`): written and flushed
+beside the old one, then renamed into place, with the sha256 of every file in ``seqattn.json``.
+A crash at any point leaves the previous checkpoint or the new one, whole; loading verifies
+every file and refuses a damaged one by name, and resuming after a crash between the two
+renames continues from the previous checkpoint, kept until the new one is in place.
 """
 import json
 from pathlib import Path
 
 from ..nn.dropout import Dropout
-from ..storage import WEIGHTS, read_arrays, write_arrays, write_json, write_module
+from ..storage import (WEIGHTS, arrays_bytes, check_weights, json_bytes, previous_folder,
+                       read_arrays, read_checked, read_description, recover_folder, write_module)
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: one commit, checksums in seqattn.json
 TRAINING = "training"
-STATE = "state.json"
-OPTIMIZER = "optimizer.safetensors"
-LAST = "last.safetensors"
+STATE = f"{TRAINING}/state.json"
+OPTIMIZER = f"{TRAINING}/optimizer.safetensors"
+LAST = f"{TRAINING}/last.safetensors"
 
 
 def _dropouts(model):
@@ -33,57 +37,77 @@ def _dropouts(model):
 
 
 def has_checkpoint(path):
-    """Whether ``path`` holds a checkpoint that training can resume from."""
-    return (Path(path) / TRAINING / STATE).exists()
+    """Whether ``path`` holds a checkpoint that training can resume from (or held one before a
+    save there was interrupted)."""
+    path = Path(path)
+    return any((folder / STATE).exists() for folder in (path, previous_folder(path)))
 
 
 def save_checkpoint(path, model, optimizer, epoch, history=None, early_stopping=None,
                     extra=None):
-    """Write the checkpoint folder ``path`` after ``epoch`` completed epochs."""
-    path = Path(path)
-    training = path / TRAINING
-    training.mkdir(parents=True, exist_ok=True)
+    """Write the checkpoint folder ``path`` after ``epoch`` completed epochs, in one commit."""
     best = None if early_stopping is None else early_stopping.best_weights
     optimizer_state = optimizer.state_dict()
-    write_arrays(training / OPTIMIZER, optimizer_state["arrays"])
-    if best is None:
-        (training / LAST).unlink(missing_ok=True)
-    else:
-        write_arrays(training / LAST, model.state_dict())
-    write_module(path, model, weights=best, require_arguments=False)
-    write_json(training / STATE, {
-        "format": FORMAT_VERSION,
-        "epoch": epoch,
-        "optimizer": optimizer_state["settings"],
-        "history": history or {},
-        "early_stopping": None if early_stopping is None else early_stopping.state(),
-        "dropout_generators": {name: m._rng.bit_generator.state for name, m in _dropouts(model)},
-        "extra": extra or {},
-    })
+    files = {OPTIMIZER: arrays_bytes(optimizer_state["arrays"]),
+             STATE: json_bytes({
+                 "format": FORMAT_VERSION,
+                 "epoch": epoch,
+                 "optimizer": optimizer_state["settings"],
+                 "history": history or {},
+                 "early_stopping": None if early_stopping is None else early_stopping.state(),
+                 "dropout_generators": {name: m._rng.bit_generator.state
+                                        for name, m in _dropouts(model)},
+                 "extra": extra or {},
+             })}
+    if best is not None:
+        files[LAST] = arrays_bytes(model.state_dict())
+    write_module(path, model, weights=best, require_arguments=False, files=files)
+
+
+def _state(path, description):
+    """state.json's checked contents."""
+    file = path / STATE
+    try:
+        state = json.loads(read_checked(path, STATE, description))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{file} is not valid JSON ({error}); the checkpoint is damaged") \
+            from error
+    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
+        found = state.get("format") if isinstance(state, dict) else state
+        raise ValueError(f"{file} has format {found!r}; this seqattn reads format "
+                         f"{FORMAT_VERSION}")
+    return state
+
+
+def _weights(path, name, description):
+    arrays = read_arrays(path, name, description)
+    check_weights(path / name, arrays, description.get("dtype"))
+    return arrays
 
 
 def load_checkpoint(path, model, optimizer=None, early_stopping=None):
     """Load a checkpoint into ``model`` to continue training: the last epoch's weights (not the
     best ones: ``seqattn.load(path)`` gives those), and ``optimizer`` and ``early_stopping``
-    states; returns the state.json contents (``epoch``, ``history``, ...)."""
+    states; returns the state.json contents (``epoch``, ``history``, ...). Every file is
+    verified against its checksum before anything is loaded."""
     path = Path(path)
-    training = path / TRAINING
     if not has_checkpoint(path):
-        raise FileNotFoundError(f"{path} holds no training checkpoint (no {TRAINING}/{STATE})")
-    state = json.loads((training / STATE).read_text())
-    if state.get("format") != FORMAT_VERSION:
-        raise ValueError(f"{training / STATE} has format {state.get('format')!r}; this seqattn "
-                         f"reads format {FORMAT_VERSION}")
-    kept_best = (training / LAST).exists()
-    model.load_state_dict(read_arrays(training / LAST if kept_best else path / WEIGHTS))
+        raise FileNotFoundError(f"{path} holds no training checkpoint (no {STATE})")
+    recover_folder(path)
+    description = read_description(path)
+    state = _state(path, description)
+    kept_best = LAST in description.get("files", {})
+    last = _weights(path, LAST if kept_best else WEIGHTS, description)
+    best = _weights(path, WEIGHTS, description) if kept_best else None
+    optimizer_arrays = _weights(path, OPTIMIZER, {**description, "dtype": None}) \
+        if optimizer else None
+    model.load_state_dict(last)
     generators = state["dropout_generators"]
     for name, m in _dropouts(model):
         if name in generators:
             m._rng.bit_generator.state = generators[name]
     if optimizer is not None:
-        optimizer.load_state_dict({"settings": state["optimizer"],
-                                   "arrays": read_arrays(training / OPTIMIZER)})
+        optimizer.load_state_dict({"settings": state["optimizer"], "arrays": optimizer_arrays})
     if early_stopping is not None and state["early_stopping"] is not None:
-        early_stopping.load_state(state["early_stopping"],
-                                  read_arrays(path / WEIGHTS) if kept_best else None)
+        early_stopping.load_state(state["early_stopping"], best)
     return state

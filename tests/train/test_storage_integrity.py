@@ -1,0 +1,145 @@
+"""Saved folders and checkpoints are verified when loaded: a changed byte, a cut-short file,
+weights of the wrong dtype or not finite, a missing file are refused with an error naming the
+file; a save interrupted between its renames leaves the previous folder, which resuming uses;
+a save never replaces a folder holding someone else's files."""
+import hashlib
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import seqattn
+from seqattn import nn
+from seqattn.storage import previous_folder
+from seqattn.train import Adam, EarlyStopping, load_checkpoint, save_checkpoint
+
+
+def _linear(tmp_path):
+    folder = tmp_path / "linear"
+    seqattn.save(nn.Linear(3, 2, seed=1), folder)
+    return folder
+
+
+def _rewrite(folder, name, data):
+    """Replace ``folder/name`` and record its new checksum, as a consistent but wrong save."""
+    (folder / name).write_bytes(data)
+    description = json.loads((folder / "seqattn.json").read_text())
+    description["files"][name] = hashlib.sha256(data).hexdigest()
+    (folder / "seqattn.json").write_text(json.dumps(description))
+
+
+def _rewrite_weights(folder, change):
+    arrays = {k: change(v) for k, v in load_file(folder / "weights.safetensors").items()}
+    save_file(arrays, folder / "changed")
+    _rewrite(folder, "weights.safetensors", (folder / "changed").read_bytes())
+    (folder / "changed").unlink()
+
+
+def test_a_flipped_byte_or_a_cut_short_file_is_refused_by_name(tmp_path):
+    folder = _linear(tmp_path)
+    weights = folder / "weights.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-3] ^= 0x01  # a bit of the last weight
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"weights.safetensors is damaged: its sha256"):
+        seqattn.load(folder)
+    weights.write_bytes(bytes(data[:len(data) // 2]))
+    with pytest.raises(ValueError, match=r"weights.safetensors is damaged"):
+        seqattn.load(folder)
+    weights.unlink()
+    with pytest.raises(FileNotFoundError, match=r"weights.safetensors is missing"):
+        seqattn.load(folder)
+    description = folder / "seqattn.json"
+    description.write_text(description.read_text()[:40])
+    with pytest.raises(ValueError, match=r"seqattn.json is not valid JSON"):
+        seqattn.load(folder)
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda w: w.astype(np.int64), "holds (bias|weight) as int64, but .* are float32"),
+    (lambda w: w.astype(np.float64), "holds (bias|weight) as float64, but .* are float32"),
+    (lambda w: np.full_like(w, np.nan), "(bias|weight) with values that are not finite"),
+    (lambda w: np.where(w > 0, np.inf, w), "(bias|weight) with values that are not finite"),
+])
+def test_weights_of_another_dtype_or_not_finite_are_refused(tmp_path, change, match):
+    folder = _linear(tmp_path)
+    _rewrite_weights(folder, change)
+    with pytest.raises(ValueError, match=match):
+        seqattn.load(folder)
+
+
+def test_load_state_dict_refuses_weights_that_are_not_finite_numbers():
+    linear = nn.Linear(3, 2, seed=1)
+    before = linear.state_dict()
+    for bad in (np.full((2, 3), np.nan), np.array([["a"] * 3] * 2)):
+        with pytest.raises(ValueError, match="weight in the state dict is not finite numbers"):
+            linear.load_state_dict({**before, "weight": bad})
+    np.testing.assert_array_equal(linear.weight.data, before["weight"])
+
+
+def _checkpoint(tmp_path, stopper=None):
+    model = nn.Linear(3, 2, seed=1)
+    optimizer = Adam(model, lr=0.1)
+    model(np.ones((4, 3), np.float32))
+    model.backward(np.ones((4, 2), np.float32))
+    optimizer.step()
+    save_checkpoint(tmp_path / "run", model, optimizer, epoch=1, early_stopping=stopper)
+    return tmp_path / "run", model
+
+
+@pytest.mark.parametrize("name", ["training/state.json", "training/optimizer.safetensors",
+                                  "training/last.safetensors", "weights.safetensors"])
+def test_a_damaged_checkpoint_file_is_refused_by_name(tmp_path, name):
+    stopper = EarlyStopping()
+    stopper.best_weights = nn.Linear(3, 2, seed=2).state_dict()
+    folder, _ = _checkpoint(tmp_path, stopper)
+    file = folder / name
+    file.write_bytes(file.read_bytes()[:-7])
+    with pytest.raises(ValueError, match=f"{name} is damaged"):
+        load_checkpoint(folder, nn.Linear(3, 2), Adam(nn.Linear(3, 2), lr=0.1), EarlyStopping())
+
+
+def test_a_cut_short_state_json_with_a_matching_checksum_names_the_file(tmp_path):
+    folder, _ = _checkpoint(tmp_path)
+    _rewrite(folder, "training/state.json", (folder / "training/state.json").read_bytes()[:30])
+    with pytest.raises(ValueError, match=r"training/state.json is not valid JSON"):
+        load_checkpoint(folder, nn.Linear(3, 2))
+
+
+def test_non_finite_optimizer_state_is_refused(tmp_path):
+    folder, model = _checkpoint(tmp_path)
+    name = "training/optimizer.safetensors"
+    arrays = {k: np.full_like(v, np.nan) for k, v in load_file(folder / name).items()}
+    save_file(arrays, tmp_path / "nan")
+    _rewrite(folder, name, (tmp_path / "nan").read_bytes())
+    with pytest.raises(ValueError, match=r"optimizer.safetensors holds .* not finite"):
+        load_checkpoint(folder, nn.Linear(3, 2), Adam(nn.Linear(3, 2), lr=0.1))
+
+
+def test_a_save_interrupted_between_its_renames_resumes_from_the_previous_folder(tmp_path):
+    folder, model = _checkpoint(tmp_path)
+    folder.rename(previous_folder(folder))  # as a crash after the first rename leaves it
+    with pytest.raises(FileNotFoundError, match=r"a save there was interrupted.*\.run\.previous"):
+        seqattn.load(folder)
+    again = nn.Linear(3, 2)
+    assert load_checkpoint(folder, again, Adam(again, lr=0.1))["epoch"] == 1
+    np.testing.assert_array_equal(again.weight.data, model.weight.data)
+    assert not previous_folder(folder).exists()
+    np.testing.assert_array_equal(seqattn.load(folder).weight.data, model.weight.data)
+
+
+def test_a_folder_holding_other_files_is_not_replaced(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"holds files seqattn did not write \(\['notes"):
+        seqattn.save(nn.Linear(2, 2), tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_saving_again_replaces_the_folder_whole_and_leaves_nothing_beside_it(tmp_path):
+    folder = _linear(tmp_path)
+    seqattn.save(nn.LayerNorm(4), folder)
+    assert type(seqattn.load(folder)) is nn.LayerNorm
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["linear"]
+    assert sorted(p.name for p in folder.iterdir()) == ["seqattn.json", "weights.safetensors"]

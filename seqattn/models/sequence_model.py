@@ -15,9 +15,25 @@ POOLINGS = ("mean", "cls", "attention")
 
 @dataclass
 class SequenceModelConfig(EncoderConfig):
+    """N -> 1: the encoder described as in :class:`EncoderConfig` (the Other Parameters below),
+    a pooling head, then a value (or class logits) per sequence.
+
+    Parameters
+    ----------
+    out_features : int, default 1
+        Outputs per sequence (target features, or classes).
+    pooling : str, default 'mean'
+        ``"mean"`` over unpadded tokens, ``"cls"`` a class token, ``"attention"`` a learned
+        query over the tokens.
+    linear : bool, default False
+        Add a linear map of the inputs' mean over unpadded tokens (for ids: their frequencies)
+        to the head's outputs, so that the model's function class contains ridge or logistic
+        regression on it (:mod:`seqattn.models.linear_path`).
+    """
+
     out_features: int = 1
     pooling: str = "mean"
-    linear: bool = False  # add a linear map of the inputs' mean (seqattn.models.linear_path)
+    linear: bool = False
 
 
 class SequenceModel(Module):

@@ -12,8 +12,20 @@ from .linear_path import linear_path, start_from_linear
 
 @dataclass
 class TokenModelConfig(EncoderConfig):
+    """N -> N: the encoder described as in :class:`EncoderConfig` (the Other Parameters below),
+    then a value (or class logits) per token.
+
+    Parameters
+    ----------
+    out_features : int, default 1
+        Outputs per token (target features, or classes).
+    linear : bool, default False
+        Add a linear map of each token's own inputs to the head's outputs, so that the model's
+        function class contains ridge on those inputs (:mod:`seqattn.models.linear_path`).
+    """
+
     out_features: int = 1
-    linear: bool = False  # add a linear map of each token's inputs (seqattn.models.linear_path)
+    linear: bool = False
 
 
 class TokenModel(Module):

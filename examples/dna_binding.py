@@ -13,11 +13,15 @@ read by path)::
 Protocol: the training files are split into training and validation (stratified, seeded); every
 choice (the k-mer size among ``--candidates``, the epoch, the baselines' regularisation, the
 decision thresholds) is made on validation data; the test files are scored once, at the end.
+The peaks are one genome Dataset (``seqattn.readers``) with each peak's ``factor`` (the target,
+two classes) and ``part``; the model goes through the adapter protocol (fit on the training
+part, batches with reverse-complement augmentation, ``seqattn.predict`` for the probabilities).
 Reported: AUROC and accuracy on the test files for the model and both baselines; a figure of
-the mutagenesis maps of a few test sequences; and the motif check: in each attributed test sequence, the window the model finds most
-important is scored with the JASPAR matrix of the sequence's factor (POU5F1 for Oct4, MAFK for
-Mafk; log-odds, best strand, best offset within k bases), and compared with random windows of
-the same sequences scored the same way.
+the mutagenesis maps of a few test sequences; and the motif check: in each attributed test
+sequence, the window the model finds most important (for the log-odds of Mafk) is scored with
+the JASPAR matrix of the sequence's factor (POU5F1 for Oct4, MAFK for Mafk; log-odds, best
+strand, best offset within k bases), and compared with random windows of the same sequences
+scored the same way.
 
     python examples/dna_binding.py            # full run (--candidates 4 6: choose k too)
     python examples/dna_binding.py --quick    # a small run for CI (under 90 s on 2 cores)
@@ -29,15 +33,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import xarray as xr
 
-from seqattn.adapters import GenomeAdapter, predict
-from seqattn.adapters import genome
-from seqattn.models import SequenceModel, SequenceModelConfig, StrandSymmetric
-from seqattn.train import AdamW, BCEWithLogitsLoss, EarlyStopping, fit
+import seqattn
+from seqattn.adapters import GenomeAdapter
+from seqattn.adapters.genome_variants import mutagenesis
+from seqattn.models import StrandSymmetric, build
+from seqattn.readers import from_sequences, read_fasta
+from seqattn.readers.dna_codes import PAD, SOFT
+from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, fit
 
-FACTORS = {"Oct4": ("sample.fa", "sample_test.fa", "POU5F1"),  # label 0
-           "Mafk": ("sample2.fa", "sample2_test.fa", "MAFK")}  # label 1
+FACTORS = {"Oct4": ("sample.fa", "sample_test.fa", "POU5F1"),
+           "Mafk": ("sample2.fa", "sample2_test.fa", "MAFK")}  # the class scored as positive
 
 
 @dataclass
@@ -72,24 +78,34 @@ def resources():
 
 
 def load(config):
-    """(train, validation, test) as (genome Dataset, labels (n,) float) each."""
+    """One genome Dataset of the peaks used, with each one's ``factor`` (the target) and
+    ``part`` ("train", "validation", "test"): the training files split at random (seeded), the
+    test files held out."""
     folder = resources()
     rng = np.random.default_rng(config.seed)
-    parts = {"train": [], "validation": [], "test": []}
-    for label, (train_file, test_file, _) in enumerate(FACTORS.values()):
-        ds = genome.open_fasta(folder / train_file)
-        order = rng.permutation(ds.sizes["record"])
+    records, factors, parts = [], [], []
+    for factor, (train_file, test_file, _) in FACTORS.items():
+        peaks = list(read_fasta(folder / train_file))
+        order = rng.permutation(len(peaks))
         n_val = int(round(config.validation_share * len(order)))
         val, train = order[:n_val], order[n_val:]
         if config.n_train is not None:
             train = train[: config.n_train]
             val = val[: max(config.n_train // 4, 50)]
-        parts["train"].append((ds.isel(record=np.sort(train)), label))
-        parts["validation"].append((ds.isel(record=np.sort(val)), label))
-        parts["test"].append((genome.open_fasta(folder / test_file), label))
-    return {name: (xr.concat([d for d, _ in p], "record"),
-                   np.concatenate([np.full(d.sizes["record"], float(y)) for d, y in p]))
-            for name, p in parts.items()}
+        part = np.full(len(peaks), "", dtype=object)
+        part[train], part[val] = "train", "validation"
+        used = np.sort(np.concatenate([train, val]))
+        test = list(read_fasta(folder / test_file))
+        records += [peaks[i] for i in used] + test
+        parts += list(part[used]) + ["test"] * len(test)
+        factors += [factor] * (len(used) + len(test))
+    ds = from_sequences(records)
+    ds["factor"] = ("record", np.array(factors, dtype=object))
+    return ds.assign_coords(part=("record", np.array(parts, dtype=object)))
+
+
+def is_mafk(ds):
+    return (ds["factor"] == "Mafk").values
 
 
 # ---- baselines -----------------------------------------------------------------------------
@@ -97,13 +113,13 @@ def load(config):
 
 def gc_content(ds):
     codes = ds["sequence"].values
-    return (np.isin(codes % genome.SOFT, (1, 2)) & (codes != genome.PAD)).sum(axis=1) / \
-        (codes != genome.PAD).sum(axis=1)
+    return (np.isin(codes % SOFT, (1, 2)) & (codes != PAD)).sum(axis=1) / \
+        (codes != PAD).sum(axis=1)
 
 
 def kmer_counts(ds, k=4):
     """(records, 4**k) counts of the k-mers without ambiguous bases."""
-    batch = GenomeAdapter("ids", k=k).encode(ds)
+    batch = GenomeAdapter(tokens="ids", k=k).fit(ds).encode(ds)
     ids = np.where(batch.key_padding_mask, 4 ** k, batch.tokens)
     counts = np.zeros((len(ids), 4 ** k + 1))
     np.add.at(counts, (np.arange(len(ids))[:, None], ids), 1)
@@ -117,11 +133,13 @@ def threshold_on(scores, labels):
     return candidates[int(np.argmax(accuracy))]
 
 
-def baselines(data):
+def baselines(ds):
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
 
-    (train, y_train), (val, y_val), (test, y_test) = data["train"], data["validation"], data["test"]
+    train, val, test = (ds.isel(record=ds.part.values == p) for p in ("train", "validation",
+                                                                     "test"))
+    y_train, y_val, y_test = is_mafk(train), is_mafk(val), is_mafk(test)
     out = {}
     sign = 1.0 if roc_auc_score(y_train, gc_content(train)) >= 0.5 else -1.0
     gc_val, gc_test = sign * gc_content(val), sign * gc_content(test)
@@ -151,38 +169,32 @@ def score(scores, labels, threshold):
 # ---- the model -----------------------------------------------------------------------------
 
 
-def build(config, adapter):
-    model_config = SequenceModelConfig(
-        vocab_size=adapter.vocab_size, d_model=config.d_model, nhead=config.nhead,
-        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
-        positions=config.positions, max_len=256, pooling=config.pooling, out_features=1,
-        seed=config.seed)
-    return StrandSymmetric(SequenceModel(model_config), adapter.complement)
-
-
-def auroc_metric(pred, target):
+def auroc_metric(logits, classes):
+    """AUROC of the two-class logits (B, 2) against class indices (B,)."""
     from sklearn.metrics import roc_auc_score
 
-    return float(roc_auc_score(target.ravel(), pred.ravel()))
+    return float(roc_auc_score(classes == 1, logits[:, 1] - logits[:, 0]))
 
 
-def train(config, data, k, progress):
+def train(config, ds, k, progress):
     """A model on k-mer tokens, stopped at its best validation AUROC: (model, adapter, auroc)."""
-    adapter = GenomeAdapter("ids", k=k, ambiguous="token")
-    model = build(config, adapter)
-    (ds, y), (val, y_val) = data["train"], data["validation"]
+    train, valid = ds.part == "train", ds.part == "validation"
+    adapter = GenomeAdapter(tokens="ids", k=k, ambiguous="token").fit(ds, targets="factor",
+                                                                      where=train)
+    model = StrandSymmetric(build(adapter.model_config(
+        task="classification", d_model=config.d_model, nhead=config.nhead,
+        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
+        positions=config.positions, pooling=config.pooling, seed=config.seed)),
+        adapter.complement)
     stopping = EarlyStopping(patience=3, monitor="val_auroc", mode="max")
-    fit(model, BCEWithLogitsLoss(), AdamW(model, lr=config.lr),
-        adapter.batches(ds, y[:, None], batch_size=config.batch_size, seed=config.seed,
-                        reverse_complement=True),
-        validation=adapter.batches(val, y_val[:, None], batch_size=len(y_val), shuffle=False),
+    fit(model, CrossEntropyLoss(), AdamW(model, lr=config.lr),
+        adapter.batches(ds, where=train, batch_size=config.batch_size, shuffle=True,
+                        seed=config.seed, reverse_complement=True),
+        validation=adapter.batches(ds, where=valid, batch_size=int(valid.sum())),
         metrics={"auroc": auroc_metric}, epochs=config.epochs, early_stopping=stopping,
         progress=progress)
     return model, adapter, stopping.best
 
-
-def logits(model, ds, adapter):
-    return predict(model, ds, adapter, per_sample=True)["prediction"].values[:, 0]
 
 
 # ---- attribution and motifs ----------------------------------------------------------------
@@ -200,7 +212,7 @@ def jaspar_log_odds(name):
 
 def motif_score(codes, log_odds):
     """Best-strand log-odds score of base codes (length of the matrix); ambiguous bases add 0."""
-    codes = np.asarray(codes) % genome.SOFT
+    codes = np.asarray(codes) % SOFT
     ok = codes < 4
     index = np.arange(len(codes))
     forward = np.where(ok, log_odds[index, np.minimum(codes, 3)], 0).sum()
@@ -211,7 +223,7 @@ def motif_score(codes, log_odds):
 def importance(effect, label):
     """Per-base importance: how much mutating the base moves the score away from the sequence's
     class (mean over the three alternatives; the reference entry is 0)."""
-    towards = 1.0 if label == 1 else -1.0
+    towards = 1.0 if label == "Mafk" else -1.0
     return -towards * effect.values.sum(axis=1) / 3.0
 
 
@@ -223,19 +235,21 @@ def best_match(codes, start, log_odds, slack):
     return max(motif_score(codes[s: s + width], log_odds) for s in starts)
 
 
-def motif_check(model, adapter, data, config, rng):
-    """Attribute test sequences; compare the JASPAR score found at each one's most important
-    window with that found the same way at random windows of the same sequence."""
-    test, labels = data["test"]
+def motif_check(model, adapter, ds, config, rng):
+    """Attribute test sequences (the log-odds of Mafk); compare the JASPAR score found at each
+    one's most important window with that found the same way at random windows of the same
+    sequence."""
+    test = ds.isel(record=ds.part.values == "test")
     maps, rows = [], []
-    for label, (factor, (_, _, matrix)) in enumerate(FACTORS.items()):
+    for factor, (_, _, matrix) in FACTORS.items():
         log_odds = jaspar_log_odds(matrix)
         width, slack = len(log_odds), adapter.k
-        picks = rng.choice(np.flatnonzero(labels == label), config.n_attributed, replace=False)
+        picks = rng.choice(np.flatnonzero(test["factor"].values == factor), config.n_attributed,
+                           replace=False)
         for i in picks:
             one = test.isel(record=[i])
-            effect = genome.mutagenesis(model, one, adapter)
-            weight = importance(effect, label)
+            effect = mutagenesis(model, one, adapter, output="Mafk")
+            weight = importance(effect, factor)
             window = np.convolve(weight, np.ones(width), mode="valid")  # window sums
             top = int(np.argmax(window))
             codes = one["sequence"].values[0, : effect.sizes["position"]]
@@ -298,30 +312,33 @@ def main(argv=None, config=None, progress=True):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    data = load(config)
-    results = {"baselines": baselines(data), "validation_auroc": {}}
+    ds = load(config)
+    results = {"baselines": baselines(ds), "validation_auroc": {}}
     best = None
     for k in config.candidates:
-        model, adapter, val_auroc = train(config, data, k, progress)
+        model, adapter, val_auroc = train(config, ds, k, progress)
         results["validation_auroc"][f"k={k}"] = val_auroc
         if best is None or val_auroc > best[2]:
             best = (model, adapter, val_auroc, k)
     model, adapter, _, k = best
-    test, y_test = data["test"]
-    val, y_val = data["validation"]
-    threshold = threshold_on(logits(model, val, adapter), y_val)
-    results["model"] = score(logits(model, test, adapter), y_test, threshold)
+    out_of_training = ds.isel(record=ds.part.values != "train")
+    predicted = seqattn.predict(model, out_of_training, adapter)
+    mafk = predicted["factor_probability"].sel({"class": "Mafk"}).values
+    val, test = (out_of_training.part.values == p for p in ("validation", "test"))
+    labels = is_mafk(out_of_training)
+    results["model"] = score(mafk[test], labels[test], threshold_on(mafk[val], labels[val]))
     results["model"]["k"] = k
-    results["motifs"], maps = motif_check(model, adapter, data, config,
+    results["motifs"], maps = motif_check(model, adapter, ds, config,
                                           np.random.default_rng(config.seed))
     figure(maps, out / "dna_binding_mutagenesis.png", config.n_figure)
     results["seconds"] = time.perf_counter() - started
-    report(results, data)
+    report(results, ds)
     return results
 
 
-def report(results, data):
-    sizes = ", ".join(f"{name} {len(y)}" for name, (_, y) in data.items())
+def report(results, ds):
+    parts, counts = np.unique(ds.part.values.astype(str), return_counts=True)
+    sizes = ", ".join(f"{name} {n}" for name, n in zip(parts, counts))
     print(f"\nsequences: {sizes}; test AUROC / accuracy:")
     rows = dict(results["baselines"])
     rows[f"seqattn (k={results['model']['k']}, strand-symmetric)"] = results["model"]

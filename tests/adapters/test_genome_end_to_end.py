@@ -9,24 +9,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import seqattn
 from gradcheck import check_module_gradients
-from seqattn.adapters import GenomeAdapter, predict
-from seqattn.adapters import genome
+from genome_helpers import encoded, random_sequences
+from seqattn.adapters import GenomeAdapter
+from seqattn.adapters.genome_batches import reversal_order
 from seqattn.models import (SequenceModel, SequenceModelConfig, StrandSymmetric, TokenModel,
-                            TokenModelConfig)
-from seqattn.train import AdamW, BCEWithLogitsLoss, MSELoss, fit
+                            TokenModelConfig, build)
+from seqattn.readers import dna_codes, from_sequences
+from seqattn.train import AdamW, CrossEntropyLoss, MSELoss, fit
 from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
 
 SMALL = dict(d_model=16, nhead=2, num_layers=1, dim_feedforward=32, max_len=64)
-
-
-def random_sequences(n, length, seed=0, ragged=False):
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(length // 2, length + 1, n) if ragged else np.full(n, length)
-    return {f"chr1:{1000 * i}-{1000 * i + m}": "".join(rng.choice(list("ACGT"), m))
-            for i, m in enumerate(lengths)}
 
 
 def inputs_of(adapter, **config):
@@ -37,35 +33,37 @@ def inputs_of(adapter, **config):
 
 def test_sequences_fit_predict_save_load_predict_identical(tmp_path):
     sequences = random_sequences(48, 24, ragged=True)
-    labels = np.array([float("GA" * 2 in s or "TC" * 2 in s) for s in sequences.values()])
-    ds = genome.from_sequences(sequences)
-    adapter = GenomeAdapter("ids", k=3)
-    model = StrandSymmetric(SequenceModel(SequenceModelConfig(**inputs_of(adapter, **SMALL))),
+    ds = from_sequences(sequences)
+    ds["motif"] = ("record", [int("GA" * 2 in s or "TC" * 2 in s) for s in sequences.values()])
+    adapter = GenomeAdapter(tokens="ids", k=3).fit(ds, targets="motif")
+    model = StrandSymmetric(build(adapter.model_config(task="classification", **SMALL)),
                             adapter.complement)
-    history = fit(model, BCEWithLogitsLoss(), AdamW(model, lr=1e-2),
-                  adapter.batches(ds, labels[:, None], batch_size=16, reverse_complement=True),
+    history = fit(model, CrossEntropyLoss(), AdamW(model, lr=1e-2),
+                  adapter.batches(ds, batch_size=16, shuffle=True, reverse_complement=True),
                   epochs=4, progress=False)
     assert history["loss"][-1] < history["loss"][0], history["loss"]
 
-    before = predict(model, ds, adapter, per_sample=True)
-    assert before["prediction"].dims == ("record", "output")
+    before = seqattn.predict(model, ds, adapter)
+    assert before["motif"].dims == ("record",)
+    assert before["motif_probability"].dims == ("record", "class")
+    assert before["class"].values.tolist() == [0, 1]
     assert before["record"].values.tolist() == list(sequences)
     np.testing.assert_array_equal(before["start"], [1000 * i for i in range(48)])
     seqattn.save(model, tmp_path / "model")
     seqattn.save(adapter, tmp_path / "adapter")
     loaded_model = seqattn.load(tmp_path / "model")
     loaded_adapter = seqattn.load(tmp_path / "adapter")
-    assert loaded_adapter.config() == adapter.config()
-    after = predict(loaded_model, ds, loaded_adapter, per_sample=True)
-    np.testing.assert_array_equal(after["prediction"].values, before["prediction"].values)
+    assert loaded_adapter.to_dict() == adapter.to_dict()
+    after = seqattn.predict(loaded_model, ds, loaded_adapter)
+    xr.testing.assert_identical(after, before)
 
 
 def test_per_base_predictions_come_back_on_the_genomic_positions():
     sequences = random_sequences(3, 20, ragged=True)
-    ds = genome.from_sequences(sequences)
-    adapter = GenomeAdapter("onehot")
+    ds = from_sequences(sequences)
+    adapter = GenomeAdapter(tokens="onehot").fit(ds)
     model = TokenModel(TokenModelConfig(**inputs_of(adapter, **SMALL), out_features=1))
-    result = predict(model, ds, adapter)["sequence"]
+    result = seqattn.predict(model, ds, adapter)["prediction"].isel(output=0)
     assert result.dims == ("record", "position")
     batch = adapter.encode(ds)
     model.eval()
@@ -82,7 +80,7 @@ def aligned(forward_out, reverse_out, forward, reverse):
     strand's order (unpadded tokens only)."""
     if forward_out.ndim == 2:
         return forward_out, reverse_out
-    order = genome.reversal_order((~reverse.key_padding_mask).sum(axis=1),
+    order = reversal_order((~reverse.key_padding_mask).sum(axis=1),
                                   reverse_out.shape[1], np.ones(len(reverse_out), bool))
     reverse_out = reverse_out[np.arange(len(reverse_out))[:, None], order]
     return forward_out[~forward.key_padding_mask], reverse_out[~forward.key_padding_mask]
@@ -93,13 +91,13 @@ def aligned(forward_out, reverse_out, forward, reverse):
                                                   ("onehot", 1, TokenModel),
                                                   ("ids", 2, TokenModel)])
 def test_strand_symmetric_predictions_equal_on_the_reverse_complement(tokens, k, model_class):
-    adapter = GenomeAdapter(tokens, k=k)
+    adapter = GenomeAdapter(tokens=tokens, k=k)
     config_class = SequenceModelConfig if model_class is SequenceModel else TokenModelConfig
     base = model_class(config_class(**inputs_of(adapter, **SMALL), positions="sinusoidal")).eval()
     model = StrandSymmetric(base, adapter.complement).eval()
     sequences = list(random_sequences(4, 16, ragged=True).values())
-    forward = adapter.encode(sequences)
-    reverse = adapter.encode([genome.reverse_complement(s) for s in sequences])
+    forward = encoded(adapter, sequences)
+    reverse = encoded(adapter, [dna_codes.reverse_complement(s) for s in sequences])
 
     def outputs(m):
         return aligned(m(forward.tokens, forward.key_padding_mask),
@@ -110,11 +108,11 @@ def test_strand_symmetric_predictions_equal_on_the_reverse_complement(tokens, k,
 
 
 def test_strand_symmetric_gradients_match_finite_differences():
-    adapter = GenomeAdapter("onehot")
+    adapter = GenomeAdapter(tokens="onehot")
     config = SequenceModelConfig(in_features=4, d_model=8, nhead=2, num_layers=1,
                                  dim_feedforward=8, max_len=8, dtype="float64", out_features=2)
     model = StrandSymmetric(SequenceModel(config), adapter.complement)
-    batch = adapter.encode(["ACGTTG", "GGA"])
+    batch = encoded(adapter, ["ACGTTG", "GGA"])
     tokens = batch.tokens.astype(np.float64)
     check_module_gradients(model, lambda tokens: model(tokens, batch.key_padding_mask),
                            lambda d: {"tokens": model.backward(d)}, {"tokens": tokens})
@@ -122,35 +120,36 @@ def test_strand_symmetric_gradients_match_finite_differences():
 
 def test_reverse_strand_batches_keep_per_base_targets_with_their_bases():
     sequences = random_sequences(8, 12, seed=3, ragged=True)
-    ds = genome.from_sequences(sequences)
+    ds = from_sequences(sequences)
     # target of a base: its own code (A=0 ... T=3), NaN past the record's end
-    targets = ds["sequence"].where(ds["sequence"] != genome.PAD).astype(float)
-    adapter = GenomeAdapter("ids")
-    batches = adapter.batches(ds, targets, batch_size=8, shuffle=False, reverse_complement=True)
-    batch, y = next(batches.epoch(0))
-    assert y.shape == (*batch.tokens.shape, 1)
-    y = y[..., 0]
+    ds["base"] = ds["sequence"].where(ds["sequence"] != dna_codes.PAD).astype(float)
+    adapter = GenomeAdapter(tokens="ids").fit(ds, targets="base")
+    batches = adapter.batches(ds, batch_size=8, shuffle=False, reverse_complement=True)
+    batch = next(batches.epoch(0))
+    assert batch.targets.shape == batch.target_valid.shape == (*batch.tokens.shape, 1)
+    y = batch.targets[..., 0]
     real = ~batch.key_padding_mask
-    np.testing.assert_array_equal(np.isnan(y), batch.key_padding_mask)
+    np.testing.assert_array_equal(~batch.target_valid[..., 0], batch.key_padding_mask)
     as_read = [bool((y[i][real[i]] == batch.tokens[i][real[i]]).all()) for i in range(8)]
     as_paired = [bool((y[i][real[i]] == adapter.complement[batch.tokens[i][real[i]]]).all())
                  for i in range(8)]
     # a sample on the reverse strand reads the complements of its bases, in reverse order
     assert all(a != b for a, b in zip(as_read, as_paired)) and any(as_read) and any(as_paired)
-    batch, y = next(adapter.batches(ds, targets, batch_size=8, shuffle=False).epoch(0))
+    batch = next(adapter.batches(ds, batch_size=8, shuffle=False).epoch(0))
     real = ~batch.key_padding_mask
-    np.testing.assert_array_equal(y[..., 0][real], batch.tokens[real])
+    np.testing.assert_array_equal(batch.targets[..., 0][real], batch.tokens[real])
 
 
 def test_per_base_training_decreases_the_loss():
     sequences = random_sequences(16, 16, seed=4)
-    ds = genome.from_sequences(sequences)
-    targets = (ds["sequence"] % 16 == 2).astype(float)  # is this base a G?
-    adapter = GenomeAdapter("onehot")
-    model = TokenModel(TokenModelConfig(in_features=4, **SMALL))
+    ds = from_sequences(sequences)
+    ds["is_g"] = (ds["sequence"] % 16 == 2).astype(float)
+    adapter = GenomeAdapter(tokens="onehot").fit(ds, targets="is_g")
+    model = build(adapter.model_config(task="regression", **SMALL))
+    assert isinstance(model, TokenModel)
     history = fit(model, MSELoss(skip_nan=True), AdamW(model, lr=1e-2),
-                  adapter.batches(ds, targets, batch_size=8, reverse_complement=True), epochs=4,
-                  progress=False)
+                  adapter.batches(ds, batch_size=8, shuffle=True, reverse_complement=True),
+                  epochs=4, progress=False)
     assert history["loss"][-1] < 0.5 * history["loss"][0], history["loss"]
 
 
@@ -159,9 +158,10 @@ LONG_STEP = textwrap.dedent("""
     import numpy as np
     from seqattn.adapters import GenomeAdapter
     from seqattn.models import TokenModel, TokenModelConfig
+    from seqattn.readers import from_sequences
     from seqattn.train import AdamW, MSELoss
 
-    adapter = GenomeAdapter("onehot")
+    adapter = GenomeAdapter(tokens="onehot")
     model = TokenModel(TokenModelConfig(in_features=4, d_model=16, nhead=2, num_layers=1,
                                         dim_feedforward=32, positions="alibi",
                                         window=(64, 64)))
@@ -169,7 +169,8 @@ LONG_STEP = textwrap.dedent("""
 
     def step(length):
         rng = np.random.default_rng(0)
-        batch = adapter.encode("".join(rng.choice(list("ACGT"), length)))
+        ds = from_sequences("".join(rng.choice(list("ACGT"), length)))
+        batch = adapter.fit(ds).encode(ds)
         target = np.zeros((1, length, 1), np.float32)
         optimizer.zero_grad()
         loss(model(batch.tokens, batch.key_padding_mask), target)

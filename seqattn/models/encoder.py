@@ -106,6 +106,12 @@ class EncoderConfig:
 
     def check(self):
         """Raise a ValueError naming the field when the fields do not fit together."""
+        check_sizes(self)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {self.dropout!r}")
+        if self.d_model % self.nhead:
+            raise ValueError(f"d_model must be a multiple of nhead; got d_model={self.d_model} "
+                             f"and nhead={self.nhead}")
         if (self.in_features is None) == (self.vocab_size is None):
             raise ValueError("give exactly one of in_features (float tokens) and vocab_size "
                              f"(integer ids); got {self.in_features!r} and {self.vocab_size!r}")
@@ -127,6 +133,26 @@ class EncoderConfig:
         if self.class_token and (self.distance_bias or self.pair_bias):
             raise ValueError("class_token=True with a structured bias: the class token has no "
                              "position or pair code; pool by 'mean' or 'attention' instead")
+
+
+# Size fields of the task configs: at least 1 (layer counts at least 0); None where optional.
+SIZES = {"in_features": 1, "vocab_size": 1, "d_model": 1, "nhead": 1, "num_layers": 0,
+         "dim_feedforward": 1, "max_len": 1, "num_frequencies": 1, "out_features": 1,
+         "target_features": 1, "target_vocab_size": 1, "num_decoder_layers": 0}
+OPTIONAL_SIZES = ("in_features", "vocab_size", "target_features", "target_vocab_size")
+OPTIONAL = object()  # a config without the field
+
+
+def check_sizes(config):
+    """A ValueError naming the first size field of ``config`` that is not a whole number at
+    least its minimum (before numpy meets it as an array size)."""
+    for name, least in SIZES.items():
+        value = getattr(config, name, OPTIONAL)
+        if value is OPTIONAL or value is None and name in OPTIONAL_SIZES:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ValueError(f"{type(config).__name__}.{name} must be a whole number >= "
+                             f"{least}; got {value!r}")
 
 
 def parameter_entries(doc):

@@ -143,3 +143,20 @@ def test_saving_again_replaces_the_folder_whole_and_leaves_nothing_beside_it(tmp
     assert type(seqattn.load(folder)) is nn.LayerNorm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["linear"]
     assert sorted(p.name for p in folder.iterdir()) == ["seqattn.json", "weights.safetensors"]
+
+
+@pytest.mark.parametrize("field, value", [("d_model", -8), ("nhead", 0), ("max_len", -1),
+                                          ("in_features", -1), ("out_features", 2.0),
+                                          ("num_layers", -1)])
+def test_a_saved_config_with_a_bad_size_is_refused_naming_the_field(tmp_path, field, value):
+    from seqattn.models import TokenModel, TokenModelConfig
+
+    folder = tmp_path / "model"
+    seqattn.save(TokenModel(TokenModelConfig(in_features=1, d_model=8, nhead=2, num_layers=1,
+                                             dim_feedforward=8, max_len=6)), folder)
+    description = json.loads((folder / "seqattn.json").read_text())
+    description["arguments"]["config"]["fields"][field] = value
+    (folder / "seqattn.json").write_text(json.dumps(description))
+    with pytest.raises(ValueError, match=rf"TokenModelConfig.{field} must be a whole number >= "
+                                         rf"[01]; got {value}"):
+        seqattn.load(folder)

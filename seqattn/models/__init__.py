@@ -4,6 +4,7 @@ cached autoregressive ``generate`` and ``rollout``); GraphModel for nodes and gr
 MoleculeModel (atoms with distance-aware attention: per-atom outputs, extensive per-structure
 ones, forces)."""
 from .build import build
+from .complex import ComplexModel, ComplexModelConfig, ComplexStructure
 from .dna import StrandSymmetric
 from .encoder import EncoderConfig, SequenceEncoder
 from .generation import generate, rollout
@@ -14,7 +15,8 @@ from .seq2seq import Seq2SeqConfig, Seq2SeqModel
 from .sequence_model import SequenceModel, SequenceModelConfig
 from .token_model import TokenModel, TokenModelConfig
 
-__all__ = ["AttentionPooling", "ClassTokenPooling", "EncoderConfig", "GraphModel",
+__all__ = ["AttentionPooling", "ClassTokenPooling", "ComplexModel", "ComplexModelConfig",
+           "ComplexStructure", "EncoderConfig", "GraphModel",
            "GraphModelConfig", "MaskedMeanPooling", "MoleculeModel", "MoleculeModelConfig",
            "Seq2SeqConfig", "Seq2SeqModel", "SequenceEncoder", "SequenceModel",
            "SequenceModelConfig", "StrandSymmetric", "TokenModel", "TokenModelConfig", "build",

@@ -3,6 +3,7 @@
 Adapters return the config of the model that reads their batches (a TokenModelConfig for a value
 per token, a SequenceModelConfig for one per sample, a GraphModelConfig, a MoleculeModelConfig);
 ``build`` makes that model, so a user never picks the class by hand."""
+from .complex import ComplexModel, ComplexModelConfig
 from .graph import GraphModel, GraphModelConfig
 from .molecule import MoleculeModel, MoleculeModelConfig
 from .seq2seq import Seq2SeqConfig, Seq2SeqModel
@@ -10,7 +11,8 @@ from .sequence_model import SequenceModel, SequenceModelConfig
 from .token_model import TokenModel, TokenModelConfig
 
 # Most specific first: GraphModelConfig and the others derive from EncoderConfig.
-MODELS = ((GraphModelConfig, GraphModel), (MoleculeModelConfig, MoleculeModel),
+MODELS = ((ComplexModelConfig, ComplexModel), (GraphModelConfig, GraphModel),
+          (MoleculeModelConfig, MoleculeModel),
           (Seq2SeqConfig, Seq2SeqModel), (SequenceModelConfig, SequenceModel),
           (TokenModelConfig, TokenModel))
 

@@ -8,7 +8,8 @@ from typing import Callable
 import numpy as np
 
 ROW_MODULES = ["conformance_grid", "conformance_signal", "conformance_forecast",
-               "conformance_genome", "conformance_molecule", "conformance_graph"]
+               "conformance_genome", "conformance_molecule", "conformance_graph",
+               "conformance_complex"]
 
 
 @dataclass
@@ -36,6 +37,12 @@ class Row:
     model_options: dict = field(default_factory=dict)
     bad_inputs: list = field(default_factory=list)
     prediction_name: str = None  # the predicted variable's name (default: targets)
+    # batch -> the model outputs that stand for its own targets, where as_outputs cannot make
+    # them (molecule batches carry a dict of target groups)
+    outputs: Callable = None
+    # (decoded variable, expected variable) -> the pair to compare, where decoding adds dims
+    # (forecasts: a lead, on the valid times the test samples reach)
+    view: Callable = None
 
     @property
     def predicted(self):

@@ -1,0 +1,164 @@
+"""ComplexModel: a ligand in its pocket -> one value per complex (an affinity), with per-atom
+contributions.
+
+Each layer is pre-norm: the ligand's atoms attend to each other (self-attention, a learned
+distance table per pair of ligand elements and head), then to the pocket's atoms
+(cross-attention, a distance table per ligand-element x pocket-element pair and head, keys beyond
+``cutoff`` hidden and faded out smoothly), then a feed-forward block. The pocket's atoms enter
+as keys and values only (embedded once from their element and residue), so a layer costs
+O(N^2 + N M) for N ligand and M pocket atoms and holds no N x M matrix: the fused attention
+kernels compute the biases from positions tile by tile. A linear head gives per-atom values;
+the complex's value is their mean (``pooling="mean"``) or sum over the ligand's atoms, and
+:meth:`ComplexModel.contributions` returns the per-atom terms of that mean or sum.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import autodiff
+from ..nn import DistanceBiasTable, FeedForward, LayerNorm, Linear, Module, ModuleList, \
+    MultiheadAttention
+from ..nn.init import generator
+from ..nn.placement import moved
+from ..nn.structured_bias import Structure
+
+POOLINGS = ("mean", "sum")
+
+
+@dataclass
+class ComplexStructure(Structure):
+    """A batch of complexes: the ligand atoms are the queries (``positions`` (B, N, 3),
+    ``types`` (B, N) ligand element indices), the pocket atoms the keys (``key_positions``
+    (B, M, 3), ``key_types`` (B, M) pocket element indices), with the pocket's token features
+    ``pocket_tokens`` (B, M, Fp) and ``pocket_mask`` (B, M) (True = no atom)."""
+
+    pocket_tokens: object = None
+    pocket_mask: object = None
+
+
+@dataclass
+class ComplexModelConfig:
+    """Sizes come from :meth:`seqattn.adapters.ComplexAdapter.model_config`: the ligand's and
+    pocket's token widths and numbers of element types; ``out_features`` values per complex.
+    ``bins`` distance-table values on [0, ``r_max``] Angstrom; ``cutoff`` hides pocket atoms
+    farther than it from a ligand atom."""
+
+    ligand_features: int
+    pocket_features: int
+    ligand_types: int
+    pocket_types: int
+    out_features: int = 1
+    pooling: str = "mean"
+    d_model: int = 64
+    nhead: int = 4
+    num_layers: int = 2
+    dim_feedforward: int = 128
+    activation: str = "gelu"
+    bins: int = 32
+    r_max: float = 8.0
+    cutoff: float = 8.0
+    dtype: str = "float32"
+    seed: int = 0
+
+    def check(self):
+        for name in ("ligand_features", "pocket_features", "ligand_types", "pocket_types",
+                     "out_features", "d_model", "nhead", "num_layers", "dim_feedforward",
+                     "bins"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} = {value!r}; expected a positive integer")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling = {self.pooling!r}; expected one of {POOLINGS}")
+        for name in ("r_max", "cutoff"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} = {getattr(self, name)!r}; expected a positive "
+                                 "distance in Angstrom")
+
+
+class ComplexLayer(Module):
+    """Ligand self-attention, ligand-to-pocket cross-attention, feed-forward (pre-norm)."""
+
+    def __init__(self, config, dtype, rng):
+        super().__init__()
+        c = config
+        self.norm_self = LayerNorm(c.d_model, dtype=dtype)
+        self.self_attn = MultiheadAttention(
+            c.d_model, c.nhead, dtype=dtype, seed=rng,
+            distance_bias=DistanceBiasTable(c.nhead, bins=c.bins, r_max=c.r_max,
+                                            num_types=c.ligand_types, dtype=dtype, seed=rng))
+        self.norm_cross = LayerNorm(c.d_model, dtype=dtype)
+        self.cross_attn = MultiheadAttention(
+            c.d_model, c.nhead, dtype=dtype, seed=rng,
+            distance_bias=DistanceBiasTable(c.nhead, bins=c.bins, r_max=c.r_max,
+                                            num_types=c.ligand_types + c.pocket_types,
+                                            cutoff=c.cutoff, smooth_cutoff=True, dtype=dtype,
+                                            seed=rng))
+        self.norm_ff = LayerNorm(c.d_model, dtype=dtype)
+        self.feed_forward = FeedForward(c.d_model, c.dim_feedforward, c.activation, dtype=dtype,
+                                        seed=rng)
+
+    def forward(self, x, key_padding_mask, pocket, pocket_mask, ligand, cross):
+        h = self.norm_self(x)
+        out, _ = self.self_attn(h, key_padding_mask=key_padding_mask, structure=ligand)
+        x = x + out
+        out, _ = self.cross_attn(self.norm_cross(x), pocket, pocket,
+                                 key_padding_mask=pocket_mask, structure=cross)
+        x = x + out
+        return x + self.feed_forward(self.norm_ff(x))
+
+
+class ComplexModel(Module):
+    """ligand tokens (B, N, Fl), ``key_padding_mask`` (B, N) and a :class:`ComplexStructure`
+    -> (B, out_features) per complex. See the module docstring."""
+
+    def __init__(self, config):
+        super().__init__()
+        config.check()
+        self.config = config
+        dtype = np.dtype(config.dtype).type
+        rng = generator(config.seed)
+        self.embed_ligand = Linear(config.ligand_features, config.d_model, dtype=dtype, seed=rng)
+        self.embed_pocket = Linear(config.pocket_features, config.d_model, dtype=dtype, seed=rng)
+        self.norm_pocket = LayerNorm(config.d_model, dtype=dtype)
+        self.layers = ModuleList([ComplexLayer(config, dtype, rng)
+                                  for _ in range(config.num_layers)])
+        self.norm_out = LayerNorm(config.d_model, dtype=dtype)
+        self.head = Linear(config.d_model, config.out_features, dtype=dtype, seed=rng)
+
+    def _structures(self, structure):
+        """The self-attention's structure (ligand only) and the cross-attention's (pocket
+        types after the ligand's in one table)."""
+        ligand = Structure(positions=structure.positions, types=structure.types)
+        key_types = structure.key_types
+        shifted = moved(moved(key_types, "cpu") + self.config.ligand_types, self.device) \
+            if key_types is not None else None
+        cross = Structure(positions=structure.positions, key_positions=structure.key_positions,
+                          types=structure.types, key_types=shifted)
+        return ligand, cross
+
+    def contributions(self, inputs, key_padding_mask=None, structure=None):
+        """Per-atom terms (B, N, out_features) whose sum over a complex's atoms is its output
+        (0 at padded atoms)."""
+        if not isinstance(structure, ComplexStructure):
+            raise TypeError(f"structure must be a ComplexStructure (what ComplexAdapter's batches "
+                            f"carry), got {type(structure).__name__}")
+        B, N = inputs.shape[:2]
+        if key_padding_mask is None:
+            key_padding_mask = np.zeros((B, N), dtype=bool)
+        ligand, cross = self._structures(structure)
+        pocket = self.norm_pocket(self.embed_pocket(structure.pocket_tokens))
+        x = self.embed_ligand(inputs)
+        for layer in self.layers:
+            x = layer(x, key_padding_mask, pocket, structure.pocket_mask, ligand, cross)
+        per_atom = self.head(self.norm_out(x))
+        present = ~moved(key_padding_mask, "cpu")
+        weight = present.astype(np.dtype(self.config.dtype))
+        if self.config.pooling == "mean":
+            weight = weight / np.maximum(weight.sum(axis=1, keepdims=True), 1)
+        return autodiff.multiply(per_atom, moved(np.ascontiguousarray(weight[..., None]),
+                                                 self.device))
+
+    def forward(self, inputs, key_padding_mask=None, structure=None):
+        return autodiff.reduce_sum(self.contributions(inputs, key_padding_mask, structure),
+                                   axis=1)
+

@@ -1,0 +1,172 @@
+"""Protein-ligand complexes as the Dataset that :class:`seqattn.adapters.ComplexAdapter` reads.
+
+One sample per complex (a ligand in one pose against its pocket); several poses of a ligand are
+several complexes. The Dataset::
+
+    dims      complex, ligand_atom, pocket_atom, xyz
+    ligand_element (complex, ligand_atom)   element symbols, "" past a ligand's last atom
+    ligand_xyz     (complex, ligand_atom, xyz)  Angstrom, NaN past the last atom
+    pocket_element (complex, pocket_atom)   element symbols of the pocket's heavy atoms, ""
+    pocket_residue (complex, pocket_atom)   residue names (ALA, ..., HOH), "" past the last
+    pocket_xyz     (complex, pocket_atom, xyz)
+    <values>       (complex,)               measured labels (an affinity, a class)
+
+and per-complex coordinates (the target, the ligand's SMILES, the published split, a docking
+score) when the source has them. The pocket of a complex is the receptor's heavy atoms within
+``pocket_cutoff`` Angstrom of any ligand atom, so its size follows the ligand, not the box.
+
+* :func:`read_docked_complexes`: the compact files ``examples/data/make_complexes.py`` writes.
+* :func:`read_complex`: a receptor file (PDB through RDKit; PDBQT through meeko) and a ligand
+  file (SD through RDKit, every molecule a pose) as complexes.
+* :func:`complexes_from_atoms`: from arrays, for any other source.
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+POCKET_CUTOFF = 8.0
+
+
+def _pocket_within(pocket_xyz, ligand_xyz, cutoff):
+    """Indices of pocket atoms within `cutoff` of any ligand atom."""
+    gap = np.linalg.norm(pocket_xyz[:, None, :] - ligand_xyz[None, :, :], axis=-1)
+    return np.flatnonzero(gap.min(axis=1) <= cutoff)
+
+
+def complexes_from_atoms(ligands, pockets, values=None, coords=None, pocket_cutoff=POCKET_CUTOFF):
+    """The complex Dataset from per-complex atoms.
+
+    Parameters
+    ----------
+    ligands : list of (elements (n,), xyz (n, 3)) per complex (heavy atoms).
+    pockets : list of dicts with ``element`` (m,), ``xyz`` (m, 3) and optionally ``residue``
+        (m,), per complex (the whole receptor or a box of it; cut to ``pocket_cutoff`` here).
+    values : dict name -> (n_complexes,) labels, optional.
+    coords : dict name -> (n_complexes,) per-complex coordinates (target, smiles, ...).
+    pocket_cutoff : float, Angstrom.
+    """
+    if len(ligands) != len(pockets):
+        raise ValueError(f"ligands has {len(ligands)} complexes but pockets has {len(pockets)}")
+    if not len(ligands):
+        raise ValueError("no complexes: ligands is empty")
+    if not pocket_cutoff > 0:
+        raise ValueError(f"pocket_cutoff = {pocket_cutoff!r}; expected a positive distance in "
+                         "Angstrom")
+    cut = []
+    for i, ((elements, xyz), pocket) in enumerate(zip(ligands, pockets)):
+        xyz = np.asarray(xyz, dtype=np.float64).reshape(-1, 3)
+        if len(elements) != len(xyz) or not len(xyz):
+            raise ValueError(f"complex {i}: the ligand has {len(elements)} elements and "
+                             f"{len(xyz)} positions; expected one position per atom, at least one")
+        pocket_xyz = np.asarray(pocket["xyz"], dtype=np.float64).reshape(-1, 3)
+        kept = _pocket_within(pocket_xyz, xyz, pocket_cutoff)
+        residues = pocket.get("residue", [""] * len(pocket_xyz))
+        cut.append((list(elements), xyz, [pocket["element"][j] for j in kept],
+                    [residues[j] for j in kept], pocket_xyz[kept]))
+    n = max(len(c[0]) for c in cut)
+    m = max(max(len(c[2]) for c in cut), 1)
+    count = len(cut)
+    ligand_element = np.full((count, n), "", dtype="<U2")
+    ligand_xyz = np.full((count, n, 3), np.nan, dtype=np.float32)
+    pocket_element = np.full((count, m), "", dtype="<U2")
+    pocket_residue = np.full((count, m), "", dtype="<U3")
+    pocket_xyz = np.full((count, m, 3), np.nan, dtype=np.float32)
+    for i, (elements, xyz, p_elements, p_residues, p_xyz) in enumerate(cut):
+        ligand_element[i, :len(elements)] = elements
+        ligand_xyz[i, :len(elements)] = xyz
+        pocket_element[i, :len(p_elements)] = p_elements
+        pocket_residue[i, :len(p_residues)] = p_residues
+        pocket_xyz[i, :len(p_elements)] = p_xyz
+    data = {"ligand_element": (("complex", "ligand_atom"), ligand_element),
+            "ligand_xyz": (("complex", "ligand_atom", "xyz"), ligand_xyz, {"units": "Angstrom"}),
+            "pocket_element": (("complex", "pocket_atom"), pocket_element),
+            "pocket_residue": (("complex", "pocket_atom"), pocket_residue),
+            "pocket_xyz": (("complex", "pocket_atom", "xyz"), pocket_xyz, {"units": "Angstrom"})}
+    for name, value in (values or {}).items():
+        data[name] = ("complex", np.asarray(value))
+    coordinates = {"xyz": ["x", "y", "z"]}
+    coordinates.update({name: ("complex", np.asarray(value)) for name, value in
+                        (coords or {}).items()})
+    return xr.Dataset(data, coords=coordinates,
+                      attrs={"pocket_cutoff": float(pocket_cutoff)})
+
+
+def read_docked_complexes(folder, targets=None, pocket_cutoff=POCKET_CUTOFF):
+    """The complexes in `folder` (``<TARGET>.jsonl`` poses and ``<TARGET>_pocket.json``, as
+    ``examples/data/make_complexes.py`` writes them), for `targets` (default: every target
+    there). Values: ``affinity`` = pKi or pEC50 (-log10 of the molar value); coordinates
+    ``target``, ``smiles``, ``split`` (the published one) and ``vina`` (kcal/mol)."""
+    folder = Path(folder)
+    if targets is None:
+        targets = sorted(p.name[:-len("_pocket.json")] for p in folder.glob("*_pocket.json"))
+    ligands, pockets, rows = [], [], []
+    for target in targets:
+        pocket_path, poses_path = folder / f"{target}_pocket.json", folder / f"{target}.jsonl"
+        for path in (pocket_path, poses_path):
+            if not path.exists():
+                raise FileNotFoundError(f"target {target!r} has no {path.name} in {folder}")
+        pocket = json.loads(pocket_path.read_text())
+        pocket = {"element": pocket["element"], "xyz": pocket["xyz"],
+                  "residue": pocket["residue_name"]}
+        for line in poses_path.read_text().splitlines():
+            if line.strip():
+                pose = json.loads(line)
+                ligands.append((pose["element"], pose["xyz"]))
+                pockets.append(pocket)
+                rows.append((target, pose["smiles"], pose["split"], pose["vina"],
+                             pose["y"] + 9.0))
+    if not rows:
+        raise ValueError(f"no docked complexes for targets {list(targets)} in {folder}")
+    target, smiles, split, vina, affinity = (np.asarray(c) for c in zip(*rows))
+    ds = complexes_from_atoms(ligands, pockets, values={"affinity": affinity.astype(np.float32)},
+                              coords={"target": target, "smiles": smiles, "split": split,
+                                      "vina": vina.astype(np.float32)},
+                              pocket_cutoff=pocket_cutoff)
+    ds["affinity"].attrs.update(units="-log10(M)", long_name="pKi or pEC50")
+    ds["vina"].attrs.update(units="kcal/mol")
+    return ds
+
+
+def _receptor_atoms(path):
+    """(elements, residue names, xyz) of a receptor's heavy atoms."""
+    path = Path(path)
+    if path.suffix.lower() == ".pdbqt":
+        from meeko import PDBQTMolecule
+
+        from_types = {"A": "C", "NA": "N", "NS": "N", "OA": "O", "OS": "O", "SA": "S",
+                      "HD": "H", "HS": "H"}
+        atoms = PDBQTMolecule.from_file(str(path), skip_typing=True).atoms()
+        elements = [from_types.get(a["atom_type"], a["atom_type"]) for a in atoms]
+        keep = [i for i, e in enumerate(elements) if e != "H"]
+        return ([elements[i] for i in keep], [str(atoms[i]["resname"]) for i in keep],
+                np.asarray([atoms[i]["xyz"] for i in keep], dtype=np.float64))
+    from rdkit import Chem
+
+    receptor = Chem.MolFromPDBFile(str(path), removeHs=True, sanitize=False)
+    if receptor is None:
+        raise ValueError(f"RDKit could not read the receptor {path}; expected a PDB file")
+    atoms = [a for a in receptor.GetAtoms() if a.GetAtomicNum() > 1]
+    xyz = receptor.GetConformer().GetPositions()[[a.GetIdx() for a in atoms]]
+    return ([a.GetSymbol() for a in atoms],
+            [a.GetPDBResidueInfo().GetResidueName().strip() if a.GetPDBResidueInfo() else ""
+             for a in atoms], xyz)
+
+
+def read_complex(receptor, ligand, pocket_cutoff=POCKET_CUTOFF, values=None):
+    """Complexes of one receptor (a PDB or PDBQT file) with the poses in `ligand` (an SD file;
+    each molecule in it is one complex). `values`: name -> one label per pose, optional."""
+    from rdkit import Chem
+
+    elements, residues, xyz = _receptor_atoms(receptor)
+    poses = [m for m in Chem.SDMolSupplier(str(ligand), removeHs=True)]
+    if any(m is None for m in poses) or not poses:
+        raise ValueError(f"RDKit could not read every molecule of {ligand}; expected an SD "
+                         "file with 3-D poses")
+    pocket = {"element": elements, "xyz": xyz, "residue": residues}
+    names = [m.GetProp("_Name") if m.HasProp("_Name") else "" for m in poses]
+    return complexes_from_atoms(
+        [([a.GetSymbol() for a in m.GetAtoms()], m.GetConformer().GetPositions()) for m in poses],
+        [pocket] * len(poses), values=values, coords={"ligand": np.asarray(names)},
+        pocket_cutoff=pocket_cutoff)

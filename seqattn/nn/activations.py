@@ -4,6 +4,14 @@ from .module import Module
 
 
 class GELU(Module):
+    """The Gaussian error linear unit, x * Phi(x), elementwise, as torch.nn.GELU.
+
+    Parameters
+    ----------
+    approximate : str, default 'none'
+        ``"none"`` for the exact function (with erf), ``"tanh"`` for the tanh approximation.
+    """
+
     def __init__(self, approximate="none"):
         super().__init__()
         self.approximate = approximate
@@ -13,11 +21,21 @@ class GELU(Module):
 
 
 class ReLU(Module):
+    """max(x, 0), elementwise, as torch.nn.ReLU."""
+
+    def __init__(self):
+        super().__init__()
+
     def forward(self, x):
         return autodiff.relu(x)
 
 
 class SiLU(Module):
+    """x * sigmoid(x) (the swish), elementwise, as torch.nn.SiLU."""
+
+    def __init__(self):
+        super().__init__()
+
     def forward(self, x):
         return autodiff.silu(x)
 

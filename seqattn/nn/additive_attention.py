@@ -12,11 +12,25 @@ from .parameter import Parameter
 
 
 class AdditiveAttention(Module):
-    """query (B, N, query_dim), key (B, M, key_dim), value (B, M, Dv) -> (B, N, Dv).
+    """Additive (Bahdanau) attention, ``score(q, k) = v^T tanh(W_q q + W_k k + b)``, one head.
 
-    The scores come from the additive-score kernel; the masked softmax and the weighted sum are
-    the fused attention operator's, fed the scores as an additive bias with zero queries and keys
-    (one head), so masks mean what they mean in ``seqattn.attention``.
+    query (B, N, query_dim), key (B, M, key_dim), value (B, M, Dv) -> (B, N, Dv). The scores
+    come from the additive-score kernel; the masked softmax and the weighted sum are the fused
+    attention operator's, so masks mean what they mean in :func:`seqattn.attention`.
+
+    Parameters
+    ----------
+    query_dim : int
+        Width of the queries.
+    key_dim : int
+        Width of the keys.
+    hidden_dim : int
+        Width of the hidden layer the queries and keys are projected to.
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial weights. One Generator shared by a model's modules makes the whole
+        model reproducible from one seed; None draws fresh entropy.
     """
 
     def __init__(self, query_dim, key_dim, hidden_dim, dtype=np.float32, seed=None):

@@ -14,6 +14,16 @@ from .placement import moved
 
 
 class KeyValueCache:
+    """The keys and values of the positions decoded so far, so that each new position costs
+    one token's work (used by :func:`seqattn.models.generate` and ``rollout``).
+
+    Parameters
+    ----------
+    max_len : int, optional
+        Positions a self-attention cache holds; None for a memory (cross-attention) cache,
+        which holds the encoder's keys and values once.
+    """
+
     def __init__(self, max_len=None):
         """``max_len`` positions of self-attention, or None for a memory (cross-attention)
         cache."""

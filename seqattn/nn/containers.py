@@ -3,7 +3,14 @@ from .module import Module
 
 
 class ModuleList(Module):
-    """A list of modules named "0", "1", ... (torch's ``layers.0.``), run by its owner."""
+    """A list of modules, named "0", "1", ... in the state dict (torch's ``layers.0.``); the
+    module that owns it decides how to run them.
+
+    Parameters
+    ----------
+    modules : iterable of Module, default ()
+        The modules, in order.
+    """
 
     def __init__(self, modules=()):
         super().__init__()
@@ -21,7 +28,13 @@ class ModuleList(Module):
 
 
 class Sequential(ModuleList):
-    """Modules applied in order; submodules are named "0", "1", ... as in torch.nn.Sequential."""
+    """Modules applied one after the other, named "0", "1", ... as in torch.nn.Sequential.
+
+    Parameters
+    ----------
+    *modules : Module
+        The modules, in the order they run.
+    """
 
     def __init__(self, *modules):
         super().__init__(modules)
@@ -33,7 +46,13 @@ class Sequential(ModuleList):
 
 
 class Residual(Module):
-    """y = x + inner(x); the gradient flows through both branches and is summed."""
+    """``y = x + inner(x)``; the gradient flows through both branches and is summed.
+
+    Parameters
+    ----------
+    inner : Module
+        The branch added to its input; its output has the input's shape.
+    """
 
     def __init__(self, inner):
         super().__init__()

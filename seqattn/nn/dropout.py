@@ -7,8 +7,19 @@ SEED_LIMIT = 2**63  # seeds are non-negative int64 values for the kernels
 
 
 class Dropout(Module):
-    """Each forward draws a fresh mask seed from the module's generator; the backward reuses it,
-    so the mask is recomputed rather than stored (see ``seqattn.ops.dropout``)."""
+    """Zeroes each element with probability ``p`` in training and scales the rest by
+    1 / (1 - p); the identity in evaluation mode.
+
+    Each forward draws a fresh mask seed from the module's generator; the backward reuses it,
+    so the mask is recomputed rather than stored (see :func:`seqattn.ops.dropout`).
+
+    Parameters
+    ----------
+    p : float, default 0.5
+        Probability of zeroing an element.
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the masks; None draws fresh entropy.
+    """
 
     def __init__(self, p=0.5, seed=None):
         super().__init__()

@@ -9,6 +9,26 @@ from .parameter import Parameter
 
 
 class Embedding(Module):
+    """A table of learnable vectors looked up by integer id, as torch.nn.Embedding.
+
+    ids (B, N) (any integer dtype) -> (B, N, embedding_dim); ``weight`` is (num_embeddings,
+    embedding_dim), drawn from N(0, 1) as torch does.
+
+    Parameters
+    ----------
+    num_embeddings : int
+        Number of ids (the vocabulary size).
+    embedding_dim : int
+        Width of each vector.
+    padding_idx : int, optional
+        An id whose vector starts at zero and receives no gradient (padding).
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial weights. One Generator shared by a model's modules makes the whole
+        model reproducible from one seed; None draws fresh entropy.
+    """
+
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=np.float32,
                  seed=None):
         super().__init__()

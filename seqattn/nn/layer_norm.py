@@ -7,6 +7,23 @@ from .parameter import Parameter
 
 
 class LayerNorm(Module):
+    """Layer normalization over the last dim, as torch.nn.LayerNorm.
+
+    x (..., E) is centred and scaled to unit variance along its last dim, then multiplied by
+    ``weight`` (E,) (initially ones) and shifted by ``bias`` (E,) (initially zeros).
+
+    Parameters
+    ----------
+    normalized_shape : int
+        E, the size of the last dim.
+    eps : float, default 1e-5
+        Added to the variance before the square root.
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : object, default None
+        Unused (the initial weights are constant); accepted so that every layer takes it.
+    """
+
     def __init__(self, normalized_shape, eps=1e-5, dtype=np.float32, seed=None):
         super().__init__()
         self.normalized_shape = int(normalized_shape)

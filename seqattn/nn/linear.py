@@ -8,7 +8,26 @@ from .parameter import Parameter
 
 
 class Linear(Module):
-    """x (..., in_features) -> (..., out_features); weight (out, in), bias (out,)."""
+    """A linear layer, ``y = x W^T + b``, with torch.nn.Linear's names, shapes and init.
+
+    Maps x (..., in_features) to (..., out_features). ``weight`` is (out_features,
+    in_features) and ``bias`` (out_features,), both drawn from U(-1/sqrt(in_features),
+    1/sqrt(in_features)) as torch does.
+
+    Parameters
+    ----------
+    in_features : int
+        Size of the last dim of the input.
+    out_features : int
+        Size of the last dim of the output.
+    bias : bool, default True
+        Whether to add a learnable bias.
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial weights. One Generator shared by a model's modules makes the whole
+        model reproducible from one seed; None draws fresh entropy.
+    """
 
     def __init__(self, in_features, out_features, bias=True, dtype=np.float32, seed=None):
         super().__init__()

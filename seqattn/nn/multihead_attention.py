@@ -15,18 +15,47 @@ from .parameter import Parameter
 
 
 class MultiheadAttention(Module):
-    """Shapes: query (B, N, E), key (B, M, kdim), value (B, M, vdim) -> out (B, N, E).
+    """Multi-head attention on the fused attention operator, with torch.nn.MultiheadAttention's
+    parameter names.
 
-    ``dropout`` must be 0: the fused attention operator never forms the attention matrix, so
-    there is nothing to drop (the Transformer layers still drop their residual branches).
-    ``rotary`` (a :class:`RotaryEmbedding`) rotates queries and keys by their positions;
-    ``alibi_slopes`` (H,) adds ALiBi's linear distance penalty per head; ``distance_bias`` (a
-    :class:`DistanceBiasTable`) and ``pair_bias`` (a :class:`PairBiasTable`) add learnable
-    structured biases, read from the ``structure`` passed to forward; ``window`` (left, right)
-    lets query i attend to keys i - left .. i + right only (local attention).
-    ``deterministic`` (default True): the backward gives the same bits every run; False lets
-    the GPU add dq with atomics, faster but not bit-reproducible (see
-    :func:`seqattn.ops.attention_backward`; the CPU is deterministic either way).
+    Shapes: query (B, N, E), key (B, M, kdim), value (B, M, vdim) -> out (B, N, E). The N x M
+    matrix of attention weights is never stored, so memory is O(N + M) per batch and head.
+
+    Parameters
+    ----------
+    embed_dim : int
+        Width E of the queries and of the output.
+    num_heads : int
+        Heads H; ``embed_dim`` must be a multiple of it.
+    dropout : float, default 0.0
+        Must be 0: the fused operator never forms the attention matrix, so there is nothing to
+        drop (the Transformer layers still drop their residual branches).
+    bias : bool, default True
+        Whether the input and output projections have biases.
+    kdim : int, optional
+        Width of the keys (default ``embed_dim``).
+    vdim : int, optional
+        Width of the values (default ``embed_dim``).
+    rotary : RotaryEmbedding, optional
+        Rotates queries and keys by their positions.
+    alibi_slopes : array (H,), optional
+        ALiBi's linear distance penalty per head.
+    distance_bias : DistanceBiasTable, optional
+        A learnable function of the distance between tokens, added to the scores; read from
+        the ``structure`` passed to forward.
+    pair_bias : PairBiasTable, optional
+        A learnable bias per pair code (graph hops, edge types, relative offsets).
+    window : tuple of int, optional
+        ``(left, right)``: query i attends to keys i - left .. i + right only.
+    deterministic : bool, default True
+        The backward gives the same bits every run; False lets the GPU add dq with atomics,
+        faster but not bit-reproducible (the CPU is deterministic either way; see
+        :func:`seqattn.ops.attention_backward`).
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial weights. One Generator shared by a model's modules makes the whole
+        model reproducible from one seed; None draws fresh entropy.
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,

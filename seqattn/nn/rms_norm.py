@@ -7,7 +7,21 @@ from .parameter import Parameter
 
 
 class RMSNorm(Module):
-    """eps defaults to 1e-6 (torch's default of None means the dtype's machine epsilon)."""
+    """Root-mean-square normalization over the last dim (as in LLaMA): x (..., E) divided by
+    its root mean square along E, times ``weight`` (E,), with no centring and no bias.
+
+    Parameters
+    ----------
+    normalized_shape : int
+        E, the size of the last dim.
+    eps : float, default 1e-6
+        Added to the mean square before the square root (torch's default of None means the
+        dtype's machine epsilon; seqattn fixes it).
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : object, default None
+        Unused (the initial weights are ones); accepted so that every layer takes it.
+    """
 
     def __init__(self, normalized_shape, eps=1e-6, dtype=np.float32, seed=None):
         super().__init__()

@@ -21,12 +21,28 @@ from .placement import moved
 
 @dataclass
 class Structure:
-    """What the structured biases read, per batch. ``positions`` (B, N, 3) of the queries and
-    ``key_positions`` (B, M, 3) of the keys (None: the same tokens); ``types`` (B, N) and
-    ``key_types`` (B, M) small integers (atom or node types); ``cell`` (B, 3, 3) or (3, 3)
-    periodic lattice vectors as rows; ``pair_codes`` (B, N, M) or (N, M) int8/16/32 (hops,
-    edge types; negative = not connected, hidden); ``query_index`` (B, N) / ``key_index``
-    (B, M) integer positions for relative codes (default: the token order)."""
+    """What the structured attention biases read, per batch: positions, types, cells and pair
+    codes. The adapters for molecules and graphs put one in every batch (``Batch.structure``).
+
+    Parameters
+    ----------
+    positions : array (B, N, 3), optional
+        Positions of the query tokens (atoms).
+    key_positions : array (B, M, 3), optional
+        Positions of the key tokens; None when the keys are the queries.
+    types : int array (B, N), optional
+        Small integer types of the query tokens (elements, node types).
+    key_types : int array (B, M), optional
+        Types of the key tokens; None when the keys are the queries.
+    cell : array (B, 3, 3) or (3, 3), optional
+        Periodic lattice vectors as rows, for minimum-image distances.
+    pair_codes : int8, int16 or int32 array (B, N, M) or (N, M), optional
+        A code per pair (graph hops, edge types); negative means not connected (hidden).
+    query_index : int array (B, N), optional
+        Positions of the queries for relative codes (default: the token order).
+    key_index : int array (B, M), optional
+        Positions of the keys for relative codes (default: the token order).
+    """
 
     positions: object = None
     key_positions: object = None
@@ -71,9 +87,35 @@ def structure_argument(model, structure, accepted):
 
 
 class DistanceBiasTable(Module):
-    """f_h(d): per-head values at ``bins`` equally spaced distances on [0, ``r_max``], linearly
-    interpolated (constant beyond r_max); one table per type pair with ``num_types``. Keys
-    farther than ``cutoff`` are hidden; ``smooth_cutoff`` fades weights to zero at it."""
+    """A learnable function of distance added to attention scores: f_h(d) per head h, for
+    atoms and other tokens with positions.
+
+    The table holds per-head values at ``bins`` equally spaced distances on [0, ``r_max``],
+    linearly interpolated (constant beyond ``r_max``). The distances come from the
+    :class:`Structure` passed to the attention layer.
+
+    Parameters
+    ----------
+    num_heads : int
+        Heads H of the attention it feeds.
+    bins : int, default 32
+        Distances the table holds values at.
+    r_max : float, default 5.0
+        The largest distance in the table (the positions' units, e.g. Angstrom).
+    num_types : int, optional
+        With it, one table per pair of token types (elements), read from
+        ``Structure.types``.
+    cutoff : float, optional
+        Keys farther than this are hidden.
+    smooth_cutoff : bool, default False
+        Fade the attention weights to zero at ``cutoff``, so outputs stay continuous as tokens
+        cross it.
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial weights. One Generator shared by a model's modules makes the whole
+        model reproducible from one seed; None draws fresh entropy.
+    """
 
     def __init__(self, num_heads, bins=32, r_max=5.0, num_types=None, cutoff=None,
                  smooth_cutoff=False, dtype=np.float32, seed=None):
@@ -100,9 +142,26 @@ class DistanceBiasTable(Module):
 
 
 class PairBiasTable(Module):
-    """table[h, code]: a learnable bias per head and pair code (``num_codes`` codes). With
-    ``max_offset`` R the code is the clipped relative position j - i (2 R + 1 codes, nothing
-    N x M stored); otherwise ``Structure.pair_codes`` gives it."""
+    """A learnable bias per head and pair code, ``table[h, code]``, added to attention scores.
+
+    The codes come from ``Structure.pair_codes`` (graph hop distances, edge types) or, with
+    ``max_offset`` R, are the clipped relative position j - i (2 R + 1 codes, nothing N x M
+    stored).
+
+    Parameters
+    ----------
+    num_heads : int
+        Heads H of the attention it feeds.
+    num_codes : int, optional
+        Number of pair codes, when the structure gives them.
+    max_offset : int, optional
+        R, for relative-position codes instead.
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial weights. One Generator shared by a model's modules makes the whole
+        model reproducible from one seed; None draws fresh entropy.
+    """
 
     def __init__(self, num_heads, num_codes=None, max_offset=None, dtype=np.float32, seed=None):
         super().__init__()

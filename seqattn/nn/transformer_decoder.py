@@ -7,8 +7,20 @@ from .module import Module
 
 
 class TransformerDecoder(Module):
-    """``num_layers`` deep copies of ``decoder_layer``; backward returns (dtgt, dmemory) with the
-    memory gradients of all layers summed (memory is used by every layer)."""
+    """A stack of ``num_layers`` copies of a decoder layer, optionally followed by a norm.
+
+    tgt (B, N, E), memory (B, M, E) -> (B, N, E). ``backward`` returns (dtgt, dmemory), the
+    memory gradients of all layers summed (every layer reads the memory).
+
+    Parameters
+    ----------
+    decoder_layer : TransformerDecoderLayer
+        The layer to copy.
+    num_layers : int
+        How many copies.
+    norm : Module, optional
+        Applied to the last layer's output.
+    """
 
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()

@@ -14,8 +14,42 @@ from .placement import check_tokens
 
 
 class TransformerDecoderLayer(Module):
-    """Post-norm or pre-norm (``norm_first``), dropout, ``rotary`` and ``alibi_slopes`` (of the
-    self-attention) as in :class:`TransformerEncoderLayer`."""
+    """One Transformer decoder layer (causal self-attention, cross-attention to the encoder's
+    memory, a feed-forward block), with torch.nn.TransformerDecoderLayer's names.
+
+    tgt (B, N, E), memory (B, M, E) -> (B, N, E). Post-norm or pre-norm (``norm_first``) and
+    dropout as in :class:`TransformerEncoderLayer`.
+
+    Parameters
+    ----------
+    d_model : int
+        Width E of the tokens.
+    nhead : int
+        Attention heads; ``d_model`` must be a multiple of it.
+    dim_feedforward : int, default 2048
+        Width of the feed-forward block's hidden layer.
+    dropout : float, default 0.1
+        Dropout on the feed-forward hidden layer and on the residual branches, in training.
+    activation : str, default 'relu'
+        The feed-forward activation: ``"relu"``, ``"gelu"`` or ``"silu"``.
+    layer_norm_eps : float, default 1e-5
+        The layer norms' epsilon.
+    batch_first : bool, default True
+        Must be True: tokens are (B, N, E) (accepted for torch's signature).
+    norm_first : bool, default False
+        Pre-norm (normalize before each sub-block) instead of torch's default post-norm.
+    bias : bool, default True
+        Whether the linear layers have biases.
+    rotary : RotaryEmbedding, optional
+        Rotary position embedding applied to the self-attention's queries and keys.
+    alibi_slopes : array (H,), optional
+        ALiBi's linear distance penalty per head, in the self-attention.
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial weights. One Generator shared by a model's modules makes the whole
+        model reproducible from one seed; None draws fresh entropy.
+    """
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,

@@ -7,8 +7,20 @@ from .module import Module
 
 
 class TransformerEncoder(Module):
-    """``num_layers`` deep copies of ``encoder_layer`` (identical initial weights, as in torch;
-    each copy's dropout draws its own masks)."""
+    """A stack of ``num_layers`` copies of an encoder layer, optionally followed by a norm.
+
+    src (B, N, E) -> (B, N, E). The copies are deep copies (identical initial weights, as in
+    torch); each copy's dropout draws its own masks.
+
+    Parameters
+    ----------
+    encoder_layer : TransformerEncoderLayer
+        The layer to copy.
+    num_layers : int
+        How many copies.
+    norm : Module, optional
+        Applied to the last layer's output (a :class:`LayerNorm` for pre-norm stacks).
+    """
 
     def __init__(self, encoder_layer, num_layers, norm=None):
         super().__init__()

@@ -13,10 +13,48 @@ from .placement import check_tokens
 
 
 class TransformerEncoderLayer(Module):
-    """Post-norm (``norm_first=False``, torch's default) or pre-norm. Dropout applies to the
-    feed-forward hidden layer and to both residual branches; attention weights are not dropped
-    (see :class:`MultiheadAttention`). ``rotary``, ``alibi_slopes``, ``distance_bias``,
-    ``pair_bias`` and ``window`` go to the self-attention, as there."""
+    """One Transformer encoder layer (self-attention and a feed-forward block, each with a
+    residual connection and a layer norm), with torch.nn.TransformerEncoderLayer's names.
+
+    src (B, N, E) -> (B, N, E). Post-norm (``norm_first=False``, torch's default) or pre-norm.
+    Attention weights are not dropped (see :class:`MultiheadAttention`).
+
+    Parameters
+    ----------
+    d_model : int
+        Width E of the tokens.
+    nhead : int
+        Attention heads; ``d_model`` must be a multiple of it.
+    dim_feedforward : int, default 2048
+        Width of the feed-forward block's hidden layer.
+    dropout : float, default 0.1
+        Dropout on the feed-forward hidden layer and on the residual branches, in training.
+    activation : str, default 'relu'
+        The feed-forward activation: ``"relu"``, ``"gelu"`` or ``"silu"``.
+    layer_norm_eps : float, default 1e-5
+        The layer norms' epsilon.
+    batch_first : bool, default True
+        Must be True: tokens are (B, N, E) (accepted for torch's signature).
+    norm_first : bool, default False
+        Pre-norm (normalize before each sub-block) instead of torch's default post-norm.
+    bias : bool, default True
+        Whether the linear layers have biases.
+    rotary : RotaryEmbedding, optional
+        Rotary position embedding applied to the self-attention's queries and keys.
+    alibi_slopes : array (H,), optional
+        ALiBi's linear distance penalty per head, in the self-attention.
+    distance_bias : DistanceBiasTable, optional
+        Passed to the self-attention (structured bias from distances).
+    pair_bias : PairBiasTable, optional
+        Passed to the self-attention (structured bias from pair codes).
+    window : tuple of int, optional
+        ``(left, right)`` local attention, passed to the self-attention.
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial weights. One Generator shared by a model's modules makes the whole
+        model reproducible from one seed; None draws fresh entropy.
+    """
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,

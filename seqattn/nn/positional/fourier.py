@@ -19,9 +19,25 @@ def unit_sphere(lat_deg, lon_deg):
 
 
 class FourierFeatures(Module):
-    """coords (..., in_dims) -> (..., 2 * num_frequencies). ``scale`` is the standard deviation
-    of the frequencies in cycles per coordinate unit. B is fixed (a buffer drawn from the seed,
-    which the saved config keeps), so there is nothing to learn and no backward."""
+    """Random Fourier features of coordinates: coords (..., in_dims) -> (..., 2 *
+    num_frequencies), the sines and cosines of ``2 pi coords B`` for a fixed random matrix B.
+
+    B is a buffer drawn from the seed (which the saved config keeps), so there is nothing to
+    learn and no backward.
+
+    Parameters
+    ----------
+    in_dims : int
+        Number of coordinates per token.
+    num_frequencies : int
+        Columns of B; the output has twice as many features.
+    scale : float, default 1.0
+        Standard deviation of the frequencies, in cycles per coordinate unit.
+    dtype : NumPy float type, default numpy.float32
+        Type of B and of the features.
+    seed : int, numpy.random.Generator or None, default None
+        Seed of B; None draws fresh entropy.
+    """
 
     def __init__(self, in_dims, num_frequencies, scale=1.0, dtype=np.float32, seed=None):
         super().__init__()

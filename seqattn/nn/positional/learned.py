@@ -7,7 +7,22 @@ from ..parameter import Parameter
 
 
 class LearnedPositionalEmbedding(Module):
-    """weight (max_len, E), N(0, 0.02) as in GPT-2; tokens (B, N, E) with N <= max_len."""
+    """A learned vector per position, added to tokens (B, N, E) with N <= ``max_len``.
+
+    ``weight`` (max_len, E) starts from N(0, 0.02), as in GPT-2.
+
+    Parameters
+    ----------
+    max_len : int
+        The longest sequence.
+    dim : int
+        E, the width of the tokens.
+    dtype : NumPy float type, default numpy.float32
+        Type of the parameters and of the activations they produce (float32 or float64).
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial weights. One Generator shared by a model's modules makes the whole
+        model reproducible from one seed; None draws fresh entropy.
+    """
 
     def __init__(self, max_len, dim, dtype=np.float32, seed=None):
         super().__init__()

@@ -9,10 +9,20 @@ from ..placement import moved
 
 
 class RotaryEmbedding(Module):
-    """Rotates feature pairs (j, j + D/2) of token n by n * base^(-2j/D) (rotate-half layout).
+    """Rotary position embedding (RoPE): rotates feature pairs (j, j + D/2) of the token at
+    position n by the angle n * base^(-2j/D) (the rotate-half layout).
 
     Stateless apart from cached angle tables; ``MultiheadAttention(rotary=...)`` calls
-    :meth:`rotate` on q and k.
+    :meth:`rotate` on the queries and keys, so their dot products depend on relative positions.
+
+    Parameters
+    ----------
+    head_dim : int
+        D, the width of each head; must be even.
+    base : float, default 10000.0
+        Base of the angles' geometric sequence.
+    dtype : NumPy float type, default numpy.float32
+        Type of the angle tables.
     """
 
     def __init__(self, head_dim, base=10000.0, dtype=np.float32):

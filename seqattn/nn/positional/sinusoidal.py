@@ -22,8 +22,15 @@ def sinusoidal_table(positions, dim, max_wavelength=MAX_WAVELENGTH):
 class PositionalTable(Module):
     """Adds a fixed (N, E) table to tokens (B, N, E): sinusoidal, grid or any precomputed one.
 
-    The table is a buffer (moves with ``.to()``, not in the state dict), a constant for the
-    gradient.
+    The table is a buffer (it moves with ``.to()`` and is not in the state dict) and a
+    constant for the gradient. The tokens must have the table's N.
+
+    Parameters
+    ----------
+    table : array (N, E)
+        The values added to each sequence's tokens.
+    dtype : NumPy float type, default numpy.float32
+        Type the table is stored in.
     """
 
     def __init__(self, table, dtype=np.float32):

@@ -17,6 +17,8 @@ they are). The scores are taken over the whole set at once, not averaged over ba
   (mean of prediction - target), ``r2`` (1 - squared error over the targets' variance), and
   ``rmse_skill`` (1 - rmse / the best baseline's rmse, per lead), each per ``by`` dim the
   decoded targets have (default: ``lead``). Several target variables get a ``target`` dim.
+  A value that two batches both put back (overlapping windows in different batches) counts
+  once for each.
 * classes: scored on the class indices of the labelled samples (tokens), the class names being
   the ``class`` coordinate: ``accuracy``, ``balanced_accuracy``, ``log_loss``, ``auroc`` (the
   positive class's probability for two classes, else the mean one-vs-rest AUROC over the
@@ -132,15 +134,19 @@ def _value_scores(adapter, batches, outputs, metrics, by):
     for i, batch in enumerate(batches):
         decoded_truth = adapter.decode(batch, _known_targets(batch, outputs[MODEL][i]))
         variables = [v for v in decoded_truth.data_vars if decoded_truth[v].dtype.kind == "f"]
+        # a batch decodes onto the whole source (NaN where it has no sample): keep its rows
+        rows = {}
         for v in variables:
             keep[v] = tuple(d for d in by if d in decoded_truth[v].dims)
             coords[v] = {d: decoded_truth[v][d].values for d in keep[v] if d in
                          decoded_truth[v].coords}
-            truth.setdefault(v, []).append(_rows(decoded_truth[v], keep[v]))
+            target = _rows(decoded_truth[v], keep[v])
+            rows[v] = np.isfinite(target).reshape(len(target), -1).any(axis=1)
+            truth.setdefault(v, []).append(target[rows[v]])
         for name, values in outputs.items():
             decoded = adapter.decode(batch, values[i])
             for v in variables:
-                predicted[name].setdefault(v, []).append(_rows(decoded[v], keep[v]))
+                predicted[name].setdefault(v, []).append(_rows(decoded[v], keep[v])[rows[v]])
     per_variable = {}
     for v in truth:
         target = np.concatenate(truth[v])

@@ -1,8 +1,11 @@
-"""Whether differentiable ops are being recorded, and whether a module's forward is running.
+"""Whether differentiable ops are being recorded, whether a module's forward is running, and
+which modules run in a mode of their own here.
 
-Both are context-local (``contextvars``), so threads and notebooks' async cells do not leak the
-state into one another. Recording is on by default; ``no_grad()`` and modules in ``eval()`` mode
-switch it off, and then ops record nothing and keep nothing for a backward pass.
+All three are context-local (``contextvars``), so threads and notebooks' async cells do not
+leak the state into one another. Recording is on by default; ``no_grad()`` and modules in
+``eval()`` mode switch it off, and then ops record nothing and keep nothing for a backward pass.
+``modes(modules, training)`` sets the mode of some modules for this thread (or task) only:
+predict runs a model in evaluation mode that way while ``fit`` trains it in another thread.
 """
 import contextlib
 import contextvars
@@ -48,3 +51,22 @@ def forward_scope():
         yield
     finally:
         _forward_depth.reset(token)
+
+
+_modes = contextvars.ContextVar("seqattn_modes", default={})
+
+
+def mode_here(module):
+    """The mode ``modes`` set for ``module`` in this context (True: training), or None."""
+    return _modes.get().get(id(module))
+
+
+@contextlib.contextmanager
+def modes(modules, training):
+    """Run ``modules`` in training mode (``training``) or evaluation mode, in this context
+    only, for the duration of the block; other threads keep the modes they see."""
+    token = _modes.set({**_modes.get(), **{id(m): bool(training) for m in modules}})
+    try:
+        yield
+    finally:
+        _modes.reset(token)

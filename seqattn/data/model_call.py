@@ -14,9 +14,11 @@ predict without the structure. An object with a
 ``predict`` method of that signature works too, and is preferred over ``__call__``.
 
 A model with training and evaluation modes (``.training``, ``.eval()``, ``.train(mode)``: every
-seqattn model) runs in evaluation mode and gets its own mode back afterwards. The switch is
-guarded by one lock per process, so chunks predicted on several threads never run one shared
-model in the other's mode; models without modes run concurrently.
+seqattn model) runs in evaluation mode and gets its own mode back afterwards. A seqattn module
+is switched for the predicting thread only (``module.mode(False)``), so predicting never changes
+the mode that ``fit`` trains it in on another thread; other models' switch is guarded by one
+lock per process, so chunks predicted on several threads never run one shared model in the
+other's mode; models without modes run concurrently.
 """
 import threading
 from contextlib import contextmanager
@@ -24,6 +26,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..nn.call_arguments import takes_keyword
+from ..nn.module import Module
 from ..nn.structured_bias import structure_argument
 
 _MODE_LOCK = threading.RLock()
@@ -54,6 +57,10 @@ def evaluation_mode(model):
     """Run the block with `model` in evaluation mode, then give it back its own mode."""
     if not has_modes(model):
         yield
+        return
+    if isinstance(model, Module):  # its mode for this thread only: fit may train it meanwhile
+        with model.mode(False):
+            yield
         return
     with _MODE_LOCK:
         was_training = bool(model.training)

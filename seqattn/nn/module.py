@@ -8,15 +8,23 @@ array inputs) and adds each parameter's gradient into ``param.grad``. In ``eval(
 ``autodiff.no_grad()`` nothing is recorded. Attributes holding a :class:`Parameter` or a
 :class:`Module` are registered under their attribute names, which follow torch.nn so that state
 dicts move between the two.
+
+Threads: each thread keeps its own last recorded call, so a forward in one thread never
+replaces what another thread's backward needs. ``train()`` and ``eval()`` set the mode for every
+thread; ``with module.mode(False):`` sets it for the calling thread only (predict uses it, so a
+model can predict in one thread while ``fit`` trains it in another).
 """
 import inspect
+import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
 
 from .. import ops
 from ..autodiff import Tensor, backward as run_backward
-from ..autodiff.recording import forward_scope, inside_forward, is_recording, recording
+from ..autodiff.recording import (forward_scope, inside_forward, is_recording, mode_here, modes,
+                                  recording)
 from ..backend import CPU, device_of, is_device_array
 from .parameter import Parameter
 from .placement import cast, check_same_device, moved
@@ -38,8 +46,7 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
-        object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_recorded", None)
+        object.__setattr__(self, "_training", True)
 
     def __setattr__(self, name, value):
         if isinstance(value, Parameter):
@@ -81,7 +88,7 @@ class Module:
             bound.arguments[name] = leaf(value)
         with forward_scope(), recording(record):
             out = self.forward(*bound.args, **bound.kwargs)
-        object.__setattr__(self, "_recorded", (list(leaves.values()), out) if record else None)
+        _records()[self] = (list(leaves.values()), out) if record else _NOT_RECORDED
         return _as_arrays(out)
 
     def forward(self, *args, **kwargs):
@@ -92,12 +99,18 @@ class Module:
         first output only for modules returning (out, weights)). Returns dLoss/d the float array
         argument (a tuple for several, in forward's parameter order; one gradient for an array
         passed twice); parameter gradients are added into ``.grad``."""
-        if self._recorded is None:
-            raise RuntimeError(f"{type(self).__name__}.backward needs a forward in training mode "
-                               "first (call .train() before the forward pass), and one backward "
-                               "per forward")
-        inputs, out = self._recorded
-        object.__setattr__(self, "_recorded", None)
+        recorded = _records().pop(self, None)
+        if recorded is None or recorded is _NOT_RECORDED:
+            last = ("the last forward in this thread ran in evaluation mode or no_grad, and "
+                    "recorded nothing" if recorded is _NOT_RECORDED else
+                    "this thread has run no forward since the last backward, eval() or to()")
+            raise RuntimeError(
+                f"{type(self).__name__}.backward needs a forward in training mode first, in the "
+                f"same thread, and one backward per forward: {last}. Call .train() before the "
+                "forward pass; if another thread calls .eval() on this model meanwhile (eval() "
+                "is for every thread), have it use `with model.mode(False):` instead, as "
+                "seqattn.predict does, or give it a copy (copy.deepcopy(model))")
+        inputs, out = recorded
         outputs = [t for t in _flat_tensors(out)][:len(douts)]
         grads = run_backward(outputs, douts, inputs)
         grads = [g.data if isinstance(g, Tensor) else g for g in grads]
@@ -129,15 +142,32 @@ class Module:
         for p in self.parameters():
             ops.fill(p.grad, 0.0)
 
+    @property
+    def training(self):
+        """Training mode (True) or evaluation mode, as this thread sees it."""
+        here = mode_here(self)
+        return self._training if here is None else here
+
+    @training.setter
+    def training(self, mode):
+        object.__setattr__(self, "_training", bool(mode))
+
     def train(self, mode=True):
+        """Set training mode (or evaluation mode, ``mode=False``) for every thread."""
         for _, module in self.named_modules():
-            object.__setattr__(module, "training", bool(mode))
+            object.__setattr__(module, "_training", bool(mode))
             if not mode:
-                object.__setattr__(module, "_recorded", None)
+                _records().pop(module, None)
         return self
 
     def eval(self):
         return self.train(False)
+
+    def mode(self, training):
+        """``with model.mode(False):`` runs the block with this module and its submodules in
+        evaluation mode (``True``: training mode) in the calling thread only; other threads
+        keep theirs."""
+        return modes([m for _, m in self.named_modules()], training)
 
     # -- devices and dtypes ----------------------------------------------------------------
 
@@ -157,7 +187,7 @@ class Module:
     def to(self, device=None, dtype=None):
         """Move every parameter, gradient and buffer to ``device`` and/or cast to ``dtype``."""
         for _, module in self.named_modules():
-            object.__setattr__(module, "_recorded", None)
+            _records().pop(module, None)
             for p in module._parameters.values():
                 for attr in ("data", "grad"):
                     x = getattr(p, attr)
@@ -203,6 +233,18 @@ class Module:
         config = ", ".join(f"{k}={v!r}" for k, v in self._config.items()
                            if not isinstance(v, (Module, np.random.Generator)))
         return f"{type(self).__name__}({config})"
+
+
+# Each thread's last training-mode call per module, kept until its backward; a thread's
+# records go with the thread, a module's with the module.
+_thread = threading.local()
+_NOT_RECORDED = object()  # the last call here ran without recording
+
+
+def _records():
+    if not hasattr(_thread, "records"):
+        _thread.records = weakref.WeakKeyDictionary()
+    return _thread.records
 
 
 def _is_float_array(x):

@@ -30,8 +30,14 @@ def split_docstring(path):
     if not doc:
         raise ValueError(f"{path} has no docstring: the gallery page is made from it")
     first = tree.body[0]
-    title, _, body = doc.partition("\n")
-    return title.strip(), body.strip("\n"), first.end_lineno + 1
+    # The title is the first sentence of the first paragraph (which may wrap over lines);
+    # the rest of that paragraph opens the page's text.
+    paragraph, _, rest = doc.partition("\n\n")
+    paragraph = " ".join(line.strip() for line in paragraph.splitlines())
+    end = paragraph.find(". ")
+    title, lead = (paragraph, "") if end < 0 else (paragraph[:end], paragraph[end + 2:])
+    body = "\n\n".join(part for part in (lead, rest.strip("\n")) if part)
+    return title.rstrip(".").strip(), body, first.end_lineno + 1
 
 
 def underline(text, char):

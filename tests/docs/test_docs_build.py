@@ -12,15 +12,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sphinx")
-pytest.importorskip("numpydoc")
-pytest.importorskip("pydata_sphinx_theme")
-pytest.importorskip("myst_parser")
-
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 sys.path.insert(0, str(DOCS / "_ext"))
+sys.path.insert(0, str(DOCS))
 
 import api_pages  # noqa: E402  (docs/_ext, on the path just above)
+import check_site  # noqa: E402  (docs/check_site.py)
 
 
 def sphinx_build(source, out, *extra):
@@ -43,6 +40,27 @@ def test_the_site_builds_with_warnings_as_errors(built_site):
     for page in ("index.html", "user_guide/index.html", "gallery/index.html",
                  "api/index.html", "changelog.html", "design/design.html"):
         assert (built_site / page).stat().st_size > 0, page
+
+
+def test_the_pages_a_reader_opens_have_no_broken_links_or_images(built_site):
+    """docs/check_site.py's checks without the browser: the front page, a user-guide page, a
+    gallery page and an API page link only to files and anchors that exist, and every image
+    they show decodes."""
+    pages = check_site.pick_pages(built_site)
+    assert len(pages) == 4
+    problems = [problem for page in pages for problem in check_site.check_page(page)]
+    assert problems == []
+
+
+def test_the_site_check_finds_a_broken_link_and_a_missing_image(tmp_path):
+    page = tmp_path / "page.html"
+    (tmp_path / "there.html").write_text('<h1 id="top">there</h1>')
+    page.write_text('<a href="there.html#top">ok</a> <a href="there.html#nowhere">anchor</a> '
+                    '<a href="gone.html">gone</a> <img src="missing.png">')
+    problems = check_site.check_page(page)
+    assert len(problems) == 3, problems
+    assert any("gone.html" in p for p in problems) and any("missing.png" in p for p in problems)
+    assert any("#nowhere" in p for p in problems)
 
 
 def test_every_public_name_has_an_api_page(built_site):

@@ -34,11 +34,11 @@ from .tokens import TokenFeatures
 
 
 def _reads_bases(batch):
-    try:
-        codes = bases(batch)
-    except ValueError:
+    """Whether `batch`'s tokens are single-base ids (GenomeAdapter(k=1, tokens="ids"))."""
+    tokens = np.asarray(batch.tokens)
+    if tokens.dtype.kind not in "iu" or tokens.ndim != 2 or tokens.max(initial=0) > 4:
         return False
-    return bool((codes >= 0).any())
+    return bool((bases(batch) >= 0).any())
 
 
 def for_batch(batch):
@@ -57,7 +57,7 @@ def for_batch(batch):
     found = [PooledFeatures(), NearestNeighbour()]
     if getattr(structure, "types", None) is not None:
         found.append(ElementCounts())
-    if _reads_bases(batch) and np.asarray(batch.tokens).dtype.kind in "iu":
+    if _reads_bases(batch):
         found.append(KmerCounts())
     return found
 

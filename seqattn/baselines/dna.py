@@ -1,7 +1,7 @@
 """DNA: logistic (or ridge) regression on k-mer frequencies, k chosen on validation.
 
 Reads single-base tokens, as the genome adapter makes them with ``k=1``: ids (B, N) with
-A, C, G, T = 0-3 (any other id is an unknown base), or one-hot rows (B, N, 4 or 5), the first
+A, C, G, T = 0-3 (4 is an unknown base; a larger id means k-mer tokens, refused), or one-hot rows (B, N, 4 or 5), the first
 four columns A, C, G, T. A k-mer is k consecutive tokens that are all known bases and not
 padding; its id is ``sum(base_j * 4 ** (k - 1 - j))``, the adapter's own numbering. With
 ``strand_symmetric`` a k-mer and its reverse complement count as one. The features are each
@@ -22,6 +22,10 @@ def bases(batch):
     """(B, N) base codes 0-3, UNKNOWN where the token is not a known base or is padding."""
     tokens = np.asarray(batch.tokens)
     if tokens.dtype.kind in "iu" and tokens.ndim == 2:
+        if tokens.max(initial=0) > 4:
+            raise ValueError(f"token ids run up to {tokens.max()}; k-mer counts read single "
+                             "bases (ids 0-4, GenomeAdapter(k=1)). For k-mer ids, "
+                             "PooledFeatures counts the ids themselves")
         codes = np.where((tokens >= 0) & (tokens < 4), tokens, UNKNOWN)
     elif tokens.dtype.kind == "f" and tokens.ndim == 3 and tokens.shape[2] in (4, 5):
         one = tokens[..., :4]

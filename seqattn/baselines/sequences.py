@@ -3,7 +3,8 @@
 Pooled features of every input channel over the tokens that are not padding: the mean (the
 function class of the task model's linear path, ``SequenceModelConfig(linear=True)``), and with
 ``statistics=("mean", "std", "min", "max")`` (the default) the spread and extremes too, plus the
-number of tokens. Integer ids are pooled as one-hot rows, so their mean is the ids' frequencies.
+number of tokens. Integer ids are pooled as one-hot rows, so their mean is the ids' frequencies
+(for ids the default pools the frequencies and the number of tokens only).
 :class:`NearestNeighbour` predicts the target of the closest training sample (Euclidean, on the
 standardized flattened inputs when every sample has the same number of tokens, else on the pooled
 features), with the number of neighbours chosen on validation.
@@ -19,7 +20,8 @@ NEIGHBOURS = (1, 3, 5, 9)
 
 
 def pooled(inputs, key_padding_mask, statistics):
-    """(B, N, F) inputs -> (B, F * len(statistics) [+ 1]) over the unpadded tokens."""
+    """(B, N, F) inputs -> (B, F * len(statistics) [+ 1]) over the unpadded tokens; every
+    statistic but a lone "mean" adds the number of tokens ("count" adds only that)."""
     present = ~np.asarray(key_padding_mask)
     count = np.maximum(present.sum(axis=1), 1)[:, None]
     weights = present[..., None]
@@ -32,7 +34,7 @@ def pooled(inputs, key_padding_mask, statistics):
         columns["min"] = np.where(weights, inputs, np.inf).min(axis=1)
     if "max" in statistics:
         columns["max"] = np.where(weights, inputs, -np.inf).max(axis=1)
-    out = [columns[s] for s in statistics]
+    out = [columns[s] for s in statistics if s != "count"]
     if statistics != ("mean",):
         out.append(present.sum(axis=1)[:, None].astype(np.float64))
     features = np.concatenate(out, axis=1)
@@ -53,8 +55,12 @@ class PooledFeatures(LinearBaseline):
         self.vocab_size = vocab_size_of(train)
 
     def features(self, batch):
-        return pooled(token_inputs(batch, self.vocab_size), batch.key_padding_mask,
-                      self.statistics)
+        # ids: the one-hot rows' spread and extremes are functions of their mean (the ids'
+        # frequencies), so the mean and the number of tokens say it all
+        statistics = self.statistics
+        if self.vocab_size is not None and statistics != ("mean",):
+            statistics = ("mean", "count")
+        return pooled(token_inputs(batch, self.vocab_size), batch.key_padding_mask, statistics)
 
 
 class NearestNeighbour(Baseline):

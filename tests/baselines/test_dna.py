@@ -1,6 +1,7 @@
 """k-mer counts from single-base tokens: ids pinned by hand, strand symmetry, unknown bases
 skipped, and k chosen on validation."""
 import numpy as np
+import pytest
 
 from baseline_batches import batch
 from seqattn.baselines import KmerCounts
@@ -52,3 +53,9 @@ def test_kmer_size_is_chosen_on_validation():
     assert fitted.name == "4-mer logistic"
     assert accuracy(fitted, test) > 0.9
     assert accuracy(KmerCounts(kmer_sizes=(2,)).fit([train], [validation]), test) < 0.8
+
+
+def test_kmer_ids_are_not_read_as_bases():
+    kmers = batch(np.array([[0, 4000, 17]]), [0])
+    with pytest.raises(ValueError, match="token ids run up to 4000"):
+        bases(kmers)

@@ -71,3 +71,11 @@ def test_a_per_token_task_is_refused_by_nearest_neighbour():
     tokens = RNG.normal(size=(4, 3, 1))
     with pytest.raises(ValueError, match="per token"):
         NearestNeighbour().fit([batch(tokens, tokens)], [batch(tokens, tokens)])
+
+
+def test_ids_are_pooled_as_their_frequencies_and_count():
+    ids = np.array([[0, 2, 2, 1], [1, 1, 1, 1]])
+    padding = np.array([[False, False, False, True], [False, False, False, False]])
+    data = batch(ids, [0, 1], key_padding_mask=padding)
+    fitted = PooledFeatures().fit([data], [data])
+    np.testing.assert_allclose(fitted.features(data), [[1 / 3, 0, 2 / 3, 3], [0, 1, 0, 4]])

@@ -9,10 +9,12 @@ medium theory, a many-body physical model shipped with ASE: ``pip install ase``)
   and rattled positions;
 * periodic 2 x 2 x 2 fcc supercells (32 atoms) likewise strained and rattled.
 
-The model (:class:`seqattn.models.MoleculeModel`) reads the structures through
-:class:`seqattn.adapters.MoleculeAdapter` (Dataset from :func:`seqattn.adapters.from_ase`),
-trains with :class:`seqattn.train.EnergyForceLoss` (forces = -dE/dx; their loss's gradient by
-force matching) and predicts onto the Dataset with ``adapter.predict``. Its cutoff (3.4 A) must
+The model (:class:`seqattn.models.MoleculeModel`, built from ``adapter.model_config``) reads
+the structures through :class:`seqattn.adapters.MoleculeAdapter` (Dataset from
+:func:`seqattn.readers.from_ase`; the adapter fitted on the training structures with the
+targets ``{"energy": "energy", "forces": "forces"}``), trains with
+:class:`seqattn.train.EnergyForceLoss` (forces = -dE/dx; their loss's gradient by force
+matching) and predicts onto the Dataset with ``seqattn.predict``. Its cutoff (3.4 A) must
 stay below half the supercells' smallest lattice-plane spacing (minimum image). It trains in
 two stages: ``epochs`` with energies and forces weighted alike (in the adapter's units, where
 the force term dominates and shapes the representation), then ``late_epochs`` with the energy
@@ -71,8 +73,10 @@ from pathlib import Path
 
 import numpy as np
 
-from seqattn.adapters import MoleculeAdapter, from_ase
-from seqattn.models import MoleculeModel, MoleculeModelConfig
+import seqattn
+from seqattn.adapters import MoleculeAdapter
+from seqattn.models import build
+from seqattn.readers import from_ase
 from seqattn.train import AdamW, EarlyStopping, EnergyForceLoss, WarmupCosine, fit
 
 LATTICE = {29: 3.61, 79: 4.08}  # Angstrom, fcc Cu and Au
@@ -290,16 +294,15 @@ def train_model(config, ds, parts, progress):
     (forces shape the representation first, energies are refined last). Each stage keeps its
     best epoch on the validation loss of its own weighting. Returns (model, adapter, the
     stages' histories)."""
-    adapter = MoleculeAdapter(energy="energy", forces="forces").fit(
-        ds.isel(molecule=parts["train"]))
-    model = MoleculeModel(MoleculeModelConfig(
-        **adapter.model_sizes(), d_model=config.d_model, nhead=config.nhead,
-        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward, bins=config.bins,
-        r_max=config.r_max, cutoff=config.cutoff, seed=config.seed))
-    batches = adapter.batches(ds.isel(molecule=parts["train"]), batch_size=config.batch_size,
-                              seed=config.seed)
-    validation = adapter.batches(ds.isel(molecule=parts["validation"]),
-                                 batch_size=config.batch_size, shuffle=False)
+    adapter = MoleculeAdapter().fit(ds, targets={"energy": "energy", "forces": "forces"},
+                                    where=parts["train"])
+    model = build(adapter.model_config(
+        d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
+        dim_feedforward=config.dim_feedforward, bins=config.bins, r_max=config.r_max,
+        cutoff=config.cutoff, seed=config.seed))
+    batches = adapter.batches(ds, where=parts["train"], batch_size=config.batch_size,
+                              shuffle=True, seed=config.seed)
+    validation = adapter.batches(ds, where=parts["validation"], batch_size=config.batch_size)
     histories = []
     stages = [(config.epochs, config.energy_weight, config.lr)]
     if config.late_epochs:
@@ -366,7 +369,7 @@ def main(argv=None, config=None, progress=True):
         baselines[name] = ([p[0] for p in predicted], [p[1] for p in predicted], chosen)
 
     model, adapter, histories = train_model(config, ds, parts, progress)
-    out_ds = adapter.predict(model, ds.isel(molecule=parts["test"]))
+    out_ds = seqattn.predict(model, ds.isel(molecule=parts["test"]), adapter)
     model_e = out_ds["energy"].values
     model_f = [out_ds["forces"].values[k, :len(a)] for k, a in enumerate(test)]
 

@@ -7,13 +7,17 @@ alchemical simulations) is not used. The seqattn path:
 
     SMILES -> from_smiles (RDKit's ETKDG conformers, seeded; heavy atoms with six atom
     features: formal charge, aromaticity, hydrogen count, degree, ring membership,
-    hybridisation) -> molecule Dataset -> MoleculeAdapter (atoms as tokens: a one-hot element
-    and the features, normalized on the training molecules; the target less a per-element
-    reference fitted by least squares) -> MoleculeModel (pre-norm attention layers whose scores
+    hybridisation) -> molecule Dataset -> MoleculeAdapter fitted on the training molecules with
+    the free energy declared extensive (atoms as tokens: a one-hot element and the features,
+    normalized; the target less a per-element reference fitted by least squares) ->
+    build(adapter.model_config(...)): a MoleculeModel (pre-norm attention layers whose scores
     carry a learned function of distance per element pair and head, with a smooth cutoff; the
-    free energy a sum over atoms) -> fit (the per-atom MSE of EnergyForceLoss on the free energy
-    alone, AdamW, warmup-cosine, early stopping on the validation molecules) ->
-    adapter.predict: the free energy back on the test Dataset's molecule dim, in kcal/mol.
+    free energy a sum over atoms) -> fit (PropertyLoss: the MSE of the free energy per atom,
+    AdamW, warmup-cosine, early stopping on the validation molecules) -> seqattn.predict: the
+    free energy back on the test Dataset's molecule dim, in kcal/mol.
+
+A hydration free energy is declared extensive, a sum of atoms' contributions, as group-additivity
+schemes treat it: the model's per-element references then start from those contributions.
 
 With a cutoff of 2.2 Angstrom an atom sees mainly the atoms bonded to it (in these conformers
 5,362 of the 5,385 bonds are shorter than 2.0 Angstrom, the longest, C-I, 2.15; 33 non-bonded
@@ -43,9 +47,11 @@ import numpy as np
 import pandas as pd
 from sklearn.linear_model import Ridge
 
-from seqattn.adapters import MoleculeAdapter, from_smiles
-from seqattn.models import MoleculeModel, MoleculeModelConfig
-from seqattn.train import AdamW, EarlyStopping, EnergyForceLoss, WarmupCosine, fit
+import seqattn
+from seqattn.adapters import MoleculeAdapter
+from seqattn.models import build
+from seqattn.readers import from_smiles
+from seqattn.train import AdamW, EarlyStopping, PropertyLoss, WarmupCosine, fit
 
 TARGET = "hydration_free_energy"  # kcal/mol
 ATOM_FEATURES = ("formal_charge", "aromatic", "hydrogens", "degree", "ring", "hybridization")
@@ -133,23 +139,24 @@ def baselines(train, validation, test, config):
 def train_model(train, validation, cutoff, config):
     """The MoleculeAdapter (fitted on the training molecules) and a MoleculeModel trained on
     the free energy alone (no forces: a free energy is not a potential energy surface)."""
-    adapter = MoleculeAdapter(targets=[TARGET], atom_features=list(ATOM_FEATURES)).fit(train)
-    model = MoleculeModel(MoleculeModelConfig(
-        **adapter.model_sizes(), d_model=config.d_model, nhead=config.nhead,
-        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward, bins=config.bins,
-        r_max=config.r_max, cutoff=cutoff, seed=config.seed))
-    steps = config.epochs * -(-train.sizes["molecule"] // config.batch_size)
-    fit(model, EnergyForceLoss(energy_weight=1.0, forces_weight=0.0, atoms_weight=0.0),
-        AdamW(model, lr=config.lr, weight_decay=0.01),
-        adapter.batches(train, batch_size=config.batch_size, seed=config.seed),
-        validation=adapter.batches(validation, batch_size=config.batch_size, shuffle=False),
+    adapter = MoleculeAdapter(atom_features=list(ATOM_FEATURES)).fit(
+        train, targets={TARGET: "extensive"})
+    model = build(adapter.model_config(
+        d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
+        dim_feedforward=config.dim_feedforward, bins=config.bins, r_max=config.r_max,
+        cutoff=cutoff, seed=config.seed))
+    batches = adapter.batches(train, batch_size=config.batch_size, shuffle=True,
+                              seed=config.seed)
+    steps = config.epochs * len(batches)
+    fit(model, PropertyLoss(), AdamW(model, lr=config.lr, weight_decay=0.01), batches,
+        validation=adapter.batches(validation, batch_size=config.batch_size),
         epochs=config.epochs, schedule=WarmupCosine(config.lr, steps // 20, steps),
         early_stopping=EarlyStopping(patience=config.patience), progress=False)
     return model, adapter
 
 
 def model_rmse(model, adapter, ds):
-    return rmse(adapter.predict(model, ds, batch_size=64)[TARGET].values, ds)
+    return rmse(seqattn.predict(model, ds, adapter)[TARGET].values, ds)
 
 
 def main(argv=None):

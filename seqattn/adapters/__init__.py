@@ -10,7 +10,9 @@
 * :class:`GenomeAdapter` DNA as base or k-mer tokens (:mod:`.genome`: FASTA, variants,
   in-silico mutagenesis).
 * :class:`MoleculeAdapter` molecules and periodic structures as atom tokens with their
-  structure (positions, types, cells) for distance-aware attention; :func:`from_ase`.
+  structure (positions, types, cells) for distance-aware attention; its readers
+  (:func:`from_ase`, :func:`from_rdkit`, :func:`from_smiles`, SD and SMILES files) live in
+  :mod:`seqattn.readers` and are re-exported here.
 * :class:`GraphAdapter` graphs as node tokens with pair codes (hops, edge types), predictions
   back per node or per graph.
 * :func:`from_rdkit` / :func:`from_smiles` RDKit molecules (ETKDG conformers when they have
@@ -20,19 +22,21 @@
 from . import accessor  # noqa: F401  (registers ds.seqattn)
 from ..data.batch import Batch, Placement, Template
 from ..data.batching import BatchIterator
+from .complex import ComplexAdapter
 from .forecast import ForecastWindows, TargetPutBack
 from .frame_features import LogMel
 from .genome import GenomeAdapter
 from .graph import GraphAdapter, GraphBatches
 from .grid import GridAdapter
-from .molecule import MoleculeAdapter, MoleculeBatches, from_ase
+from .molecule import MoleculeAdapter, MoleculeBatches
 from ..data.normalize import Normalizer
 from .predict import predict
+from ..readers.ase import from_ase  # re-exported: it lived here before 0.2
 from ..readers.rdkit_molecules import from_rdkit, from_smiles
 from .signal import SignalAdapter
 from ..data.stitch import PutBack, Stitcher
 
-__all__ = ["Batch", "BatchIterator", "ForecastWindows", "GenomeAdapter", "GraphAdapter",
+__all__ = ["Batch", "BatchIterator", "ComplexAdapter", "ForecastWindows", "GenomeAdapter", "GraphAdapter",
            "GraphBatches", "GridAdapter", "LogMel", "MoleculeAdapter", "MoleculeBatches",
            "Normalizer", "Placement", "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack",
            "Template", "from_ase", "from_rdkit", "from_smiles", "predict"]

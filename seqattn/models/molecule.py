@@ -1,8 +1,9 @@
 """A molecule model: atoms as tokens, attention whose scores carry a learnable bias per pair of
 atom types as a function of their distance (with a cutoff, minimum image in periodic cells),
-per-atom outputs (N -> N) and per-structure outputs summed over atoms (N -> 1, extensive like
-an energy). Forces are minus the gradient of the energy (structure output 0) with respect to
-the positions, from a backward pass through the attention kernels' position gradients.
+per-atom outputs (N -> N) and per-structure outputs (N -> 1) summed over atoms (extensive, like
+an energy) or averaged (intensive, like a solubility or a class's logits). Forces are minus the
+gradient of the energy (structure output 0) with respect to the positions, from a backward
+pass through the attention kernels' position gradients.
 
 Softmax attention averages: over neighbours that all look alike (a pure Cu cluster) it gives
 the same result however many there are, so it cannot tell a surface atom from a bulk one. Each
@@ -39,9 +40,12 @@ from ..nn.placement import moved
 class MoleculeModelConfig:
     """``num_types`` atom types (elements); tokens of ``in_features`` features (default: a
     one-hot row per type, as :class:`seqattn.adapters.MoleculeAdapter` makes them; its
-    ``model_sizes()`` gives these first five fields). ``structure_outputs`` per-structure
-    values summed over atoms (the first is the energy when ``forces``), ``atom_outputs``
-    per-atom values.
+    ``model_config(**options)`` fills the sizes). ``structure_outputs`` per-structure values,
+    each pooled over the atoms as ``structure_pooling`` says (``"sum"``: extensive, the default
+    for all; ``"mean"``: intensive), the first the energy when ``forces``;
+    ``structure_classes`` the number of classes of each per-structure class target (their
+    logits averaged over atoms); ``atom_outputs`` per-atom values and ``atom_classes`` the
+    classes of each per-atom class target.
 
     Each of the ``num_layers`` pre-norm encoder layers owns a distance table per type pair and
     head: ``bins`` values on [0, ``r_max``] Angstrom, linearly interpolated; keys beyond
@@ -55,6 +59,9 @@ class MoleculeModelConfig:
     in_features: int = None
     structure_outputs: int = 1
     atom_outputs: int = 0
+    structure_pooling: tuple = None
+    structure_classes: tuple = ()
+    atom_classes: tuple = ()
     forces: bool = True
     d_model: int = 64
     nhead: int = 4
@@ -69,15 +76,38 @@ class MoleculeModelConfig:
     dtype: str = "float32"
     seed: int = 0
 
+    def pooling(self):
+        """'sum' or 'mean' for every structure output (values, then the classes' logits)."""
+        values = ("sum",) * self.structure_outputs if self.structure_pooling is None else \
+            tuple(self.structure_pooling)
+        return values + ("mean",) * sum(self.structure_classes)
+
     def check(self):
         for name in ("num_types", "d_model", "nhead", "num_layers", "dim_feedforward", "bins"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.structure_outputs < 0 or self.atom_outputs < 0 or \
-                self.structure_outputs + self.atom_outputs == 0:
-            raise ValueError(f"structure_outputs = {self.structure_outputs} and atom_outputs = "
-                             f"{self.atom_outputs}: the model needs at least one output")
+                self.structure_outputs + self.atom_outputs + len(self.structure_classes) + \
+                len(self.atom_classes) == 0:
+            raise ValueError(f"structure_outputs = {self.structure_outputs}, atom_outputs = "
+                             f"{self.atom_outputs} and no classes: the model needs at least one "
+                             "output")
+        for name in ("structure_classes", "atom_classes"):
+            value = getattr(self, name)
+            if not all(isinstance(c, (int, np.integer)) and c >= 2 for c in value):
+                raise ValueError(f"{name} = {value!r}; expected a number of classes (>= 2) per "
+                                 "class target")
+        pooling = self.pooling()[:self.structure_outputs]
+        if self.structure_pooling is not None and (
+                len(self.structure_pooling) != self.structure_outputs
+                or not set(pooling) <= {"sum", "mean"}):
+            raise ValueError(f"structure_pooling = {self.structure_pooling!r}; expected 'sum' "
+                             f"or 'mean' for each of the {self.structure_outputs} structure "
+                             "outputs (or None: all 'sum')")
+        if self.forces and self.structure_outputs and pooling[0] != "sum":
+            raise ValueError("forces=True derives forces from structure output 0, the energy, "
+                             "which is extensive: its structure_pooling must be 'sum'")
         if self.forces and self.structure_outputs < 1:
             raise ValueError("forces=True derives forces from an energy: give "
                              "structure_outputs >= 1 (output 0 is the energy)")
@@ -151,8 +181,9 @@ def plane_spacings(cell):
 
 class MoleculeModel(Module):
     """tokens (B, N, F) and a :class:`Structure` (positions (B, N, 3), types (B, N), cell) ->
-    (per-structure outputs (B, structure_outputs), per-atom outputs (B, N, atom_outputs) or
-    None). :meth:`predict` adds the forces (B, N, 3) = -d(output 0)/d positions."""
+    (per-structure outputs (B, structure_outputs + sum(structure_classes)), per-atom outputs
+    (B, N, atom_outputs + sum(atom_classes)) or None: values first, then the classes' logits).
+    :meth:`predict` splits them and adds the forces (B, N, 3) = -d(output 0)/d positions."""
 
     def __init__(self, config):
         super().__init__()
@@ -169,10 +200,12 @@ class MoleculeModel(Module):
             for _ in range(config.num_layers)])
         self._decay_with_distance()
         self.norm = LayerNorm(config.d_model, dtype=dtype)
-        self.structure_head = (Linear(config.d_model, config.structure_outputs, dtype=dtype,
-                                      seed=rng) if config.structure_outputs else None)
-        self.atom_head = (Linear(config.d_model, config.atom_outputs, dtype=dtype, seed=rng)
-                          if config.atom_outputs else None)
+        structure_width = config.structure_outputs + sum(config.structure_classes)
+        atom_width = config.atom_outputs + sum(config.atom_classes)
+        self.structure_head = (Linear(config.d_model, structure_width, dtype=dtype, seed=rng)
+                               if structure_width else None)
+        self.atom_head = (Linear(config.d_model, atom_width, dtype=dtype, seed=rng)
+                          if atom_width else None)
 
     def _decay_with_distance(self):
         """Start the distance tables (on top of their small random start) with each head's
@@ -210,7 +243,7 @@ class MoleculeModel(Module):
 
     def forward(self, inputs, key_padding_mask=None, structure=None):
         """inputs (B, N, F), key_padding_mask (B, N) bool (True = padding) -> (structure
-        outputs (B, S) summed over the unpadded atoms, atom outputs (B, N, A) or None)."""
+        outputs (B, S) pooled over the unpadded atoms, atom outputs (B, N, A) or None)."""
         B, N = (int(s) for s in inputs.shape[:2])
         self._check_structure(structure, (B, N))
         x = self.embed(inputs)
@@ -222,7 +255,10 @@ class MoleculeModel(Module):
         if self.structure_head is not None:
             real = np.ones((B, N), bool) if key_padding_mask is None else \
                 ~np.asarray(moved(autodiff.unwrap(key_padding_mask), CPU))
-            weight = np.broadcast_to(real[..., None], (B, N, self.config.structure_outputs))
+            mean = np.array([p == "mean" for p in self.config.pooling()])
+            # a mean is the sum with each real atom weighted 1 / (the structure's atoms)
+            atoms = np.maximum(real.sum(axis=1), 1)[:, None, None]
+            weight = np.where(mean, real[..., None] / atoms, real[..., None])
             weight = moved(np.ascontiguousarray(weight, self.dtype), self.device)
             per_structure = (self.structure_head(x) * weight).sum(axis=1)
         atoms = None if self.atom_head is None else self.atom_head(x)
@@ -284,15 +320,44 @@ class MoleculeModel(Module):
                 mask = None if key_padding_mask is None else \
                     moved(np.asarray(key_padding_mask), self.device)
                 per_structure, atoms = self(tokens, mask, structure=structure)
-            out = {"structure": None if per_structure is None else moved(per_structure, CPU),
-                   "atoms": None if atoms is None else moved(atoms, CPU)}
-            return {k: v for k, v in out.items() if v is not None}
+            return self.named_outputs(*(None if t is None else moved(t, CPU)
+                                        for t in (per_structure, atoms)))
         (per_structure, atoms), gradient = self.differentiate(
             inputs, key_padding_mask, structure, self.energy_gradient, parameters=False)
-        out = {"structure": per_structure, "forces": -gradient}
+        return {**self.named_outputs(per_structure, atoms), "forces": -gradient}
+
+    def named_outputs(self, per_structure, atoms):
+        """forward's (structure, atom) outputs as predict's dict: ``"structure"`` (B, S) and
+        ``"structure_logits"`` (B, sum of structure_classes), ``"atoms"`` (B, N, A) and
+        ``"atom_logits"``, the keys of the outputs the config has."""
+        config = self.config
+        out = {}
+        if per_structure is not None:
+            S = config.structure_outputs
+            out["structure"], out["structure_logits"] = per_structure[:, :S], per_structure[:, S:]
         if atoms is not None:
-            out["atoms"] = atoms
-        return out
+            A = config.atom_outputs
+            out["atoms"], out["atom_logits"] = atoms[..., :A], atoms[..., A:]
+        present = {"structure": config.structure_outputs, "atoms": config.atom_outputs,
+                   "structure_logits": sum(config.structure_classes),
+                   "atom_logits": sum(config.atom_classes)}
+        return {k: v for k, v in out.items() if present[k]}
+
+    def output_gradients(self, gradients, like):
+        """The gradient of forward's (structure, atom) outputs from one per key of
+        :meth:`named_outputs` (a dict; a missing key is zero), `like` forward's outputs."""
+        joined = []
+        for output, keys in zip(like, (("structure", "structure_logits"),
+                                       ("atoms", "atom_logits"))):
+            if output is None or not any(k in gradients for k in keys):
+                joined.append(None)
+                continue
+            parts = self.named_outputs(*((output, None) if keys[0] == "structure"
+                                         else (None, output)))
+            joined.append(np.concatenate([np.asarray(gradients[k], np.float64) if k in gradients
+                                          else np.zeros(parts[k].shape) for k in keys
+                                          if k in parts], axis=-1))
+        return tuple(joined)
 
     @staticmethod
     def energy_gradient(per_structure, atoms, scale=1.0):

@@ -5,6 +5,7 @@ from .clipping import clip_factor, global_grad_norm
 from .distributed import DataParallel
 from .early_stopping import EarlyStopping
 from .force_matching import EnergyForceLoss
+from .property_loss import PropertyLoss
 from .fit import FitState, NonFiniteLossError, evaluate, fit
 from .losses import (BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, LatitudeWeightedMSELoss,
                      MAELoss, MSELoss)
@@ -15,6 +16,6 @@ __all__ = [
     "Adam", "AdamW", "ArrayBatches", "BCEWithLogitsLoss", "CrossEntropyLoss", "DataParallel",
     "EarlyStopping",
     "EnergyForceLoss", "FitState", "HuberLoss", "IterableBatches", "LatitudeWeightedMSELoss", "MAELoss", "MSELoss",
-    "NonFiniteLossError", "SGD", "StepDecay", "TrainingBatch", "WarmupCosine", "clip_factor",
+    "NonFiniteLossError", "PropertyLoss", "SGD", "StepDecay", "TrainingBatch", "WarmupCosine", "clip_factor",
     "evaluate", "fit", "global_grad_norm", "has_checkpoint", "load_checkpoint", "save_checkpoint",
 ]

@@ -64,11 +64,18 @@ def test_epochs_replay_and_differ(row, dataset, fitted):
 
 def test_decoding_the_targets_gives_them_back(row, dataset, fitted):
     batch = fitted.encode(dataset, where=row.test)
-    n_classes = fitted.model_config(task=row.task, **row.model_options).out_features \
-        if row.task == "classification" else None
-    decoded = fitted.decode(batch, as_outputs(batch, row.task, n_classes))
+    if row.outputs is not None:
+        outputs = row.outputs(batch)
+    else:
+        n_classes = fitted.model_config(task=row.task, **row.model_options).out_features \
+            if row.task == "classification" else None
+        outputs = as_outputs(batch, row.task, n_classes)
+    decoded = fitted.decode(batch, outputs)
     expected = fitted.select(dataset, row.test)[row.predicted]
-    got = decoded[row.predicted].transpose(*expected.dims)
+    got = decoded[row.predicted]
+    if row.view is not None:
+        got, expected = row.view(got, expected)
+    got = got.transpose(*expected.dims)
     if row.task == "classification":
         np.testing.assert_array_equal(got.values, expected.values)
     else:

@@ -1,24 +1,29 @@
 """MoleculeAdapter: the Dataset layout, batches (padding, types, cells, targets), the
 normalization round trip, decoding back onto the Dataset, epochs, storage, from_ase and the
-errors for bad structures."""
+errors for bad structures. Intensive targets and classes: test_molecule_targets.py."""
 import numpy as np
 import pytest
 import xarray as xr
 
 import seqattn
 from molecule_helpers import make_structures
-from seqattn.adapters.molecule import MoleculeAdapter, batch_cell, from_ase, _read
+from seqattn.adapters.molecule import MoleculeAdapter
+from seqattn.adapters.molecule_layout import batch_cell, gather
+from seqattn.data.protocol import NotFittedError
+from seqattn.readers import from_ase, read_structures
+
+ENERGY_FORCES = {"energy": "energy", "forces": "forces"}
 
 
-def _adapter(ds, **options):
-    options = {"energy": "energy", "forces": "forces", **options}
-    return MoleculeAdapter(**options).fit(ds)
+def _adapter(ds, targets=(), **options):
+    return MoleculeAdapter(**options).fit(ds, targets={**ENERGY_FORCES,
+                                                       **{n: "atom" for n in targets}})
 
 
 def test_a_batch_puts_real_atoms_first_with_their_types_positions_and_indices():
     ds = make_structures(pad_at=(1,))
     adapter = _adapter(ds)
-    assert adapter.elements == [1, 6, 8]
+    assert adapter.atom_types == [1, 6, 8]
     batch = adapter.encode(ds)
     z = ds["atomic_number"].values
     for m in range(ds.sizes["molecule"]):
@@ -27,7 +32,7 @@ def test_a_batch_puts_real_atoms_first_with_their_types_positions_and_indices():
         assert not batch.key_padding_mask[m, :n].any() and batch.key_padding_mask[m, n:].all()
         np.testing.assert_array_equal(batch.coords["atom"][m, :n], atoms)
         assert np.isnan(batch.coords["atom"][m, n:]).all()
-        np.testing.assert_array_equal(np.array(adapter.elements)[batch.structure.types[m, :n]],
+        np.testing.assert_array_equal(np.array(adapter.atom_types)[batch.structure.types[m, :n]],
                                       z[m, atoms])
         np.testing.assert_array_equal(batch.tokens[m, :n].argmax(-1), batch.structure.types[m, :n])
         assert (batch.tokens[m, :n].sum(-1) == 1).all() and (batch.tokens[m, n:] == 0).all()
@@ -47,23 +52,24 @@ def test_decoding_the_normalized_targets_gives_the_dataset_back():
                                      "atoms": batch.targets["atoms"],
                                      "forces": batch.targets["forces"]})
     np.testing.assert_allclose(decoded["energy"], ds["energy"].values, rtol=1e-5)
-    atoms = np.nan_to_num(batch.coords["atom"]).astype(int)
-    rows = np.arange(len(batch))[:, None]
-    real = ~batch.key_padding_mask
-    for name in ("forces", "charge"):
-        want = ds[name].values[rows, atoms]
-        np.testing.assert_allclose(decoded[name][real], want[real], rtol=1e-5, atol=1e-6)
-        assert np.isnan(decoded[name][~real]).all()
+    xr.testing.assert_equal(decoded["molecule"], ds["molecule"])
+    real = ds["atomic_number"] > 0
+    for name in ("forces", "charge"):  # back at the atoms' own places, padding inside a row
+        assert decoded[name].dims == ds[name].dims
+        np.testing.assert_allclose(decoded[name].where(real).values,
+                                   ds[name].where(real).values, rtol=1e-5, atol=1e-6)
+        assert decoded[name].where(~real).isnull().all()
+    assert decoded["energy"].attrs["units"] == "eV"
 
 
 def test_energy_references_are_fitted_per_element():
     # energy = 0.3 z + pair terms: the per-element references take most of it
     ds = make_structures(sizes=(3, 5, 2, 4, 6, 3, 5), seed=3)
     adapter = _adapter(ds)
-    reference = np.array(adapter.statistics["energy"]["reference"])
+    reference = np.array(adapter.statistics["energy"]["reference"])[:, 0]
     np.testing.assert_allclose(reference, 0.3 * np.array([1, 6, 8]), atol=0.6)
     batch = adapter.encode(ds)
-    residual = batch.targets["structure"][:, 0] * adapter.statistics["energy"]["scale"]
+    residual = batch.targets["structure"][:, 0] * adapter.statistics["energy"]["scale"][0]
     assert np.abs(residual).max() < np.abs(ds["energy"].values).max() / 3
 
 
@@ -88,16 +94,17 @@ def test_predict_puts_values_back_on_the_molecule_and_atom_dims():
     assert out["charge"].dims == ("molecule", "atom") and out["energy"].dims == ("molecule",)
     xr.testing.assert_equal(out["molecule"], ds["molecule"])
     real = ds["atomic_number"] > 0
-    scale = adapter.statistics["energy"]["scale"]
+    scale = adapter.statistics["energy"]["scale"][0]
     np.testing.assert_allclose(out["forces"].where(real).values,
                                (ds["positions"] * scale).where(real).values, rtol=1e-6)
-    reference = dict(zip(adapter.elements, adapter.statistics["energy"]["reference"]))
+    reference = dict(zip(adapter.atom_types,
+                         np.array(adapter.statistics["energy"]["reference"])[:, 0]))
     z = ds["atomic_number"].values
     want = [real.values[m].sum() * scale + sum(reference[e] for e in z[m] if e)
             for m in range(len(z))]
     np.testing.assert_allclose(out["energy"].values, want, rtol=1e-6)
     stats = adapter.normalizer.stats["charge"]
-    type_index = {e: i for i, e in enumerate(adapter.elements)}
+    type_index = {e: i for i, e in enumerate(adapter.atom_types)}
     want_charge = np.where(z > 0, np.vectorize(lambda e: type_index.get(e, 0))(z)
                            * float(stats.sel(stat="std")) + float(stats.sel(stat="mean")), np.nan)
     np.testing.assert_allclose(out["charge"].values, want_charge, rtol=1e-6)
@@ -140,9 +147,9 @@ def test_an_atom_feature_with_its_own_dims_gives_a_token_column_per_value(tmp_pa
     rng = np.random.default_rng(0)
     ds["onehot"] = (("molecule", "atom", "kind"),
                     rng.integers(0, 2, (ds.sizes["molecule"], ds.sizes["atom"], 3)).astype(float))
-    adapter = MoleculeAdapter(energy="energy", atom_features=["onehot"]).fit(ds)
+    adapter = MoleculeAdapter(atom_features=["onehot"]).fit(ds, targets={"energy": "energy"})
     batch = adapter.encode(ds)
-    assert adapter.in_features == len(adapter.elements) + 3 == batch.tokens.shape[-1]
+    assert adapter.in_features == len(adapter.atom_types) + 3 == batch.tokens.shape[-1]
     seqattn.save(adapter, tmp_path / "adapter")
     assert seqattn.load(tmp_path / "adapter").in_features == adapter.in_features
     with pytest.raises(ValueError, match="'onehot' has 2 values per atom here but 3"):
@@ -163,7 +170,7 @@ def test_clusters_and_open_axes_get_cells_whose_minimum_image_is_the_direct_one(
     pbc[2] = [True, True, False]  # a slab: periodic in x and y only
     cell[2] = [[3.5, 0, 0], [1.2, 3.1, 0], [0, 0, 0]]
     ds = ds.assign(pbc=(("molecule", "xyz"), pbc), cell=(("molecule", "cell_vector", "xyz"), cell))
-    s = _read(ds)
+    s = gather(ds)
     cells = batch_cell(s)
     np.testing.assert_array_equal(cells[0], ds["cell"].values[0])
     np.testing.assert_array_equal(cells[2][:2], cell[2][:2])
@@ -187,7 +194,9 @@ def test_clusters_and_open_axes_get_cells_whose_minimum_image_is_the_direct_one(
         ds["atomic_number"] == 0, 200)), "molecule 'm0', atom 0: atomic_number 200"),
     (lambda ds: ds.assign(positions=ds["positions"].where(
         (ds["atom"] != 1) | (ds["molecule"] != "m2"))), "molecule 'm2', atom 1 .* no position"),
-    (lambda ds: ds.assign(energy=ds["forces"]), "energy 'energy' has dims"),
+    (lambda ds: ds.assign(energy=ds["forces"]), "target 'energy' has dims .* per-structure"),
+    (lambda ds: ds.assign(forces=ds["forces"].isel(xyz=[0, 1]).rename(xyz="uv")),
+     "forces 'forces' have dims"),
     (lambda ds: ds.assign(positions=ds["positions"].where(
         (ds["atom"] != 1) | (ds["molecule"] != "m1"), ds["positions"].isel(atom=0))),
      "molecule 'm1': atoms 0 and 1 .* same place"),
@@ -204,14 +213,21 @@ def test_bad_structures_raise_naming_the_structure(break_it, match):
 
 def test_unknown_elements_and_missing_fit_raise():
     ds = make_structures()
-    with pytest.raises(RuntimeError, match="not fitted"):
-        MoleculeAdapter(energy="energy").encode(ds)
-    adapter = MoleculeAdapter(energy="energy", elements=[1, 6]).fit(
-        ds.assign(atomic_number=ds["atomic_number"].where(ds["atomic_number"] != 8, 6)))
+    for call in (lambda a: a.encode(ds), lambda a: a.batches(ds), lambda a: a.model_config(),
+                 lambda a: a.predict(None, ds), lambda a: a.num_types):
+        with pytest.raises(NotFittedError, match=r"MoleculeAdapter\.\w+ needs .* fit"):
+            call(MoleculeAdapter())
+    adapter = MoleculeAdapter(elements=[1, 6]).fit(
+        ds.assign(atomic_number=ds["atomic_number"].where(ds["atomic_number"] != 8, 6)),
+        targets={"energy": "energy"})
     with pytest.raises(ValueError, match=r"element O \(Z=8\) is unknown"):
         adapter.encode(ds)
-    with pytest.raises(ValueError, match="give energy= too"):
-        MoleculeAdapter(forces="forces")
+    with pytest.raises(ValueError, match="declares forces 'forces' but no energy"):
+        MoleculeAdapter().fit(ds, targets={"forces": "forces"})
+    with pytest.raises(TypeError, match=r"no longer takes \['energy', 'forces'\].*fit"):
+        MoleculeAdapter(energy="energy", forces="forces")
+    with pytest.raises(AttributeError, match="model_config"):
+        adapter.model_sizes()
 
 
 def test_padding_positions_may_be_anything_and_the_data_stay_as_they_were():
@@ -239,6 +255,7 @@ def test_from_ase_reads_numbers_positions_cells_energies_and_forces(tmp_path):
     plain = molecule("H2O")  # no calculator: NaN energy and forces
     ase.io.write(tmp_path / "structures.extxyz", [crystal, cluster, plain])
     ds = from_ase(ase.io.read(tmp_path / "structures.extxyz", ":"))
+    xr.testing.assert_identical(read_structures(tmp_path / "structures.extxyz"), ds)
     assert ds.sizes == {"molecule": 3, "atom": 8, "xyz": 3, "cell_vector": 3}
     np.testing.assert_array_equal(ds["atomic_number"].values[2, :3], plain.numbers)
     assert (ds["atomic_number"].values[1, 3:] == 0).all()
@@ -251,5 +268,5 @@ def test_from_ase_reads_numbers_positions_cells_energies_and_forces(tmp_path):
                                **close)
     assert np.isnan(ds["energy"].values[2]) and np.isnan(ds["forces"].values[2]).all()
     np.testing.assert_allclose(ds["forces"].values[1, :3], cluster.get_forces(), **close)
-    batch = MoleculeAdapter(energy="energy", forces="forces").fit(ds).encode(ds)
+    batch = MoleculeAdapter().fit(ds, targets=ENERGY_FORCES).encode(ds)
     assert batch.structure.cell.shape == (3, 3, 3)

@@ -122,6 +122,40 @@ def test_a_cell_too_small_for_the_cutoff_or_a_missing_structure_is_an_error():
         MoleculeModel(MoleculeModelConfig(num_types=2, structure_outputs=0, atom_outputs=1))
 
 
+def test_intensive_outputs_and_class_logits_are_means_over_the_atoms():
+    """A structure next to a far copy of itself: the summed output doubles, the averaged one
+    and the class logits (averaged too) stay; padding changes neither."""
+    model = small_model(structure_outputs=2, structure_pooling=("sum", "mean"),
+                        structure_classes=(3,), atom_classes=(2,))
+    tokens, mask, positions, types = atoms(n=4)
+    alone = run(model, tokens, mask, positions, types)
+    assert alone["structure"].shape == (1, 2) and alone["structure_logits"].shape == (1, 3)
+    assert alone["atoms"].shape == (1, 4, 1) and alone["atom_logits"].shape == (1, 4, 2)
+    far = positions + np.array([20.0, 0, 0])
+    pair = run(model, np.concatenate([tokens, tokens], 1), np.zeros((1, 8), bool),
+               np.concatenate([positions, far], 1), np.concatenate([types, types], 1))
+    np.testing.assert_allclose(pair["structure"][:, 0], 2 * alone["structure"][:, 0],
+                               rtol=1e-10)
+    np.testing.assert_allclose(pair["structure"][:, 1], alone["structure"][:, 1], rtol=1e-10)
+    np.testing.assert_allclose(pair["structure_logits"], alone["structure_logits"], rtol=1e-10)
+    padded = run(model, np.pad(tokens, ((0, 0), (0, 2), (0, 0))),
+                 np.array([[False] * 4 + [True] * 2]),
+                 np.pad(positions, ((0, 0), (0, 2), (0, 0))), np.pad(types, ((0, 0), (0, 2))))
+    np.testing.assert_allclose(padded["structure"], alone["structure"], rtol=1e-10)
+    np.testing.assert_allclose(padded["structure_logits"], alone["structure_logits"],
+                               rtol=1e-10)
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(structure_pooling=("mean",)), "the energy, which is extensive"),
+    (dict(structure_pooling=("sum", "mean")), "for each of the 1 structure outputs"),
+    (dict(structure_classes=(1,)), "structure_classes = \\(1,\\)"),
+])
+def test_bad_pooling_and_classes_are_named(options, match):
+    with pytest.raises(ValueError, match=match):
+        MoleculeModel(MoleculeModelConfig(num_types=2, **options))
+
+
 def test_without_forces_the_model_predicts_outputs_only():
     model = small_model(forces=False, structure_outputs=2, atom_outputs=3)
     tokens, mask, positions, types = atoms(n=5, B=2)

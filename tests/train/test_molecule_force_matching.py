@@ -19,8 +19,8 @@ CHECKED = ("embed.weight", "layers.0.self_attn.distance_bias.table",
 def _batch(periodic):
     ds = make_structures(sizes=(4, 3, 5), elements=(1, 8), periodic=periodic, cell_length=7.0,
                          charges=True, seed=1)
-    adapter = MoleculeAdapter(energy="energy", forces="forces", targets=["charge"],
-                              dtype="float64").fit(ds)
+    adapter = MoleculeAdapter(dtype="float64").fit(
+        ds, targets={"energy": "energy", "forces": "forces", "charge": "atom"})
     return adapter, as_training_batch(adapter.encode(ds))
 
 

@@ -25,6 +25,21 @@ def token_inputs(batch, vocab_size=None):
     return onehot
 
 
+def id_frequencies(batch, vocab_size):
+    """(B, vocab_size + 1): each sample's frequency of every id over its unpadded tokens (an id
+    at or past `vocab_size` counts in none), then its number of tokens. The mean of the
+    one-hot rows, without building them."""
+    ids = np.asarray(batch.tokens)
+    present = ~np.asarray(batch.key_padding_mask) & (ids >= 0) & (ids < vocab_size)
+    rows, cols = np.nonzero(present)
+    counts = np.zeros((len(ids), vocab_size + 1))
+    np.add.at(counts, (rows, ids[rows, cols]), 1.0)
+    tokens = (~np.asarray(batch.key_padding_mask)).sum(axis=1)
+    counts[:, :-1] /= np.maximum(tokens, 1)[:, None]
+    counts[:, -1] = tokens
+    return counts
+
+
 def vocab_size_of(batches):
     """One more than the largest id in integer-token batches (None for float tokens)."""
     tokens = [np.asarray(b.tokens) for b in batches]

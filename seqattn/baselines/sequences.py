@@ -13,15 +13,15 @@ import numpy as np
 
 from .base import Baseline, target_matrix
 from .estimators import PROBABILITY_FLOOR, log_loss, masked_mse, standardizer
-from .linear import LinearBaseline, token_inputs, vocab_size_of
+from .linear import LinearBaseline, id_frequencies, token_inputs, vocab_size_of
 
 STATISTICS = ("mean", "std", "min", "max")
 NEIGHBOURS = (1, 3, 5, 9)
 
 
 def pooled(inputs, key_padding_mask, statistics):
-    """(B, N, F) inputs -> (B, F * len(statistics) [+ 1]) over the unpadded tokens; every
-    statistic but a lone "mean" adds the number of tokens ("count" adds only that)."""
+    """(B, N, F) inputs -> (B, F * len(statistics) [+ 1]) over the unpadded tokens; anything
+    but the mean alone adds the number of tokens."""
     present = ~np.asarray(key_padding_mask)
     count = np.maximum(present.sum(axis=1), 1)[:, None]
     weights = present[..., None]
@@ -34,7 +34,7 @@ def pooled(inputs, key_padding_mask, statistics):
         columns["min"] = np.where(weights, inputs, np.inf).min(axis=1)
     if "max" in statistics:
         columns["max"] = np.where(weights, inputs, -np.inf).max(axis=1)
-    out = [columns[s] for s in statistics if s != "count"]
+    out = [columns[s] for s in statistics]
     if statistics != ("mean",):
         out.append(present.sum(axis=1)[:, None].astype(np.float64))
     features = np.concatenate(out, axis=1)
@@ -55,30 +55,35 @@ class PooledFeatures(LinearBaseline):
         self.vocab_size = vocab_size_of(train)
 
     def features(self, batch):
+        if self.vocab_size is None:
+            return pooled(token_inputs(batch), batch.key_padding_mask, self.statistics)
         # ids: the one-hot rows' spread and extremes are functions of their mean (the ids'
-        # frequencies), so the mean and the number of tokens say it all
-        statistics = self.statistics
-        if self.vocab_size is not None and statistics != ("mean",):
-            statistics = ("mean", "count")
-        return pooled(token_inputs(batch, self.vocab_size), batch.key_padding_mask, statistics)
+        # frequencies), so the frequencies and the number of tokens say it all
+        frequencies = id_frequencies(batch, self.vocab_size)
+        return frequencies[:, :-1] if self.statistics == ("mean",) else frequencies
 
 
 class NearestNeighbour(Baseline):
     """The mean target (values) or the class frequencies (classes) of the k nearest training
-    samples, k chosen on validation among ``neighbours``."""
+    samples, k chosen on validation among ``neighbours``. Samples are compared on their
+    flattened inputs up to ``max_features`` numbers (one-hot ids count one per id), else on
+    their pooled features."""
 
-    def __init__(self, neighbours=NEIGHBOURS):
-        self.neighbours = tuple(neighbours)
+    def __init__(self, neighbours=NEIGHBOURS, max_features=4096):
+        self.neighbours, self.max_features = tuple(neighbours), int(max_features)
 
     @property
     def name(self):
         return f"{self.chosen['k'] if self.chosen else 'k'}-nearest neighbour"
 
     def features(self, batch):
-        inputs = token_inputs(batch, self.vocab_size)
-        if self.flat_width is not None and inputs.shape[1] * inputs.shape[2] == self.flat_width:
-            return inputs.reshape(len(inputs), -1)
-        return pooled(inputs, batch.key_padding_mask, STATISTICS)
+        tokens = np.asarray(batch.tokens)
+        if self.flat_width is not None and tokens.shape[1] * (
+                self.vocab_size or tokens.shape[-1]) == self.flat_width:
+            return token_inputs(batch, self.vocab_size).reshape(len(tokens), -1)
+        if self.vocab_size is not None:
+            return id_frequencies(batch, self.vocab_size)
+        return pooled(token_inputs(batch), batch.key_padding_mask, STATISTICS)
 
     def rows(self, batches):
         X = np.concatenate([self.features(b) for b in batches])
@@ -93,8 +98,8 @@ class NearestNeighbour(Baseline):
                              "are per token")
         self.vocab_size = vocab_size_of(train)
         widths = {np.asarray(b.tokens).shape[1] for b in train + validation}
-        sample = token_inputs(train[0], self.vocab_size)
-        self.flat_width = sample.shape[1] * sample.shape[2] if len(widths) == 1 else None
+        width = widths.pop() * (self.vocab_size or np.asarray(train[0].tokens).shape[-1])
+        self.flat_width = width if not widths and width <= self.max_features else None
         X, Y, known = self.rows(train)
         keep = known if known.ndim == 1 else known.any(axis=1)
         self.X, self.Y, self.known = X[keep], Y[keep], known[keep]

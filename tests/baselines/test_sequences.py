@@ -79,3 +79,11 @@ def test_ids_are_pooled_as_their_frequencies_and_count():
     data = batch(ids, [0, 1], key_padding_mask=padding)
     fitted = PooledFeatures().fit([data], [data])
     np.testing.assert_allclose(fitted.features(data), [[1 / 3, 0, 2 / 3, 3], [0, 1, 0, 4]])
+
+
+def test_nearest_neighbour_pools_inputs_too_wide_to_flatten():
+    tokens = RNG.normal(size=(30, 10, 3))
+    data = batch(tokens, np.arange(30) % 2)
+    assert NearestNeighbour().fit([data], [data]).features(data).shape == (30, 30)
+    narrow = NearestNeighbour(max_features=20).fit([data], [data])
+    assert narrow.features(data).shape == (30, 13), "mean, std, min, max of 3 inputs, count"

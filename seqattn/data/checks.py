@@ -2,7 +2,7 @@
 dim or variable and says what was expected."""
 import numpy as np
 
-from .coords import is_label
+from .coords import as_float, is_cftime, is_label
 
 
 def require_variables(ds, variables, role="variable"):
@@ -27,7 +27,7 @@ def require_monotonic(ds, dim):
     values = np.asarray(ds[dim].values)
     if is_label(values):
         return
-    step = np.diff(values)
+    step = np.diff(as_float(values) if is_cftime(values) else values)
     zero = step.dtype.type(0)
     if not (np.all(step > zero) or np.all(step < zero)):
         raise ValueError(f"coordinate {dim!r} is not monotonic; sort it first "

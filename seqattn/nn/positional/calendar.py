@@ -5,11 +5,12 @@ SECONDS_PER_DAY = 86400.0
 DAYS_PER_YEAR = 365.2425  # the mean Gregorian year, so the yearly phase does not drift
 
 
-def calendar_phases(seconds):
-    """(..., 2) fractions in [0, 1): the time of day and the time of year."""
+def calendar_phases(seconds, days_per_year=DAYS_PER_YEAR):
+    """(..., 2) fractions in [0, 1): the time of day and the time of year (``days_per_year``:
+    360 or 365 for the 360_day and noleap calendars of climate models)."""
     seconds = np.asarray(seconds, dtype=np.float64)
     day = (seconds % SECONDS_PER_DAY) / SECONDS_PER_DAY
-    year = (seconds / SECONDS_PER_DAY % DAYS_PER_YEAR) / DAYS_PER_YEAR
+    year = (seconds / SECONDS_PER_DAY % days_per_year) / days_per_year
     return np.stack([day, year], axis=-1)
 
 

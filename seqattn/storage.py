@@ -18,6 +18,14 @@ the class was defined, ...}``, by kind:
 A training checkpoint (``fit(checkpoint=...)``) is a module folder holding the model ``fit``
 returns, plus a ``training/`` folder for resuming (see :mod:`seqattn.train.checkpoints`).
 
+Every folder is written in one step (:func:`write_folder`): whole and flushed to disk in a
+hidden sibling (``.name.writing``), then renamed into place, the earlier folder kept beside it
+(``.name.previous``) until then; a crash leaves the old folder or the new one, never a mix.
+``"files"`` in ``seqattn.json`` holds the sha256 of every other file, and loading verifies them,
+then the weights' dtype (the one ``"dtype"`` names) and that they are finite: a changed byte, a
+cut-short file or weights from elsewhere are refused with an error naming the file. Since a
+save replaces the whole folder, one holding files seqattn did not write is refused.
+
 Arguments that JSON has no type for are tagged ``{"$type": ...}``: tuples, NumPy arrays, dtypes,
 dataclasses (task model configs), modules (a TransformerEncoder's layer) and random generators,
 stored as None (the weights file holds what they initialised). Other arguments (a function, an
@@ -412,7 +420,8 @@ def _folder_for_writing(path):
 
 def save(obj, path):
     """Store ``obj`` (a seqattn.nn.Module, a task model, an adapter, a Normalizer) in the folder
-    ``path``, created if needed; files of an earlier save there are replaced."""
+    ``path``, created if needed, in one step; the folder of an earlier save there is replaced
+    whole (a folder holding other files is refused)."""
     if isinstance(obj, Module):
         write_module(path, obj)
         return

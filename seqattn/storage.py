@@ -99,11 +99,13 @@ def sha256(data):
 
 def staging_folder(path):
     """Where a folder is written whole before it takes ``path``'s place."""
+    path = Path(os.path.abspath(path))  # "." and "run/.." have a name too
     return path.with_name(f".{path.name}.writing")
 
 
 def previous_folder(path):
     """Where ``path``'s earlier contents wait while the new ones take their place."""
+    path = Path(os.path.abspath(path))
     return path.with_name(f".{path.name}.previous")
 
 
@@ -126,7 +128,7 @@ def write_folder(path, files, description):
     are written and flushed in a sibling folder, then renamed into place; the earlier folder
     is kept beside it until the rename is done, so a crash at any point leaves either the old
     folder or the new one, whole."""
-    path = _folder_for_writing(path)
+    path = Path(os.path.abspath(_folder_for_writing(path)))
     recover_folder(path)
     staging, previous = staging_folder(path), previous_folder(path)
     shutil.rmtree(staging, ignore_errors=True)
@@ -408,13 +410,17 @@ def _folder_for_writing(path):
     if path.exists() and not path.is_dir():
         raise FileExistsError(f"{path} is a file; seqattn.save writes a folder (config and "
                               "weights): give a folder path")
+    here, absolute = Path.cwd(), Path(os.path.abspath(path))
+    if absolute == here or absolute in here.parents:
+        raise ValueError(f"{path} is the working directory (or holds it); a save replaces its "
+                         "folder whole, so give a folder of its own, e.g. 'model'")
     others = sorted(p.name for p in path.iterdir() if p.name not in OWN_ENTRIES) \
         if path.is_dir() else []
     if others:
         raise FileExistsError(f"{path} holds files seqattn did not write ({others[:5]}); a save "
                               "replaces the whole folder, so give a new or empty folder, or one "
                               "an earlier save wrote")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    absolute.parent.mkdir(parents=True, exist_ok=True)
     return path
 
 

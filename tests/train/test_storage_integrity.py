@@ -137,6 +137,16 @@ def test_a_folder_holding_other_files_is_not_replaced(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+def test_the_working_directory_is_not_replaced(tmp_path, monkeypatch):
+    (tmp_path / "inner").mkdir()
+    monkeypatch.chdir(tmp_path / "inner")
+    for folder in (".", "..", str(tmp_path)):
+        with pytest.raises(ValueError, match="is the working directory .* a folder of its own"):
+            seqattn.save(nn.Linear(2, 2), folder)
+    seqattn.save(nn.Linear(2, 2), "model/../linear")
+    assert sorted(p.name for p in (tmp_path / "inner").iterdir()) == ["linear"]
+
+
 def test_saving_again_replaces_the_folder_whole_and_leaves_nothing_beside_it(tmp_path):
     folder = _linear(tmp_path)
     seqattn.save(nn.LayerNorm(4), folder)

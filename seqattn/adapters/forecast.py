@@ -38,8 +38,8 @@ the source values back in physical units (``prediction * std + x``), so a model 
 gives persistence exactly, and a prediction needs the value it is an increment from.
 Increments grow with the lead, so a loss on them is dominated by the longest leads; with
 ``lead_scales="rms"`` each lead's increments are also divided by their root mean square over this
-Dataset's samples (one number per lead, kept in ``lead_scales`` and passed on by ``like`` and
-``to_dict``, so validation and test windows use the training data's), which weighs every lead
+training samples (one number per lead, fitted by ``fit(ds, where=train)`` and saved with the
+windows, so validation and test batches use the training data's), which weighs every lead
 alike; putting back multiplies them again. A list gives the numbers directly.
 
 A missing target is 0 in ``targets`` and False in ``target_valid``, never a silent value.
@@ -49,8 +49,9 @@ the first ``history`` steps are never initial times, and a t whose t + lead fall
 dropped for that lead (no sample is ever filled with zeros). To forecast past the end of the data,
 append the future times as NaN and put predictions back with ``mask_missing=False``.
 
-Putting back. ``predict(model)`` (one call: batches, model, put-back, lazily on dask data, see
-:mod:`seqattn.adapters.forecast_predict`), ``put_back()`` and ``decode()`` give a Dataset of the
+Putting back. ``seqattn.predict(model, ds, windows)`` (one call: batches, model, put-back,
+lazily on dask data, see :mod:`seqattn.adapters.forecast_predict`) and ``decode()`` give a
+Dataset of the
 target variables with a leading ``lead`` dim (the leads in the coordinate's units) and otherwise
 the source's coordinates, where ``time`` is the valid time (the initial time is time - lead); a
 (lead, time) no sample reaches is NaN. Overlapping frames of a signal's samples are averaged.
@@ -61,10 +62,20 @@ In memory. With ``in_memory=True`` every sample is encoded in one pass over the 
 time a batch is asked for, and batches are cut from that: much faster per batch when the samples
 fit in memory (an hourly station year: a few tens of MB), and the same batches as without it.
 
-Epochs. ``epoch(e)`` yields the batches of epoch e; with ``shuffle=True`` their order depends only
-on (``seed``, e), so a resumed training run replays an epoch exactly. Iterating the object runs
-epochs 0, 1, ... Saving: ``to_dict()`` / ``ForecastWindows.from_dict(d, ds)`` (the adapter with
-its normalizer, and every option, as JSON-able values; the data are not part of it).
+The protocol (:mod:`seqattn.data.protocol`)::
+
+    windows = ForecastWindows(GridAdapter(["t"], {"lat": 4, "lon": 4}), leads=["6h", "12h"],
+                              history=1, increments=True, lead_scales="rms")
+    windows.fit(ds, where=ds.time.dt.year < 2020)     # the adapter and the lead scales
+    batches = windows.batches(ds, where=train, batch_size=16, shuffle=True, seed=0)
+    model = build(windows.model_config(d_model=64, coordinates=["latlon", "lead"]))
+    forecast = seqattn.predict(model, ds, windows, where=test)
+
+``where`` selects initial and valid times (and other sample dims): a sample is made only when
+every step it reads or predicts is selected and they are consecutive in ``ds``, so a gap in the
+selection is never bridged and a test period is forecast from test data only. ``batches(...)``
+returns a :class:`ForecastBatches`; ``epoch(e)`` replays epoch e. ``seqattn.save(windows)``
+keeps the set-up with the adapter's statistics and the lead scales (not the data).
 """
 import dataclasses
 
@@ -73,176 +84,290 @@ import pandas as pd
 import xarray as xr
 
 from ..data.batch import Batch, Placement, Template
-from ..data.batching import check_epoch, normalized
+from ..data.batching import normalized
 from ..data.checks import require_dims, require_variables
-from ..data.coords import (as_float, even_step, require_numeric_axis, to_utc, token_coordinates,
-                     whole_steps)
-from .grid import GridAdapter
+from ..data.coords import as_float, even_step, require_numeric_axis, to_utc, token_coordinates, \
+    whole_steps
 from ..data.persistence import Persistable
+from ..data.protocol import Adapter, Batches, select_samples
+from ..data.stitch import PutBack, Stitcher
+from .forecast_predict import LEAD, predict_forecast
+from .grid import GridAdapter
 from .signal import SignalAdapter
-from ..data.stitch import PutBack
 
 HISTORY = "history"  # the channel dim that the input steps t - history .. t become
-LEAD = "lead"        # the dim that put-back predictions gain, one index per lead
 
 
-class ForecastWindows:
-    """Iterate over forecasting samples of `ds` in batches; see the module docstring.
+class ForecastWindows(Adapter, Persistable):
+    """Forecasting samples over a Dataset through `adapter`; see the module docstring.
 
-    `adapter` is a GridAdapter whose sample dims include `time_dim`, or a SignalAdapter whose
-    time dim is `time_dim`; `targets` default to its variables that have `time_dim`.
-    `batch_size=None` puts all samples in one batch; ``shuffle`` draws a new order every epoch
-    from (`seed`, epoch); ``increments`` makes the targets changes from the source cells;
-    ``in_memory`` encodes every sample once and cuts the batches from them.
+    Parameters
+    ----------
+    adapter : GridAdapter or SignalAdapter
+        A GridAdapter whose sample dims include `time_dim`, or a SignalAdapter whose time dim is
+        `time_dim`; ``fit`` fits it on the training times.
+    leads : int, str, timedelta or a list of them
+        How far ahead each target lies: steps (int) or the time coordinate's units ("6h").
+    history : int
+        Input steps before the initial time (the inputs are t - history .. t).
+    targets : list of str, optional
+        The variables to forecast (default: the adapter's variables that have `time_dim`).
+    time_dim : str
+        The time dim the forecasts step along.
+    increments : bool
+        Targets as changes from the source cells (see the module docstring).
+    lead_scales : None, "rms" or list of float
+        With increments, one scale per lead ("rms": fitted on the training samples).
+    in_memory : bool
+        Encode every sample once per batches(...) and cut batches from that.
     """
 
-    def __init__(self, ds, adapter, leads, history=0, targets=None, time_dim="time",
-                 batch_size=32, shuffle=False, seed=None, drop_last=False, increments=False,
-                 lead_scales=None, in_memory=False):
+    def __init__(self, adapter, *args, leads=None, history=0, targets=None, time_dim="time",
+                 increments=False, lead_scales=None, in_memory=False, **removed):
+        if isinstance(adapter, xr.Dataset) or args:
+            raise TypeError("ForecastWindows(ds, adapter, leads=...) is gone: build the set-up "
+                            "without data, ForecastWindows(adapter, leads=..., history=...), fit "
+                            "it with windows.fit(ds, where=train) and take windows.batches(ds, "
+                            "where=..., batch_size=..., shuffle=..., seed=...)")
+        moved = sorted(set(removed) & {"batch_size", "shuffle", "seed", "drop_last"})
+        if moved:
+            raise TypeError(f"ForecastWindows({moved[0]}=...) is gone: give {moved} to "
+                            "windows.batches(ds, ...)")
+        if removed:
+            raise TypeError(f"ForecastWindows() got unexpected keyword arguments {sorted(removed)}")
         if not isinstance(adapter, (GridAdapter, SignalAdapter)):
             raise TypeError(f"adapter must be a GridAdapter or a SignalAdapter, got "
                             f"{type(adapter).__name__}")
-        source = ds
+        if leads is None:
+            raise TypeError("ForecastWindows needs leads=..., e.g. leads=['6h', '12h']")
+        if isinstance(adapter, SignalAdapter):
+            if adapter.frame_features is not None:
+                raise ValueError("a SignalAdapter with frame_features cannot be forecast: a "
+                                 "target must be values on the time steps; forecast with "
+                                 "frame_features=None")
+            if time_dim != adapter.time_dim:
+                raise ValueError(f"time_dim {time_dim!r} is not the SignalAdapter's time dim "
+                                 f"{adapter.time_dim!r}; a signal is forecast along its own "
+                                 "time dim")
+        if isinstance(history, bool) or not isinstance(history, (int, np.integer)) or history < 0:
+            raise ValueError(f"history = {history!r}; expected a whole number of steps >= 0 "
+                             "(the inputs are t - history .. t)")
+        if lead_scales is not None and not increments:
+            raise ValueError("lead_scales scale increments; give increments=True as well")
+        if isinstance(lead_scales, str) and lead_scales != "rms":
+            raise ValueError(f"lead_scales={lead_scales!r}; expected 'rms' or one number per lead")
+        leads_list = list(leads) if isinstance(leads, (list, tuple, np.ndarray)) else [leads]
+        if not leads_list:
+            raise ValueError("leads is empty; give at least one lead, e.g. leads=['6h']")
+        self.adapter = adapter
+        self.given_leads = leads_list  # as given, for the messages
+        self.leads = [_json_lead(lead) for lead in leads_list]
+        self.history = int(history)
+        self.targets = None if targets is None else list(targets)
+        self.time_dim = time_dim
+        self.increments = bool(increments)
+        self.lead_scales = lead_scales if isinstance(lead_scales, str) or lead_scales is None \
+            else [float(x) for x in lead_scales]
+        self.in_memory = bool(in_memory)
+        self.along_tokens = isinstance(adapter, SignalAdapter)
+        # fitted state: the leads in steps and in the coordinate's units, the scales, the
+        # variables that have the time dim
+        self.steps = None
+        self.lead_values = None
+        self.scales = None
+        self.timed = None
+
+    # ---- the protocol --------------------------------------------------------------------------
+
+    @property
+    def fitted(self):
+        return self.steps is not None and self.adapter.fitted
+
+    def sample_dims(self, ds):
+        """The initial time and the adapter's other sample dims."""
+        return (self.time_dim,) + self._other_dims(ds)
+
+    def _other_dims(self, ds):
+        return tuple(d for d in self.adapter.sample_dims(ds) if d != self.time_dim)
+
+    def fit(self, ds, *, targets=None, where=None):
+        """Fit the adapter's statistics and the lead scales on the samples `where` selects
+        (training times); `targets` the variables to forecast (default the constructor's, else
+        the adapter's variables with the time dim). Returns self."""
+        if targets is not None:
+            self.targets = [targets] if isinstance(targets, str) else list(targets)
         ds = to_utc(ds)
-        adapter.check(ds)
-        require_dims(ds, [time_dim], "time_dim")
-        sample_dims = adapter.sample_dims(ds)
-        along_tokens = isinstance(adapter, SignalAdapter)
-        if along_tokens and adapter.frame_features is not None:
-            raise ValueError("a SignalAdapter with frame_features cannot be forecast: a target "
-                             "must be values on the time steps; forecast with frame_features=None")
-        if along_tokens and time_dim != adapter.time_dim:
-            raise ValueError(f"time_dim {time_dim!r} is not the SignalAdapter's time dim "
-                             f"{adapter.time_dim!r}; a signal is forecast along its own time dim")
-        if not along_tokens and time_dim not in sample_dims:
-            raise ValueError(f"time_dim {time_dim!r} is a patch or channel dim of the adapter (its "
-                             f"sample dims are {sample_dims}); forecasts step along a sample dim")
+        selected = self.select(ds, where)
+        self.adapter.fit(selected)
+        self._check(ds)
+        self.steps, self.lead_values = self._leads(selected)
+        self.timed = [v for v in self.adapter.variables if self.time_dim in ds[v].dims]
+        self.scales = None
+        if self.lead_scales == "rms":
+            self.scales = self._rms(ds, where)
+        elif self.lead_scales is not None:
+            scales = np.asarray(self.lead_scales, dtype=np.float64)
+            if scales.shape != (len(self.steps),) or not (np.isfinite(scales).all()
+                                                           and (scales > 0).all()):
+                raise ValueError(f"lead_scales={self.lead_scales!r}; expected 'rms' or "
+                                 f"{len(self.steps)} positive numbers, one per lead")
+            self.scales = scales
+        return self
+
+    def _rms(self, ds, where):
+        """One scale per lead: the root mean square of its increments over the samples `where`
+        selects."""
+        whole = self.batches(ds, where=where, batch_size=None).encode_all()
+        squares = np.where(whole.target_valid, whole.targets, 0).astype(np.float64) ** 2
+        counts = whole.target_valid.reshape(len(whole), -1).sum(axis=1)
+        lead = whole.placement.starts[:, 0]
+        scales = []
+        for i in range(len(self.steps)):
+            n = counts[lead == i].sum()
+            if n == 0:
+                raise ValueError(f"leads[{i}] has no valid target in the training samples, so "
+                                 "lead_scales='rms' has nothing to measure")
+            scales.append(np.sqrt(squares[lead == i].sum() / n))
+        return np.where(np.asarray(scales) > 0, scales, 1.0)
+
+    def get_state(self):
+        return {"adapter": self.adapter.get_state(),
+                "steps": None if self.steps is None else self.steps.tolist(),
+                "scales": None if self.scales is None else self.scales.tolist(),
+                "timed": self.timed, "targets": self.targets}
+
+    def set_state(self, state):
+        self.adapter.set_state(state.get("adapter", {}))
+        self.steps = None if state.get("steps") is None else np.asarray(state["steps"], np.int64)
+        self.scales = None if state.get("scales") is None else np.asarray(state["scales"])
+        self.timed = state.get("timed")
+        self.targets = state.get("targets", self.targets)
+
+    def config(self):
+        return {"adapter": self.adapter.to_dict(), "leads": self.leads, "history": self.history,
+                "targets": self.targets, "time_dim": self.time_dim,
+                "increments": self.increments, "lead_scales": self.lead_scales,
+                "in_memory": self.in_memory}
+
+    @classmethod
+    def from_dict(cls, d):
+        if d.get("adapter") != cls.__name__:
+            raise ValueError(f"this file describes a {d.get('adapter')!r}, not a {cls.__name__}")
+        config = dict(d["config"])
+        config["adapter"] = Persistable.from_dict(config["adapter"])
+        windows = cls(**config)
+        windows.set_state(d.get("state", {}))
+        return windows
+
+    def batches(self, ds, *, targets=None, where=None, batch_size=32, shuffle=False, seed=0,
+                drop_last=False):
+        """The forecasting samples `where` selects (see the module docstring) as
+        :class:`ForecastBatches` of `batch_size` samples (None: all at once).
+
+        Returns
+        -------
+        ForecastBatches
+            ``epoch(e)`` replays epoch e; every batch carries ``targets`` (B, N, Ft),
+            ``target_valid`` and ``lead`` (B,).
+        """
+        self.require_fitted("batches")
+        if targets is not None and list(np.atleast_1d(targets)) != self._targets(ds):
+            raise ValueError(f"targets={targets!r}, but these windows were fitted for "
+                             f"{self._targets(ds)}; fit(ds, targets=...) to change them")
+        return ForecastBatches(self, ds, where, batch_size, shuffle, seed, drop_last)
+
+    def decode(self, batch, values=None, *, variables=None, mask_missing=True):
+        """One batch's targets (or `values`, predictions (B, N, Ft) in the layout of the targets
+        or of the subset `variables`) on valid times, with a leading lead dim, in physical
+        units; `mask_missing` makes a prediction NaN where its target is missing."""
+        put_back = self.put_back(batch.placement.template, variables, mask_missing)
+        put_back.add(batch, values)
+        return put_back.result()
+
+    def put_back(self, template, variables=None, mask_missing=True):
+        """A :class:`TargetPutBack` for batches of the source `template` (``add(batch,
+        values)`` per batch, then ``result()``)."""
+        targets = [v for v in template.var_dims if v in (self.targets or template.var_dims)]
+        variables = list(variables or targets)
+        unknown = [v for v in variables if v not in targets]
+        if unknown:
+            raise ValueError(f"variables {unknown} are not among the targets {targets}")
+        return TargetPutBack(self.target_adapter(targets), template, variables, mask_missing,
+                             self.increments, self.scales)
+
+    def model_config(self, task="regression", **options):
+        """The config of a TokenModel that reads these batches: ``in_features`` (inputs with
+        their history) and ``out_features`` (the targets per token) from the fitted set-up;
+        `options` are the config's other fields (``coordinates=["latlon", "lead"]``,
+        ``causal=True``, ...).
+
+        Returns
+        -------
+        TokenModelConfig
+        """
+        from ..models import TokenModelConfig
+
+        self.require_fitted("model_config")
+        if task != "regression":
+            raise ValueError(f"task={task!r}; forecasts are regression of values")
+        for name in ("in_features", "out_features"):
+            if name in options:
+                raise TypeError(f"model_config infers {name} from the fitted windows; drop "
+                                f"{name}={options[name]!r}")
+        targets = self.targets or self.timed
+        return TokenModelConfig(in_features=self.input_adapter().token_width(),
+                                out_features=self.target_adapter(targets).value_width(),
+                                **options)
+
+    def predict(self, model, ds, *, where=None, batch_size=64, variables=None,
+                mask_missing=True, store=None, **options):
+        """`model`'s forecasts for the samples `where` selects, as one Dataset (lead, ...,
+        time = valid time) in physical units; lazy and chunk-parallel on dask data; with
+        `store` written to zarr and opened from there (see
+        :mod:`seqattn.adapters.forecast_predict`)."""
+        if options:
+            raise ValueError(f"{sorted(options)} do not apply to forecasts: ForecastWindows "
+                             "already fixes what a sample is; drop them")
+        self.require_fitted("predict")
+        return predict_forecast(model, self, ds, where=where, variables=variables,
+                                mask_missing=mask_missing, store=store, batch_size=batch_size)
+
+    # ---- the set-up ----------------------------------------------------------------------------
+
+    def _targets(self, ds):
+        return self.targets or [v for v in self.adapter.variables if self.time_dim in ds[v].dims]
+
+    def _check(self, ds):
+        require_dims(ds, [self.time_dim], "time_dim")
+        sample_dims = self.adapter.sample_dims(ds)
+        if not self.along_tokens and self.time_dim not in sample_dims:
+            raise ValueError(f"time_dim {self.time_dim!r} is a patch or channel dim of the "
+                             f"adapter (its sample dims are {sample_dims}); forecasts step along "
+                             "a sample dim")
         taken = [d for d in (HISTORY, LEAD) if d in ds.dims]
         if taken:
             raise ValueError(f"the dataset has dim(s) {taken}, names ForecastWindows gives to the "
                              "input steps and the leads; rename them")
-        if not isinstance(history, (int, np.integer)) or history < 0:
-            raise ValueError(f"history = {history!r}; expected a whole number of steps >= 0 "
-                             "(the inputs are t - history .. t)")
-        if batch_size is not None and (not isinstance(batch_size, (int, np.integer))
-                                       or batch_size < 1):
-            raise ValueError(f"batch_size = {batch_size!r}; expected a positive integer or None")
-        targets = [v for v in adapter.variables if time_dim in ds[v].dims] \
-            if targets is None else list(targets)
+        targets = self._targets(ds)
         require_variables(ds, targets, "target")
-        static = [v for v in targets if time_dim not in ds[v].dims]
+        static = [v for v in targets if self.time_dim not in ds[v].dims]
         if static or not targets:
-            raise ValueError(f"targets {static or targets} have no {time_dim!r} dim, so no valid "
-                             "time; name time-varying variables in targets=[...]")
-        by_tokens = getattr(adapter, "variables_as", "channels") == "tokens"
-        if by_tokens:
-            self._check_token_variables(ds, adapter, targets, history, time_dim)
-        if increments:
-            lacking = [v for v in targets if v not in adapter.variables]
+            raise ValueError(f"targets {static or targets} have no {self.time_dim!r} dim, so no "
+                             "valid time; name time-varying variables in targets=[...]")
+        if getattr(self.adapter, "variables_as", "channels") == "tokens":
+            _check_token_variables(ds, self.adapter, targets, self.history, self.time_dim)
+        if self.increments:
+            lacking = [v for v in targets if v not in self.adapter.variables]
             if lacking:
                 raise ValueError(f"increments=True: targets {lacking} are not inputs of the "
                                  "adapter, so there is no earlier value to take the change from; "
                                  "add them to the adapter's variables")
+        if self.along_tokens:
+            self.adapter.check_window(self.time_dim, self.history + 1)
 
-        config = adapter.config()
-        normalizer = adapter.normalizer
-        if along_tokens:
-            self.inputs = adapter
-            adapter.check_window(time_dim, int(history) + 1)
-        else:
-            self.inputs = GridAdapter(**{**config, "channel_dims": [*adapter.channel_dims,
-                                                                    HISTORY]},
-                                      normalizer=normalizer)
-        self.target_adapter = type(adapter)(**{**config, "calendar": False,
-                                               "validity_channel": False,
-                                               "variables": adapter.variables if by_tokens
-                                               else targets}, normalizer=normalizer)
-        self.target_adapter.check(ds)
-
-        self.given_leads = leads
-        self.steps, self.leads = self._leads(ds, leads, history, time_dim)
-        self.adapter = adapter
-        self.history = int(history)
-        self.targets = targets
-        self.time_dim = time_dim
-        self.along_tokens = along_tokens
-        self.increments = bool(increments)
-        self.other_dims = tuple(d for d in sample_dims if d != time_dim)
-        needed = list(dict.fromkeys(adapter.variables + targets))
-        self.ds = ds[needed]
-        self.source = source[needed]
-        self.template = Template.of(source[self.target_adapter.variables].expand_dims(
-            {LEAD: self.leads}))
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.drop_last = drop_last
-        self.in_memory = bool(in_memory)
-        self._encoded = None  # with in_memory: every sample, in self.samples' order
-        self._epoch = 0
-        self._coords = token_coordinates(ds)
-        # columns (initial time, lead index, *other sample dims), by initial time first
-        grid = np.meshgrid(np.arange(self.history, ds.sizes[time_dim]), np.arange(len(self.steps)),
-                           *[np.arange(ds.sizes[d]) for d in self.other_dims], indexing="ij")
-        rows = np.stack([g.ravel() for g in grid], axis=1).astype(np.int64)
-        self.samples = rows[rows[:, 0] + self.steps[rows[:, 1]] < ds.sizes[time_dim]]
-        self.lead_scales = None
-        if lead_scales is not None:
-            self.lead_scales = self._lead_scales(lead_scales)
-
-    def _lead_scales(self, given):
-        """One positive number per lead that its increments are divided by (see the module
-        docstring): `given`, or with "rms" the root mean square of this Dataset's increments."""
-        if not self.increments:
-            raise ValueError("lead_scales scale increments; give increments=True as well")
-        if isinstance(given, str):
-            if given != "rms":
-                raise ValueError(f"lead_scales={given!r}; expected 'rms' or one number per lead")
-            whole = self._encode(self.samples)
-            squares = np.where(whole.target_valid, whole.targets, 0).astype(np.float64) ** 2
-            counts = whole.target_valid.reshape(len(whole), -1).sum(axis=1)
-            lead = self.samples[:, 1]
-            scales = []
-            for i in range(len(self.steps)):
-                n = counts[lead == i].sum()
-                if n == 0:
-                    raise ValueError(f"leads[{i}] has no valid target in this Dataset, so "
-                                     "lead_scales='rms' has nothing to measure")
-                scales.append(np.sqrt(squares[lead == i].sum() / n))
-            scales = np.where(np.asarray(scales) > 0, scales, 1.0)
-            if self.in_memory:  # the encoding just made is the one to cut batches from
-                self._encoded = dataclasses.replace(whole, targets=(
-                    whole.targets / scales[lead][:, None, None]).astype(whole.targets.dtype))
-            return scales
-        scales = np.asarray(given, dtype=np.float64)
-        if scales.shape != (len(self.steps),) or not (np.isfinite(scales).all()
-                                                       and (scales > 0).all()):
-            raise ValueError(f"lead_scales={given!r}; expected 'rms' or {len(self.steps)} "
-                             "positive numbers, one per lead")
-        return scales
-
-    @staticmethod
-    def _check_token_variables(ds, adapter, targets, history, time_dim):
-        """With variables as tokens a target sits in its own variable's tokens, and every
-        variable needs the same number of input features."""
-        elsewhere = [v for v in targets if v not in adapter.variables]
-        if elsewhere:
-            raise ValueError(f"targets {elsewhere} are not among the adapter's variables; with "
-                             "variables_as='tokens' a target is predicted in its own variable's "
-                             "tokens, so add them to the adapter's variables")
-        static = [v for v in adapter.variables if time_dim not in ds[v].dims]
-        if static and history:
-            raise ValueError(f"variables_as='tokens' with history = {history} gives time-varying "
-                             f"variables {history + 1} steps per cell but static variable(s) "
-                             f"{static} one; drop them from the adapter's variables, use "
-                             "history=0 or variables_as='channels'")
-
-    @staticmethod
-    def _leads(ds, leads, history, time_dim):
+    def _leads(self, ds):
         """Leads in steps, and in the time coordinate's units; errors name the lead."""
-        leads = list(leads) if isinstance(leads, (list, tuple, np.ndarray)) else [leads]
-        if not leads:
-            raise ValueError("leads is empty; give at least one lead, e.g. leads=['6h']")
+        time_dim, leads, history = self.time_dim, self.given_leads, self.history
         steps = np.array([whole_steps(lead, ds, time_dim, f"leads[{i}]")
                           for i, lead in enumerate(leads)], dtype=np.int64)
         size = ds.sizes[time_dim]
@@ -254,141 +379,185 @@ class ForecastWindows:
         if len(set(steps.tolist())) < len(steps):
             raise ValueError(f"leads {leads} repeat a lead ({steps.tolist()} steps); "
                              "give each once")
-        if time_dim not in ds.coords:
-            return steps, steps
-        require_numeric_axis(ds, time_dim, "a lead")
-        step = even_step(ds[time_dim].values)
+        return steps, self._lead_values(ds, steps)
+
+    def _lead_values(self, ds, steps):
+        """The leads in the time coordinate's units (steps without a coordinate)."""
+        if self.time_dim not in ds.coords:
+            return steps
+        require_numeric_axis(ds, self.time_dim, "a lead")
+        step = even_step(ds[self.time_dim].values)
         if step is None:
-            raise ValueError(f"coordinate {time_dim!r} is not evenly spaced, so a lead is not one "
-                             "duration; resample it to a regular step")
-        return steps, steps * step
+            raise ValueError(f"coordinate {self.time_dim!r} is not evenly spaced, so a lead is "
+                             "not one duration; resample it to a regular step")
+        return steps * step
 
-    # ---- configuration -------------------------------------------------------------------------
+    def input_adapter(self):
+        """The adapter the inputs go through: a grid's history steps become a channel dim."""
+        if self.along_tokens:
+            return self.adapter
+        inputs = GridAdapter(**{**self.adapter.config(),
+                                "channel_dims": [*self.adapter.channel_dims, HISTORY]})
+        inputs.set_state(self.adapter.get_state())
+        if inputs.value_widths is not None:
+            inputs.value_widths = {name: width * ((self.history + 1) if name in self.timed else 1)
+                                   for name, width in inputs.value_widths.items()}
+        return inputs
 
-    def config(self):
-        """The constructor's options (all but `ds` and `adapter`) as JSON-able values."""
-        leads = self.given_leads
-        leads = list(leads) if isinstance(leads, (list, tuple, np.ndarray)) else [leads]
-        return {"leads": [_json_lead(lead) for lead in leads], "history": self.history,
-                "targets": list(self.targets), "time_dim": self.time_dim,
-                "batch_size": None if self.batch_size is None else int(self.batch_size),
-                "shuffle": bool(self.shuffle),
-                "seed": None if self.seed is None else int(self.seed),
-                "drop_last": bool(self.drop_last), "increments": self.increments,
-                "lead_scales": None if self.lead_scales is None
-                else [float(x) for x in self.lead_scales], "in_memory": self.in_memory}
+    def target_adapter(self, targets, dtype=None):
+        """The adapter the targets go through: values only, no validity or calendar channels
+        (in `dtype`, default the adapter's)."""
+        by_tokens = getattr(self.adapter, "variables_as", "channels") == "tokens"
+        variables = self.adapter.variables if by_tokens else list(targets)
+        config = {**self.adapter.config(), "calendar": False, "validity_channel": False,
+                  "variables": variables, "dtype": dtype or self.adapter.dtype.name}
+        adapter = type(self.adapter)(**config)
+        adapter.set_state(self.adapter.get_state())
+        if adapter.value_widths is not None:
+            widths = self.adapter.value_widths
+            adapter.value_widths = {v: widths[v] for v in variables if v in widths}
+        return adapter
 
-    def to_dict(self):
-        """Options and adapter (with its normalizer) as a JSON-able dict; not the data."""
-        return {"windows": type(self).__name__, "config": self.config(),
-                "adapter": self.adapter.to_dict()}
 
-    @classmethod
-    def from_dict(cls, d, ds):
-        """The windows :meth:`to_dict` describes, over Dataset `ds`."""
-        if d.get("windows") != cls.__name__:
-            raise ValueError(f"this dict describes {d.get('windows')!r}, not {cls.__name__}")
-        return cls(ds, Persistable.from_dict(d["adapter"]), **d["config"])
+class ForecastBatches(Batches):
+    """The batches of a fitted :class:`ForecastWindows` over a Dataset (what
+    ``windows.batches(ds, ...)`` returns). Samples: rows (initial time, lead index, *other
+    sample dims), ordered by initial time first."""
 
-    def like(self, ds, **changes):
-        """Windows with this set-up (adapter, leads, history, ...) over another Dataset `ds`;
-        `changes` override options, e.g. ``shuffle=False``."""
-        return type(self)(ds, self.adapter, **{**self.config(), **changes})
-
-    # ---- iterating -----------------------------------------------------------------------------
+    def __init__(self, windows, ds, where, batch_size, shuffle, seed, drop_last):
+        super().__init__(batch_size, shuffle, seed, drop_last)
+        source = ds
+        ds = to_utc(ds)
+        time = windows.time_dim
+        windows.adapter.check(ds)
+        windows._check(ds)
+        selection = _as_dict(where, time)
+        allowed = np.ones(ds.sizes[time], dtype=bool)
+        if time in selection:
+            index = select_samples(ds.assign_coords({"__step__": (time, np.arange(
+                ds.sizes[time]))}), {time: selection[time]}, (time,))["__step__"].values
+            allowed[:] = False
+            allowed[index] = True
+        others = {d: w for d, w in selection.items() if d != time}
+        if others:
+            source = select_samples(source, others, windows.sample_dims(ds))
+            ds = to_utc(source)
+        self.windows = windows
+        targets = windows._targets(ds)
+        self.targets = targets
+        self.inputs = windows.input_adapter()
+        self.target_adapter = windows.target_adapter(targets)
+        # the increments' base in float64, so zero changes give the data's values exactly
+        self.base_adapter = windows.target_adapter(targets, "float64")
+        self.other_dims = windows._other_dims(ds)
+        needed = list(dict.fromkeys(windows.adapter.variables + targets))
+        self.ds = ds[needed]
+        self.template = Template.of(source[self.target_adapter.variables].expand_dims(
+            {LEAD: np.asarray(windows._lead_values(ds, windows.steps))}))
+        self.leads = windows._lead_values(ds, windows.steps)
+        self._coords = token_coordinates(ds)
+        steps, history = windows.steps, windows.history
+        grid = np.meshgrid(np.arange(history, ds.sizes[time]), np.arange(len(steps)),
+                           *[np.arange(ds.sizes[d]) for d in self.other_dims], indexing="ij")
+        rows = np.stack([g.ravel() for g in grid], axis=1).astype(np.int64)
+        rows = rows[rows[:, 0] + steps[rows[:, 1]] < ds.sizes[time]]
+        # every step a sample reads or predicts is selected (so no gap is bridged)
+        span = np.concatenate([[0], np.cumsum(~allowed)])
+        first, last = rows[:, 0] - history, rows[:, 0] + steps[rows[:, 1]]
+        self.samples = rows[span[last + 1] - span[first] == 0]
+        if not len(self.samples):
+            raise ValueError(f"no forecasting sample fits the selection: each needs history + "
+                             f"lead + 1 consecutive selected steps of {time!r} (history = "
+                             f"{history}, leads {windows.leads})")
+        self._encoded = None  # with in_memory: every sample, in self.samples' order
 
     @property
     def n_samples(self):
         return len(self.samples)
 
-    def __len__(self):
-        if self.batch_size is None:
-            return 1
-        whole, rest = divmod(self.n_samples, self.batch_size)
-        return whole if self.drop_last or not rest else whole + 1
+    def collate(self, indices):
+        if self.windows.in_memory:
+            return self._cut(indices)
+        return self._encode(self.samples[indices])
 
-    def __iter__(self):
-        epoch = self._epoch
-        self._epoch += 1
-        return self.epoch(epoch)
+    def encode_all(self):
+        """Every sample, in order, as one Batch."""
+        return self._encode(self.samples)
 
-    def epoch(self, epoch):
-        """The batches of epoch `epoch` (an int >= 0), lazily; with ``shuffle`` in an order that
-        depends only on (seed, epoch) (``seed=None``: fresh randomness, not reproducible)."""
-        epoch = check_epoch(epoch)
-        order = np.arange(self.n_samples)
-        if self.shuffle:
-            rng = np.random.default_rng(None if self.seed is None else [self.seed, epoch])
-            order = rng.permutation(self.n_samples)
-        return self._batches(order)
-
-    def _batches(self, order):
-        size = self.batch_size or self.n_samples
-        end = self.n_samples - self.n_samples % size if self.drop_last else self.n_samples
-        for start in range(0, end, size):
-            if self.in_memory:
-                yield self._cut(order[start:start + size])
-            else:
-                yield self._encode(self.samples[order[start:start + size]])
+    def put_back(self, variables=None, mask_missing=True):
+        """A :class:`TargetPutBack` for these batches."""
+        return self.windows.put_back(self.template, variables, mask_missing)
 
     def _cut(self, rows):
-        """Samples `rows` (indices into self.samples) of the batch of every sample, encoded once."""
+        """Samples `rows` of the batch of every sample, encoded once."""
         if self._encoded is None:
-            self._encoded = self._encode(self.samples)
+            self._encoded = self.encode_all()
         whole = self._encoded
         return dataclasses.replace(
             whole, tokens=whole.tokens[rows], key_padding_mask=whole.key_padding_mask[rows],
             valid=whole.valid[rows], coords={k: v[rows] for k, v in whole.coords.items()},
             placement=dataclasses.replace(whole.placement, starts=whole.placement.starts[rows]),
             targets=whole.targets[rows], target_valid=whole.target_valid[rows],
+            target_base=None if whole.target_base is None else whole.target_base[rows],
             lead=whole.lead[rows])
 
     def _encode(self, rows):
-        time = self.time_dim
+        windows = self.windows
+        time, history = windows.time_dim, windows.history
         t, lead = rows[:, 0], rows[:, 1]
         other = {d: rows[:, 2 + i] for i, d in enumerate(self.other_dims)}
-        steps = self.steps[lead]
-        window = t[:, None] + np.arange(-self.history, 1)  # (B, history + 1), oldest first
+        steps = windows.steps[lead]
+        window = t[:, None] + np.arange(-history, 1)  # (B, history + 1), oldest first
         # the cells a token stands for, and the same cells `lead` later
-        source = window if self.along_tokens else t[:, None]
+        source = window if windows.along_tokens else t[:, None]
         target = source + steps[:, None]
         need = {time: np.union1d(window, target), **{d: np.unique(i) for d, i in other.items()}}
-        region = normalized(self.adapter, self.ds.isel(need).compute())
+        raw = self.ds.isel(need).compute()
+        region = normalized(windows.adapter, raw)
         # positions inside the region, one (B, m) array per sample dim
         spot = {d: np.searchsorted(need[d], i)[:, None] for d, i in other.items()}
         at = lambda positions: {time: np.searchsorted(need[time], positions), **spot}
 
         b = len(rows)
         sizes = {**self.ds.sizes, **{d: 1 for d in other}}
-        sizes.update({time: self.history + 1} if self.along_tokens
-                     else {time: 1, HISTORY: self.history + 1})
-        coords = {d: (self._coords[d][window] if d == time else
-                      np.broadcast_to(self._coords[d], (b, sizes[d])))
-                  for d in self.adapter.token_dims if d in self._coords}
-        sample_coords = {**({} if self.along_tokens else {time: t}), **other}
-        coords.update({d: self._coords[d][i] for d, i in sample_coords.items()
-                       if d in self._coords})
+        sizes.update({time: history + 1} if windows.along_tokens
+                     else {time: 1, HISTORY: history + 1})
+        coords = {}
+        for name, (d, values) in self._coords.items():
+            if d == time and (windows.along_tokens or name != time):
+                if windows.along_tokens:
+                    coords[name] = values[window]
+            elif d in other:
+                coords[name] = values[other[d]]
+            elif d in windows.adapter.token_dims:
+                coords[name] = np.broadcast_to(values, (b, len(values)))
+        if not windows.along_tokens and time in self._coords:
+            coords[time] = self._coords[time][1][t]
         placement = Placement(self.template, (LEAD, time, *other),
                               (1, target.shape[1], *[1] * len(other)), (0,) * (2 + len(other)),
                               np.stack([lead, target[:, 0], *other.values()], axis=1))
 
         arrays, var_dims = {}, {}
-        for name in self.adapter.variables:
+        for name in windows.adapter.variables:
             da = region[name]
             arrays[name], var_dims[name] = take(da, at(window)), da.dims
-            if time in da.dims and not self.along_tokens:
+            if time in da.dims and not windows.along_tokens:
                 # its steps become the history channel; time is the sample's
                 var_dims[name] = tuple(HISTORY if d == time else d for d in da.dims) + (time,)
                 arrays[name] = arrays[name][..., None]
         encoded = self.inputs.encode_samples(arrays, var_dims, sizes, coords, placement)
         expected = self._encode_targets(region, at(target), sizes, coords, placement)
-        targets, target_valid = expected.tokens, expected.valid
-        if self.increments:
-            base = self._encode_targets(region, at(source), sizes, coords, placement)
-            target_valid = target_valid & base.valid
-            targets = np.where(target_valid, targets - base.tokens, 0).astype(targets.dtype)
-            if self.lead_scales is not None:
-                targets = (targets / self.lead_scales[lead][:, None, None]).astype(targets.dtype)
+        targets, target_valid, base = expected.tokens, expected.valid, None
+        if windows.increments:
+            source_values = self._encode_targets(region, at(source), sizes, coords, placement)
+            target_valid = target_valid & source_values.valid
+            physical = self._encode_targets(raw, at(source), sizes, coords, placement,
+                                            self.base_adapter)
+            base = np.where(physical.valid, physical.tokens, np.nan)
+            targets = np.where(target_valid, targets - source_values.tokens, 0).astype(
+                targets.dtype)
+            if windows.scales is not None:
+                targets = (targets / windows.scales[lead][:, None, None]).astype(targets.dtype)
         if self.target_adapter.variables != self.targets:  # tokens of non-target variables
             n = targets.shape[1] // len(self.target_adapter.variables)
             for j, name in enumerate(self.target_adapter.variables):
@@ -401,57 +570,39 @@ class ForecastWindows:
                      valid=encoded.valid,
                      coords={**encoded.coords, LEAD: np.repeat(as_float(leads)[:, None], n, 1)},
                      placement=placement, targets=targets, target_valid=target_valid,
-                     lead=leads)
+                     target_base=base, lead=leads)
 
-    def _encode_targets(self, region, positions, sizes, coords, placement):
-        names = self.target_adapter.variables
-        return self.target_adapter.encode_samples(
+    def _encode_targets(self, region, positions, sizes, coords, placement, adapter=None):
+        adapter = adapter or self.target_adapter
+        names = adapter.variables
+        return adapter.encode_samples(
             {v: take(region[v], positions) for v in names}, {v: region[v].dims for v in names},
             sizes, coords, placement)
 
-    # ---- putting back --------------------------------------------------------------------------
 
-    def put_back(self, variables=None, mask_missing=True):
-        """A :class:`TargetPutBack` for this iterator's batches: ``add(batch, predictions)`` for
-        each batch, then ``result()`` is the targets' Dataset with a lead dim, on valid times."""
-        variables = list(variables or self.targets)
-        unknown = [v for v in variables if v not in self.targets]
-        if unknown:
-            raise ValueError(f"variables {unknown} are not among the targets {self.targets}")
-        base = self._persistence(variables) if self.increments else None
-        return TargetPutBack(self.target_adapter, self.template, variables, mask_missing, base,
-                             self.lead_scales)
+def _as_dict(where, time_dim):
+    """`where` as {dim: selection} (a bare selection is along the time dim)."""
+    if where is None:
+        return {}
+    if isinstance(where, xr.DataArray):
+        return {where.dims[0]: where} if where.ndim == 1 else {"__bad__": where}
+    return dict(where) if isinstance(where, dict) else {time_dim: where}
 
-    def decode(self, batch, values=None, variables=None, mask_missing=True):
-        """One batch's targets (or `values`, predictions (B, N, Ft) in the layout of `targets`
-        or of the subset `variables`) on valid times; `mask_missing` makes a prediction NaN where
-        its target is missing. See the module docstring for the Dataset's layout."""
-        put_back = self.put_back(variables, mask_missing)
-        put_back.add(batch, values)
-        return put_back.result()
 
-    def predict(self, model, ds=None, *, variables=None, mask_missing=True, store=None,
-                batch_size=None):
-        """`model`'s forecasts for every sample of `ds` (default: this iterator's Dataset) with
-        this set-up, as one Dataset (lead, ..., time = valid time) in physical units; lazy and
-        chunk-parallel on dask data; `batch_size` samples per model call (default this set-up's).
-        See :func:`seqattn.adapters.forecast_predict.predict_forecast`.
-        """
-        from .forecast_predict import predict_forecast
-
-        return predict_forecast(model, self, self.source if ds is None else ds,
-                                variables=variables, mask_missing=mask_missing, store=store,
-                                batch_size=batch_size)
-
-    def _persistence(self, variables):
-        """{variable: (lead, *its dims)} its value `lead` before each valid time: what increments
-        are added to (lazy on dask data)."""
-        out = {}
-        for name in variables:
-            da = self.ds[name]
-            shifted = xr.concat([da.shift({self.time_dim: int(s)}) for s in self.steps], dim=LEAD)
-            out[name] = shifted.variable.transpose(*self.template.var_dims[name])
-        return out
+def _check_token_variables(ds, adapter, targets, history, time_dim):
+    """With variables as tokens a target sits in its own variable's tokens, and every variable
+    needs the same number of input features."""
+    elsewhere = [v for v in targets if v not in adapter.variables]
+    if elsewhere:
+        raise ValueError(f"targets {elsewhere} are not among the adapter's variables; with "
+                         "variables_as='tokens' a target is predicted in its own variable's "
+                         "tokens, so add them to the adapter's variables")
+    static = [v for v in adapter.variables if time_dim not in ds[v].dims]
+    if static and history:
+        raise ValueError(f"variables_as='tokens' with history = {history} gives time-varying "
+                         f"variables {history + 1} steps per cell but static variable(s) "
+                         f"{static} one; drop them from the adapter's variables, use "
+                         "history=0 or variables_as='channels'")
 
 
 class TargetPutBack(PutBack):
@@ -460,15 +611,17 @@ class TargetPutBack(PutBack):
     when it has neither a valid input nor a valid target: its targets decode exactly, and
     predictions past the data's end (all targets NaN) survive ``mask_missing=False``.
 
-    With `base` ({variable: array on the template's dims}) the values are increments: the result
-    is ``values * std + base`` in physical units; with `lead_scales` (one per lead) increments
-    in units of their lead's scale, ``values * scale * std + base``."""
+    With `increments` the values are changes from the batch's ``target_base`` (the source
+    cells in physical units; NaN where missing): the result is ``values * scale * std + base``,
+    ``scale`` being the lead's (`lead_scales`, one per lead) or 1, so zero changes give the
+    source values exactly (persistence)."""
 
-    def __init__(self, adapter, template, variables=None, mask_missing=True, base=None,
+    def __init__(self, adapter, template, variables=None, mask_missing=True, increments=False,
                  lead_scales=None):
         super().__init__(adapter, template, variables, mask_missing)
-        self.base = base
+        self.increments = increments
         self.lead_scales = lead_scales
+        self._base = Stitcher(template, self.variables) if increments else None
 
     def add(self, batch, values=None):
         empty = batch.key_padding_mask & ~batch.target_valid.any(axis=-1)
@@ -487,6 +640,10 @@ class TargetPutBack(PutBack):
             values = values * self.lead_scales[batch.placement.starts[:, 0]][:, None, None]
         arrays = self.adapter.decode_samples(as_targets, values, names, mask)
         self._stitcher.add(arrays, batch.placement)
+        if self.increments:
+            base = self.adapter.decode_samples(as_targets, batch.target_base,
+                                               self.adapter.variables, False)
+            self._base.add({name: base[name] for name in self.variables}, batch.placement)
 
     def _token_rows(self, n, names):
         """Rows of variables `names` among all variables' tokens (variables as tokens)."""
@@ -496,14 +653,15 @@ class TargetPutBack(PutBack):
                                for v in names])
 
     def result(self):
-        if self.base is None:
+        if not self.increments:
             return super().result()
         increments = self._stitcher.result()
         if self.adapter.normalizer is not None:
             increments = self.adapter.normalizer.invert_scale(increments)
+        base = self._base.result()
         out = increments.copy()
         for name in self.variables:
-            total = increments[name] + self.base[name]
+            total = increments[name] + base[name]
             dtype = self._stitcher.template.var_dtypes[name]
             if np.issubdtype(dtype, np.floating):
                 total = total.astype(dtype)

@@ -1,13 +1,12 @@
 """Forecasts in one call: a model over every sample of a ForecastWindows set-up, put back on
 valid times in physical units.
 
-Both spellings run this::
+Every spelling runs this::
 
-    windows = ForecastWindows(train_ds, adapter, leads=["6h", "12h"], history=2)
-    ...                                   # fit a model on windows' batches
-    forecast = windows.predict(model)     # on the windows' own Dataset
-    forecast = predict(model, val_ds, windows)   # the same set-up over another Dataset
-    forecast = val_ds.seqattn.predict(model, windows)
+    windows = ForecastWindows(adapter, leads=["6h", "12h"], history=2).fit(ds, where=train)
+    ...                                   # fit a model on windows.batches(ds, where=train)
+    forecast = seqattn.predict(model, ds, windows, where=test)
+    forecast = ds.seqattn.predict(model, windows)   # the same, from the Dataset
 
 The result holds the target variables on (lead, *their dims), ``time`` being the valid time, on
 the Dataset's own coordinates; with ``increments=True`` the predictions are added to the values
@@ -26,39 +25,43 @@ import dask.array as dsa
 import numpy as np
 import xarray as xr
 
+from ..data.batch import Template
 from ..data.checks import require_variables
-from .forecast import LEAD, ForecastWindows
 from ..data.model_call import ModelCall
 
+LEAD = "lead"  # the dim that forecasts gain, one index per lead
 
-def predict_forecast(model, windows, ds, variables=None, mask_missing=True, store=None,
-                     batch_size=None):
-    """`model`'s forecasts for `ds` with the set-up of `windows` (see the module docstring);
-    `variables` the subset of targets the predictions stand for (default all), `mask_missing`
-    NaN where a target is missing, `batch_size` samples per model call (default the windows');
-    with `store` written to zarr and opened from there."""
+
+def predict_forecast(model, windows, ds, where=None, variables=None, mask_missing=True,
+                     store=None, batch_size=64):
+    """`model`'s forecasts for `ds` with the fitted set-up `windows` (see the module
+    docstring); `variables` the subset of targets the predictions stand for (default all),
+    `mask_missing` NaN where a target is missing, `batch_size` samples per model call; `where`
+    the samples to forecast (in memory); with `store` written to zarr and opened from there."""
     call = model if isinstance(model, ModelCall) else ModelCall(model)
-    variables = list(variables or windows.targets)
-    needed = list(windows.source.data_vars)
+    needed = list(dict.fromkeys(windows.adapter.variables + windows._targets(ds)))
     require_variables(ds, needed)
-    changes = {"shuffle": False, "drop_last": False}
-    if batch_size is not None:
-        changes["batch_size"] = batch_size
-    windows = windows.like(ds[needed], **changes)
-    if any(windows.source[v].chunks is not None for v in needed):
-        result = _forecast_lazily(call, windows, variables, mask_missing)
+    ds = ds[needed]
+    variables = list(variables or windows._targets(ds))
+    if any(ds[v].chunks is not None for v in needed):
+        if where is not None:
+            raise ValueError("where= with dask-backed data: select the times with "
+                             "ds.sel(time=...) first, or load the data")
+        result = _forecast_lazily(call, windows, ds, variables, mask_missing, batch_size)
     else:
-        result = _forecast_in_memory(call, windows, variables, mask_missing)
+        result = _forecast_in_memory(call, windows, ds, variables, mask_missing, batch_size,
+                                     where)
     if store is None:
         return result
     result.to_zarr(store, mode="w")
     return xr.open_zarr(store)
 
 
-def _forecast_in_memory(call, windows, variables, mask_missing):
-    """Every batch of `windows` (in order) through `call`, put back on valid times."""
-    put_back = windows.put_back(variables, mask_missing)
-    for batch in windows.epoch(0):
+def _forecast_in_memory(call, windows, ds, variables, mask_missing, batch_size, where=None):
+    """Every batch of `windows` over `ds` (in order) through `call`, put back on valid times."""
+    batches = windows.batches(ds, where=where, batch_size=batch_size)
+    put_back = batches.put_back(variables, mask_missing)
+    for batch in batches.epoch(0):
         predictions = call(batch)
         if predictions.ndim != 3:
             raise ValueError(f"the model returned shape {predictions.shape} for tokens of shape "
@@ -68,10 +71,17 @@ def _forecast_in_memory(call, windows, variables, mask_missing):
     return put_back.result()
 
 
-def _forecast_lazily(call, windows, variables, mask_missing):
-    ds, time = windows.source, windows.time_dim
+def _template(windows, ds):
+    """The Template of a forecast over `ds`: the target variables with a leading lead dim."""
+    targets = windows.target_adapter(windows._targets(ds)).variables
+    return Template.of(ds[targets].expand_dims(
+        {LEAD: np.asarray(windows._lead_values(ds, windows.steps))}))
+
+
+def _forecast_lazily(call, windows, ds, variables, mask_missing, batch_size):
+    time = windows.time_dim
     size = ds.sizes[time]
-    chunks = _chunks(ds, [time] + [d for d in windows.other_dims
+    chunks = _chunks(ds, [time] + [d for d in windows._other_dims(ds)
                                    if all(d in ds[v].dims for v in variables)])
     before = windows.history + int(windows.steps.max())
     after = windows.history if windows.along_tokens else 0
@@ -84,10 +94,10 @@ def _forecast_lazily(call, windows, variables, mask_missing):
         region = ds.isel({time: slice(lo, hi),
                           **{d: slice(*s) for d, s in spans.items() if d != time}})
         blocks[index] = dask.delayed(_forecast_block)(
-            model, windows.adapter, windows.config(), windows.steps.tolist(), region,
-            slice(start - lo, stop - lo), variables, mask_missing)
+            model, windows, region, slice(start - lo, stop - lo), variables, mask_missing,
+            batch_size)
 
-    template = windows.template
+    template = _template(windows, ds)
     data = {}
     for name in variables:
         dims = template.var_dims[name]
@@ -102,26 +112,24 @@ def _forecast_lazily(call, windows, variables, mask_missing):
     return xr.Dataset(data, coords=template.coords.coords, attrs=template.coords.attrs)
 
 
-def _forecast_block(call, adapter, config, steps, region, keep, variables, mask_missing):
+def _forecast_block(call, windows, region, keep, variables, mask_missing, batch_size):
     """One task: forecasts over the in-memory `region`, then its valid times `keep`.
     A lead too long for the region has no sample whose valid time is kept: it stays NaN."""
-    time = config["time_dim"]
+    time = windows.time_dim
     size = region.sizes[time]
-    leads = config["leads"]
-    fits = [i for i, s in enumerate(steps) if config["history"] + s < size]
     out = {}
     result = None
-    if fits:
-        windows = ForecastWindows(region, adapter, **{**config, "leads": [leads[i] for i in fits],
-                                                      "shuffle": False, "drop_last": False})
-        result = _forecast_in_memory(call, windows, variables, mask_missing).isel({time: keep})
+    if windows.history + int(windows.steps.min()) < size:
+        result = _forecast_in_memory(call, windows, region, variables, mask_missing,
+                                     batch_size).isel({time: keep})
+    n_leads = len(windows.steps)
     for name in variables:
         dims = (LEAD, *region[name].dims)
-        shape = [len(leads) if d == LEAD else keep.stop - keep.start if d == time
+        shape = [n_leads if d == LEAD else keep.stop - keep.start if d == time
                  else region.sizes[d] for d in dims]
         values = np.full(shape, np.nan, dtype=_dtype(region[name].dtype))
         if result is not None:
-            values[fits] = result[name].transpose(*dims).values
+            values[...] = result[name].transpose(*dims).values
         out[name] = values
     return out
 

@@ -32,19 +32,53 @@ from ..data.batch import Batch
 from ..data.checks import require_dims, require_monotonic, require_positive_sizes, require_variables
 from ..data.coords import as_float, calendar_features, canonical_names, patch_centres, to_utc
 from ..data.normalize import Normalizer
-from ..data.persistence import Persistable
 from ..data.stitch import PutBack
+from .windowed import IDENTITY, WindowedAdapter, _finite, removed_arguments
 
 VARIABLES_AS = ("channels", "tokens")
 N_CALENDAR = 4  # sin/cos of hour of day and of day of year
 
 
-class GridAdapter(Persistable):
-    """Gridded Dataset <-> (B, N, F) tokens. See the module docstring for the roles of dims."""
+class GridAdapter(WindowedAdapter):
+    """Gridded Dataset <-> (B, N, F) tokens. See the module docstring for the roles of dims.
 
-    def __init__(self, variables, patch, channel_dims=(), variables_as="channels", per_dims=(),
-                 periodic=(), lon="lon", validity_channel=True, strict=False, dtype="float32",
-                 calendar=False, time_dim="time", lat="lat", normalizer=None):
+    Parameters
+    ----------
+    variables : list of str
+        The input variables (each has every patch dim; a variable without a sample dim is a
+        static field, repeated in every sample).
+    patch : dict of {str: int}
+        Token dims and the patch size along each, e.g. ``{"lat": 4, "lon": 4}``.
+    channel_dims : sequence of str
+        Dims folded into each token's features (pressure levels, a history of steps).
+    variables_as : {"channels", "tokens"}
+        Variables side by side in a token's features, or each in its own tokens.
+    per_dims : sequence of str
+        Dims with a statistic per index (a mean per pressure level).
+    periodic : sequence of str
+        Patch dims that wrap around (longitude): padding wraps instead of masking.
+    lon, lat : str
+        The names of the longitude and latitude coordinates (they reach models as lon, lat).
+    validity_channel : bool
+        Add per variable the fraction of a token's cells that are valid.
+    strict : bool
+        Refuse a grid not divisible by the patch instead of padding and masking it.
+    dtype : str
+        The tokens' dtype.
+    calendar : bool
+        Add sin/cos of the hour of day and day of year of each token's time (``time_dim``).
+    time_dim : str
+        The time dim (its coordinate must be datetimes for ``calendar``).
+    normalize : bool
+        Standardize each variable by the mean and std that fit computes (False: the values as
+        they are, for data already on a common scale).
+    """
+
+    def __init__(self, variables, patch, *, channel_dims=(), variables_as="channels",
+                 per_dims=(), periodic=(), lon="lon", lat="lat", validity_channel=True,
+                 strict=False, dtype="float32", calendar=False, time_dim="time", normalize=True,
+                 **removed):
+        removed_arguments(type(self), removed)
         if isinstance(variables, str) or not variables:
             raise TypeError("variables must be a non-empty list of variable names, "
                             f"got {variables!r}")
@@ -62,8 +96,6 @@ class GridAdapter(Persistable):
         if both:
             raise ValueError(f"dims {sorted(both)} are both patch (token) dims and channel dims; "
                              "each dim plays one role")
-        if normalizer is not None and not isinstance(normalizer, Normalizer):
-            raise TypeError(f"normalizer must be a Normalizer, got {type(normalizer).__name__}")
         self.variables = list(variables)
         self.patch = {d: int(s) for d, s in patch.items()}
         self.channel_dims = tuple(channel_dims)
@@ -77,28 +109,47 @@ class GridAdapter(Persistable):
         self.dtype = np.dtype(dtype)
         self.calendar = bool(calendar)
         self.time_dim = time_dim
-        self.normalizer = normalizer
+        self.normalize = bool(normalize)
+        self.normalizer = None
+        self.value_widths = None  # value features per token of each variable, set by fit
 
     @property
     def token_dims(self):
         return tuple(self.patch)
 
-    def config(self):
-        return {"variables": self.variables, "patch": self.patch,
-                "channel_dims": list(self.channel_dims), "variables_as": self.variables_as,
-                "per_dims": list(self.per_dims), "periodic": list(self.periodic), "lon": self.lon,
-                "lat": self.lat,
-                "validity_channel": self.validity_channel, "strict": self.strict,
-                "dtype": self.dtype.name, "calendar": self.calendar, "time_dim": self.time_dim}
-
     # ---- fitting and checking ------------------------------------------------------------------
 
-    def fit(self, ds):
-        """Compute the normalization statistics (lazily on dask data, one pass); returns self."""
+    def _fit_inputs(self, ds):
+        """The normalization statistics (lazily on dask data, one pass; inf counts as missing)
+        and each variable's features per token."""
         ds = to_utc(ds)
+        self.normalizer = None
         self.check(ds)
-        self.normalizer = Normalizer.fit(ds, self.variables, self.per_dims)
-        return self
+        self.normalizer = Normalizer.fit(_finite(ds[self.variables]), self.variables,
+                                         self.per_dims) if self.normalize else IDENTITY
+        cells = int(np.prod(list(self.patch.values())))
+        self.value_widths = {name: cells * int(np.prod(
+            [ds.sizes[d] for d in self.channel_dims if d in ds[name].dims], dtype=np.int64))
+            for name in self.variables}
+
+    def get_state(self):
+        return {**super().get_state(), "value_widths": self.value_widths}
+
+    def set_state(self, state):
+        super().set_state(state)
+        self.value_widths = state.get("value_widths")
+
+    def value_width(self):
+        """Value features per token: the outputs per token of a model that predicts the inputs."""
+        self.require_fitted("value_width")
+        widths = list(self.value_widths.values())
+        return widths[0] if self.variables_as == "tokens" else sum(widths)
+
+    def token_width(self):
+        """Features per token: values, then validity and calendar channels."""
+        validity = (1 if self.variables_as == "tokens" else len(self.variables)) \
+            if self.validity_channel else 0
+        return self.value_width() + validity + (N_CALENDAR if self.calendar else 0)
 
     def check(self, ds):
         """Raise a clear error if `ds` cannot be encoded by this adapter."""
@@ -108,7 +159,11 @@ class GridAdapter(Persistable):
         require_variables(ds, self.variables)
         require_dims(ds, self.token_dims, "patch")
         require_dims(ds, self.channel_dims, "channel")
-        if self.normalizer is not None:
+        for d in self.token_dims:
+            if ds.sizes[d] == 0:
+                raise ValueError(f"patch dim {d!r} has 0 cells in the dataset; expected at least "
+                                 f"patch[{d!r}] = {self.patch[d]}")
+        if self.normalizer is not None and self.normalize:
             extra = sorted(set(self.variables) - set(self.normalizer.variables))
             if extra:
                 raise ValueError(f"variables {extra} have no normalization statistics; "
@@ -150,25 +205,14 @@ class GridAdapter(Persistable):
         role = set(self.token_dims) | set(self.channel_dims)
         return tuple(d for d in ds.dims if d in used and d not in role)
 
-    # ---- whole-dataset encode/decode -----------------------------------------------------------
+    # ---- whole-dataset decode ------------------------------------------------------------------
 
-    def encode(self, ds):
-        """All samples of an in-memory Dataset as one Batch (use :class:`BatchIterator` for data
-        that does not fit in memory)."""
-        from ..data.batching import BatchIterator
-
-        iterator = BatchIterator(ds, self, batch_size=None)
-        return next(iter(iterator))
-
-    def decode(self, batch, values=None, variables=None, mask_missing=True):
-        """Put a batch back on its source's coordinates as a Dataset.
-
-        Without `values` this decodes the batch's own inputs (the exact inverse of encoding, up to
-        the token dtype and the normalization round trip). With `values` (B, N, F), a model's
-        predictions in the layout of `variables` (default: all the adapter's variables) are
-        decoded; `mask_missing` makes them NaN where the input was missing. Cells no sample
-        covered are NaN; overlapping windows are blended.
-        """
+    def token_decode(self, batch, values=None, variables=None, mask_missing=True):
+        """A batch's inputs (`values` None: the exact inverse of encoding, up to the token dtype
+        and the normalization round trip) or `values` (B, N, F) in the token layout of
+        `variables` (default all the adapter's) on the source's coordinates; `mask_missing`
+        makes them NaN where the input was missing. Cells no sample covered are NaN;
+        overlapping windows are blended."""
         put_back = PutBack(self, batch.placement.template, variables, mask_missing)
         put_back.add(batch, values)
         return put_back.result()
@@ -239,7 +283,7 @@ class GridAdapter(Persistable):
             place = tokens[:, rows, cols].reshape(batch, *n, *p.shape[1 + k:], copy=False)
             np.copyto(place, p, casting="unsafe")
         values = tokens[..., :n_values]
-        missing = np.isnan(values)
+        missing = ~np.isfinite(values)  # inf is missing, as at fit: it never spreads to a sample
         any_missing = missing.any()
         if any_missing:
             np.copyto(values, 0, where=missing)
@@ -250,7 +294,7 @@ class GridAdapter(Persistable):
                               (slice(None), slice(sum(widths[:j]), sum(widths[:j]) + w)))
                 column = n_values if by_tokens else n_values + j
                 tokens[:, rows, column] = valid[:, rows, cols].mean(axis=-1) if any_missing else 1
-        token_coords = self._token_coords(coords, sizes, n, padded, batch)
+        token_coords = self._token_coords(coords, sizes, n, padded, batch, placement.template)
         if self.calendar:
             # a token of padding only has no time (NaN): it is masked, its calendar is 0
             features = calendar_features(token_coords[self.time_dim])
@@ -271,28 +315,31 @@ class GridAdapter(Persistable):
                 widths[1 + i] = (0, 0)
         return np.pad(a, widths, constant_values=np.nan)
 
-    def _token_coords(self, coords, sizes, n, padded, batch):
-        """(B, N) float64 coordinates per token: patch centres along patch dims, the sample's
-        coordinate along sample dims; `variable` index when variables are separate tokens;
-        `position` the token's index in the sequence."""
+    def _token_coords(self, coords, sizes, n, padded, batch, template):
+        """(B, N) float64 coordinates per token: patch centres along patch dims (of the dim's
+        coordinate and of the numbers on it: a station's lat, lon), the sample's coordinates
+        along sample dims; `variable` index when variables are separate tokens; `position` the
+        token's index in the sequence."""
         out = {}
         k = len(self.token_dims)
-        for i, d in enumerate(self.token_dims):
-            if d not in coords:
+        for name, values in coords.items():
+            d = name if name in self.patch else _dim_of(template, name)
+            if d not in self.patch:
                 continue
-            c = as_float(coords[d])
+            i = self.token_dims.index(d)
+            c = as_float(values)
             extra = padded[i] - sizes[d]
             if extra:
                 fill = c[:, :extra] if d in self.periodic else np.full((c.shape[0], extra), np.nan)
                 c = np.concatenate([c, fill], axis=1)
-            centre = patch_centres(c, self.patch[d], circular=(d == self.lon))
+            centre = patch_centres(c, self.patch[d], circular=(name == self.lon))
             shape = [1] * k
             shape[i] = n[i]
-            out[d] = centre.reshape(c.shape[0], *shape)
+            out[name] = centre.reshape(c.shape[0], *shape)
         grid = (batch, *n)
         out = {d: np.broadcast_to(v, grid).reshape(batch, -1) for d, v in out.items()}
         for d, v in coords.items():
-            if d not in self.patch and np.ndim(v) == 1:
+            if d not in out and np.ndim(v) == 1:
                 out[d] = np.repeat(as_float(v)[:, None], int(np.prod(n)), axis=1)
         if self.variables_as == "tokens":
             out = {d: np.tile(v, (1, len(self.variables))) for d, v in out.items()}
@@ -365,3 +412,9 @@ class GridAdapter(Persistable):
                              f"variables {variables} with {[widths[v] for v in variables]} "
                              "features each (pass variables=[...] to decode a subset)")
         return values
+
+
+def _dim_of(template, name):
+    """The dim of coordinate `name` in the source, None when it has none there."""
+    coords = template.coords.coords
+    return coords[name].dims[0] if name in coords and coords[name].ndim == 1 else None

@@ -36,25 +36,50 @@ from ..data.checks import require_dims, require_monotonic, require_variables
 from ..data.coords import as_float, calendar_features, canonical_names, even_step, to_utc, whole_steps
 from .frame_features import frame_features as as_frame_features
 from ..data.normalize import STATS, Normalizer
-from ..data.persistence import Persistable
 from ..data.stitch import PutBack
+from .windowed import IDENTITY, WindowedAdapter, _finite, removed_arguments
 
 N_CALENDAR = 4
 
 
-class SignalAdapter(Persistable):
-    """Signals on a time dim <-> (B, N, F) frame tokens. See the module docstring."""
+class SignalAdapter(WindowedAdapter):
+    """Signals on a time dim <-> (B, N, F) frame tokens. See the module docstring.
 
-    def __init__(self, variables, window, hop=None, time_dim="time", channel_dims=(),
+    Parameters
+    ----------
+    variables : list of str
+        The input variables (each has ``time_dim``).
+    window : int, float, str or timedelta
+        A frame's length: steps (int) or the time coordinate's units ("25ms", 0.025 s, "6h").
+    hop : int, float, str or timedelta, optional
+        The step between frames' starts (default: `window`, frames side by side).
+    time_dim : str
+        The dim the frames are cut along.
+    channel_dims : sequence of str
+        Dims folded into each frame's features (microphones, sensors).
+    calendar : bool
+        Add sin/cos of the hour of day and day of year of each frame's first step.
+    per_dims : sequence of str
+        Dims with a statistic per index (with frame features: channel dims only).
+    validity_channel : bool
+        Add per variable the fraction of a frame's steps that are valid.
+    dtype : str
+        The tokens' dtype.
+    frame_features : None, "log_mel", LogMel or callable
+        Features computed from each frame's steps (see the module docstring).
+    normalize : bool
+        Standardize values (or features) by the statistics fit computes (False: as they are).
+    """
+
+    def __init__(self, variables, window, *, hop=None, time_dim="time", channel_dims=(),
                  calendar=False, per_dims=(), validity_channel=True, dtype="float32",
-                 frame_features=None, normalizer=None):
+                 frame_features=None, normalize=True, **removed):
+        removed_arguments(type(self), removed)
         if isinstance(variables, str) or not variables:
             raise TypeError("variables must be a non-empty list of variable names, "
                             f"got {variables!r}")
         if time_dim in channel_dims:
             raise ValueError(f"time_dim {time_dim!r} is also in channel_dims; it holds the frames")
-        if normalizer is not None and not isinstance(normalizer, Normalizer):
-            raise TypeError(f"normalizer must be a Normalizer, got {type(normalizer).__name__}")
         self.variables = list(variables)
         self.window = window
         self.hop = window if hop is None else hop
@@ -64,25 +89,38 @@ class SignalAdapter(Persistable):
         self.per_dims = tuple(per_dims)
         self.validity_channel = bool(validity_channel)
         self.dtype = np.dtype(dtype)
-        self.normalizer = normalizer
         self.frame_features = as_frame_features(frame_features)
-        self.frame = None  # (window, hop) in steps, resolved against the data's coordinate
-        self.rate = None   # steps per second of the time coordinate, when it has one
-        self.n_features = getattr(self.frame_features, "n_mels", None)  # K per frame and channel
+        self.normalize = bool(normalize)
+        self.normalizer = None
+        # fitted state: (window, hop) in steps and the time coordinate's steps per second, as
+        # fit resolved them against the data; features per frame and channel; value widths
+        self.frame = None
+        self.rate = None
+        self.n_features = getattr(self.frame_features, "n_mels", None)
+        self.value_widths = None
 
     @property
     def token_dims(self):
         return (self.time_dim,)
 
     def config(self):
-        as_json = lambda x: x if isinstance(x, (int, float, str)) else str(pd.Timedelta(x))
-        return {"variables": self.variables, "window": as_json(self.window),
-                "hop": as_json(self.hop), "time_dim": self.time_dim,
-                "channel_dims": list(self.channel_dims), "calendar": self.calendar,
-                "per_dims": list(self.per_dims), "validity_channel": self.validity_channel,
-                "dtype": self.dtype.name,
+        as_duration = lambda x: x if isinstance(x, (int, float, str)) else str(pd.Timedelta(x))
+        return {**super().config(), "window": as_duration(self.window),
+                "hop": as_duration(self.hop),
                 "frame_features": None if self.frame_features is None
                 else {"log_mel": self.frame_features.config()}}
+
+    def get_state(self):
+        return {**super().get_state(), "frame": None if self.frame is None else list(self.frame),
+                "rate": self.rate, "n_features": self.n_features,
+                "value_widths": self.value_widths}
+
+    def set_state(self, state):
+        super().set_state(state)
+        self.frame = None if state.get("frame") is None else tuple(state["frame"])
+        self.rate = state.get("rate")
+        self.n_features = state.get("n_features", self.n_features)
+        self.value_widths = state.get("value_widths")
 
     @property
     def normalizes_frames(self):
@@ -92,18 +130,57 @@ class SignalAdapter(Persistable):
 
     # ---- fitting and checking ------------------------------------------------------------------
 
-    def fit(self, ds):
-        """Compute the normalization statistics (lazily on dask data); returns self."""
-        datasets = [to_utc(d) for d in (ds if isinstance(ds, (list, tuple)) else [ds])]
-        for d in datasets:
-            self.check(d)
-        if self.frame_features is not None:
-            self.normalizer = None
-            self.normalizer = self._feature_statistics(self.encode(ds), datasets[0])
+    def fit(self, ds, *, targets=None, where=None):
+        """Learn the statistics (lazily on dask data) and the targets from the samples `where`
+        selects; `ds` may be a list of Datasets (series of different lengths). Returns self."""
+        if isinstance(ds, (list, tuple)):
+            if where is not None or targets is not None:
+                raise ValueError("fit on a list of Datasets takes neither where nor targets; "
+                                 "select the series by the list itself")
+            self._fit(ds, None)
             return self
-        merged = xr.concat([d[self.variables] for d in datasets], dim="__series__")
-        self.normalizer = Normalizer.fit(merged, self.variables, self.per_dims)
-        return self
+        return super().fit(ds, targets=targets, where=where)
+
+    def _fit_inputs(self, ds):
+        datasets = [to_utc(d) for d in (ds if isinstance(ds, (list, tuple)) else [ds])]
+        self.normalizer, self.frame = None, None
+        self.check(datasets[0])
+        self.frame = self.resolve_frame(datasets[0])
+        for d in datasets[1:]:
+            self.check(d)
+        self.rate = self._steps_per_second(datasets[0])
+        if not self.normalize:
+            self.normalizer = IDENTITY
+            if self.frame_features is not None:
+                self.encode(ds)  # the number of features per frame
+        elif self.frame_features is not None:
+            # a fitted adapter without statistics yet: the features' own come from encoding
+            self.normalizer = IDENTITY
+            self.normalizer = self._feature_statistics(self.encode(ds), datasets[0])
+        else:
+            merged = xr.concat([d[self.variables] for d in datasets], dim="__series__")
+            self.normalizer = Normalizer.fit(_finite(merged), self.variables, self.per_dims)
+        per_frame = self.frame[0] if self.frame_features is None else self.n_features
+        self.value_widths = {name: per_frame * int(np.prod(
+            [datasets[0].sizes[d] for d in self.channel_dims if d in datasets[0][name].dims],
+            dtype=np.int64)) for name in self.variables}
+
+    def value_width(self):
+        """Value features per frame: the outputs per token of a model that predicts the inputs."""
+        self.require_fitted("value_width")
+        return sum(self.value_widths.values())
+
+    def token_width(self):
+        """Features per frame: values, then validity and calendar channels."""
+        return (self.value_width() + (len(self.variables) if self.validity_channel else 0)
+                + (N_CALENDAR if self.calendar else 0))
+
+    def encode(self, ds, *, where=None):
+        """The samples `where` selects as one Batch; a list of Datasets (series of different
+        lengths) gives one Batch of them all, padded and masked."""
+        if isinstance(ds, (list, tuple)):
+            return Batch.concat([self.encode(d, where=where) for d in ds])
+        return super().encode(ds, where=where)
 
     def _feature_statistics(self, batch, ds):
         """Mean and std of each variable's features over every valid frame (per feature, and per
@@ -135,7 +212,7 @@ class SignalAdapter(Persistable):
         return Normalizer(xr.Dataset(stats))
 
     def check(self, ds):
-        """Raise a clear error if `ds` cannot be encoded; resolve window and hop to steps."""
+        """Raise a clear error if `ds` cannot be encoded (`ds` and the adapter are left as they are)."""
         if not isinstance(ds, xr.Dataset):
             raise TypeError(f"expected an xarray.Dataset, got {type(ds).__name__}")
         ds = to_utc(ds)
@@ -143,7 +220,7 @@ class SignalAdapter(Persistable):
         require_dims(ds, (self.time_dim,), "time")
         require_dims(ds, self.channel_dims, "channel")
         require_monotonic(ds, self.time_dim)
-        if self.normalizer is not None:
+        if self.normalizer is not None and self.normalize and self.frame_features is None:
             extra = sorted(set(self.variables) - set(self.normalizer.variables))
             if extra:
                 raise ValueError(f"variables {extra} have no normalization statistics; "
@@ -151,21 +228,27 @@ class SignalAdapter(Persistable):
         for name in self.variables:
             if self.time_dim not in ds[name].dims:
                 raise ValueError(f"variable {name!r} lacks the time dim {self.time_dim!r}")
-        window = whole_steps(self.window, ds, self.time_dim, "window")
-        hop = whole_steps(self.hop, ds, self.time_dim, "hop")
-        if self.frame is not None and self.frame != (window, hop):
-            raise ValueError(f"window/hop are {(window, hop)} steps on this data but were "
-                             f"{self.frame} steps on the data seen first; resample to one rate")
+        if ds.sizes[self.time_dim] == 0:
+            raise ValueError(f"the dataset has 0 steps along time_dim {self.time_dim!r}; "
+                             "expected at least one frame's worth (window="
+                             f"{self.window!r})")
+        frame = self.resolve_frame(ds)
+        if self.frame is not None and self.frame != frame:
+            raise ValueError(f"window/hop are {frame} steps on this data but were "
+                             f"{self.frame} steps on the data fit saw; resample to one rate")
         if self.calendar and not np.issubdtype(ds[self.time_dim].dtype, np.datetime64):
             raise ValueError(f"calendar=True needs a datetime coordinate {self.time_dim!r}, got "
                              f"dtype {ds[self.time_dim].dtype}")
-        self.frame = (window, hop)
-        self.rate = self._steps_per_second(ds)
         if self.frame_features is not None:
             extra = [d for d in self.per_dims if d not in self.channel_dims]
             if extra:
                 raise ValueError(f"per_dims {extra} are not channel dims; with frame_features the "
                                  "statistics are per feature and per channel only")
+
+    def resolve_frame(self, ds):
+        """(window, hop) in steps of `ds`'s time coordinate."""
+        return (whole_steps(self.window, ds, self.time_dim, "window"),
+                whole_steps(self.hop, ds, self.time_dim, "hop"))
 
     def _steps_per_second(self, ds):
         """The time coordinate's rate (a numeric coordinate is read as seconds), or None."""
@@ -192,23 +275,14 @@ class SignalAdapter(Persistable):
         role = {self.time_dim, *self.channel_dims}
         return tuple(d for d in ds.dims if d in used and d not in role)
 
-    # ---- whole-dataset encode/decode -----------------------------------------------------------
+    # ---- whole-dataset decode ------------------------------------------------------------------
 
-    def encode(self, ds):
-        """All samples of an in-memory Dataset (or a list of Datasets with series of different
-        lengths, padded and masked) as one Batch."""
-        from ..data.batching import BatchIterator
-
-        if isinstance(ds, (list, tuple)):
-            return Batch.concat([self.encode(d) for d in ds])
-        return next(iter(BatchIterator(ds, self, batch_size=None)))
-
-    def decode(self, batch, values=None, variables=None, mask_missing=True):
+    def token_decode(self, batch, values=None, variables=None, mask_missing=True):
         """Put a batch (its inputs, or `values` (B, N, F) predictions for `variables`) back on
         the time coordinate; a list of Datasets for a batch of several series."""
         if batch.parts:
-            return [self.decode(part, None if values is None else values[rows, :n], variables,
-                                mask_missing)
+            return [self.token_decode(part, None if values is None else values[rows, :n],
+                                      variables, mask_missing)
                     for part, (rows, n) in zip(batch.split(), batch.parts)]
         put_back = self.put_back(batch.placement.template, variables, mask_missing)
         put_back.add(batch, values)
@@ -272,8 +346,7 @@ class SignalAdapter(Persistable):
 
     def encode_samples(self, arrays, var_dims, sizes, coords, placement):
         """Frame tokens of stacked sample windows (see GridAdapter.encode_samples)."""
-        if self.frame is None:
-            raise ValueError("window and hop are not resolved yet; call check(ds) first")
+        self.require_fitted("encode_samples")
         window, hop = self.frame
         length = sizes[self.time_dim]
         n = self._n_frames(length)
@@ -297,10 +370,10 @@ class SignalAdapter(Persistable):
                 channels = self._var_layout(name, dims, sizes)[2]
                 pieces.append(self._features(name, frames, channels, sizes).reshape(b, n, -1))
         values = np.concatenate(pieces, axis=2)
-        valid = ~np.isnan(values)
+        valid = np.isfinite(values)  # inf is missing, as at fit
         channels = [np.where(valid, values, 0).astype(self.dtype)]
         if self.validity_channel:
-            channels += [(~np.isnan(p)).mean(axis=-1, keepdims=True).astype(self.dtype)
+            channels += [np.isfinite(p).mean(axis=-1, keepdims=True).astype(self.dtype)
                          for p in pieces]
         times = self._frame_times(coords, n, padded)
         if self.calendar:
@@ -312,7 +385,7 @@ class SignalAdapter(Persistable):
     def _features(self, name, frames, channels, sizes):
         """(B, n, K, C) features of (B, n, C, window) frames, normalized by the features'
         statistics; NaN for a frame with a missing step."""
-        missing = np.isnan(frames).any(axis=-1)
+        missing = ~np.isfinite(frames).all(axis=-1)
         features = self.frame_features(np.where(missing[..., None], 0.0, frames), self.rate)
         if features.ndim != frames.ndim or features.shape[:-1] != frames.shape[:-1]:
             raise ValueError(f"frame_features returned shape {features.shape} for frames of shape "
@@ -323,7 +396,7 @@ class SignalAdapter(Persistable):
             raise ValueError(f"frame_features returned {features.shape[-1]} features per frame, "
                              f"{self.n_features} before; a frame's features must keep their number")
         features = np.where(missing[..., None], np.nan, features).transpose(0, 1, 3, 2)
-        if self.normalizer is not None:
+        if self.normalizer is not None and name in self.normalizer.variables:
             stats = self.normalizer.stats[name]
             stats = stats.expand_dims({d: sizes[d] for d in channels if d not in stats.dims})
             mean, std = stats.transpose("stat", self.frame_features.dim, *channels).values.reshape(

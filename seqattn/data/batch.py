@@ -41,6 +41,8 @@ targets; other batches leave these None:
   ``lead`` earlier, ``(y - x) / std``. A missing target is 0 here and False in
   ``target_valid``: weight a loss by ``target_valid`` so that missing targets count for nothing.
 * ``target_valid`` (B, N, Ft) bool: which targets were present in the data.
+* ``target_base`` (B, N, Ft) (forecasts with ``increments=True``): the source values in physical
+  units that the increments are changes from, NaN where missing; decoding adds predictions to them.
 * ``lead`` (B,): each sample's lead time in the time coordinate's units (timedelta64 for datetime
   coordinates; a number, e.g. hours, for numeric ones).
 
@@ -122,6 +124,7 @@ class Batch:
     placement: Placement
     targets: np.ndarray = None
     target_valid: np.ndarray = None
+    target_base: np.ndarray = None
     lead: np.ndarray = None
     structure: object = None
     parts: tuple = ()  # ((rows slice, n_tokens), ...) for a concatenation of ragged batches

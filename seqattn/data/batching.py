@@ -11,9 +11,11 @@ It covers what xbatcher's BatchGenerator does and adds what its users ask for:
 * ``shuffle`` with a ``seed``: a new order every epoch that depends only on (seed, epoch), so
   ``epoch(e)`` gives the batches of epoch e again (exact resume); ``drop_last``.
 * Outputs go back on the original coordinates: :meth:`put_back`.
-* ``targets``: a variable of the Dataset (its name) or a DataArray with one value per sample
-  (N -> 1: a speaker's label, a recording's word) becomes every batch's ``targets``, (B, *its
-  other dims), as it is (not normalized), so ``fit`` takes the iterator itself.
+* ``targets``: variables of the Dataset with one value per sample (N -> 1: a speaker's label, a
+  recording's word) that the adapter's ``fit`` saw become every batch's ``targets`` as
+  :mod:`seqattn.data.sample_targets` lays them out (values normalized, classes as indices), so
+  ``fit`` takes the iterator itself; a DataArray (or a variable fit did not see) is passed as it
+  is, (B, *its other dims).
 
 Memory stays bounded by the read block, not the dataset: samples are grouped in blocks (the read
 block along batch dims, the dask chunk along input dims, else the whole dim) and only the region
@@ -29,6 +31,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from .batch import Placement, Template
 from .checks import require_dims, require_positive_sizes
 from .coords import to_utc, token_coordinates
+from .epochs import check_epoch  # noqa: F401  (where callers have imported it from)
+from .protocol import Batches
+from .sample_targets import check_sample_specs, per_sample_values
 from .stitch import PutBack
 
 
@@ -53,9 +58,10 @@ def chunk_size(ds, dim):
     return max(chunks) if chunks else None
 
 
-class BatchIterator:
+class BatchIterator(Batches):
     """Iterate over `ds` in batches of `batch_size` samples encoded by `adapter`.
 
+    What an adapter's ``batches(...)`` returns (a :class:`~seqattn.data.protocol.Batches`).
     `batch_size=None` puts all samples in one batch. Iterating reads the data lazily.
     ``epoch(e)`` yields the batches of epoch e (0, 1, ...): with ``shuffle=True`` in an order
     drawn from (`seed`, e) only, so a resumed training run can replay any epoch exactly
@@ -66,12 +72,14 @@ class BatchIterator:
 
     def __init__(self, ds, adapter, input_dims=None, input_overlap=None, batch_dims=None,
                  batch_size=32, shuffle=False, seed=None, drop_last=False, targets=None):
+        super().__init__(batch_size, shuffle, seed, drop_last)
+        batch_size = self.batch_size
+        require_fitted = getattr(adapter, "require_fitted", None)
+        if require_fitted is not None:
+            require_fitted("batches")
         source = ds
         ds = to_utc(ds)
         adapter.check(ds)
-        if batch_size is not None and (not isinstance(batch_size, (int, np.integer))
-                                       or batch_size < 1):
-            raise ValueError(f"batch_size = {batch_size!r}; expected a positive integer or None")
         input_dims = dict(input_dims or {})
         input_overlap = dict(input_overlap or {})
         batch_dims = dict(batch_dims or {})
@@ -101,11 +109,6 @@ class BatchIterator:
         self.ds = ds[adapter.variables]
         self.adapter = adapter
         self.template = Template.of(source[adapter.variables])
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.drop_last = drop_last
-        self._epoch = 0
 
         self.dims = tuple(input_dims) + tuple(batch_dims)
         self.sizes = tuple(input_dims.values()) + (1,) * len(batch_dims)
@@ -126,16 +129,29 @@ class BatchIterator:
         self._targets = None if targets is None else self._per_sample(ds, targets, sample_dims)
 
     def _per_sample(self, ds, targets, sample_dims):
-        """(columns of `starts` that index the target, its values with those dims first)."""
-        da = targets
-        if isinstance(targets, str):
-            if targets not in ds.data_vars:
-                raise ValueError(f"targets={targets!r} is not a variable of the dataset (it has "
-                                 f"{sorted(map(str, ds.data_vars))})")
-            da = ds[targets]
+        """(columns of `starts` that index the targets, their values with those dims first,
+        their validity or None)."""
+        specs = {s.name: s for s in getattr(self.adapter, "target_specs", ())}
+        names = [targets] if isinstance(targets, str) else targets
+        if isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names):
+            for name in names:
+                if name not in ds.data_vars:
+                    raise ValueError(f"targets={name!r} is not a variable of the dataset (it has "
+                                     f"{sorted(map(str, ds.data_vars))})")
+            unfitted = [n for n in names if n not in specs]
+            if not unfitted:
+                dims, values, valid = per_sample_values(
+                    ds, check_sample_specs([specs[n] for n in names]), self.adapter.normalizer,
+                    sample_dims)
+                return [self.dims.index(d) for d in dims], values, valid
+            if len(names) != 1:
+                raise ValueError(f"targets {unfitted} were not given to fit, which learns what "
+                                 "they are (values or classes); fit(ds, targets=...) first")
+            targets = ds[names[0]]
         elif not isinstance(targets, xr.DataArray):
             raise TypeError(f"targets must be a variable name or a DataArray with one value per "
                             f"sample, got {type(targets).__name__}")
+        da = targets
         spanned = [d for d in da.dims if d not in sample_dims and (
             d in self.dims or any(d in self.ds[v].dims for v in self.adapter.variables))]
         if spanned:
@@ -149,39 +165,15 @@ class BatchIterator:
                 raise ValueError(f"targets have {da.sizes[d]} values along {d!r}, the dataset "
                                  f"{ds.sizes[d]}; give one per sample")
         values = np.asarray(da.transpose(*per, ...).values)
-        return [self.dims.index(d) for d in per], values
+        return [self.dims.index(d) for d in per], values, None
 
     @property
     def n_samples(self):
         return len(self.starts)
 
-    def __len__(self):
-        if self.batch_size is None:
-            return 1
-        whole, rest = divmod(self.n_samples, self.batch_size)
-        return whole if self.drop_last or not rest else whole + 1
-
-    def _order(self, epoch):
-        """Sample indices in the order epoch `epoch` emits them, grouped by block."""
-        index = np.arange(self.n_samples)
-        if not self.shuffle:
-            return index[np.argsort(self.block, kind="stable")]
-        rng = np.random.default_rng(None if self.seed is None else [self.seed, epoch])
-        blocks = np.unique(self.block)
-        rank = np.empty(self.block.max() + 1, dtype=np.int64)
-        rank[rng.permutation(blocks)] = np.arange(len(blocks))
-        within = rng.permutation(self.n_samples)
-        return within[np.lexsort((np.arange(self.n_samples), rank[self.block[within]]))]
-
-    def __iter__(self):
-        epoch = self._epoch
-        self._epoch += 1
-        return self.epoch(epoch)
-
-    def epoch(self, epoch):
-        """The batches of epoch `epoch` (an int >= 0), lazily; see the class docstring."""
-        order = self._order(check_epoch(epoch))
-        return self._batches(order)
+    @property
+    def blocks(self):
+        return self.block
 
     def _batches(self, order):
         size = self.batch_size or self.n_samples
@@ -208,15 +200,15 @@ class BatchIterator:
         rel = starts - lo
         arrays = {name: self._windows(region[name], rel) for name in self.adapter.variables}
         coords = {}
-        for d, values in self._coords.items():
+        for name, (d, values) in self._coords.items():
             if d in self.dims:
                 i = self.dims.index(d)
                 offsets = np.arange(self.sizes[i])
                 taken = values[starts[:, i, None] + offsets]
-                coords[d] = taken[:, 0] if self.sizes[i] == 1 and d not in self.adapter.token_dims \
-                    else taken
+                coords[name] = taken[:, 0] if self.sizes[i] == 1 and \
+                    d not in self.adapter.token_dims else taken
             else:
-                coords[d] = np.broadcast_to(values, (len(samples), len(values)))
+                coords[name] = np.broadcast_to(values, (len(samples), len(values)))
         return arrays, coords, starts
 
     def _windows(self, da, rel):
@@ -239,8 +231,10 @@ class BatchIterator:
                                             placement.window_sizes(), coords, placement)
         if self._targets is None:
             return batch
-        columns, values = self._targets
-        return dataclasses.replace(batch, targets=values[tuple(starts[:, i] for i in columns)])
+        columns, values, valid = self._targets
+        at = tuple(starts[:, i] for i in columns)
+        return dataclasses.replace(batch, targets=values[at],
+                                   target_valid=None if valid is None else valid[at])
 
     def put_back(self, variables=None, mask_missing=True):
         """A :class:`PutBack` for this iterator's batches: ``add(batch, predictions)`` for each
@@ -257,12 +251,6 @@ def normalized(adapter, region):
     if adapter.normalizer is None or getattr(adapter, "normalizes_frames", False):
         return region
     return adapter.normalizer.apply(region)
-
-
-def check_epoch(epoch):
-    if not isinstance(epoch, (int, np.integer)) or isinstance(epoch, bool) or epoch < 0:
-        raise ValueError(f"epoch = {epoch!r}; expected a whole number >= 0 (0 is the first)")
-    return int(epoch)
 
 
 def _take(pending, size):

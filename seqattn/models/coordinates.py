@@ -54,9 +54,12 @@ class CoordinateEncoding(Module):
         """(B, N, C) host features for tokens of ``shape`` (B, N)."""
         missing = sorted({name for e in self.encodings for name in NEEDS[e]} - set(coords or {}))
         if missing:
+            fix = ("give the Dataset coordinates of these names (on a dim, or numbers on the "
+                   "sample dims such as lat/lon on station; lat=/lon=/time_dim= name others), "
+                   "or drop them from the config's coordinates" if coords else
+                   "pass the batch's coords (the adapters provide them by these names)")
             raise ValueError(f"the model encodes coordinates {list(self.encodings)} and needs "
-                             f"coords {missing} (B, N), got {sorted(coords or {})}; pass the "
-                             "batch's coords (the adapters provide them by these names)")
+                             f"coords {missing} (B, N), got {sorted(coords or {})}; {fix}")
         columns = []
         for e in self.encodings:
             c = {name: np.broadcast_to(np.asarray(coords[name], dtype=np.float64), shape)

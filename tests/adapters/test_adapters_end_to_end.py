@@ -84,9 +84,9 @@ def test_forecasts_of_a_relaxing_field_on_a_grid_and_at_stations():
             ("grid", GridAdapter(["x"], {"lat": 2, "lon": 2}, dtype="float64"), 1, 1),
             ("signal", SignalAdapter(["x"], 1, dtype="float64"), 4, 0)]:
         train, test = forecast_data(kind, seed=2), forecast_data(kind, seed=3)
-        windows = ForecastWindows(train, adapter.fit(train), leads=["1h", "3h"], history=history,
-                                  increments=True, batch_size=None)
-        batch = next(iter(windows))
+        windows = ForecastWindows(adapter, leads=["1h", "3h"], history=history,
+                                  increments=True).fit(train)
+        batch = windows.encode(train)
         # the last input step of each cell: history is the innermost channel on the grid
         columns = slice(history, 4 * (history + 1), history + 1) if kind == "grid" else [0]
         model = LeastSquares(columns).fit(batch, batch.targets, batch.target_valid)

@@ -5,16 +5,16 @@ import pytest
 import xarray as xr
 from hypothesis import given, settings
 
-from adapters_helpers import (assert_targets_at_valid_times, forecast_cases, make_grid,
-                              make_signal)
+from adapters_helpers import (assert_targets_at_valid_times, forecast_batches, forecast_cases,
+                              make_grid, make_signal)
 from seqattn.adapters import Batch, ForecastWindows, GridAdapter, SignalAdapter
 
-ADAPTER = GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, dtype="float64")
+ADAPTER = GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, dtype="float64", normalize=False)
 
 
 def test_layout_of_history_targets_and_leads():
     ds = make_grid(time=6, lat=4, lon=4)
-    windows = ForecastWindows(ds, ADAPTER, leads=["6h", "12h"], history=1, batch_size=None)
+    windows = forecast_batches(ds, ADAPTER, leads=["6h", "12h"], history=1, batch_size=None)
     batch = next(iter(windows))
     # initial times 1..4 for 6 h, 1..3 for 12 h (the rest would pass the end): 7 samples
     assert windows.samples[:, :2].tolist() == [[1, 0], [1, 1], [2, 0], [2, 1], [3, 0], [3, 1],
@@ -36,17 +36,17 @@ def test_layout_of_history_targets_and_leads():
 def test_missing_targets_are_masked_never_zeros_and_predictions_go_to_valid_times():
     ds = make_grid(time=4, lat=2, lon=2, static=False)
     ds["t"][3, 0, 0] = np.nan
-    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64")
-    windows = ForecastWindows(ds, adapter, leads=[1, 2], batch_size=None)
+    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64", normalize=False)
+    windows = forecast_batches(ds, adapter, leads=[1, 2], batch_size=None)
     batch = next(iter(windows))
     last = [i for i, row in enumerate(windows.samples) if row[0] + row[1] + 1 == 3]
     assert not batch.target_valid[last, 0, 0].any() and batch.target_valid[last, 0, 1:].all()
     assert (batch.targets[last, 0, 0] == 0).all()             # a filler, flagged above
-    out = windows.decode(batch, 2 * batch.targets)
+    out = windows.windows.decode(batch, 2 * batch.targets)
     assert np.isnan(out.t.values[:, 3, 0, 0]).all()
     np.testing.assert_array_equal(out.u.sel(lead=np.timedelta64(12, "h")).values[2:],
                                   2 * ds.u.values[2:])
-    unmasked = windows.decode(batch, 2 * batch.targets, mask_missing=False)
+    unmasked = windows.windows.decode(batch, 2 * batch.targets, mask_missing=False)
     assert (unmasked.t.values[:, 3, 0, 0] == 0).all()
 
 
@@ -54,12 +54,13 @@ def test_missing_targets_are_masked_never_zeros_and_predictions_go_to_valid_time
 @given(forecast_cases())
 def test_encode_decode_of_targets_is_exact_at_valid_times(case):
     ds, patch, history, leads, steps, channel_dims = case
-    adapter = GridAdapter(["t", "u", "lsm"], patch, channel_dims=channel_dims, dtype=ds.t.dtype)
-    windows = ForecastWindows(ds, adapter, leads=leads, history=history, batch_size=None)
+    adapter = GridAdapter(["t", "u", "lsm"], patch, channel_dims=channel_dims, dtype=ds.t.dtype,
+                          normalize=False)
+    windows = forecast_batches(ds, adapter, leads=leads, history=history, batch_size=None)
     per_time = ds.sizes.get("level", 1) if not channel_dims else 1
     assert windows.n_samples == per_time * sum(ds.sizes["time"] - history - s for s in steps)
-    assert_targets_at_valid_times(windows.decode(next(iter(windows))), ds, history, steps)
-    shuffled = ForecastWindows(ds, adapter, leads=leads, history=history, targets=["u"],
+    assert_targets_at_valid_times(windows.windows.decode(next(iter(windows))), ds, history, steps)
+    shuffled = forecast_batches(ds, adapter, leads=leads, history=history, targets=["u"],
                                batch_size=3, shuffle=True, seed=1)
     put_back = shuffled.put_back()
     for batch in shuffled:
@@ -71,7 +72,7 @@ def test_normalized_targets_are_inverted_on_decode():
     ds = make_grid(time=5, level=2, lat=4, lon=4, nan_fraction=0.1)
     adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, channel_dims=("level",),
                           per_dims=("level",), dtype="float64").fit(ds)
-    windows = ForecastWindows(ds, adapter, leads="6h", history=2, batch_size=4)
+    windows = forecast_batches(ds, adapter, leads="6h", history=2, batch_size=4)
     batch = next(iter(windows))
     assert abs(batch.targets[batch.target_valid].mean()) < 1
     put_back = windows.put_back()
@@ -91,10 +92,10 @@ def test_dask_data_is_read_only_at_the_steps_a_batch_needs():
     ds = make_grid(time=12, lat=2, lon=2, static=False)
     lazy = ds.chunk({"time": 1})
     lazy["t"] = lazy.t.copy(data=dsa.map_blocks(block, lazy.t.data, dtype=ds.t.dtype))
-    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64")
-    first = next(iter(ForecastWindows(lazy, adapter, leads=[2], history=1, batch_size=2)))
+    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64", normalize=False)
+    first = next(iter(forecast_batches(lazy, adapter, leads=[2], history=1, batch_size=2)))
     assert sorted(set(reads)) == [0, 1, 2, 3, 4]          # t = 1, 2: steps 0-2 in, 3-4 out
-    expected = next(iter(ForecastWindows(ds, adapter, leads=[2], history=1, batch_size=2)))
+    expected = next(iter(forecast_batches(ds, adapter, leads=[2], history=1, batch_size=2)))
     np.testing.assert_array_equal(first.tokens, expected.tokens)
     np.testing.assert_array_equal(first.targets, expected.targets)
 
@@ -112,7 +113,7 @@ def test_dask_data_is_read_only_at_the_steps_a_batch_needs():
 ])
 def test_bad_forecast_arguments_name_the_argument(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        ForecastWindows(make_grid(time=6, lat=4, lon=4), ADAPTER, **kwargs)
+        forecast_batches(make_grid(time=6, lat=4, lon=4), ADAPTER, **kwargs)
 
 
 def test_uneven_time_axes_and_static_token_variables_with_history_are_refused():
@@ -120,50 +121,51 @@ def test_uneven_time_axes_and_static_token_variables_with_history_are_refused():
     uneven = ds.assign_coords(time=ds.time.values[[0, 1, 2]].tolist() + [ds.time.values[3]
                                                                          + np.timedelta64(1, "h")])
     with pytest.raises(ValueError, match="'time' is not evenly spaced"):
-        ForecastWindows(uneven, ADAPTER, leads=[1])
+        forecast_batches(uneven, ADAPTER, leads=[1])
     by_tokens = GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, variables_as="tokens")
     with pytest.raises(ValueError, match=r"static variable\(s\) \['lsm'\] one"):
-        ForecastWindows(ds, by_tokens, leads=[1], history=1)
+        forecast_batches(ds, by_tokens, leads=[1], history=1)
     with pytest.raises(ValueError, match=r"targets \['u'\] are not among the adapter's variables"):
-        ForecastWindows(ds, GridAdapter(["t"], {"lat": 2, "lon": 2}, variables_as="tokens"),
+        forecast_batches(ds, GridAdapter(["t"], {"lat": 2, "lon": 2}, variables_as="tokens"),
                         leads=[1], targets=["u"])
-    batch = next(iter(ForecastWindows(ds, ADAPTER, leads=[1])))
+    batch = next(iter(forecast_batches(ds, ADAPTER, leads=[1])))
     with pytest.raises(ValueError, match="Batch.concat is for ragged batches without targets"):
         Batch.concat([batch, batch])
 
 
 def test_signal_frames_shifted_by_the_lead_are_the_targets():
     ds = make_signal(length=12, stations=2, start="2020-01-01", dtype="float64")
-    adapter = SignalAdapter(["x"], 2, dtype="float64")
-    windows = ForecastWindows(ds, adapter, leads=["2h"], history=3, batch_size=None)
+    adapter = SignalAdapter(["x"], 2, dtype="float64", normalize=False)
+    windows = forecast_batches(ds, adapter, leads=["2h"], history=3, batch_size=None)
     batch = next(iter(windows))
     # initial times 3..9, stations 0 and 1; frames of 2 steps over steps t-3 .. t
     assert windows.samples[:3].tolist() == [[3, 0, 0], [3, 0, 1], [4, 0, 0]]
     assert batch.tokens.shape == (14, 2, 3) and batch.targets.shape == (14, 2, 2)
     np.testing.assert_array_equal(batch.values[2].ravel(), ds.x.values[0, 1:5])
     np.testing.assert_array_equal(batch.targets[2].ravel(), ds.x.values[0, 3:7])
-    back = windows.decode(batch).isel(lead=0)
+    back = windows.windows.decode(batch).isel(lead=0)
     np.testing.assert_array_equal(back.x.values[:, 2:], ds.x.values[:, 2:])
     assert np.isnan(back.x.values[:, :2]).all()            # before the first lead's reach
     with pytest.raises(ValueError, match=r"a frame is 2 steps .* \(in ForecastWindows: "
                                          r"history >= 1\)"):
-        ForecastWindows(ds, adapter, leads=[1], history=0)
+        forecast_batches(ds, adapter, leads=[1], history=0)
     with pytest.raises(ValueError, match="time_dim 'station' is not the SignalAdapter's time dim"):
-        ForecastWindows(ds, adapter, leads=[1], time_dim="station")
+        forecast_batches(ds, adapter, leads=[1], time_dim="station")
 
 
 @settings(max_examples=15, deadline=None)
 @given(forecast_cases())
 def test_targets_as_increments_decode_to_the_targets_where_both_steps_are_present(case):
     ds, patch, history, leads, steps, channel_dims = case
-    adapter = GridAdapter(["t", "u", "lsm"], patch, channel_dims=channel_dims, dtype="float64")
-    windows = ForecastWindows(ds, adapter, leads=leads, history=history, batch_size=None,
+    adapter = GridAdapter(["t", "u", "lsm"], patch, channel_dims=channel_dims, dtype="float64",
+                          normalize=False)
+    windows = forecast_batches(ds, adapter, leads=leads, history=history, batch_size=None,
                               increments=True)
     batch = next(iter(windows))
-    plain = next(iter(ForecastWindows(ds, adapter, leads=leads, history=history,
+    plain = next(iter(forecast_batches(ds, adapter, leads=leads, history=history,
                                       batch_size=None)))
     assert not (batch.target_valid & ~plain.target_valid).any()
-    out = windows.decode(batch)
+    out = windows.windows.decode(batch)
     for i, s in enumerate(steps):
         valid = slice(history + s, None)
         for name in ("t", "u"):
@@ -180,13 +182,12 @@ def test_targets_as_increments_decode_to_the_targets_where_both_steps_are_presen
      GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, channel_dims=("level",),
                  calendar=True, dtype="float64")),
     (lambda: make_signal(length=30, stations=2, start="2020-01-01", nan_fraction=0.1),
-     SignalAdapter(["x"], 2, 1, calendar=True, dtype="float64")),
+     SignalAdapter(["x"], 2, hop=1, calendar=True, dtype="float64")),
 ])
 def test_in_memory_windows_give_the_same_batches_cut_from_one_encoding(make, adapter):
     ds = make()
-    adapter.fit(ds)
     options = dict(leads=[1, 3], history=3, batch_size=5, shuffle=True, seed=2, increments=True)
-    lazy, cached = (ForecastWindows(ds, adapter, in_memory=m, **options) for m in (False, True))
+    lazy, cached = (forecast_batches(ds, adapter, in_memory=m, **options) for m in (False, True))
     reads = []
     cached._encode = lambda rows, encode=cached._encode: reads.append(len(rows)) or encode(rows)
     for epoch in (0, 1):
@@ -200,34 +201,36 @@ def test_in_memory_windows_give_the_same_batches_cut_from_one_encoding(make, ada
                 np.testing.assert_array_equal(a.coords[name], b.coords[name], name)
             np.testing.assert_array_equal(a.placement.starts, b.placement.starts)
     assert reads == [cached.n_samples]  # one encoding of every sample, for both epochs
-    restored = ForecastWindows.from_dict(cached.to_dict(), ds)
-    assert restored.in_memory and restored.like(ds).in_memory
-    xr.testing.assert_identical(cached.decode(next(iter(cached.epoch(0)))),
-                                lazy.decode(next(iter(lazy.epoch(0)))))
+    restored = ForecastWindows.from_dict(cached.windows.to_dict())
+    assert restored.in_memory and restored.batches(ds).windows.in_memory
+    xr.testing.assert_identical(cached.windows.decode(next(iter(cached.epoch(0)))),
+                                lazy.windows.decode(next(iter(lazy.epoch(0)))))
 
 
 def test_increments_scaled_per_lead_have_unit_rms_and_put_back_unchanged():
     ds = make_signal(length=40, stations=2, start="2020-01-01", nan_fraction=0.1)
     ds["x"] = ds.x.cumsum("time")  # a random walk: increments grow with the lead
-    adapter = SignalAdapter(["x"], 2, 1, dtype="float64").fit(ds)
+    adapter = SignalAdapter(["x"], 2, hop=1, dtype="float64")
     options = dict(leads=[1, 4], history=3, batch_size=None, increments=True)
-    plain = ForecastWindows(ds, adapter, **options)
-    scaled = ForecastWindows(ds, adapter, lead_scales="rms", **options)
+    plain = forecast_batches(ds, adapter, **options)
+    scaled = forecast_batches(ds, adapter, lead_scales="rms", **options)
     (a,), (b,) = plain.epoch(0), scaled.epoch(0)
     lead = scaled.samples[:, 1]
-    for i, scale in enumerate(scaled.lead_scales):
+    for i, scale in enumerate(scaled.windows.scales):
         valid = b.target_valid[lead == i]
         np.testing.assert_allclose(np.sqrt(np.mean(b.targets[lead == i][valid] ** 2)), 1.0)
         np.testing.assert_allclose(b.targets[lead == i], a.targets[lead == i] / scale)
-    assert scaled.lead_scales[1] > 1.5 * scaled.lead_scales[0]
-    xr.testing.assert_allclose(scaled.decode(b), plain.decode(a))
-    xr.testing.assert_allclose(scaled.decode(b, 0 * b.targets), plain.decode(a, 0 * a.targets))
-    # validation windows keep the training scales, and so does a saved set-up
-    later = scaled.like(ds.isel(time=slice(10, None)))
-    np.testing.assert_array_equal(later.lead_scales, scaled.lead_scales)
+    assert scaled.windows.scales[1] > 1.5 * scaled.windows.scales[0]
+    xr.testing.assert_allclose(scaled.windows.decode(b), plain.windows.decode(a))
+    xr.testing.assert_allclose(scaled.windows.decode(b, 0 * b.targets), plain.windows.decode(a, 0 * a.targets))
+    # validation batches keep the training scales, and so does a saved set-up
+    later = ds.isel(time=slice(10, None))
+    (c,), (d,) = (w.windows.batches(later, batch_size=None).epoch(0) for w in (plain, scaled))
+    scales = scaled.windows.scales[d.placement.starts[:, 0]][:, None, None]
+    np.testing.assert_allclose(d.targets, c.targets / scales, rtol=1e-6)
     np.testing.assert_array_equal(
-        ForecastWindows.from_dict(scaled.to_dict(), ds).lead_scales, scaled.lead_scales)
-    cached = ForecastWindows(ds, adapter, lead_scales="rms", in_memory=True, **options)
+        ForecastWindows.from_dict(scaled.windows.to_dict()).scales, scaled.windows.scales)
+    cached = forecast_batches(ds, adapter, lead_scales="rms", in_memory=True, **options)
     np.testing.assert_array_equal(next(iter(cached.epoch(0))).targets, b.targets)
 
 
@@ -240,4 +243,4 @@ def test_increments_scaled_per_lead_have_unit_rms_and_put_back_unchanged():
 def test_bad_lead_scales_say_what_to_give(kwargs, match):
     ds = make_signal(length=20, stations=1)
     with pytest.raises(ValueError, match=match):
-        ForecastWindows(ds, SignalAdapter(["x"], 1), leads=[1, 2], history=2, **kwargs)
+        forecast_batches(ds, SignalAdapter(["x"], 1), leads=[1, 2], history=2, **kwargs)

@@ -30,10 +30,9 @@ def set_up(kind, nan_fraction=0.1, normalized=True, increments=True, **options):
                    GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, variables_as="tokens"))
         leads, history = ["6h", 2], 1
         options.setdefault("targets", ["u"] if kind == "tokens" else None)
-    if normalized:
-        adapter.fit(ds)
-    windows = ForecastWindows(ds, adapter, leads=leads, history=history, increments=increments,
-                              batch_size=4, **options)
+    adapter.normalize = normalized
+    windows = ForecastWindows(adapter, leads=leads, history=history, increments=increments,
+                              **options).fit(ds)
     # a grid's lead reaches valid times from history + lead; a signal's frames from lead
     first = windows.steps if "station" in kind or kind == "signal" else windows.steps + history
     return ds, windows, first
@@ -43,7 +42,7 @@ def reached(windows, first, like):
     """True at the (lead, valid time) a sample reaches, on the layout of `like`."""
     time = np.arange(like.sizes["time"])
     mask = xr.DataArray(time[None] >= np.asarray(first)[:, None], dims=("lead", "time"),
-                        coords={"lead": windows.leads})
+                        coords={"lead": windows.lead_values})
     return mask.broadcast_like(like)
 
 
@@ -56,11 +55,11 @@ def zero_increments(tokens, key_padding_mask, coords):
 @pytest.mark.parametrize("mask_missing", [True, False])
 def test_zero_increments_give_persistence_exactly(kind, mask_missing):
     ds, windows, first = set_up(kind)
-    width = next(iter(windows)).targets.shape[-1]
+    width = windows.model_config().out_features
     zero = lambda tokens, key_padding_mask, coords: np.zeros(tokens.shape[:2] + (width,))
-    out = windows.predict(zero, mask_missing=mask_missing)
-    names = windows.targets
-    expected = persistence(ds, names, "time", windows.steps, windows.leads)
+    out = windows.predict(zero, ds, batch_size=4, mask_missing=mask_missing)
+    names = windows.targets or windows.timed
+    expected = persistence(ds, names, "time", windows.steps, windows.lead_values)
     expected = expected.where(reached(windows, first, expected[names[0]]))
     if mask_missing:                         # no prediction where the target is missing
         expected = expected.where(ds[names].notnull())
@@ -79,9 +78,9 @@ def coordinate_model(name, width, origin=0.0):
 @pytest.mark.parametrize("kind", KINDS)
 def test_predictions_go_to_valid_times_with_their_leads(kind):
     ds, windows, first = set_up(kind, nan_fraction=0.0, normalized=False, increments=False)
-    width = next(iter(windows)).targets.shape[-1]
-    out = windows.predict(coordinate_model("lead", width))
-    for i, lead in enumerate(windows.leads):
+    width = windows.model_config().out_features
+    out = windows.predict(coordinate_model("lead", width), ds)
+    for i, lead in enumerate(windows.lead_values):
         at = out.isel(lead=i)
         assert at.lead.values == lead and np.isnan(at.isel(time=slice(0, first[i]))
                                                    .to_array()).all()
@@ -89,9 +88,9 @@ def test_predictions_go_to_valid_times_with_their_leads(kind):
                                       lead / np.timedelta64(1, "h"))
     if kind in ("grid", "tokens"):           # a grid sample's time is its initial time
         origin = (ds.time.values[0] - np.datetime64(0, "s")) / np.timedelta64(1, "s")
-        initial = windows.predict(coordinate_model("time", width, origin))
+        initial = windows.predict(coordinate_model("time", width, origin), ds)
         times = ds.time.values
-        hours = (times[None] - windows.leads[:, None] - times[0]) / np.timedelta64(1, "h")
+        hours = (times[None] - windows.lead_values[:, None] - times[0]) / np.timedelta64(1, "h")
         for i in range(len(first)):
             got = initial.isel(lead=i, time=slice(first[i], None)).to_array().values
             want = hours[i, first[i]:][None, :, None, None]     # (variable, time, lat, lon)
@@ -115,12 +114,12 @@ class CountingModel:
 @pytest.mark.parametrize("kind", KINDS)
 def test_dask_input_is_forecast_lazily_per_chunk_and_equals_the_eager_result(kind):
     ds, windows, _ = set_up(kind)
-    model = CountingModel(next(iter(windows)).targets.shape[-1])
-    eager = windows.predict(model)
+    model = CountingModel(windows.model_config().out_features)
+    eager = windows.predict(model, ds, batch_size=4)
     model.calls = 0
     chunks = {"time": 4, "station": 2} if kind == "signal" else {"time": 4}
     lazy = predict(model, ds.chunk(chunks), windows, batch_size=3)
-    name = windows.targets[0]
+    name = (windows.targets or windows.timed)[0]
     assert model.calls == 0 and isinstance(lazy[name].data, dsa.Array)
     assert lazy[name].chunksizes["time"] == ds.chunk(chunks).chunksizes["time"]
     xr.testing.assert_identical(lazy.compute(), eager)
@@ -149,17 +148,17 @@ def test_forecast_chunks_run_on_the_workers_of_a_distributed_client():
         out = predict(WorkerRecordingModel(), ds.chunk({"time": 3}), windows).compute()
         workers = set(client.scheduler_info()["workers"])
     assert RAN_ON and set(RAN_ON) <= workers
-    xr.testing.assert_identical(out, windows.predict(zero_increments))
+    xr.testing.assert_identical(out, windows.predict(zero_increments, ds))
 
 
 def test_the_three_spellings_agree_and_a_set_up_forecasts_other_data():
     ds, windows, _ = set_up("grid")
-    one = windows.predict(zero_increments)
+    one = windows.predict(zero_increments, ds)
     xr.testing.assert_identical(predict(zero_increments, ds, windows), one)
     xr.testing.assert_identical(ds.seqattn.predict(zero_increments, windows), one)
     later = make_grid(seed=5, time=6, lat=4, lon=4, dtype="float32")
     other = predict(zero_increments, later, windows)
-    expected = persistence(later, ["t", "u"], "time", windows.steps, windows.leads)
+    expected = persistence(later, ["t", "u"], "time", windows.steps, windows.lead_values)
     xr.testing.assert_identical(other.isel(time=slice(3, None)),
                                 expected.isel(time=slice(3, None)))
 
@@ -169,6 +168,7 @@ def test_forecast_errors_say_what_to_change():
     with pytest.raises(ValueError, match=r"\['input_dims'\] do not apply to forecasts"):
         predict(zero_increments, ds, windows, input_dims={"lat": 2})
     with pytest.raises(ValueError, match=r"a forecast needs \(B, N, Ft\)"):
-        windows.predict(lambda tokens, key_padding_mask, coords: tokens[..., 0])
+        windows.predict(lambda tokens, key_padding_mask, coords: tokens[..., 0], ds)
     with pytest.raises(ValueError, match=r"values have shape \(4, 4, 3\); expected \(4, 4, 8\)"):
-        windows.predict(lambda tokens, key_padding_mask, coords: tokens[..., :3])
+        windows.predict(lambda tokens, key_padding_mask, coords: tokens[..., :3], ds,
+                        batch_size=4)

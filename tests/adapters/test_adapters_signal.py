@@ -18,14 +18,14 @@ RATE = 8000  # Hz: 25 ms frames are 200 samples, a 10 ms hop 80
 def test_encode_decode_is_exact(case):
     ds, window, hop = case
     channel_dims = ("channel",) if "channel" in ds.dims else ()
-    adapter = SignalAdapter(list(ds.data_vars), window, hop, channel_dims=channel_dims,
-                            dtype=ds.x.dtype)
+    adapter = SignalAdapter(list(ds.data_vars), window, hop=hop, channel_dims=channel_dims,
+                            dtype=ds.x.dtype, normalize=False).fit(ds)
     xr.testing.assert_identical(adapter.decode(adapter.encode(ds)), ds)
 
 
 def test_speech_frames_25ms_every_10ms_make_100_tokens_per_second():
     ds = make_signal(length=16000, stations=1, rate=16000.0)
-    batch = SignalAdapter(["x"], window=0.025, hop=0.01).encode(ds)
+    batch = SignalAdapter(["x"], window=0.025, hop=0.01, normalize=False).fit(ds).encode(ds)
     # 1 s of audio: 98 whole frames and a last one padded past the end (masked cells)
     assert batch.tokens.shape == (1, 99, 400 + 1)
     assert not batch.valid[0, -1, 320:].any() and batch.valid[0, -1, :320].all()
@@ -35,7 +35,7 @@ def test_speech_frames_25ms_every_10ms_make_100_tokens_per_second():
 
 def test_calendar_features_from_a_datetime_coordinate():
     ds = make_signal(length=48, stations=1, start="2021-03-01T00")
-    batch = SignalAdapter(["x"], window="6h", hop="6h", calendar=True).encode(ds)
+    batch = SignalAdapter(["x"], window="6h", hop="6h", calendar=True).fit(ds).encode(ds)
     hour_sin, year_sin, hour_cos, year_cos = np.moveaxis(batch.tokens[0, :, -4:], -1, 0)
     # frames start at 00, 06, 12, 18 h: a quarter turn of the day each
     np.testing.assert_allclose(hour_sin[:4], [0, 1, 0, -1], atol=1e-6)
@@ -45,7 +45,7 @@ def test_calendar_features_from_a_datetime_coordinate():
 
 def test_series_of_different_lengths_share_a_batch_with_padding_masks():
     long, short = make_signal(length=40), make_signal(seed=1, length=13)
-    adapter = SignalAdapter(["x"], 4, 2, dtype="float64")
+    adapter = SignalAdapter(["x"], 4, hop=2, dtype="float64", normalize=False).fit(long)
     batch = adapter.encode([long, short])
     assert batch.tokens.shape == (4, 19, 5)
     assert batch.key_padding_mask[2:, 6:].all() and not batch.key_padding_mask[2:, :6].any()
@@ -58,7 +58,7 @@ def test_series_of_different_lengths_share_a_batch_with_padding_masks():
 
 def test_long_recordings_in_overlapping_windows_are_put_back():
     ds = make_signal(length=100, channels=2, nan_fraction=0.1)
-    adapter = SignalAdapter(["x", "y"], 5, 3, channel_dims=("channel",), dtype="float64").fit(ds)
+    adapter = SignalAdapter(["x", "y"], 5, hop=3, channel_dims=("channel",), dtype="float64").fit(ds)
     it = BatchIterator(ds, adapter, input_dims={"time": 30}, input_overlap={"time": 10},
                        batch_size=4, shuffle=True, seed=3)
     xr.testing.assert_allclose(put_back_all(it), ds, rtol=1e-12)
@@ -74,14 +74,17 @@ def test_long_recordings_in_overlapping_windows_are_put_back():
 ])
 def test_bad_signals_raise_errors_naming_the_dim(make, adapter, match):
     with pytest.raises(ValueError, match=match):
-        adapter.encode(make())
+        adapter.fit(make())
+    good = SignalAdapter(adapter.variables, 2).fit(make_signal())
+    with pytest.raises(ValueError, match=r"0 steps along time_dim 'time'; expected at least one"):
+        good.encode(make_signal().isel(time=slice(0, 0)))
 
 
 def test_saved_and_loaded(tmp_path):
     import seqattn
 
     ds = make_signal(start="2020-01-01")
-    adapter = SignalAdapter(["x"], np.timedelta64(3, "h"), "1h", calendar=True).fit(ds)
+    adapter = SignalAdapter(["x"], np.timedelta64(3, "h"), hop="1h", calendar=True).fit(ds)
     seqattn.save(adapter, tmp_path / "signal")
     loaded = seqattn.load(tmp_path / "signal")
     assert type(loaded) is SignalAdapter
@@ -110,7 +113,7 @@ def scipy_log_mel(audio):
 def test_log_mel_frames_of_25_ms_every_10_ms_match_scipy_and_find_the_tone():
     ds = recordings()
     adapter = SignalAdapter(["audio"], window=0.025, hop=0.01, frame_features="log_mel",
-                            dtype="float64")
+                            dtype="float64", normalize=False).fit(ds)
     batch = adapter.encode(ds)
     # 1 s: 98 whole frames and a partial one, which is missing as a whole (masked)
     assert batch.tokens.shape == (2, 99, 40 + 1)
@@ -187,7 +190,7 @@ def test_log_mel_adapter_saved_and_loaded(tmp_path):
     import seqattn
 
     ds = recordings()
-    adapter = SignalAdapter(["audio"], 0.025, 0.01, frame_features=LogMel(16, fmin=100.0)).fit(ds)
+    adapter = SignalAdapter(["audio"], 0.025, hop=0.01, frame_features=LogMel(16, fmin=100.0)).fit(ds)
     seqattn.save(adapter, tmp_path / "adapter")
     loaded = seqattn.load(tmp_path / "adapter")
     np.testing.assert_array_equal(loaded.encode(ds).tokens, adapter.encode(ds).tokens)
@@ -196,13 +199,30 @@ def test_log_mel_adapter_saved_and_loaded(tmp_path):
 
 @pytest.mark.parametrize("call, match", [
     (lambda ds: SignalAdapter(["audio"], 0.025, frame_features="mfcc"), "frame_features='mfcc'"),
-    (lambda ds: SignalAdapter(["audio"], 0.025, frame_features=lambda f: f[..., 0]).encode(ds),
+    (lambda ds: SignalAdapter(["audio"], 0.025, frame_features=lambda f: f[..., 0]).fit(ds),
      r"returned shape \(2, 40, 1\) for frames of shape \(2, 40, 1, 200\)"),
-    (lambda ds: SignalAdapter(["audio"], 200, frame_features="log_mel").encode(
+    (lambda ds: SignalAdapter(["audio"], 200, frame_features="log_mel").fit(
         ds.drop_vars("time")), "LogMel needs the sample rate"),
-    (lambda ds: ForecastWindows(ds, SignalAdapter(["audio"], 200, frame_features="log_mel"),
+    (lambda ds: ForecastWindows(SignalAdapter(["audio"], 200, frame_features="log_mel"),
                                 leads=[200], history=399), "cannot be forecast"),
 ])
 def test_frame_feature_errors_say_what_to_give(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call(recordings())
+
+
+def test_check_leaves_the_adapter_as_it_is_and_fit_keeps_the_frame(tmp_path):
+    import seqattn
+
+    ds = make_signal(length=40, rate=100.0)
+    adapter = SignalAdapter(["x"], 0.04, hop=0.02)
+    adapter.check(ds)
+    assert adapter.frame is None and adapter.rate is None and not adapter.fitted
+    adapter.fit(ds)
+    assert adapter.frame == (4, 2) and adapter.rate == pytest.approx(100.0)
+    with pytest.raises(ValueError, match=r"window/hop are \(2, 1\) steps on this data but were "
+                                         r"\(4, 2\) steps on the data fit saw"):
+        adapter.check(make_signal(length=40, rate=50.0))
+    seqattn.save(adapter, tmp_path / "adapter")
+    loaded = seqattn.load(tmp_path / "adapter")
+    assert loaded.frame == (4, 2) and loaded.model_config().in_features == 4 + 1

@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from adapters_helpers import make_grid, put_back_all
-from seqattn.adapters import BatchIterator, ForecastWindows, GridAdapter
+from adapters_helpers import forecast_batches, make_grid, put_back_all
+from seqattn.adapters import BatchIterator, GridAdapter
 
-ADAPTER = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64")
+# fitted without statistics, so that windows carry the data's own values
+ADAPTER = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64",
+                      normalize=False).fit(make_grid(time=1, lat=2, lon=2))
 
 
 def sample_keys(iterator):
@@ -41,8 +43,8 @@ def test_shuffle_is_reproducible_from_the_seed_and_new_each_epoch():
 @pytest.mark.parametrize("make", [
     lambda ds, seed: BatchIterator(ds, ADAPTER, batch_dims={"time": 2}, batch_size=3,
                                    shuffle=True, seed=seed),
-    lambda ds, seed: ForecastWindows(ds, ADAPTER, leads=[1, 2], batch_size=3, shuffle=True,
-                                     seed=seed),
+    lambda ds, seed: forecast_batches(ds, ADAPTER, leads=[1, 2], batch_size=3, shuffle=True,
+                                      seed=seed),
 ], ids=["BatchIterator", "ForecastWindows"])
 def test_epoch_e_replays_the_order_of_the_eth_iteration_from_seed_and_e_only(make):
     ds = make_grid(time=8, lat=4, lon=4)
@@ -129,7 +131,7 @@ def test_a_label_per_sample_becomes_the_batch_targets_in_any_order():
     from seqattn.train.batches import as_training_batch
 
     ds = labelled_series()
-    adapter = SignalAdapter(["x"], 3, dtype="float64")
+    adapter = SignalAdapter(["x"], 3, dtype="float64", normalize=False).fit(ds, targets="label")
     it = BatchIterator(ds, adapter, batch_dims={"sample": 12}, batch_size=5, shuffle=True,
                        seed=1, targets="label")
     seen = []
@@ -153,4 +155,5 @@ def test_bad_targets_say_what_a_per_sample_target_is(targets, match):
     from seqattn.adapters import SignalAdapter
 
     with pytest.raises((ValueError, TypeError), match=match):
-        BatchIterator(labelled_series(), SignalAdapter(["x"], 3), targets=targets)
+        BatchIterator(labelled_series(), SignalAdapter(["x"], 3).fit(labelled_series()),
+                      targets=targets)

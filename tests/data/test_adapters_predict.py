@@ -28,7 +28,7 @@ def test_predictions_come_back_on_the_input_coordinates_with_missing_cells_maske
 
 def test_plain_callables_work_and_bad_outputs_are_explained():
     ds = make_signal(length=30)
-    adapter = SignalAdapter(["x"], 4, 2)
+    adapter = SignalAdapter(["x"], 4, hop=2, normalize=False).fit(ds)
     out = predict(lambda tokens, mask, coords: tokens[..., :4], ds, adapter)
     xr.testing.assert_allclose(out, ds.astype("float32"))
     with pytest.raises(ValueError, match=r"the model returned shape \(2, 14\)"):
@@ -66,7 +66,7 @@ def test_on_a_local_cluster_of_two_workers_written_to_zarr(tmp_path):
 
 def test_accessor_forwards_the_common_calls():
     ds = make_grid(time=2, lat=4, lon=4, dtype="float32")
-    adapter = GridAdapter(**GRID)
+    adapter = GridAdapter(**GRID, normalize=False).fit(ds)
     np.testing.assert_array_equal(ds.seqattn.encode(adapter).tokens, adapter.encode(ds).tokens)
     assert len(ds.seqattn.batches(adapter, batch_size=1)) == 2
     xr.testing.assert_allclose(ds.seqattn.predict(ScaleModel(8, scale=1.0), adapter),
@@ -79,39 +79,57 @@ def mean_and_max_of_t(tokens, key_padding_mask, coords):
     return np.stack([t.mean(axis=(1, 2)), t.max(axis=(1, 2))], axis=1)
 
 
+def with_targets(ds):
+    """`ds` with per-sample targets: t's mean and max over each (time, level) field."""
+    return ds.assign(t_mean=ds.t.mean(["lat", "lon"]), t_max=ds.t.max(["lat", "lon"]))
+
+
 def test_per_sample_predictions_are_indexed_by_the_sample_dims_only():
-    ds = make_grid(time=5, level=2, lat=4, lon=4, dtype="float32")   # samples: (time, level)
-    adapter = GridAdapter(**GRID)
-    out = predict(mean_and_max_of_t, ds, adapter, per_sample=True, batch_size=3)
-    assert out.prediction.dims == ("time", "level", "output")
+    ds = with_targets(make_grid(time=5, level=2, lat=4, lon=4, dtype="float32"))
+    adapter = GridAdapter(**GRID, normalize=False).fit(ds, targets=["t_mean", "t_max"])
+    out = predict(mean_and_max_of_t, ds, adapter, batch_size=3)
+    assert out.t_mean.dims == ("time", "level") and out.t_max.dims == ("time", "level")
     assert set(out.coords) == {"time", "level"} and out.attrs == ds.attrs
-    np.testing.assert_allclose(out.prediction.values[..., 0], ds.t.mean(["lat", "lon"]).values,
-                               rtol=1e-6)
-    np.testing.assert_array_equal(out.prediction.values[..., 1], ds.t.max(["lat", "lon"]).values)
-    named = predict(mean_and_max_of_t, ds.chunk({"time": 2}), adapter, per_sample=True,
-                    variables=["t_mean", "t_max"])
-    np.testing.assert_array_equal(named.t_max.values, out.prediction.values[..., 1])
-    assert named.t_mean.dims == ("time", "level")
+    np.testing.assert_allclose(out.t_mean.values, ds.t_mean.values, rtol=1e-6)
+    np.testing.assert_array_equal(out.t_max.values, ds.t_max.values)
+    lazy = predict(mean_and_max_of_t, ds.chunk({"time": 2}), adapter)
+    np.testing.assert_array_equal(lazy.t_max.values, out.t_max.values)
+    normalized = GridAdapter(**GRID).fit(ds, targets=["t_mean", "t_max"])
+    batch = normalized.encode(ds)
+    np.testing.assert_allclose(batch.targets.mean(axis=0), 0, atol=1e-6)   # as inputs are
+    xr.testing.assert_allclose(normalized.decode(batch, batch.targets)[["t_mean", "t_max"]],
+                               ds[["t_mean", "t_max"]].astype("float32"), rtol=1e-5)
+
+
+def test_a_sample_without_any_valid_token_predicts_nan_not_the_output_bias():
+    ds = with_targets(make_grid(time=4, lat=4, lon=4, dtype="float32", static=False))
+    ds["t"][2] = np.nan
+    ds["u"][2] = np.nan
+    adapter = GridAdapter(**GRID).fit(ds, targets="t_max")
+    bias = lambda tokens, key_padding_mask, coords: np.full((len(tokens), 1), 0.5)
+    out = predict(bias, ds, adapter)
+    assert np.isnan(out.t_max.values[2]) and np.isfinite(out.t_max.values[[0, 1, 3]]).all()
 
 
 @pytest.mark.parametrize("model, options, match", [
-    (mean_and_max_of_t, {"input_dims": {"lat": 2}}, "cuts samples into windows"),
-    (lambda tokens, mask, coords: tokens, {}, r"per_sample=True expects \(B, F_out\)"),
-    (mean_and_max_of_t, {"variables": ["t_mean"]}, r"name 1 outputs, but the model returned 2"),
+    (mean_and_max_of_t, {"input_dims": {"lat": 2}}, "drop input_dims"),
+    (lambda tokens, mask, coords: tokens, {}, r"targets per sample need \(B, 2\)"),
+    (mean_and_max_of_t, {"variables": ["t_mean"]}, "drop input_dims and variables"),
 ])
 def test_per_sample_errors_say_what_to_change(model, options, match):
-    ds = make_grid(time=2, lat=4, lon=4, dtype="float32")
+    ds = with_targets(make_grid(time=2, lat=4, lon=4, dtype="float32"))
+    adapter = GridAdapter(**GRID).fit(ds, targets=["t_mean", "t_max"])
     with pytest.raises(ValueError, match=match):
-        predict(model, ds, GridAdapter(**GRID), per_sample=True, **options)
+        predict(model, ds, adapter, **options)
 
 
 PREDICTIONS = {
     "per token": lambda ds, a: dict(model=ModeModel(8), ds=ds, adapter=a),
-    "per sample": lambda ds, a: dict(model=ModeModel(8, per_sample=True), ds=ds, adapter=a,
-                                     per_sample=True),
+    "per sample": lambda ds, a: dict(model=ModeModel(1, per_sample=True), ds=ds,
+                                     adapter=a.fit(with_targets(ds), targets="t_max")),
     "lazily": lambda ds, a: dict(model=ModeModel(8), ds=ds.chunk({"time": 1}), adapter=a),
     "forecast": lambda ds, a: dict(model=ModeModel(8), ds=ds,
-                                   adapter=ForecastWindows(ds, a, leads=[1])),
+                                   adapter=ForecastWindows(a, leads=[1]).fit(ds)),
 }
 
 
@@ -119,7 +137,7 @@ PREDICTIONS = {
 @pytest.mark.parametrize("was_training", [True, False])
 def test_models_with_modes_predict_in_evaluation_mode_and_get_their_mode_back(case, was_training):
     ds = make_grid(time=3, lat=4, lon=4, dtype="float32")
-    call = PREDICTIONS[case](ds, GridAdapter(**GRID))
+    call = PREDICTIONS[case](ds, GridAdapter(**GRID).fit(ds))
     model = call["model"].train(was_training)
     out = predict(**call)
     if case == "lazily":
@@ -128,11 +146,12 @@ def test_models_with_modes_predict_in_evaluation_mode_and_get_their_mode_back(ca
     assert model.modes and not any(model.modes) and model.training is was_training
     failing = ModeModel(8, fail=True)
     with pytest.raises(RuntimeError, match="planned failure"):
-        predict(failing, ds, GridAdapter(**GRID))
+        predict(failing, ds, GridAdapter(**GRID).fit(ds))
     assert failing.modes == [False] and failing.training
 
 
 def test_a_model_without_a_coords_argument_is_called_without_them():
     ds = make_grid(time=2, lat=4, lon=4, dtype="float32")
-    out = predict(lambda tokens, key_padding_mask: tokens[..., :8], ds, GridAdapter(**GRID))
+    out = predict(lambda tokens, key_padding_mask: tokens[..., :8], ds,
+                  GridAdapter(**GRID, normalize=False).fit(ds))
     xr.testing.assert_allclose(out, ds[["t", "u"]])

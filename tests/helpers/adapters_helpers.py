@@ -183,3 +183,14 @@ class ModeModel:
         assert set(coords) >= {"position"}          # coords always arrive, by keyword
         out = tokens[..., : self.width]
         return out.mean(axis=1) if self.per_sample else out
+
+
+def forecast_batches(ds, adapter, *, where=None, batch_size=32, shuffle=False, seed=0,
+                     drop_last=False, **set_up):
+    """The batches of ``ForecastWindows(adapter, **set_up)`` fitted on `ds`'s samples `where`
+    selects, over all of `ds` (``.windows`` is the fitted set-up)."""
+    from seqattn.adapters import ForecastWindows
+
+    windows = ForecastWindows(adapter, **set_up).fit(ds, where=where)
+    return windows.batches(ds, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                           drop_last=drop_last)

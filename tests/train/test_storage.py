@@ -171,8 +171,10 @@ def _adapters():
     grid, signal = make_grid(nan_fraction=0.1), make_signal(start="2020-01-01")
     return {
         "grid": (GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, periodic=["lon"]).fit(grid), grid),
-        "grid, not normalized": (GridAdapter(["t"], {"lat": 3, "lon": 4}), grid),
-        "signal": (SignalAdapter(["x"], np.timedelta64(3, "h"), "1h", calendar=True).fit(signal),
+        "grid, not normalized": (GridAdapter(["t"], {"lat": 3, "lon": 4}, normalize=False)
+                                 .fit(grid), grid),
+        "signal": (SignalAdapter(["x"], np.timedelta64(3, "h"), hop="1h", calendar=True)
+                   .fit(signal),
                    signal),
     }
 
@@ -189,18 +191,18 @@ def test_adapters_come_back_with_their_normalizer(name, tmp_path):
     np.testing.assert_array_equal(again.key_padding_mask, batch.key_padding_mask)
 
 
-def test_forecast_windows_come_back_over_a_dataset(tmp_path):
+def test_forecast_windows_come_back_with_their_statistics(tmp_path):
     from adapters_helpers import make_grid
     from seqattn.adapters import ForecastWindows, GridAdapter
 
     ds = make_grid(time=8, lat=4, lon=4)
-    windows = ForecastWindows(ds, GridAdapter(["t", "u"], {"lat": 2, "lon": 2}).fit(ds),
-                              leads=[1, 2], history=1, batch_size=4, shuffle=True, seed=3)
+    windows = ForecastWindows(GridAdapter(["t", "u"], {"lat": 2, "lon": 2}), leads=[1, 2],
+                              history=1).fit(ds)
     seqattn.save(windows, tmp_path / "windows")
-    with pytest.raises(TypeError, match=r"stored without its data; .* seqattn.load\(path, ds=ds"):
-        seqattn.load(tmp_path / "windows")
-    loaded = seqattn.load(tmp_path / "windows", ds=ds)
-    for batch, again in zip(windows.epoch(1), loaded.epoch(1), strict=True):
+    loaded = seqattn.load(tmp_path / "windows")  # the set-up and its statistics, not the data
+    batching = dict(batch_size=4, shuffle=True, seed=3)
+    for batch, again in zip(windows.batches(ds, **batching).epoch(1),
+                            loaded.batches(ds, **batching).epoch(1), strict=True):
         np.testing.assert_array_equal(again.tokens, batch.tokens)
         np.testing.assert_array_equal(again.targets, batch.targets)
 

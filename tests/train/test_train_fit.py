@@ -169,7 +169,7 @@ def test_adapter_batches_plug_in_with_latitude_weights():
     from seqattn.adapters import BatchIterator, GridAdapter
 
     ds = make_grid(time=8, lat=8, lon=8, nan_fraction=0.1, static=False, dtype="float32")
-    iterator = BatchIterator(ds, GridAdapter(["t", "u"], {"lat": 2, "lon": 2}),
+    iterator = BatchIterator(ds, GridAdapter(["t", "u"], {"lat": 2, "lon": 2}).fit(ds),
                              input_dims={"lat": 8, "lon": 8}, batch_dims={"time": 1},
                              batch_size=4)
     pairs = [(b, np.where(b.valid, b.values, np.nan)) for b in iterator]
@@ -251,8 +251,9 @@ def _forecast_windows(**options):
     from seqattn.adapters import ForecastWindows, GridAdapter
 
     ds = make_grid(time=10, lat=4, lon=4, nan_fraction=0.2, static=False, dtype="float32")
-    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}).fit(ds)
-    return ForecastWindows(ds, adapter, leads=[1, 2], history=1, batch_size=4, **options)
+    windows = ForecastWindows(GridAdapter(["t", "u"], {"lat": 2, "lon": 2}), leads=[1, 2],
+                              history=1).fit(ds)
+    return windows.batches(ds, batch_size=4, **options)
 
 
 def _forecast_model(batch, **options):

@@ -93,14 +93,14 @@ def model_step(adjacency, max_distance, d_model, nhead):
     """Encode the graph, then one forward + backward of a GraphModel on it; returns (seconds
     and CPU seconds of the forward + backward, batch)."""
     from seqattn.adapters import GraphAdapter
-    from seqattn.graphs.datasets import graph_dataset
-    from seqattn.models import GraphModel
+    from seqattn.models import build
+    from seqattn.readers import graph_dataset
 
-    ds = graph_dataset(adjacency)
-    adapter = GraphAdapter(max_distance=max_distance, max_degree=8)
-    (batch,) = adapter.encode(ds)
-    model = GraphModel(adapter.model_config(ds, 1, d_model=d_model, nhead=nhead, num_layers=1,
-                                            dim_feedforward=2 * d_model))
+    ds = graph_dataset(adjacency, nodes={"y": np.zeros(adjacency.shape[0])})
+    adapter = GraphAdapter(max_distance=max_distance, max_degree=8).fit(ds, targets="y")
+    batch = adapter.encode(ds)
+    model = build(adapter.model_config(d_model=d_model, nhead=nhead, num_layers=1,
+                                       dim_feedforward=2 * d_model))
     model.train()
     start, cpu = time.perf_counter(), time.process_time()
     out = model(batch.tokens, batch.key_padding_mask, coords=batch.coords,

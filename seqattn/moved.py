@@ -8,6 +8,7 @@ MOVED = {
        for name in ("batch", "batching", "blend", "checks", "coords", "model_call", "normalize",
                     "persistence", "stitch")},
     "seqattn.adapters.rdkit_molecules": "seqattn.readers.rdkit_molecules",
+    "seqattn.graphs.datasets": "seqattn.readers.graphs",
     **{f"seqattn.kernels.cpu.{name}": f"seqattn.kernels.cpu.gemm.{name}"
        for name in ("amx_tiles", "bf16x3_gemm", "blas_gemm", "blas_library", "packed_gemm",
                     "register_gemm", "tile_linear")},

@@ -1,142 +1,215 @@
-"""GraphAdapter: graphs (a Dataset of nodes and edges, see :mod:`seqattn.graphs.datasets`) as
-batches of node tokens with pair codes, and predictions back onto the nodes or the graphs.
+"""GraphAdapter: graphs (a Dataset of nodes and edges, see :mod:`seqattn.readers.graphs`) as
+batches of node tokens with pair codes, and predictions back onto the nodes or the graphs, by
+the protocol of :mod:`seqattn.data.protocol`::
 
-Each graph is a sample; its nodes are its tokens, graph after graph padded to the largest in
-the batch (``key_padding_mask``). Per node the tokens hold the normalized ``node_features``
-(none: a constant 1), and ``coords`` hold ``position`` (the node's index in its graph), ``node``
-(its position along the Dataset's node dim) and the encodings asked for (names in
+    ds = from_networkx(g, node_features=["club"])            # or graph_dataset(matrices)
+    adapter = GraphAdapter(max_degree=8).fit(ds, targets="club", where=ds.train)
+    model = build(adapter.model_config(d_model=16))          # sizes from the fitted adapter
+    fit(model, CrossEntropyLoss(), AdamW(model, lr=1e-2), adapter.batches(ds, where=ds.train))
+    out = seqattn.predict(model, ds, adapter)                # club, club_probability (node, class)
+
+**Samples.** Each graph is a sample; its nodes are its tokens, graph after graph padded to the
+largest in the batch (``key_padding_mask``). Per node the tokens hold the normalized
+``node_features`` (none: a constant 1), and ``coords`` hold ``position`` (the node's index in
+its graph), ``node`` (its position along the node dim) and the encodings asked for (names in
 :mod:`seqattn.models.graph`): in/out degrees (``max_degree``), ``laplacian`` eigenvector
-positions, ``random_walk`` return probabilities. NaN marks padding there.
+positions, ``random_walk`` return probabilities.
 
-Per pair of nodes ``structure.pair_codes`` (B, N, N), int8 while the codes fit, say what
-attention may use (``attention``):
+**Selecting with ``where``.** The sample dims are ``graph`` and ``node`` (``node`` alone when
+the Dataset has no graph dim). A boolean DataArray on ``graph`` (or ``{"graph": ...}``) selects
+whole graphs (inductive splits of many graphs); one on ``node`` (``where=ds.train`` for a train
+mask of nodes, or ``{"node": ...}``) selects nodes (transductive: one large graph whose
+train/validation/test nodes are masks); a dict may hold both. ``fit`` reads the subgraph that
+the selected nodes induce (their features and targets, the edges between them); ``batches``,
+``encode`` and ``predict`` keep every graph with a selected node whole, as the context
+attention reads, and give targets and predictions for the selected nodes only (all nodes of
+the selected graphs when ``where`` names graphs). :meth:`GraphAdapter.select` cuts the node,
+edge and graph dims together (``ds.isel(graph=...)`` leaves every node and edge).
+
+**Pair codes.** ``structure.pair_codes`` (B, N, N), int8 while the codes fit, say what attention
+may use (``attention``):
 
 * ``"global"``: every node sees every node of its graph, with a learnable bias per hop
   distance 0 .. ``max_distance``, "farther" and "unreachable" (codes of
   :mod:`seqattn.graphs.shortest_paths`);
 * ``"edges"``: a node sees itself and its neighbours only (other pairs are -1, hidden).
 
-``edge_type`` (an edge variable of integers 0 .. ``num_edge_types`` - 1) gives neighbours a code
-per type instead. With ``directed=False`` the graph is read as undirected (an edge either way
-joins two nodes); with ``directed=True`` query node i sees key node j at the distance of a path
-j -> i (messages flow along the edges), the random walks follow the edges, and the Laplacian is
-still that of the undirected graph; ``directed="both"`` is the same but the pair code is that of
-the two distances (j -> i, i -> j) together, K * K codes for K per direction (no edge types
-then; with ``"edges"`` a pair is hidden when neither direction has an edge). Padded pairs are
--1. ``edge_weight`` (an edge variable) weights the random walks and the Laplacian; degrees and
-distances count edges.
+With ``directed=False`` the graph is read as undirected (an edge either way joins two nodes,
+weighted by the larger weight); with ``directed=True`` query node i sees key node j at the
+distance of a path j -> i (messages flow along the edges), the random walks follow the edges,
+and the Laplacian is still that of the undirected graph; ``directed="both"`` is the same but
+the pair code is that of the two distances (j -> i, i -> j) together, K * K codes for K per
+direction (no edge types then; with ``"edges"`` a pair is hidden when neither direction has an
+edge). Padded pairs are -1.
 
-Targets (:meth:`GraphAdapter.batches`) are a node variable (N -> N) or a graph variable (N -> 1):
-integers are class ids (missing: -100, CrossEntropyLoss's ignore_index), floats values (missing:
-NaN, for skip_nan losses). ``mask`` (a bool node variable) keeps the targets of its nodes only:
-one large graph with train/validation/test nodes (transductive); a bool graph variable keeps
-its graphs only (inductive splits of many graphs).
+``edge_type`` (an edge variable of integers 0 .. ``num_edge_types`` - 1) gives neighbours a
+code per type instead of "1 hop". ``edge_weight`` (an edge variable, weights >= 0) weights the
+random walks and the Laplacian; with ``edge_weight_bins=K`` it enters the pair codes too: ``fit``
+cuts the training edges' weights at their quantiles (:mod:`seqattn.graphs.weight_bins`; ties
+merge bins, the thresholds are fitted state), and a pair joined by an edge gets the code of its
+weight's bin in place of "1 hop" (per direction with ``directed="both"``; per type and bin,
+``num_edge_types * bins`` codes, with edge types). Degrees and hop distances count edges.
 
-A graph with no nodes, an edge between two graphs or out of range, NaN node features (unless
-``validity_channels``, which appends a 0/1 presence column per feature) are errors.
+**Targets** (``fit(ds, targets=...)``) are one node variable (N -> N) or graph variable
+(N -> 1): float values (normalized with statistics from the selection ``fit`` saw, predicted
+back in physical units) or classes (integers, bools, strings, or declared in attrs; see
+:mod:`seqattn.data.targets`), predicted as ``<target>`` and ``<target>_probability`` on
+``class``. Missing targets: NaN or empty labels.
+
+**Refused, with the reason:** a graph with no nodes, an edge between two graphs or out of range,
+an edge listed twice (its weights would be summed away silently), negative or non-finite
+weights, infinite node features, NaN node features unless ``validity_channel`` (which appends a
+0/1 presence column per feature: NaN becomes a mask, never a silent zero).
 """
-from dataclasses import dataclass
-
 import numpy as np
 import scipy.sparse as sp
 import xarray as xr
 
 from .. import graphs
-from ..models.graph import (IN_DEGREE, OUT_DEGREE, GraphModelConfig, laplacian_coord,
-                            random_walk_coord)
-from ..nn import Structure
-from ..data.batch import Batch, Template
+from ..data.batch import Template
 from ..data.checks import require_dims, require_variables
 from ..data.model_call import ModelCall
 from ..data.normalize import Normalizer
 from ..data.persistence import Persistable
+from ..data.protocol import Adapter, NotFittedError, check_batch_size, sample_selection
+from ..data.targets import MISSING_CLASS, class_indices, class_predictions, describe_targets
+from ..models.graph import (IN_DEGREE, OUT_DEGREE, GraphModelConfig, laplacian_coord,
+                            random_walk_coord)
+from .graph_batches import GraphBatches, GraphPlacement, GraphSample, collate
+from .graph_structure import GraphLayout
+
+__all__ = ["GraphAdapter", "GraphBatches", "GraphPlacement", "GraphSample", "collate"]
 
 ATTENTION = ("global", "edges")
 DIRECTED = (False, True, "both")
-MISSING_CLASS = -100  # CrossEntropyLoss's default ignore_index
+TASKS = ("classification", "regression")
+RENAMED = {"validity_channels": "validity_channel"}
+REMOVED = {"normalizer": "fitted statistics come from fit (adapter.fit(ds, where=train)) or "
+                         "with the adapter from seqattn.load",
+           "mask": "select the nodes or graphs with where= (where=ds[mask])",
+           "samples": "the encodings are computed per call; drop samples=",
+           "variables": "predictions are named after the targets given to fit"}
 
 
-@dataclass(frozen=True)
-class GraphPlacement:
-    """Where the samples of a graph batch came from: ``graphs`` (B,) positions along the graph
-    dim, ``nodes`` (B, N) positions along the node dim (-1 at padding)."""
-
-    template: Template
-    graphs: np.ndarray
-    nodes: np.ndarray
-
-
-@dataclass
-class GraphSample:
-    """One encoded graph of n nodes: ``features`` (n, F) and ``valid`` (n, F), ``coords``
-    name -> (n,), ``codes`` (n, n), ``nodes`` (n,) positions along the node dim, ``graph``
-    its position along the graph dim, ``targets`` (n, ...) or (...) or None."""
-
-    features: np.ndarray
-    valid: np.ndarray
-    coords: dict
-    codes: np.ndarray
-    nodes: np.ndarray
-    graph: int
-    targets: np.ndarray = None
-    per_node: bool = False  # whether targets are per node (n, ...) or for the graph
+def _refuse_removed(call, removed):
+    for name in removed:
+        if name in RENAMED:
+            raise TypeError(f"{call}: {name}= is now spelled {RENAMED[name]}= (seqattn 0.2, "
+                            "as on GridAdapter)")
+        if name in REMOVED:
+            raise TypeError(f"{call}: {name}= was removed in seqattn 0.2; {REMOVED[name]}")
+        raise TypeError(f"{call} got an unexpected keyword argument {name!r}")
 
 
-class GraphAdapter(Persistable):
-    """Graphs <-> batches of node tokens; see the module docstring for every option."""
+class GraphAdapter(Persistable, Adapter):
+    """Graphs <-> batches of node tokens with pair codes (see the module docstring).
+
+    Parameters
+    ----------
+    node_features : str or list of str
+        Node variables (dims ``(node,)`` or ``(node, ...)``) that make the tokens; none: each
+        token is a constant 1 (the structure alone).
+    attention : {"global", "edges"}
+        Every node sees its whole graph with a bias per hop distance, or its neighbours only.
+    max_distance : int
+        Hop distances 1 .. max_distance get a code each ("global" attention); farther pairs
+        share one.
+    directed : {False, True, "both"}
+        How edges are read (module docstring).
+    edge_weight : str, optional
+        Edge variable of weights >= 0 for the random walks, the Laplacian and the weight bins.
+    edge_weight_bins : int, optional
+        K >= 1: a pair joined by an edge gets the code of its weight's quantile bin (fitted on
+        the training edges) instead of "1 hop"; None: weights stay out of the codes.
+    edge_type, num_edge_types : str and int, optional
+        Edge variable of integer types 0 .. num_edge_types - 1, given together.
+    max_degree : int, optional
+        In- and out-degree encodings, degrees clipped at it.
+    laplacian, random_walk : int
+        Laplacian eigenvector positions and random-walk return probabilities per node.
+    validity_channel : bool
+        Accept NaN node features: 0 in the tokens, and a 0/1 presence column per feature.
+    node_dim, edge_dim, graph_dim, graph_index, source, target : str
+        The Dataset's names (defaults: :mod:`seqattn.readers.graphs`'s).
+    """
+
+    weight_thresholds = ()  # fitted: the edge-weight bin thresholds
+    target_layout = None  # fitted: {"dims": the target's dims, "shape": its trailing sizes}
 
     def __init__(self, node_features=(), *, attention="global", max_distance=4, directed=False,
-                 edge_weight=None, edge_type=None, num_edge_types=None, max_degree=None,
-                 laplacian=0, random_walk=0, validity_channels=False, node_dim="node",
-                 edge_dim="edge", graph_dim="graph", graph_index="graph_index",
-                 source="source", target="target", normalizer=None):
+                 edge_weight=None, edge_weight_bins=None, edge_type=None, num_edge_types=None,
+                 max_degree=None, laplacian=0, random_walk=0, validity_channel=False,
+                 node_dim="node", edge_dim="edge", graph_dim="graph", graph_index="graph_index",
+                 source="source", target="target", **removed):
+        _refuse_removed("GraphAdapter", removed)
         if isinstance(node_features, str):
             node_features = [node_features]
         if directed not in DIRECTED:
-            raise ValueError(f"directed must be one of {DIRECTED}, got {directed!r}")
+            raise ValueError(f"directed = {directed!r}; expected one of {DIRECTED}")
         if directed == "both" and edge_type is not None:
             raise ValueError('directed="both" pairs the distances of both directions in one '
                              "code, which leaves no room for edge types; use directed=True")
         if attention not in ATTENTION:
-            raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+            raise ValueError(f"attention = {attention!r}; expected one of {ATTENTION}")
         if (edge_type is None) != (num_edge_types is None):
             raise ValueError("give edge_type (an edge variable) with num_edge_types (how many "
                              "types), or neither")
+        if edge_weight_bins is not None:
+            _require_int("edge_weight_bins", edge_weight_bins, 1)
+            if edge_weight is None:
+                raise ValueError(f"edge_weight_bins = {edge_weight_bins} bins the edge weights, "
+                                 "but edge_weight (the edge variable that holds them) is None")
+        _require_int("max_distance", max_distance, 1)
         for name, value in (("laplacian", laplacian), ("random_walk", random_walk)):
-            if not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-        if max_degree is not None and (not isinstance(max_degree, (int, np.integer))
-                                       or max_degree < 1):
-            raise ValueError(f"max_degree must be an integer >= 1 or None, got {max_degree!r}")
+            _require_int(name, value, 0)
+        if max_degree is not None:
+            _require_int("max_degree", max_degree, 1)
         self.node_features = list(node_features)
         self.attention, self.max_distance, self.directed = attention, max_distance, directed
-        self.edge_weight, self.edge_type, self.num_edge_types = (edge_weight, edge_type,
-                                                                 num_edge_types)
+        self.edge_weight, self.edge_weight_bins = edge_weight, edge_weight_bins
+        self.edge_type, self.num_edge_types = edge_type, num_edge_types
         self.max_degree, self.laplacian, self.random_walk = max_degree, laplacian, random_walk
-        self.validity_channels = validity_channels
+        self.validity_channel = bool(validity_channel)
         self.node_dim, self.edge_dim, self.graph_dim = node_dim, edge_dim, graph_dim
         self.graph_index, self.source, self.target = graph_index, source, target
-        self.normalizer = normalizer
+        self.layout = GraphLayout(node_dim, edge_dim, graph_dim, graph_index, source, target)
 
-    def config(self):
-        return dict(node_features=self.node_features, attention=self.attention,
-                    max_distance=self.max_distance, directed=self.directed,
-                    edge_weight=self.edge_weight, edge_type=self.edge_type,
-                    num_edge_types=self.num_edge_types, max_degree=self.max_degree,
-                    laplacian=self.laplacian, random_walk=self.random_walk,
-                    validity_channels=self.validity_channels, node_dim=self.node_dim,
-                    edge_dim=self.edge_dim, graph_dim=self.graph_dim,
-                    graph_index=self.graph_index, source=self.source, target=self.target)
+    # ---- fitted state ------------------------------------------------------------------
+
+    def get_state(self):
+        return {**super().get_state(), "fitted": self.fitted,
+                "weight_thresholds": [float(t) for t in self.weight_thresholds],
+                "target_layout": self.target_layout}
+
+    def set_state(self, state):
+        super().set_state(state)
+        self.weight_thresholds = np.asarray(state.get("weight_thresholds", ()), np.float64)
+        layout = state.get("target_layout")
+        self.target_layout = None if layout is None else {"dims": list(layout["dims"]),
+                                                          "shape": list(layout["shape"])}
+        self.fitted = bool(state.get("fitted", True))
 
     # ---- what the model needs to know --------------------------------------------------
 
     @property
+    def weight_bin_count(self):
+        """How many weight bins the fitted thresholds make (1: weights not in the codes)."""
+        return len(self.weight_thresholds) + 1
+
+    def _splits_one_hop(self):
+        """Whether weight bins replace the "1 hop" code (without edge types; with them the
+        bins split each type's code)."""
+        return self.edge_weight_bins is not None and self.edge_type is None
+
+    @property
     def codes_per_direction(self):
         """Distance codes of one direction (in "edges" attention, "not connected" as one more
-        when both directions are paired)."""
+        when both directions are paired), the 1-hop code split into the weight bins."""
+        split = self.weight_bin_count - 1 if self._splits_one_hop() else 0
         if self.attention == "edges":
-            return graphs.num_distance_codes(1, hide_farther=True) + (self.directed == "both")
-        return graphs.num_distance_codes(self.max_distance)
+            return graphs.num_distance_codes(1, hide_farther=True) + (self.directed == "both") \
+                + split
+        return graphs.num_distance_codes(self.max_distance) + split
 
     @property
     def first_type_code(self):
@@ -147,120 +220,237 @@ class GraphAdapter(Persistable):
     @property
     def num_codes(self):
         """The number of pair codes (the pair-bias table's size)."""
-        return self.first_type_code + (self.num_edge_types or 0)
+        types = (self.num_edge_types or 0) * (self.weight_bin_count
+                                              if self.edge_weight_bins is not None else 1)
+        return self.first_type_code + types
 
-    def model_config(self, ds, out_features, task="node", **options):
-        """A :class:`GraphModelConfig` that reads this adapter's batches of ``ds``: its node
-        features, encodings and pair codes; ``options`` are the other config fields."""
-        features = sum(int(np.prod(ds[v].shape[1:])) for v in self.node_features) or 1
-        features *= 2 if self.validity_channels and self.node_features else 1
-        return GraphModelConfig(in_features=features, out_features=out_features, task=task,
-                                max_degree=self.max_degree, laplacian=self.laplacian,
-                                random_walk=self.random_walk,
+    def model_config(self, *args, task=None, **options):
+        """The :class:`GraphModelConfig` of the model that reads this adapter's batches.
+
+        Parameters
+        ----------
+        task : {"classification", "regression"}, optional
+            Checked against the targets given to ``fit`` (default: what they are). A node
+            target makes a model with ``task="node"`` (N -> N), a graph target one with
+            ``task="graph"`` (N -> 1).
+        **options
+            The other GraphModelConfig fields (d_model, nhead, num_layers, ...).
+
+        Returns
+        -------
+        GraphModelConfig
+            ``in_features``, ``out_features`` (classes or value width), the encodings and
+            ``pair_bias={"num_codes": ...}`` from the fitted adapter.
+        """
+        if args:
+            raise TypeError("GraphAdapter.model_config takes no ds or out_features since seqattn "
+                            "0.2: the sizes come from the fitted adapter and its targets; call "
+                            "adapter.fit(ds, targets=...) then adapter.model_config(task=..., "
+                            "d_model=...)")
+        self.require_fitted("model_config")
+        if not self.target_specs:
+            raise NotFittedError("model_config takes the outputs from the targets: fit with "
+                                 "them, adapter.fit(ds, targets=<node or graph variable>)")
+        spec = self.target_specs[0]
+        kind = "classification" if spec.kind == "classes" else "regression"
+        if task is not None and task not in TASKS:
+            raise ValueError(f"task = {task!r}; expected one of {TASKS} (whether a node or a "
+                             "graph task follows from the targets' dims)")
+        if task is not None and task != kind:
+            raise ValueError(f"task = {task!r}, but target {spec.name!r} holds "
+                             f"{spec.kind}; expected task={kind!r}")
+        out_features = spec.n_classes if spec.kind == "classes" else int(np.prod(
+            self.target_layout["shape"], dtype=np.int64))
+        return GraphModelConfig(in_features=self._feature_width(), out_features=out_features,
+                                task=self._target_level(), max_degree=self.max_degree,
+                                laplacian=self.laplacian, random_walk=self.random_walk,
                                 pair_bias={"num_codes": self.num_codes}, **options)
+
+    def _feature_width(self):
+        if not self.node_features:
+            return 1
+        stats = self.normalizer.stats
+        width = sum(stats[v].size // stats[v].sizes["stat"] for v in self.node_features)
+        return 2 * width if self.validity_channel else width
+
+    def _target_level(self):
+        return "node" if self.target_layout["dims"][0] == self.node_dim else "graph"
 
     # ---- reading the Dataset -----------------------------------------------------------
 
-    def fit(self, ds):
-        """Fit the node features' normalization (mean, std per feature) on ``ds``."""
-        self.check(ds)
-        if self.node_features:
-            per_dims = {d for v in self.node_features for d in ds[v].dims[1:]}
-            self.normalizer = Normalizer.fit(ds, self.node_features, per_dims=tuple(per_dims))
-        return self
+    def sample_dims(self, ds):
+        """("graph", "node"), or ("node",) for a Dataset without a graph dim."""
+        return (self.graph_dim, self.node_dim) if self.graph_dim in ds.dims else (self.node_dim,)
 
     def check(self, ds):
-        """Refuse a Dataset this adapter cannot read, saying why."""
+        """Refuse a Dataset this adapter cannot read, saying why (ds is not changed)."""
         require_dims(ds, [self.node_dim, self.edge_dim], "graph")
-        edge_vars = [self.source, self.target] + [v for v in (self.edge_weight,
-                                                               self.edge_type) if v]
-        require_variables(ds, self.node_features + edge_vars)
+        edge_vars = [v for v in (self.edge_weight, self.edge_type) if v]
+        require_variables(ds, self.node_features, "node feature")
+        require_variables(ds, edge_vars, "edge variable")
         for name in self.node_features:
-            if ds[name].dims[0] != self.node_dim:
+            if ds[name].dims[:1] != (self.node_dim,):
                 raise ValueError(f"node feature {name!r} has dims {ds[name].dims}; expected "
                                  f"({self.node_dim!r}, ...)")
         for name in edge_vars:
             if ds[name].dims != (self.edge_dim,):
                 raise ValueError(f"edge variable {name!r} has dims {ds[name].dims}; expected "
                                  f"({self.edge_dim!r},)")
+        graph_of_node, _ = self.layout.graph_of_node(ds)
+        self.layout.edges(ds, graph_of_node)  # an edge listed twice before its weights
+        if self.edge_weight is not None:
+            weight = np.asarray(ds[self.edge_weight].values)
+            if weight.dtype.kind not in "biuf":
+                raise TypeError(f"edge variable {self.edge_weight!r} has dtype {weight.dtype}; "
+                                "expected numbers (edge weights)")
+            bad = ~np.isfinite(weight) | (weight < 0)
+            if bad.any():
+                e = int(np.flatnonzero(bad)[0])
+                raise ValueError(f"edge variable {self.edge_weight!r} holds {weight[e]} at edge "
+                                 f"{e}; expected finite weights >= 0, no negative or NaN ones "
+                                 "(connection strengths; a missing edge is no edge)")
 
-    def _graph_of_node(self, ds):
-        n = ds.sizes[self.node_dim]
-        if n == 0:
-            raise ValueError(f"the Dataset has no nodes (its {self.node_dim!r} dim is empty); a "
-                             "graph needs at least one node to be a sample")
-        if self.graph_index not in ds:
-            return np.zeros(n, np.int64), 1
-        graph_of_node = np.asarray(ds[self.graph_index].values)
-        if not np.issubdtype(graph_of_node.dtype, np.integer):
-            raise TypeError(f"{self.graph_index!r} must hold integers (each node's graph), got "
-                            f"{graph_of_node.dtype}")
-        count = ds.sizes.get(self.graph_dim, int(graph_of_node.max(initial=-1)) + 1)
-        if graph_of_node.size and (graph_of_node.min() < 0 or graph_of_node.max() >= count):
-            raise ValueError(f"{self.graph_index!r} holds values outside 0 .. {count - 1} (the "
-                             f"graphs along {self.graph_dim!r})")
-        sizes = np.bincount(graph_of_node, minlength=count)
-        if (sizes == 0).any():
-            raise ValueError(f"graph {int(np.flatnonzero(sizes == 0)[0])} has no nodes; a graph "
-                             "needs at least one node to be a sample (drop it from the graph dim)")
-        return graph_of_node.astype(np.int64), count
+    def _chosen_nodes(self, ds, where, name):
+        """(the nodes `where` selects (n,) bool, each node's graph (n,))."""
+        graph_of_node, count = self.layout.graph_of_node(ds)
+        chosen = np.ones(len(graph_of_node), bool)
+        for dim, index in sample_selection(ds, where, self.sample_dims(ds), name).items():
+            if (index < 0).any():
+                raise KeyError(f"{name}[{dim!r}] names labels that {dim!r} does not have")
+            keep = np.zeros(count if dim == self.graph_dim else len(graph_of_node), bool)
+            keep[index] = True
+            chosen &= keep[graph_of_node] if dim == self.graph_dim else keep
+        if not chosen.any():
+            raise ValueError(f"{name} selects no node (and so no graph)")
+        return chosen, graph_of_node
 
-    def _edges(self, ds, graph_of_node):
-        n = len(graph_of_node)
-        ends = []
-        for name in (self.source, self.target):
-            values = np.asarray(ds[name].values)
-            if not np.issubdtype(values.dtype, np.integer):
-                raise TypeError(f"edge variable {name!r} must hold node positions (integers), "
-                                f"got {values.dtype}")
-            if values.size and (values.min() < 0 or values.max() >= n):
-                raise ValueError(f"edge variable {name!r} holds node positions outside 0 .. "
-                                 f"{n - 1}")
-            ends.append(values.astype(np.int64))
-        source, target = ends
-        across = graph_of_node[source] != graph_of_node[target]
-        if across.any():
-            e = int(np.flatnonzero(across)[0])
-            raise ValueError(f"edge {e} joins node {source[e]} of graph "
-                             f"{graph_of_node[source[e]]} to node {target[e]} of graph "
-                             f"{graph_of_node[target[e]]}; edges must stay within a graph")
-        weight = (np.ones(len(source)) if self.edge_weight is None
-                  else np.asarray(ds[self.edge_weight].values, np.float64))
-        types = None if self.edge_type is None else np.asarray(ds[self.edge_type].values)
-        if types is not None and types.size and (types.min() < 0
-                                                 or types.max() >= self.num_edge_types):
-            raise ValueError(f"edge variable {self.edge_type!r} holds types outside 0 .. "
-                             f"{self.num_edge_types - 1} (num_edge_types={self.num_edge_types})")
-        return source, target, weight, types
+    def select(self, ds, where, name="where"):
+        """``ds`` cut to what ``where`` selects: the selected graphs, or the subgraph the
+        selected nodes induce (nodes, the edges between them, their graphs), node and graph
+        positions renumbered; ``ds`` itself when ``where`` is None."""
+        if where is None:
+            return ds
+        self.check(ds)
+        chosen, graph_of_node = self._chosen_nodes(ds, where, name)
+        return self.layout.subgraph(ds, chosen, np.unique(graph_of_node[chosen]))
 
-    def _node_features(self, ds):
-        """(features (n, F) float32 normalized, valid (n, F)) over all nodes."""
+    def _context(self, ds, where, name="where"):
+        """(``ds`` cut to the whole graphs that hold a selected node, the selected nodes among
+        its nodes (bool))."""
+        self.check(ds)
+        if where is None:
+            return ds, np.ones(ds.sizes[self.node_dim], bool)
+        chosen, graph_of_node = self._chosen_nodes(ds, where, name)
+        graphs_kept = np.unique(graph_of_node[chosen])
+        whole = np.isin(graph_of_node, graphs_kept)
+        return self.layout.subgraph(ds, whole, graphs_kept), chosen[whole]
+
+    def _target_names(self, targets):
+        if targets is None:
+            return []
+        names = [targets] if isinstance(targets, str) else list(targets)
+        if len(names) != 1 or not isinstance(names[0], str):
+            raise ValueError(f"targets = {targets!r}; expected the name of one node or graph "
+                             "variable")
+        return names
+
+    def _fit(self, ds, targets):
+        """Node-feature and target statistics, the targets' kind and the weight bins, all
+        from ``ds`` (the selection)."""
+        self.check(ds)
+        self._raw_features(ds)  # refuses NaN (without validity_channel) and inf
+        names = self._target_names(targets)
+        specs, layout = [], None
+        for name in names:
+            require_variables(ds, [name], "target")
+            da = ds[name]
+            if da.dims[0] not in (self.node_dim, self.graph_dim):
+                raise ValueError(f"target {name!r} has dims {da.dims}; expected a node variable "
+                                 f"({self.node_dim!r}, ...) or a graph variable "
+                                 f"({self.graph_dim!r}, ...)")
+            spec = describe_targets(da, name)
+            if spec.kind == "classes" and da.ndim != 1:
+                raise ValueError(f"target {name!r} holds classes on dims {da.dims}; expected one "
+                                 f"class per node or graph, ({da.dims[0]!r},)")
+            if spec.kind == "values" and np.isinf(da.values).any():
+                raise ValueError(f"target {name!r} holds infinite values; expected finite ones "
+                                 "(NaN where missing)")
+            specs.append(spec)
+            layout = {"dims": list(da.dims), "shape": list(da.shape[1:])}
+        scaled = self.node_features + [s.name for s in specs if s.kind == "values"]
+        per_dims = tuple(sorted({d for v in scaled for d in ds[v].dims[1:]}))
+        normalizer = Normalizer.fit(ds, scaled, per_dims=per_dims) if scaled else None
+        thresholds = np.zeros(0)
+        if self.edge_weight_bins is not None:
+            thresholds = graphs.fit_weight_thresholds(ds[self.edge_weight].values,
+                                                      self.edge_weight_bins)
+        self.normalizer, self.target_specs, self.target_layout = normalizer, tuple(specs), layout
+        self.weight_thresholds, self.fitted = thresholds, True
+
+    def _raw_features(self, ds):
+        """(n, F) float64 node features as given, checked: inf refused, NaN only with
+        validity_channel."""
         n = ds.sizes[self.node_dim]
         if not self.node_features:
-            return np.ones((n, 1), np.float32), np.ones((n, 1), bool)
-        source = ds[self.node_features]
-        if self.normalizer is not None:
-            source = self.normalizer.apply(source)
-        columns = [np.asarray(source[v].values, np.float64).reshape(n, -1)
-                   for v in self.node_features]
-        values = np.concatenate(columns, axis=1)
-        valid = ~np.isnan(values)
-        if not valid.all() and not self.validity_channels:
-            node = int(np.flatnonzero(~valid.all(1))[0])
+            return np.ones((n, 1))
+        values = np.concatenate([np.asarray(ds[v].values, np.float64).reshape(n, -1)
+                                 for v in self.node_features], axis=1)
+        if np.isinf(values).any():
+            node = int(np.flatnonzero(np.isinf(values).any(1))[0])
+            raise ValueError(f"node {node} has infinite features; expected finite values (NaN "
+                             "where missing, with validity_channel=True)")
+        if np.isnan(values).any() and not self.validity_channel:
+            node = int(np.flatnonzero(np.isnan(values).any(1))[0])
             raise ValueError(f"node {node} has NaN features; seqattn does not guess values: "
-                             "pass validity_channels=True (a 0/1 presence column per feature) "
+                             "pass validity_channel=True (a 0/1 presence column per feature) "
                              "or fill them")
+        return values
+
+    def _node_features(self, ds):
+        """(features (n, F) float32 normalized, valid (n, Fv)) over all nodes."""
+        raw = self._raw_features(ds)
+        valid = ~np.isnan(raw)
+        if not self.node_features:
+            return raw.astype(np.float32), valid
+        source = self.normalizer.apply(ds[self.node_features])
+        n = ds.sizes[self.node_dim]
+        values = np.concatenate([np.asarray(source[v].values, np.float64).reshape(n, -1)
+                                 for v in self.node_features], axis=1)
         values = np.where(valid, values, 0.0)
-        if self.validity_channels:
+        if self.validity_channel:
             values = np.concatenate([values, valid], axis=1)
         return values.astype(np.float32), valid
 
     # ---- encoding ----------------------------------------------------------------------
 
+    def _edge_data(self, ds, graph_of_node):
+        source, target = self.layout.edges(ds, graph_of_node)
+        weight = (np.ones(len(source)) if self.edge_weight is None
+                  else np.asarray(ds[self.edge_weight].values, np.float64))
+        types = None
+        if self.edge_type is not None:
+            types = np.asarray(ds[self.edge_type].values)
+            if not np.issubdtype(types.dtype, np.integer):
+                raise TypeError(f"edge variable {self.edge_type!r} has dtype {types.dtype}; "
+                                "expected integer types")
+            if types.size and (types.min() < 0 or types.max() >= self.num_edge_types):
+                raise ValueError(f"edge variable {self.edge_type!r} holds types outside 0 .. "
+                                 f"{self.num_edge_types - 1} (num_edge_types="
+                                 f"{self.num_edge_types})")
+            if self.edge_weight_bins is not None:  # a code per (type, weight bin)
+                types = types * self.weight_bin_count + graphs.weight_bins(
+                    weight, self.weight_thresholds)
+        return source, target, weight, types
+
     def _distance_codes(self, adjacency):
+        """Codes of one direction, [i, j] read along ``adjacency``'s edge i -> j."""
         if self.attention == "edges":
-            return graphs.shortest_path_codes(adjacency, 1, hide_farther=True)
-        return graphs.shortest_path_codes(adjacency, self.max_distance)
+            codes = graphs.shortest_path_codes(adjacency, 1, hide_farther=True)
+        else:
+            codes = graphs.shortest_path_codes(adjacency, self.max_distance)
+        if self._splits_one_hop():
+            codes = graphs.split_one_hop(codes, adjacency, self.weight_thresholds)
+        return codes
 
     def _pair_codes(self, adjacency, types):
         """(n, n) codes: query i, key j (see the module docstring)."""
@@ -303,11 +493,10 @@ class GraphAdapter(Persistable):
                            for s in range(self.random_walk)})
         return coords
 
-    def samples(self, ds):
-        """One :class:`GraphSample` per graph of ``ds`` (without targets), in graph order."""
-        self.check(ds)
-        graph_of_node, count = self._graph_of_node(ds)
-        source, target, weight, types = self._edges(ds, graph_of_node)
+    def _samples(self, ds, selected, target_rows, per_node):
+        """One :class:`GraphSample` per graph of ``ds`` (checked), in graph order."""
+        graph_of_node, count = self.layout.graph_of_node(ds)
+        source, target, weight, types = self._edge_data(ds, graph_of_node)
         features, valid = self._node_features(ds)
         node_order = np.argsort(graph_of_node, kind="stable")
         node_starts = np.searchsorted(graph_of_node[node_order], np.arange(count + 1))
@@ -321,164 +510,151 @@ class GraphAdapter(Persistable):
             local[nodes] = np.arange(len(nodes))
             edges = edge_order[edge_starts[g]:edge_starts[g + 1]]
             s, t = local[source[edges]], local[target[edges]]
-            shape = (len(nodes), len(nodes))
-            adjacency = sp.csr_array((weight[edges], (s, t)), shape=shape)  # repeats add up
+            adjacency = graphs.as_adjacency(sp.csr_array(
+                (weight[edges], (s, t)), shape=(len(nodes), len(nodes))),
+                f"the weights {self.edge_weight!r} of graph {g}")
             typed = None if types is None else graphs.type_matrix(s, t, types[edges], len(nodes))
             coords = {"position": np.arange(len(nodes), dtype=np.float64),
                       "node": nodes.astype(np.float64), **self._encodings(adjacency)}
+            targets = None
+            if target_rows is not None:
+                targets = target_rows[nodes] if per_node else target_rows[g]
             out.append(GraphSample(features[nodes], valid[nodes], coords,
-                                   self._pair_codes(adjacency, typed), nodes, g))
+                                   self._pair_codes(adjacency, typed), nodes, g, selected[nodes],
+                                   targets, per_node))
         return out
 
-    def with_targets(self, ds, samples, targets, mask=None):
-        """The samples that have targets, each with its ``targets`` set (module docstring)."""
-        require_variables(ds, [targets] + ([mask] if mask else []), "target")
-        level = ds[targets].dims[0]
-        if level not in (self.node_dim, self.graph_dim):
-            raise ValueError(f"targets {targets!r} has dims {ds[targets].dims}; expected a node "
-                             f"variable ({self.node_dim!r}, ...) or a graph variable "
-                             f"({self.graph_dim!r}, ...)")
-        values = np.asarray(ds[targets].values)
-        classes = np.issubdtype(values.dtype, np.integer)
-        values = values.astype(np.int64) if classes else values.astype(np.float32)
-        if not classes and values.ndim == 1:
-            values = values[:, None]  # one value per node or graph: (rows, 1)
-        if mask is not None:
-            keep, mask_dims = np.asarray(ds[mask].values), ds[mask].dims
-            if keep.dtype != np.bool_:
-                raise TypeError(f"mask {mask!r} has dtype {keep.dtype}; expected bool")
-            if mask_dims == (self.graph_dim,):
-                samples = [s for s in samples if keep[s.graph]]
-            elif mask_dims == (level,):
-                missing = MISSING_CLASS if classes else np.nan
-                values = np.where(keep.reshape((-1,) + (1,) * (values.ndim - 1)), values,
-                                  missing)
-            else:
-                raise ValueError(f"mask {mask!r} has dims {mask_dims}; expected ({level!r},) "
-                                 f"like the targets, or ({self.graph_dim!r},) to keep graphs")
-        per_node = level == self.node_dim
-        return [GraphSample(**{**vars(s), "targets": values[s.nodes] if per_node
-                               else values[s.graph], "per_node": per_node}) for s in samples]
+    def _target_rows(self, ds, selected):
+        """(targets per node or graph of ``ds`` (class indices, or normalized values (rows, F)
+        with NaN where missing), whether per node); (None, False) without targets."""
+        spec = self.target_specs[0]
+        require_variables(ds, [spec.name], "target")
+        da = ds[spec.name]
+        per_node = da.dims[0] == self.node_dim
+        if spec.kind == "classes":
+            rows = class_indices(spec, da.values)
+            missing = MISSING_CLASS
+        else:
+            if self.target_layout["dims"] != list(da.dims):
+                raise ValueError(f"target {spec.name!r} has dims {da.dims}; fit saw "
+                                 f"{tuple(self.target_layout['dims'])}")
+            scaled = self.normalizer.apply(ds[[spec.name]])[spec.name]
+            rows = np.asarray(scaled.values, np.float32).reshape(len(da), -1)
+            missing = np.nan
+        if per_node:
+            rows = rows.copy()
+            rows[~selected] = missing  # targets of the selected nodes only
+        return rows, per_node
 
-    def collate(self, samples, template):
-        """One :class:`Batch` of ``samples`` padded to the largest graph among them."""
-        B, N = len(samples), max(len(s.nodes) for s in samples)
-        F = samples[0].features.shape[1]
-        tokens = np.zeros((B, N, F), np.float32)
-        valid = np.zeros((B, N, samples[0].valid.shape[1]), bool)
-        padding = np.ones((B, N), bool)
-        nodes = np.full((B, N), -1, np.int64)
-        codes = np.full((B, N, N), graphs.HIDDEN,
-                        np.result_type(*[s.codes.dtype for s in samples]))
-        coords = {name: np.full((B, N), np.nan) for name in samples[0].coords}
-        for b, s in enumerate(samples):
-            n = len(s.nodes)
-            tokens[b, :n], valid[b, :n], padding[b, :n], nodes[b, :n] = (s.features, s.valid,
-                                                                         False, s.nodes)
-            codes[b, :n, :n] = s.codes
-            for name, values in s.coords.items():
-                coords[name][b, :n] = values
-        targets = None
-        if samples[0].targets is not None:
-            targets = np.stack([_padded(s.targets, s.per_node, N) for s in samples])
-        placement = GraphPlacement(template, np.array([s.graph for s in samples]), nodes)
-        return Batch(tokens=tokens, key_padding_mask=padding, valid=valid, coords=coords,
-                     placement=placement, targets=targets,
-                     structure=Structure(pair_codes=codes))
+    def batches(self, ds, *, targets=None, where=None, batch_size=32, shuffle=False, seed=0,
+                drop_last=False, **removed):
+        """Batches of the graphs `where` selects (a :class:`GraphBatches`).
 
-    def encode(self, ds, batch_size=None, samples=None):
-        """Batches (a list) of every graph of ``ds``, ``batch_size`` graphs each (default: all
-        in one), without targets: what :meth:`predict` runs the model on. ``samples``: this
-        adapter's :meth:`samples` of ``ds``, to reuse encodings computed before."""
-        samples = self.samples(ds) if samples is None else samples
-        size = batch_size or len(samples)
-        return [self.collate(samples[i:i + size], template_of(ds))
-                for i in range(0, len(samples), size)]
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            Graphs in the layout of :mod:`seqattn.readers.graphs`.
+        targets : str, optional
+            The target variable; default: the one given to ``fit`` when ``ds`` holds it
+            (batches without targets otherwise). It must be the one ``fit`` saw.
+        where : optional
+            Graphs or nodes (module docstring); targets of unselected nodes are missing.
+        batch_size, shuffle, seed, drop_last
+            As in :class:`seqattn.data.protocol.Batches` (``epoch(e)`` replays epoch e).
 
-    def batches(self, ds, targets, mask=None, batch_size=32, shuffle=True, seed=0,
-                samples=None):
-        """Training (or validation) batches with ``targets`` (a node or graph variable), only
-        where ``mask`` is True (see the module docstring): a :class:`GraphBatches`, whose
-        ``epoch(e)`` order depends on (seed, e) only, for ``fit``. ``samples`` as in
-        :meth:`encode`."""
-        samples = self.with_targets(ds, self.samples(ds) if samples is None else samples,
-                                    targets, mask)
-        if not samples:
-            raise ValueError(f"mask {mask!r} keeps no graph; nothing to train or evaluate on")
-        return GraphBatches(self, samples, template_of(ds), batch_size, shuffle, seed)
+        Returns
+        -------
+        GraphBatches
+            Batches with ``tokens`` (B, N, F), ``structure.pair_codes`` (B, N, N), ``coords``
+            and ``targets`` (B, N) / (B, N, F) per node or (B,) / (B, F) per graph.
+        """
+        _refuse_removed("GraphAdapter.batches", removed)
+        return self._batches(ds, targets, where, batch_size, shuffle, seed, drop_last)
 
-    def predict(self, model, ds, batch_size=32, variables=None, samples=None):
-        """The predictions of ``model`` for every graph of ``ds``, as a Dataset: on the node
-        dim when the model gives (B, N, F_out) (node tasks; padding dropped), on the graph dim
-        when it gives (B, F_out). One variable ``prediction`` (dim, ``output``), or with
-        ``variables`` one per output column, named in order; ``samples`` as in :meth:`encode`.
-        seqattn models run in evaluation mode."""
+    def _batches(self, ds, targets, where, batch_size, shuffle=False, seed=0, drop_last=False,
+                 use_targets=True):
+        self.require_fitted("batches")
+        check_batch_size(batch_size)
+        fitted_names = [s.name for s in self.target_specs]
+        names = self._target_names(targets)
+        if names and names != fitted_names:
+            raise ValueError(f"targets = {targets!r}, but fit saw {fitted_names or 'none'}; fit "
+                             "the adapter with the targets it is to batch")
+        if not names and use_targets:
+            names = [name for name in fitted_names if name in ds]
+        ds, selected = self._context(ds, where)
+        rows, per_node = self._target_rows(ds, selected) if names else (None, False)
+        samples = self._samples(ds, selected, rows, per_node)
+        return GraphBatches(samples, Template.of(ds.drop_vars(list(ds.data_vars))),
+                            batch_size, shuffle, seed, drop_last)
+
+    # ---- decoding ----------------------------------------------------------------------
+
+    def _rows(self, batch, values):
+        """(level, positions along the level's dim, rows (k, F)) of model outputs ``values``
+        in ``batch``'s layout."""
+        values = np.asarray(values)
+        B, N = batch.key_padding_mask.shape
+        if values.ndim == 3 and values.shape[:2] == (B, N):
+            placed = batch.placement.selected & ~batch.key_padding_mask
+            return "node", batch.placement.nodes[placed], values[placed]
+        if values.ndim == 2 and values.shape[0] == B:
+            return "graph", batch.placement.graphs, values
+        raise ValueError(f"values have shape {values.shape} for {B} graphs of up to {N} nodes; "
+                         "expected (B, N, F_out) per node or (B, F_out) per graph")
+
+    def decode(self, batch, values):
+        """``values`` (model outputs in ``batch``'s layout: (B, N, F) per node or (B, F) per
+        graph) as a Dataset on the node dim (the selected nodes) or the graph dim, named after
+        the target (values in physical units; classes as labels and probabilities), or as
+        ``prediction`` (dim, ``output``) when ``fit`` saw no targets."""
+        self.require_fitted("decode")
+        level, positions, rows = self._rows(batch, values)
+        return self._dataset(level, positions, rows, batch.placement.template)
+
+    def _dataset(self, level, positions, rows, template):
+        dim = self.node_dim if level == "node" else self.graph_dim
+        order = np.argsort(positions, kind="stable")
+        positions, rows = positions[order], rows[order]
+        coords = {}
+        if dim in template.dim_sizes:
+            coords = {name: c.isel({dim: positions}) for name, c in template.coords.coords.items()
+                      if c.dims == (dim,)}
+        if not self.target_specs:
+            return xr.Dataset({"prediction": ((dim, "output"), rows)}, coords=coords)
+        spec = self.target_specs[0]
+        if level != self._target_level():
+            raise ValueError(f"the model returned values per {level}, but target {spec.name!r} "
+                             f"is per {self._target_level()}")
+        if spec.kind == "classes":
+            return xr.Dataset(class_predictions(spec, rows, (dim,), coords))
+        shape, dims = self.target_layout["shape"], self.target_layout["dims"]
+        if rows.shape[1] != int(np.prod(shape, dtype=np.int64)):
+            raise ValueError(f"the model returned {rows.shape[1]} values per {level} for target "
+                             f"{spec.name!r} of shape {tuple(shape)} per {level}")
+        scaled = xr.Dataset({spec.name: ((dim, *dims[1:]), rows.reshape(len(rows), *shape))},
+                            coords=coords)
+        out = self.normalizer.invert(scaled)
+        out[spec.name].attrs = dict(spec.attrs or {})
+        return out
+
+    def predict(self, model, ds, *, where=None, batch_size=64, **removed):
+        """The predictions of ``model`` for the graphs (or nodes) `where` selects, as
+        :meth:`decode` gives them, on ``ds``'s coordinates. seqattn models run in evaluation
+        mode."""
+        _refuse_removed("GraphAdapter.predict", removed)
+        self.require_fitted("predict")
         run = ModelCall(model)
-        graph_of_node, count = self._graph_of_node(ds)
-        out = None
-        for batch in self.encode(ds, batch_size, samples):
-            predictions = run(batch)
-            node_level = predictions.ndim == 3
-            if predictions.shape[:predictions.ndim - 1] != batch.key_padding_mask.shape[
-                    :predictions.ndim - 1] or predictions.ndim not in (2, 3):
-                raise ValueError(f"the model returned shape {predictions.shape} for "
-                                 f"{len(batch)} graphs of up to {batch.tokens.shape[1]} nodes; "
-                                 "expected (B, N, F_out) per node or (B, F_out) per graph")
-            if out is None:
-                rows = len(graph_of_node) if node_level else count
-                out = np.full((rows, predictions.shape[-1]), np.nan,
-                              np.result_type(predictions.dtype, np.float32))
-            if node_level:
-                present = ~batch.key_padding_mask
-                out[batch.placement.nodes[present]] = predictions[present]
-            else:
-                out[batch.placement.graphs] = predictions
-        dim = self.node_dim if node_level else self.graph_dim
-        coords = {name: c for name, c in ds.coords.items() if set(c.dims) <= {dim}}
-        if variables is None:
-            return xr.Dataset({"prediction": ((dim, "output"), out)}, coords=coords)
-        if len(variables) != out.shape[1]:
-            raise ValueError(f"variables {variables} name {len(variables)} outputs, but the "
-                             f"model returned {out.shape[1]} per {dim}")
-        return xr.Dataset({v: (dim, out[:, i]) for i, v in enumerate(variables)}, coords=coords)
+        batches = self._batches(ds, None, where, batch_size, use_targets=False)
+        level, positions, rows = None, [], []
+        for batch in batches:
+            level, placed, values = self._rows(batch, run(batch))
+            positions.append(placed)
+            rows.append(values)
+        return self._dataset(level, np.concatenate(positions), np.concatenate(rows),
+                             batches.template)
 
 
-def template_of(ds):
-    """The Template of ``ds``'s coordinates (no data values)."""
-    return Template.of(ds.drop_vars(list(ds.data_vars)))
-
-
-def _padded(targets, per_node, N):
-    """A sample's targets padded to N nodes with the missing value (node-level ones)."""
-    if not per_node:
-        return targets
-    missing = MISSING_CLASS if np.issubdtype(targets.dtype, np.integer) else np.nan
-    padded = np.full((N,) + targets.shape[1:], missing, targets.dtype)
-    padded[:len(targets)] = targets
-    return padded
-
-
-class GraphBatches:
-    """Batches of graphs with targets, ``batch_size`` graphs each, shuffled per epoch from
-    ``seed`` when ``shuffle``; ``epoch(e)`` is what ``fit`` reads, iterating gives epoch 0."""
-
-    def __init__(self, adapter, samples, template, batch_size, shuffle, seed):
-        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        self.adapter, self.samples, self.template = adapter, samples, template
-        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
-
-    def __len__(self):
-        return -(-len(self.samples) // self.batch_size)
-
-    def epoch(self, epoch):
-        order = np.arange(len(self.samples))
-        if self.shuffle:
-            order = np.random.default_rng([self.seed, epoch]).permutation(order)
-        size = self.batch_size
-        return [self.adapter.collate([self.samples[i] for i in order[start:start + size]],
-                                     self.template)
-                for start in range(0, len(order), size)]
-
-    def __iter__(self):
-        return iter(self.epoch(0))
+def _require_int(name, value, smallest):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < smallest:
+        raise ValueError(f"{name} = {value!r}; expected an integer >= {smallest}")

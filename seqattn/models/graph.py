@@ -3,9 +3,10 @@
 N -> N (``task="node"``: a class or value per node) and N -> 1 (``task="graph"``: one per
 graph) on the batches of :class:`seqattn.adapters.GraphAdapter`, which carry per node the
 encodings the config asks for (in ``coords``, by the names below) and per pair of nodes the
-hop-distance / edge-type codes (``structure.pair_codes``, read by a learnable per-head bias in
-every layer: ``pair_bias={"num_codes": ...}``; a negative code hides the pair, which restricts
-attention to the edges).
+hop-distance, edge-type and edge-weight-bin codes (``structure.pair_codes``, read by a
+learnable per-head bias in every layer: ``pair_bias={"num_codes": ...}``; a negative code
+hides the pair, which restricts attention to the edges). ``adapter.model_config(...)`` fills
+in the sizes; ``seqattn.models.build`` makes the model.
 
 Node encodings, each an option of :class:`GraphModelConfig`:
 

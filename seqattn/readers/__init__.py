@@ -1,9 +1,10 @@
 """Readers: files and objects of each domain's own tools (RDKit molecules, SMILES) turned into the
 Dataset that the domain's adapter reads. Every other call of the protocol takes that Dataset."""
+from .graphs import from_networkx, graph_dataset
 from .rdkit_molecules import from_rdkit, from_smiles
 from .fasta import FastaRecord, from_faidx, open_fasta, read_fasta
 from .sequences import from_dataarray, from_sequences, to_strings
 
-__all__ = ["from_rdkit", "from_smiles"]
+__all__ = ["from_networkx", "graph_dataset", "from_rdkit", "from_smiles"]
 __all__ += ["FastaRecord", "from_dataarray", "from_faidx", "from_sequences", "open_fasta",
             "read_fasta", "to_strings"]

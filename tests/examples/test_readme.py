@@ -58,4 +58,5 @@ def test_the_graph_walkthrough_runs_as_written():
     namespace = {}
     exec(block, namespace)
     out = namespace["out"]
-    assert out["prediction"].dims == ("node", "output") and out["prediction"].shape == (34, 2)
+    assert out["club"].dims == ("node",) and out["club_probability"].shape == (34, 2)
+    assert set(out["club"].values) <= {"Mr. Hi", "Officer"}

@@ -4,7 +4,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from seqattn.graphs.datasets import from_networkx, graph_dataset
+from seqattn.readers import from_networkx, graph_dataset
 
 SIZES = dict(d_model=16, nhead=2, num_layers=1, dim_feedforward=32, seed=0)
 

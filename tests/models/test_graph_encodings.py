@@ -1,6 +1,7 @@
 """Graph encodings against networkx and scipy references: hop distances (as pair codes),
-degrees, Laplacian eigenvectors (up to sign), random-walk return probabilities, edge-type codes;
-and the corner cases: disconnected graphs, self loops, isolated nodes, empty graphs."""
+degrees, Laplacian eigenvectors (up to sign), random-walk return probabilities, edge-type codes,
+edge-weight bins; and the corner cases: disconnected graphs, self loops, isolated nodes, empty
+graphs."""
 import networkx as nx
 import numpy as np
 import pytest
@@ -146,3 +147,33 @@ def test_edge_types_override_distance_codes_off_the_diagonal():
 def test_bad_adjacency_is_refused_with_the_reason(bad, message):
     with pytest.raises(ValueError, match=message):
         graphs.shortest_path_codes(bad, 2)
+
+
+def test_weight_thresholds_are_quantiles_with_ties_merged_and_no_empty_top_bin():
+    weights = np.arange(1.0, 13.0)  # 1 .. 12: quartiles at 3.75, 6.5, 9.25
+    np.testing.assert_allclose(graphs.fit_weight_thresholds(weights, 4), [3.75, 6.5, 9.25])
+    counts = np.r_[np.ones(7), 2, 2, 5, 9, 30]  # synapse counts: mostly 1
+    thresholds = graphs.fit_weight_thresholds(counts, 4)
+    # the 1/4 and 1/2 quantiles are both 1; the 3/4 one lies a quarter of the way from 2 to 5
+    np.testing.assert_allclose(thresholds, [1.0, 2.75])
+    np.testing.assert_array_equal(graphs.weight_bins([1, 2, 2.75, 3, 30], thresholds),
+                                  [0, 1, 1, 2, 2])  # thresholds[b - 1] < w <= thresholds[b]
+    assert len(graphs.fit_weight_thresholds(np.full(5, 2.0), 4)) == 0  # one weight: one bin
+    assert len(graphs.fit_weight_thresholds(np.zeros(0), 4)) == 0
+    with pytest.raises(ValueError, match="bins = 0"):
+        graphs.fit_weight_thresholds(weights, 0)
+
+
+def test_split_one_hop_gives_edges_their_bin_and_moves_longer_distances_up():
+    g = nx.path_graph(4)  # 0 - 1 - 2 - 3
+    adjacency = nx.to_scipy_sparse_array(g, nodelist=range(4)) * np.array([[0, 1, 0, 0],
+                                                                           [1, 0, 7, 0],
+                                                                           [0, 7, 0, 4],
+                                                                           [0, 0, 4, 0]])
+    codes = graphs.shortest_path_codes(adjacency, 2)  # 0, 1, 2 hops, 3 farther
+    split = graphs.split_one_hop(codes, adjacency, np.array([2.0, 5.0]))
+    np.testing.assert_array_equal(split, [[0, 1, 4, 5], [1, 0, 3, 4], [4, 3, 0, 2],
+                                          [5, 4, 2, 0]])
+    np.testing.assert_array_equal(graphs.split_one_hop(codes, adjacency, np.zeros(0)), codes)
+    hidden = graphs.shortest_path_codes(adjacency, 1, hide_farther=True)
+    assert (graphs.split_one_hop(hidden, adjacency, np.array([2.0]))[0, 2:] == graphs.HIDDEN).all()

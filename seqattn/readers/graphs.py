@@ -1,4 +1,5 @@
-"""Graphs as xarray Datasets, the form :class:`seqattn.adapters.GraphAdapter` reads.
+"""Graphs as xarray Datasets, the form :class:`seqattn.adapters.GraphAdapter` reads: the graph
+readers (scipy.sparse or dense adjacency matrices, networkx graphs).
 
 One Dataset holds one graph or many (a batch of molecules, of small networks):
 
@@ -7,7 +8,8 @@ One Dataset holds one graph or many (a batch of molecules, of small networks):
   (node,) int says which graph (position along ``graph``) a node belongs to;
 * dim ``edge``: ``source`` and ``target`` (edge,) int, positions along ``node`` of the edge
   ``source -> target``; edge variables (``weight``, ``edge_type``, ...) on ``(edge,)``. An
-  undirected graph lists each edge in both directions;
+  undirected graph lists each edge in both directions; a (source, target) pair is listed once
+  (the adapter refuses repeats rather than summing their weights);
 * dim ``graph``: graph-level variables (targets).
 
 :func:`graph_dataset` builds one from scipy.sparse (or dense) adjacency matrices,
@@ -16,7 +18,7 @@ One Dataset holds one graph or many (a batch of molecules, of small networks):
 import numpy as np
 import xarray as xr
 
-from .adjacency import as_adjacency
+from ..graphs.adjacency import as_adjacency
 
 
 def _as_list(graphs):

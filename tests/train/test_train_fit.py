@@ -161,6 +161,20 @@ def test_non_finite_loss_stops_without_touching_the_checkpoint(tmp_path):
     assert all(np.isfinite(w).all() for w in model.state_dict().values())
 
 
+def test_resume_refuses_a_damaged_checkpoint_by_name_and_leaves_the_model_as_it_was(tmp_path):
+    model = small_token_model()
+    data = delayed_copy(32, 0)
+    fit(model, MSELoss(), SGD(model, lr=1e-2), data, epochs=1, checkpoint=tmp_path, **QUIET)
+    last = tmp_path / "weights.safetensors"  # where resuming continues without early stopping
+    last.write_bytes(last.read_bytes()[:-4] + b"\x00\x00\x80\x7f")  # the last weight: +inf
+    fresh = small_token_model(seed=1)
+    before = _weights(fresh)
+    with pytest.raises(ValueError, match="weights.safetensors is damaged: its sha256"):
+        fit(fresh, MSELoss(), SGD(fresh, lr=1e-2), data, epochs=2, checkpoint=tmp_path,
+            resume=True, **QUIET)
+    _assert_same_weights(_weights(fresh), before)
+
+
 def test_adapter_batches_plug_in_with_latitude_weights():
     """(adapter Batch, targets) pairs from a BatchIterator train directly; the targets keep the
     grid's gaps as NaN, which the NaN-aware latitude-weighted loss skips, and the latitudes come

@@ -48,6 +48,7 @@ from ..data.targets import (CLASS_DIM, MISSING_CLASS, class_indices, class_predi
                             describe_targets, is_classes)
 from ..models.molecule import MoleculeModelConfig
 from ..nn.structured_bias import Structure
+from ..readers.ase import from_ase  # noqa: F401  (its home before 0.2, re-exported for a release)
 from .molecule_layout import (ATOM, MAX_Z, MOLECULE, batch_cell, check_cells, check_overlaps,
                               check_structures, element_symbol, gather, molecule_label, per_atom)
 from .molecule_targets import (declared_kinds, extensive_statistics, intensive_statistics,

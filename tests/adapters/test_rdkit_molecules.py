@@ -1,9 +1,11 @@
-"""from_rdkit / from_smiles: RDKit molecules as the molecule Dataset (layout, padding, given and
-embedded conformers, seeded reproducibility, per-atom features, failures)."""
+"""from_rdkit / from_smiles / read_sdf / read_smiles: RDKit molecules and files as the molecule
+Dataset (layout, padding, given and embedded conformers, seeded reproducibility, per-atom
+features, failures)."""
 import sys
 
 import numpy as np
 import pytest
+import xarray as xr
 
 pytest.importorskip("rdkit")
 from rdkit import Chem  # noqa: E402
@@ -191,3 +193,44 @@ def test_without_rdkit_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "rdkit", None)
     with pytest.raises(ImportError, match=r"seqattn\[molecules\]"):
         from_smiles(["C"])
+
+
+def test_sd_files_are_read_by_path_with_their_coordinates_and_fields(tmp_path):
+    import gzip
+
+    from seqattn.readers import read_sdf
+
+    mols = [with_conformer("CO", [[0.0, 0.0, 0.0], [1.43, 0.0, 0.0]]),
+            with_conformer("CN", [[0.0, 0.0, 0.0], [0.0, 1.47, 0.0]])]
+    mols[0].SetProp("dG", "-5.1")
+    writer = Chem.SDWriter(str(tmp_path / "two.sdf"))
+    for mol in mols:
+        writer.write(mol)
+    writer.close()
+    ds = read_sdf(tmp_path / "two.sdf", properties=["dG"])
+    np.testing.assert_array_equal(ds["atomic_number"].values, [[6, 8], [6, 7]])
+    np.testing.assert_allclose(ds["positions"].values[1, 1], [0.0, 1.47, 0.0], atol=1e-4)
+    assert list(ds["conformer"].values) == ["given", "given"]
+    np.testing.assert_array_equal(ds["dG"].values, [-5.1, np.nan])
+    with open(tmp_path / "two.sdf", "rb") as plain, gzip.open(tmp_path / "two.sdf.gz", "wb") as gz:
+        gz.write(plain.read())
+    xr.testing.assert_identical(read_sdf(tmp_path / "two.sdf.gz", properties=["dG"]), ds)
+    with pytest.raises(FileNotFoundError, match="'.*none.sdf' is not a file; expected an SD"):
+        read_sdf(tmp_path / "none.sdf")
+
+
+def test_smiles_files_are_read_by_path_with_named_columns(tmp_path):
+    from seqattn.readers import read_smiles
+
+    (tmp_path / "set.smi").write_text("smiles\tname\tdG\nCCO\tethanol\t-5.0\nC1CC\tbroken\t1.0\n"
+                                      "c1ccccc1\tbenzene\t-0.9\n")
+    with pytest.warns(UserWarning, match="dropped 1 of 3 molecules: molecule 1"):
+        ds = read_smiles(tmp_path / "set.smi", delimiter="\t", title_line=True,
+                         properties=["dG"], on_failure="drop", seed=3)
+    assert list(ds["molecule"].values) == [0, 2]
+    assert list(ds["smiles"].values) == ["CCO", "c1ccccc1"]
+    np.testing.assert_array_equal(ds["dG"].values, [-5.0, -0.9])
+    expected = from_smiles(["CCO", "c1ccccc1"], seed=3)
+    np.testing.assert_array_equal(ds["positions"].values, expected["positions"].values)
+    with pytest.raises(ValueError, match="properties=\\['dG'\\] name columns, but title_line"):
+        read_smiles(tmp_path / "set.smi", properties=["dG"])

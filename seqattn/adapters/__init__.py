@@ -8,7 +8,8 @@
   sample, or forecasts from a ForecastWindows set-up (``predict(model, ds, windows)`` or
   ``windows.predict(model)``); seqattn models run in evaluation mode (:mod:`.model_call`).
 * :class:`GenomeAdapter` DNA as base or k-mer tokens (:mod:`.genome`: FASTA, variants,
-  in-silico mutagenesis).
+  in-silico mutagenesis); :class:`ResidueAdapter` protein and RNA sequences, one token per
+  residue (:mod:`.residues`).
 * :class:`MoleculeAdapter` molecules and periodic structures as atom tokens with their
   structure (positions, types, cells) for distance-aware attention; its readers
   (:func:`from_ase`, :func:`from_rdkit`, :func:`from_smiles`, SD and SMILES files) live in
@@ -33,10 +34,12 @@ from ..data.normalize import Normalizer
 from .predict import predict
 from ..readers.ase import from_ase  # re-exported: it lived here before 0.2
 from ..readers.rdkit_molecules import from_rdkit, from_smiles
+from .residues import ResidueAdapter
 from .signal import SignalAdapter
 from ..data.stitch import PutBack, Stitcher
 
 __all__ = ["Batch", "BatchIterator", "ComplexAdapter", "ForecastWindows", "GenomeAdapter", "GraphAdapter",
            "GraphBatches", "GridAdapter", "LogMel", "MoleculeAdapter", "MoleculeBatches",
-           "Normalizer", "Placement", "PutBack", "SignalAdapter", "Stitcher", "TargetPutBack",
+           "Normalizer", "Placement", "PutBack", "ResidueAdapter", "SignalAdapter", "Stitcher",
+           "TargetPutBack",
            "Template", "from_ase", "from_rdkit", "from_smiles", "predict"]

@@ -56,7 +56,7 @@ from ..readers.sequences import (as_genome_dataset, from_dataarray, from_sequenc
 from . import genome_batches
 from .genome_batches import GenomeBatches, reversal_order
 from .genome_decode import decode_outputs
-from .genome_tokens import n_tokens
+from .genome_tokens import n_tokens, tokenize
 from .genome_variants import Variant, mutagenesis, variant_effects, variant_windows
 
 TOKENS = ("onehot", "ids")
@@ -169,6 +169,16 @@ class GenomeAdapter(Adapter, Persistable):
     def n_tokens(self, length):
         """Tokens of a sequence of `length` bases (a last k-mer may be partial)."""
         return int(n_tokens(length, self.k, self.stride))
+
+    def read_codes(self, values, name=None):
+        """uint8 base codes of an array of letters or codes, checked (`name(index)` says where
+        an element is, for the error)."""
+        return as_codes(values, name)
+
+    def tokenize(self, codes, where):
+        """The :class:`~seqattn.adapters.genome_tokens.Tokenized` tokens of base codes (B, L);
+        `where(b, offset)` names a base for errors."""
+        return tokenize(codes, self, where)
 
     # ---- checking ------------------------------------------------------------------------------
 

@@ -15,8 +15,7 @@ import xarray as xr
 from ..data.batch import Batch, Placement, Template
 from ..data.protocol import Batches
 from ..data.targets import MISSING_CLASS, class_indices
-from ..readers.dna_codes import as_codes, plain
-from .genome_tokens import tokenize
+from ..readers.dna_codes import plain
 
 
 def reversal_order(lengths, n, which):
@@ -103,7 +102,7 @@ class GenomeBatches(Batches):
     def collate(self, indices):
         at = np.unravel_index(np.asarray(indices, np.int64), self.shape)
         codes = self._codes(at)
-        tokenized = tokenize(codes, self.adapter, lambda b, offset: self._where(at, b, offset))
+        tokenized = self.adapter.tokenize(codes, lambda b, offset: self._where(at, b, offset))
         padding = ~tokenized.valid.any(axis=-1)
         B, n = padding.shape
         coords = {"position": np.where(padding, np.nan, self._position[tokenized.first])}
@@ -123,7 +122,7 @@ class GenomeBatches(Batches):
         else:  # dask and other lazy arrays: read only these records
             raw = self._bases.isel({d: xr.DataArray(a, dims="sample")
                                     for d, a in zip(self.sample_dims, at)}).values
-        return as_codes(raw, lambda index: self._where(at, *index))
+        return self.adapter.read_codes(raw, lambda index: self._where(at, *index))
 
     def _where(self, at, b, offset):
         """'record ..., position ...' of base `offset` of sample `b`, for error messages."""

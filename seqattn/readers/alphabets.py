@@ -126,3 +126,14 @@ THREE_LETTER = {"Ala": "A", "Arg": "R", "Asn": "N", "Asp": "D", "Cys": "C", "Gln
                 "Met": "M", "Phe": "F", "Pro": "P", "Ser": "S", "Thr": "T", "Trp": "W",
                 "Tyr": "Y", "Val": "V", "Sec": "U", "Pyl": "O", "Xaa": "X", "Asx": "B",
                 "Glx": "Z", "Xle": "J", "Ter": "*"}
+
+ALPHABETS = {a.name: a for a in (DNA, RNA, PROTEIN)}
+
+
+def alphabet_named(name):
+    """The Alphabet called `name` ("DNA", "RNA" or "protein"), or `name` itself if it is one."""
+    if isinstance(name, Alphabet):
+        return name
+    if name not in ALPHABETS:
+        raise ValueError(f"alphabet={name!r}; expected one of {sorted(ALPHABETS)}")
+    return ALPHABETS[name]

@@ -1,0 +1,79 @@
+"""ResidueAdapter: protein variants of one wild type on the adapter protocol, the ambiguity and
+stop policies in batches, no reverse strand, and its state through save and load."""
+import numpy as np
+import pytest
+import xarray as xr
+
+import seqattn
+from seqattn.adapters.residues import ResidueAdapter
+from seqattn.models import build
+from seqattn.readers.residues import from_mutations, from_residues
+from seqattn.train import AdamW, MSELoss, fit
+from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
+
+WILD_TYPE = "MTYKLILNGK"
+
+
+def scan():
+    """Every single mutant to A, L or *, scored by a known additive rule (A -0.5, L +1 at
+    positions 2-5, a stop -3)."""
+    mutations = ["WT"] + [f"{w}{i + 1}{m}" for i, w in enumerate(WILD_TYPE) for m in "AL*"
+                          if m != w]
+    ds = from_mutations(WILD_TYPE, mutations)
+    effect = {"A": -0.5, "L": 1.0, "*": -3.0}
+    score = [0.0] + [effect[m[-1]] * (1 if m[-1] == "*" or 2 <= int(m[1:-1]) <= 5 else 0.2)
+                     for m in mutations[1:]]
+    ds["score"] = ("record", np.array(score), {"units": "log enrichment"})
+    return ds
+
+
+def test_protein_variants_fit_predict_save_load(tmp_path):
+    ds = scan()
+    train = np.arange(ds.sizes["record"]) % 4 != 0
+    adapter = ResidueAdapter().fit(ds, targets="score", where=train)
+    model = build(adapter.model_config(task="regression", d_model=16, nhead=2, num_layers=1,
+                                       dim_feedforward=32))
+    assert model.config.in_features == 21  # 20 residues and the stop token
+    history = fit(model, MSELoss(skip_nan=True), AdamW(model, lr=1e-2),
+                  adapter.batches(ds, where=train, batch_size=8, shuffle=True), epochs=6,
+                  progress=False)
+    assert history["loss"][-1] < 0.5 * history["loss"][0], history["loss"]
+    out = seqattn.predict(model, ds, adapter)
+    assert out["score"].dims == ("record",) and out["score"].attrs["units"] == "log enrichment"
+    assert out["mutations"].values[:3].tolist() == ["", "M1A", "M1L"]
+    seqattn.save(adapter, tmp_path / "adapter")
+    seqattn.save(model, tmp_path / "model")
+    loaded = seqattn.load(tmp_path / "adapter")
+    assert isinstance(loaded, ResidueAdapter) and loaded.to_dict() == adapter.to_dict()
+    xr.testing.assert_identical(seqattn.predict(seqattn.load(tmp_path / "model"), ds, loaded),
+                                out)
+
+
+def test_ambiguity_and_stop_policies_in_batches():
+    ds = from_residues({"a": "MX*K", "b": "MK"})
+    ids = ResidueAdapter(tokens="ids").fit(ds).encode(ds)
+    np.testing.assert_array_equal(ids.tokens[0], [10, 20, 21, 8])
+    np.testing.assert_array_equal(ids.key_padding_mask, [[False, True, False, False],
+                                                         [False, False, True, True]])
+    hot = ResidueAdapter(ambiguous="token", stop="mask").fit(ds).encode(ds)
+    assert hot.tokens.shape == (2, 4, 21)  # the unknown residue's column, no stop column
+    np.testing.assert_array_equal(hot.tokens[0].argmax(axis=-1)[:2], [10, 20])
+    assert not hot.tokens[0, 2].any() and hot.key_padding_mask[0, 2]
+    assert not hot.tokens[1, 2:].any()  # padding past the end of record b
+    with pytest.raises(ValueError, match=r"record 'a', position 2: a stop with stop='error'"):
+        ResidueAdapter(stop="error").fit(ds).encode(ds)
+
+
+def test_residues_have_no_reverse_strand_and_the_alphabet_must_agree():
+    ds = from_residues(["MKV"])
+    adapter = ResidueAdapter().fit(ds)
+    with pytest.raises(ValueError, match="protein residues have no reverse strand"):
+        adapter.batches(ds, reverse_complement=True)
+    with pytest.raises(ValueError, match="in the protein alphabet .* pass alphabet='protein'"):
+        ResidueAdapter(alphabet="RNA").fit(ds)
+    rna = from_residues(["ACGUN"], alphabet="RNA")
+    batch = ResidueAdapter(alphabet="RNA", tokens="ids").fit(rna).encode(rna)
+    np.testing.assert_array_equal(batch.tokens[0], [0, 1, 2, 3, 4])
+    np.testing.assert_array_equal(batch.key_padding_mask[0], [False] * 4 + [True])
+    with pytest.raises(ValueError, match="stop='end'; expected one of"):
+        ResidueAdapter(stop="end")

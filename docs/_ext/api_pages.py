@@ -159,6 +159,13 @@ def write_pages(app, config=None):
             for name in names:
                 if kind != "data":
                     DOCUMENTED[id(getattr(module, name))] = f"{package}.{name}"
+    # Pages of names no package exports any more (moved or removed) would be orphans: drop them.
+    current = {f"{name}.rst" for name in DOCUMENTED.values()} | {
+        f"{package}.{name}.rst" for package, kinds in documented.items()
+        for name in kinds["data"]}
+    for stale in (out / "generated").glob("*.rst"):
+        if stale.name not in current:
+            stale.unlink()
     for package, summary in PACKAGES:
         text = page(package, summary, documented[package], linked[package], submodules[package])
         path = out / f"{package}.rst"

@@ -22,11 +22,32 @@ def _softmax(logits):
 
 def generate(model, src, steps, *, key_padding_mask=None, coords=None, temperature=0.0,
              seed=None, return_logits=False):
-    """ids (B, steps) generated from src; ``temperature`` 0 picks the most likely token, above
-    0 samples from softmax(logits / temperature) with a generator seeded by ``seed``.
+    """Token ids generated one step at a time by a :class:`~seqattn.models.Seq2SeqModel` with
+    discrete targets, with a key/value cache (each step costs one token's work).
 
-    With ``return_logits`` also returns the logits (B, steps, V) of every step (host arrays).
-    The model is left in evaluation mode.
+    Parameters
+    ----------
+    model : Seq2SeqModel
+        A model with ``target_vocab_size``; it is left in evaluation mode.
+    src : array (B, M, F) or int array (B, M)
+        The source sequences.
+    steps : int
+        N', the number of tokens to generate.
+    key_padding_mask : bool array (B, M), optional
+        True where a source token is padding.
+    coords : dict of str to array (B, M), optional
+        The source's per-token coordinates, for a model that encodes them.
+    temperature : float, default 0.0
+        0 picks the most likely token; above 0 samples from softmax(logits / temperature).
+    seed : int, optional
+        Seed of the sampling generator.
+    return_logits : bool, default False
+        Also return the logits (B, steps, V) of every step.
+
+    Returns
+    -------
+    ids : int array (B, steps)
+        The generated tokens (host array), and the logits with ``return_logits``.
     """
     if not model.discrete:
         raise ValueError("generate is for discrete targets (target_vocab_size); use rollout")
@@ -52,9 +73,27 @@ def generate(model, src, steps, *, key_padding_mask=None, coords=None, temperatu
 
 
 def rollout(model, src, steps, *, key_padding_mask=None, coords=None):
-    """(B, steps, F') forecast from src, each step's prediction fed back as the next input
-    (host array); ``coords`` are the source's (see ``Seq2SeqModel``). The model is left in
-    evaluation mode."""
+    """A forecast of continuous vectors, each step's prediction fed back as the next input,
+    with a key/value cache (each step costs one token's work).
+
+    Parameters
+    ----------
+    model : Seq2SeqModel
+        A model with ``target_features``; it is left in evaluation mode.
+    src : array (B, M, F)
+        The source sequences (the history).
+    steps : int
+        N', the number of steps to forecast.
+    key_padding_mask : bool array (B, M), optional
+        True where a source token is padding.
+    coords : dict of str to array (B, M), optional
+        The source's per-token coordinates, for a model that encodes them.
+
+    Returns
+    -------
+    forecast : array (B, steps, F')
+        The predicted vectors (host array).
+    """
     if model.discrete:
         raise ValueError("rollout is for continuous targets (target_features); use generate")
     cache = _start(model, src, steps, key_padding_mask, coords)

@@ -15,19 +15,43 @@ from ..nn.init import generator, normal
 
 
 class MaskedMeanPooling(Module):
+    """The mean of the unpadded tokens: x (B, N, E) and key_padding_mask (B, N) -> (B, E)."""
+
+    def __init__(self):
+        super().__init__()
+
     def forward(self, x, key_padding_mask=None):
         return autodiff.masked_mean(x, key_padding_mask)
 
 
 class ClassTokenPooling(Module):
-    """Takes token 0; the key_padding_mask is accepted for a uniform call and not needed."""
+    """Token 0 (the class token the encoder put in front): x (B, N, E) -> (B, E).
+
+    The key_padding_mask is accepted for a uniform call and not needed.
+    """
+
+    def __init__(self):
+        super().__init__()
 
     def forward(self, x, key_padding_mask=None):
         return autodiff.first_token(x)
 
 
 class AttentionPooling(Module):
-    """softmax(q K^T) V with one learned query q (E,) per model, keys and values the tokens."""
+    """Attention with one learned query: ``softmax(q K^T) V`` over the unpadded tokens,
+    x (B, N, E) -> (B, E), the keys and values being the tokens.
+
+    Parameters
+    ----------
+    embed_dim : int
+        E, the width of the tokens.
+    num_heads : int
+        Heads; ``embed_dim`` must be a multiple of it.
+    dtype : NumPy float type, default numpy.float32
+        Type of the query and of the activations.
+    seed : int, numpy.random.Generator or None, default None
+        Seed of the initial query; None draws fresh entropy.
+    """
 
     def __init__(self, embed_dim, num_heads, dtype=np.float32, seed=None):
         super().__init__()

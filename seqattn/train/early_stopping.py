@@ -4,6 +4,22 @@ import math
 
 
 class EarlyStopping:
+    """Stops ``fit`` when a monitored quantity has not improved for ``patience`` epochs, and
+    keeps the weights of the best epoch (which ``fit`` restores at the end).
+
+    Parameters
+    ----------
+    patience : int, default 5
+        Epochs without improvement before training stops.
+    monitor : str, default 'val_loss'
+        The epoch log to watch (``"loss"`` for the training loss, when there is no
+        validation data).
+    mode : str, default 'min'
+        ``"min"`` when lower is better, ``"max"`` when higher is.
+    min_delta : float, default 0.0
+        The least change that counts as an improvement.
+    """
+
     def __init__(self, patience=5, monitor="val_loss", mode="min", min_delta=0.0):
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")

@@ -66,7 +66,17 @@ class PointwiseLoss(Loss):
 
 
 class MSELoss(PointwiseLoss):
-    """Mean squared error, as torch.nn.MSELoss (plus ``skip_nan``)."""
+    """Mean squared error, as torch.nn.MSELoss, with missing targets optionally skipped.
+
+    Call it as ``loss(pred, target)`` (same shapes) for the mean; ``backward()`` then gives
+    dLoss/dpred on the prediction's device.
+
+    Parameters
+    ----------
+    skip_nan : bool, default False
+        Give NaN targets weight 0, so missing observations neither add to the loss nor pull on
+        the prediction (a batch with no target at all has loss 0 and zero gradient).
+    """
 
     kind = "mse"
 
@@ -75,7 +85,14 @@ class MSELoss(PointwiseLoss):
 
 
 class MAELoss(PointwiseLoss):
-    """Mean absolute error, as torch.nn.L1Loss (plus ``skip_nan``)."""
+    """Mean absolute error, as torch.nn.L1Loss, with missing targets optionally skipped.
+
+    Parameters
+    ----------
+    skip_nan : bool, default False
+        Give NaN targets weight 0, so missing observations neither add to the loss nor pull on
+        the prediction (a batch with no target at all has loss 0 and zero gradient).
+    """
 
     kind = "mae"
 
@@ -84,7 +101,17 @@ class MAELoss(PointwiseLoss):
 
 
 class HuberLoss(PointwiseLoss):
-    """Quadratic within ``delta`` of the target, linear beyond, as torch.nn.HuberLoss."""
+    """Quadratic within ``delta`` of the target, linear beyond, as torch.nn.HuberLoss: less
+    pulled by outliers than the squared error.
+
+    Parameters
+    ----------
+    delta : float, default 1.0
+        Where the loss turns from quadratic to linear, in the targets' units.
+    skip_nan : bool, default False
+        Give NaN targets weight 0, so missing observations neither add to the loss nor pull on
+        the prediction (a batch with no target at all has loss 0 and zero gradient).
+    """
 
     kind = "huber"
 
@@ -93,7 +120,17 @@ class HuberLoss(PointwiseLoss):
 
 
 class BCEWithLogitsLoss(PointwiseLoss):
-    """Binary cross-entropy on logits (targets in [0, 1]), as torch.nn.BCEWithLogitsLoss."""
+    """Binary cross-entropy on logits, as torch.nn.BCEWithLogitsLoss (numerically stable for
+    large logits).
+
+    The predictions are logits; the targets are probabilities in [0, 1] (labels 0 and 1).
+
+    Parameters
+    ----------
+    skip_nan : bool, default False
+        Give NaN targets weight 0, so missing observations neither add to the loss nor pull on
+        the prediction (a batch with no target at all has loss 0 and zero gradient).
+    """
 
     kind = "bce_with_logits"
 
@@ -108,6 +145,16 @@ class LatitudeWeightedMSELoss(PointwiseLoss):
     The latitudes (degrees) come from ``coords[coord]`` of each batch, shaped like the leading
     dims of the targets (the adapters' per-token (B, N) coordinates), or are fixed by ``lat``
     at construction. They broadcast over the remaining trailing dims (features).
+
+    Parameters
+    ----------
+    lat : array, optional
+        Fixed latitudes in degrees, shaped like the targets' leading dims; by default each
+        batch's ``coords[coord]``.
+    coord : str, default 'lat'
+        The batch coordinate that holds the latitudes.
+    skip_nan : bool, default False
+        Give NaN targets weight 0 (missing cells, land in an ocean field).
     """
 
     kind = "mse"
@@ -135,8 +182,18 @@ class LatitudeWeightedMSELoss(PointwiseLoss):
 
 class CrossEntropyLoss(Loss):
     """Softmax cross-entropy of logits (..., C) against integer class ids (...), as
-    torch.nn.CrossEntropyLoss: ``class_weight`` (C,), ``label_smoothing``, and ``ignore_index``
-    for unlabelled positions (the weighted mean is over the labelled ones)."""
+    torch.nn.CrossEntropyLoss.
+
+    Parameters
+    ----------
+    class_weight : array (C,), optional
+        A weight per class (rare classes up); the loss is the weighted mean.
+    label_smoothing : float, default 0.0
+        Share of the target probability spread evenly over all classes.
+    ignore_index : int, default -100
+        The class id of unlabelled positions: they count for nothing, and the mean is over
+        the labelled ones.
+    """
 
     def __init__(self, class_weight=None, label_smoothing=0.0, ignore_index=-100):
         self.class_weight = None if class_weight is None else np.asarray(class_weight)

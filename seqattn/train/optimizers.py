@@ -86,7 +86,22 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-    """p -= lr * v, v = momentum * v + (g + weight_decay * p); Nesterov optional."""
+    """Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight
+    decay, as torch.optim.SGD: ``v = momentum * v + (g + weight_decay * p)``, ``p -= lr * v``.
+
+    Parameters
+    ----------
+    params : Module or iterable of Parameter
+        What to optimize: a model (its named parameters) or its parameters.
+    lr : float
+        The learning rate (a schedule given to ``fit`` overrides it step by step).
+    momentum : float, default 0.0
+        Factor of the running velocity.
+    weight_decay : float, default 0.0
+        L2 penalty added to the gradient.
+    nesterov : bool, default False
+        Nesterov momentum (needs ``momentum > 0``).
+    """
 
     slots = ("velocity",)
 
@@ -107,8 +122,21 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (Kingma and Ba) with bias correction; ``weight_decay`` is an L2 penalty added to
-    the gradient, as in torch.optim.Adam."""
+    """Adam (Kingma and Ba) with bias correction, as torch.optim.Adam.
+
+    Parameters
+    ----------
+    params : Module or iterable of Parameter
+        What to optimize: a model (its named parameters) or its parameters.
+    lr : float, default 1e-3
+        The learning rate (a schedule given to ``fit`` overrides it step by step).
+    betas : tuple of float, default (0.9, 0.999)
+        Decay rates of the running mean and mean square of the gradients.
+    eps : float, default 1e-8
+        Added to the root mean square in the denominator.
+    weight_decay : float, default 0.0
+        L2 penalty added to the gradient (see :class:`AdamW` for decoupled decay).
+    """
 
     slots = ("exp_avg", "exp_avg_sq")
     decoupled = False
@@ -128,8 +156,22 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (Loshchilov and Hutter): ``p *= 1 - lr * weight_decay``
-    before the Adam step, as torch.optim.AdamW (default weight_decay 0.01)."""
+    """Adam with decoupled weight decay (Loshchilov and Hutter), as torch.optim.AdamW: the
+    weights shrink by ``p *= 1 - lr * weight_decay`` before each Adam step.
+
+    Parameters
+    ----------
+    params : Module or iterable of Parameter
+        What to optimize: a model (its named parameters) or its parameters.
+    lr : float, default 1e-3
+        The learning rate (a schedule given to ``fit`` overrides it step by step).
+    betas : tuple of float, default (0.9, 0.999)
+        Decay rates of the running mean and mean square of the gradients.
+    eps : float, default 1e-8
+        Added to the root mean square in the denominator.
+    weight_decay : float, default 0.01
+        The decoupled decay rate.
+    """
 
     decoupled = True
 

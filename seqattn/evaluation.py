@@ -25,7 +25,8 @@ they are). The scores are taken over the whole set at once, not averaged over ba
   classes present), and ``recall`` per class.
 
 The result is a Dataset with a ``predictor`` dim (``"model"`` first) and ``n``, the number of
-values or samples scored; ``chosen`` holds what each baseline chose on validation.
+values or samples scored; ``chosen`` holds what each baseline chose on validation. The
+evaluated samples' batches and every predictor's outputs are held in memory until scored.
 """
 import json
 

@@ -296,3 +296,32 @@ def test_renamed_and_removed_arguments_name_their_replacements():
         adapter.model_config(ds, 2)
     with pytest.raises(ValueError, match="expected task='classification'"):
         adapter.model_config(task="regression")
+
+
+def test_iterating_the_batches_again_runs_the_next_epoch():
+    """Each new loop over shuffled batches is the next epoch (it used to replay epoch 0)."""
+    ds = rings_dataset()
+    adapter = GraphAdapter(["x"]).fit(ds, targets="cycle")
+    batches = adapter.batches(ds, batch_size=3, shuffle=True, seed=4)
+    for epoch in range(3):
+        looped = [b.placement.graphs for b in batches]
+        replayed = [b.placement.graphs for b in batches.epoch(epoch)]
+        assert all(np.array_equal(a, b) for a, b in zip(looped, replayed)), epoch
+    orders = {tuple(np.concatenate([b.placement.graphs for b in batches.epoch(e)]))
+              for e in range(3)}
+    assert len(orders) == 3
+
+
+def test_graph_values_with_a_feature_dim_come_back_in_physical_units():
+    ds = rings_dataset(sizes=(4, 5, 6), held_out=0)
+    ds["moments"] = (("graph", "moment"), np.array([[1.0, 100.0], [2.0, 300.0], [4.0, 200.0]]),
+                     {"units": "m"})
+    adapter = GraphAdapter(["x"]).fit(ds, targets="moments")
+    assert adapter.model_config(**SIZES).out_features == 2
+    batch = adapter.encode(ds, where={"graph": [2, 0]})
+    np.testing.assert_allclose(batch.targets.mean(0), [0.1336, -0.6124], atol=1e-4)  # z-scores
+    decoded = adapter.decode(batch, batch.targets)
+    assert decoded["moments"].dims == ("graph", "moment")
+    assert decoded["moments"].attrs["units"] == "m"
+    np.testing.assert_array_equal(decoded.graph, [0, 2])
+    np.testing.assert_allclose(decoded["moments"], ds["moments"].values[[0, 2]], rtol=1e-6)

@@ -1,7 +1,8 @@
 """cftime calendars (noleap, 360_day: climate-model output) wherever datetime64 times work in
 seqattn.data.coords: seconds since 1970-01-01 counted in the calendar, hour of day and day of
 year with the calendar's own year length, steps and spacing, order checks; and through the
-grid and signal adapters' encode and decode of a small cftime Dataset."""
+grid and signal adapters' encode and decode of a small cftime Dataset and forecast windows
+over it."""
 import cftime
 import numpy as np
 import pytest
@@ -138,3 +139,23 @@ def test_the_signal_adapter_encodes_and_decodes_a_cftime_dataset(calendar):
     back = adapter.decode(batch)
     assert list(back.time.values) == list(ds.time.values)
     np.testing.assert_allclose(back.x.transpose(*ds.x.dims), ds.x, rtol=1e-12)
+
+
+def test_forecast_windows_over_a_cftime_grid_are_those_over_datetime64():
+    """Leads given as durations become the same steps; only the time coordinate's seconds
+    differ, by the calendars' offset since 1970."""
+    from seqattn.adapters import ForecastWindows
+
+    cftimes = _grid("360_day")
+    datetimes = cftimes.assign_coords(time=np.datetime64("2001-02-27") +
+                                      np.arange(4) * np.timedelta64(6, "h"))
+    batches = []
+    for ds in (cftimes, datetimes):
+        windows = ForecastWindows(GridAdapter(["t"], {"lat": 2, "lon": 2}, dtype="float64"),
+                                  leads=["6h", "12h"], history=1).fit(ds)
+        batches.append(next(iter(windows.batches(ds, batch_size=4))))
+    on_cftime, on_datetime64 = batches
+    np.testing.assert_array_equal(on_cftime.tokens, on_datetime64.tokens)
+    np.testing.assert_array_equal(on_cftime.coords["lead"], on_datetime64.coords["lead"])
+    offset = as_float(cftimes.time.values[:1]) - as_float(datetimes.time.values[:1])
+    np.testing.assert_array_equal(on_cftime.coords["time"], on_datetime64.coords["time"] + offset)

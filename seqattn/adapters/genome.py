@@ -107,6 +107,10 @@ class GenomeAdapter(Adapter, Persistable):
         :class:`seqattn.models.StrandSymmetric`).
     """
 
+    dataset_kind = "genome"
+    readers = ("seqattn.readers.from_sequences(strings), open_fasta(path), "
+               "from_faidx(path, regions) or from_dataarray(bases)")
+
     def __init__(self, *, tokens="onehot", k=1, stride=1, ambiguous="mask", soft_masked="upper",
                  variable="sequence", position_dim="position", dtype="float32"):
         if tokens not in TOKENS:
@@ -184,11 +188,10 @@ class GenomeAdapter(Adapter, Persistable):
 
     def check(self, ds, call="check"):
         """Refuse what is not a genome Dataset this adapter reads, saying how to make one."""
-        if isinstance(ds, (str, list, tuple, dict)) or not isinstance(ds, xr.Dataset):
-            raise TypeError(f"GenomeAdapter.{call} takes the genome xarray.Dataset, got a "
-                            f"{type(ds).__name__}; build it with a reader: "
-                            "seqattn.readers.from_sequences(strings), open_fasta(path), "
-                            "from_faidx(path, regions) or from_dataarray(bases)")
+        if not isinstance(ds, xr.Dataset):
+            raise TypeError(f"{type(self).__name__}.{call} takes the {self.dataset_kind} "
+                            f"xarray.Dataset, got a {type(ds).__name__}; build it with a "
+                            f"reader: {self.readers}")
         require_variables(ds, self.variables)
         require_dims(ds, (self.position_dim,), "position")
         da = ds[self.variable]

@@ -36,6 +36,9 @@ class ResidueAdapter(GenomeAdapter):
 
     k = stride = 1
     soft_masked = "upper"
+    dataset_kind = "residue"
+    readers = ("seqattn.readers.residues.from_residues(strings) or "
+               "from_mutations(wild_type, mutations)")
 
     def __init__(self, *, alphabet="protein", tokens="onehot", ambiguous="mask", stop="token",
                  variable="sequence", position_dim="position", dtype="float32"):

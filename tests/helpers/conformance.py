@@ -9,7 +9,7 @@ import numpy as np
 
 ROW_MODULES = ["conformance_grid", "conformance_signal", "conformance_forecast",
                "conformance_genome", "conformance_molecule", "conformance_graph",
-               "conformance_complex"]
+               "conformance_complex", "conformance_residues"]
 
 
 @dataclass

@@ -9,8 +9,8 @@ lat/lon grid and held as an xarray Dataset; then:
     simulate -> split in time (train | validation) -> GridAdapter (patches, statistics of the
     training period only) + ForecastWindows (history, leads, increments: predicting zero is
     persistence) -> TokenModel encoding each patch's latitude/longitude and the lead -> fit on
-    the windows (latitude-weighted MSE, AdamW, warmup-cosine) -> windows.predict over the
-    validation period: a Dataset on the original coordinates, in ppb -> latitude-weighted RMSE
+    the windows' batches (latitude-weighted MSE, AdamW, warmup-cosine) -> seqattn.predict over
+    the validation period: a Dataset on the original coordinates, in ppb -> latitude-weighted RMSE
     of the model, persistence and the training period's climatology, per lead.
 
 Run ``python examples/advection_forecast.py [--quick] [--epochs N] [--plot out.png] [--save DIR]``.
@@ -26,7 +26,7 @@ from scipy.ndimage import map_coordinates
 
 import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
-from seqattn.models import TokenModel, TokenModelConfig
+from seqattn.models import build
 from seqattn.train import AdamW, LatitudeWeightedMSELoss, WarmupCosine, fit
 
 EARTH_RADIUS = 6.371e6  # m
@@ -201,13 +201,13 @@ def split_in_time(ds, train_fraction):
     return ds.isel(time=slice(0, n_train)), ds.isel(time=slice(n_train, None))
 
 
-def build_model(config, in_features, out_features):
+def build_model(config, windows):
     """Tokens are patches located by their centre's latitude and longitude (Fourier features
     of the point on the unit sphere: no seam at the date line, no crowding at the poles; the
-    wind depends on both), so no sequence positions; ``lead`` lets one model serve every lead."""
-    return TokenModel(TokenModelConfig(
-        in_features=in_features, out_features=out_features, d_model=config.d_model,
-        nhead=config.nhead, num_layers=config.num_layers,
+    wind depends on both), so no sequence positions; ``lead`` lets one model serve every lead.
+    Its sizes come from the fitted windows."""
+    return build(windows.model_config(
+        d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
         dim_feedforward=config.dim_feedforward, positions="none",
         coordinates=["latlon", "lead"], num_frequencies=config.fourier_frequencies,
         seed=config.seed))
@@ -218,17 +218,17 @@ def train(config, train_ds, progress=True):
 
     The targets are increments, the change from the last input step (normalized), so a model
     that predicts zero change is persistence."""
-    adapter = GridAdapter(["tracer"], patch={"lat": config.patch, "lon": config.patch},
-                          periodic=["lon"]).fit(train_ds)
-    windows = ForecastWindows(train_ds, adapter, leads=list(config.leads),
-                              history=config.history, increments=True,
-                              batch_size=config.batch_size, shuffle=True, seed=config.seed)
-    first = next(iter(windows.epoch(0)))
-    model = build_model(config, first.tokens.shape[-1], first.targets.shape[-1])
-    steps = config.epochs * len(windows)
+    adapter = GridAdapter(["tracer"], {"lat": config.patch, "lon": config.patch},
+                          periodic=["lon"])
+    windows = ForecastWindows(adapter, leads=list(config.leads), history=config.history,
+                              increments=True).fit(train_ds)
+    batches = windows.batches(train_ds, batch_size=config.batch_size, shuffle=True,
+                              seed=config.seed)
+    model = build_model(config, windows)
+    steps = config.epochs * len(batches)
     schedule = WarmupCosine(config.lr, max(1, int(config.warmup_fraction * steps)), steps,
                             min_lr=config.lr / 20)
-    history = fit(model, LatitudeWeightedMSELoss(), AdamW(model, lr=config.lr), windows,
+    history = fit(model, LatitudeWeightedMSELoss(), AdamW(model, lr=config.lr), batches,
                   epochs=config.epochs, seed=config.seed, schedule=schedule,
                   clip_grad_norm=1.0, progress=False,
                   callbacks=[print_epoch] if progress else ())
@@ -316,8 +316,8 @@ def plot(path, predicted, truth, lead_index=-1):
 
 def save(folder, model, windows):
     """The model and the windows' set-up (its adapter with the normalization statistics, leads,
-    history) in seqattn's storage, enough to forecast new data: ``seqattn.load(DIR/model)``,
-    ``seqattn.load(DIR/windows, ds=new_data)``."""
+    history) in seqattn's storage, enough to forecast new data: ``seqattn.predict(
+    seqattn.load(DIR/model), new_data, seqattn.load(DIR/windows))``."""
     seqattn.save(model, Path(folder) / "model")
     seqattn.save(windows, Path(folder) / "windows")
 
@@ -342,7 +342,7 @@ def main(argv=None, config=None, progress=True):
     windows, model, history = train(config, train_ds, progress)
     # every initial time of the validation period with a full history, in physical units on
     # (lead, valid time, lat, lon)
-    predicted = windows.predict(model, val_ds)
+    predicted = seqattn.predict(model, val_ds, windows, batch_size=config.batch_size)
     climatology = train_ds["tracer"].mean("time")
     scores = skill(predicted, val_ds["tracer"], climatology)
     print_skill(scores, train_ds, val_ds)

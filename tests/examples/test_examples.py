@@ -47,6 +47,6 @@ def test_advection_forecast_runs_end_to_end(tmp_path):
 
     # the saved model and set-up forecast the same Dataset identically
     model = seqattn.load(tmp_path / "model")
-    windows = seqattn.load(tmp_path / "windows", ds=truth)
-    again = windows.predict(model)
+    windows = seqattn.load(tmp_path / "windows")
+    again = seqattn.predict(model, truth, windows, batch_size=config.batch_size)
     np.testing.assert_array_equal(again["tracer"].values, predicted["tracer"].values)

@@ -115,10 +115,14 @@ def recover_folder(path):
     previous = previous_folder(path)
     if not previous.is_dir():
         return
-    if path.exists():
-        shutil.rmtree(previous)
+    if path.exists():  # other processes resuming (ranks of a distributed fit) may remove it too
+        shutil.rmtree(previous, ignore_errors=True)
         return
-    os.rename(previous, path)
+    try:
+        os.rename(previous, path)
+    except OSError:
+        if not path.exists():  # else another process put it back first
+            raise
     _fsync_folder(path.parent)
 
 

@@ -4,6 +4,7 @@ file; a save interrupted between its renames leaves the previous folder, which r
 a save never replaces a folder holding someone else's files."""
 import hashlib
 import json
+import os
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from safetensors.numpy import load_file, save_file
 
 import seqattn
 from seqattn import nn
-from seqattn.storage import previous_folder
+from seqattn.storage import previous_folder, recover_folder
 from seqattn.train import Adam, EarlyStopping, load_checkpoint, save_checkpoint
 
 
@@ -127,6 +128,23 @@ def test_a_save_interrupted_between_its_renames_resumes_from_the_previous_folder
     np.testing.assert_array_equal(again.weight.data, model.weight.data)
     assert not previous_folder(folder).exists()
     np.testing.assert_array_equal(seqattn.load(folder).weight.data, model.weight.data)
+
+
+def test_ranks_resuming_at_once_put_the_previous_folder_back_once(tmp_path, monkeypatch):
+    folder, model = _checkpoint(tmp_path)
+    folder.rename(previous_folder(folder))
+    rename = os.rename
+
+    def another_rank_first(source, target):
+        rename(source, target)
+        raise FileNotFoundError(source)  # what this rank meets: nothing left to rename
+
+    monkeypatch.setattr(os, "rename", another_rank_first)
+    recover_folder(folder)
+    monkeypatch.undo()
+    again = nn.Linear(3, 2)
+    assert load_checkpoint(folder, again)["epoch"] == 1
+    np.testing.assert_array_equal(again.weight.data, model.weight.data)
 
 
 def test_a_folder_holding_other_files_is_not_replaced(tmp_path):

@@ -61,14 +61,15 @@ numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 # numpydoc's checks, for the names whose docstrings are written in numpydoc form so far (the
 # layers of seqattn.nn and seqattn.nn.positional, the losses and optimizers, early stopping,
-# pooling and generation): every parameter documented, none documented that does not exist,
-# each with a description. Extend the pattern below as more of the API gains numpydoc
-# docstrings.
+# pooling and generation, the attention operator): every parameter documented, none
+# documented that does not exist, each with a description. Extend the pattern below as more
+# of the API gains numpydoc docstrings.
 numpydoc_validation_checks = {"PR01", "PR02", "PR07", "PR10"}
 NUMPYDOC_FORM = (r"(seqattn\.nn\.(positional\.)?[A-Z]\w*"
                  r"|seqattn\.train\.(MSELoss|MAELoss|HuberLoss|BCEWithLogitsLoss"
                  r"|LatitudeWeightedMSELoss|CrossEntropyLoss|SGD|Adam|AdamW|EarlyStopping)"
-                 r"|seqattn\.models\.(\w*Pooling|generate|rollout))$")
+                 r"|seqattn\.models\.(\w*Pooling|generate|rollout)"
+                 r"|seqattn\.ops\.attention(_backward|_weights)?)$")
 numpydoc_validation_exclude = {rf"^(?!{NUMPYDOC_FORM})", r"^seqattn\.nn\.Module$"}
 
 # No intersphinx: the build runs offline (CI and the test have no network), so links to NumPy,

@@ -38,7 +38,13 @@ def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, b
 
     Parameters
     ----------
-    causal : bool
+    q : float32 or float64 array (B, H, N, D)
+        Queries: a NumPy array runs on the CPU, a numba.cuda device array on the GPU.
+    k : array (B, Hkv, M, D)
+        Keys, on the same device and of the same dtype as ``q``.
+    v : array (B, Hkv, M, D)
+        Values, like ``k``.
+    causal : bool, default False
         Query i sees keys j <= i + (M - N) (aligned bottom-right, as FlashAttention does).
     key_padding_mask : bool (B, M), optional
         True marks a padded key to ignore (as in torch.nn).
@@ -59,11 +65,16 @@ def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, b
     pair_bias : PairBias, optional
         Adds a learnable per-head table indexed by an integer code per pair, or by a clipped
         relative offset (see :class:`~seqattn.ops.structured_bias.PairBias`).
-    return_lse : bool
+    return_lse : bool, default False
         Also return the per-row log-sum-exp (B, H, N), which :func:`attention_backward` needs.
 
-    A query row that may attend to nothing returns zeros (and lse = -inf).
-    Returns ``out`` (B, H, N, D), or ``(out, lse)`` with ``return_lse``.
+    Returns
+    -------
+    out : array (B, H, N, D)
+        The attention output, on the device of ``q``. A query row that may attend to nothing
+        gets zeros (and lse = -inf).
+    lse : array (B, H, N)
+        The per-row log-sum-exp, only with ``return_lse``.
     """
     call = prepare_attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask,
                              attn_mask=attn_mask, bias=bias, alibi_slopes=alibi_slopes,
@@ -115,18 +126,38 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mas
                        deterministic=True):
     """Gradients of :func:`attention` given ``dout`` = dLoss/dout.
 
-    ``out`` and ``lse`` are what ``attention(..., return_lse=True)`` returned for the same inputs
-    and options, which must be passed again. Scores are recomputed tile by tile from ``lse``, so
-    memory stays O(N + M) per batch and head.
+    Scores are recomputed tile by tile from ``lse``, so memory stays O(N + M) per batch and
+    head.
 
-    Returns an :class:`AttentionGradients`, which unpacks as ``(dq, dk, dv, dbias)``. ``dbias``
-    is None unless ``bias_requires_grad``; it then has the shape of ``bias`` as passed
-    (broadcast dims summed), e.g. a learnable (1, H, N, M) bias gets the gradient summed over
-    the batch. With ``distance_bias`` or ``pair_bias``, its attributes of the same names hold
-    the gradients of their tables and of the positions, computed in the same pass without any
-    N x M array.
+    Parameters
+    ----------
+    dout : array (B, H, N, D)
+        The gradient of the loss with respect to the attention output.
+    q, k, v : arrays (B, H, N, D), (B, Hkv, M, D), (B, Hkv, M, D)
+        The inputs of the forward call.
+    out, lse : arrays (B, H, N, D) and (B, H, N)
+        What ``attention(..., return_lse=True)`` returned for these inputs and options.
+    causal, key_padding_mask, attn_mask, bias, alibi_slopes, window, scale : optional
+        The forward call's options, passed again (see :func:`attention`).
+    distance_bias, pair_bias : optional
+        The forward call's structured biases, passed again.
+    bias_requires_grad : bool, default False
+        Also compute ``dbias``, the gradient of ``bias`` (a learnable bias).
+    deterministic : bool, default True
+        Give the same bits each time the same call runs (see below).
 
-    ``deterministic`` (default True): every gradient is the same bits each time the same call
+    Returns
+    -------
+    AttentionGradients
+        Unpacks as ``(dq, dk, dv, dbias)``. ``dbias`` is None unless ``bias_requires_grad``; it
+        then has the shape of ``bias`` as passed (broadcast dims summed), e.g. a learnable
+        (1, H, N, M) bias gets the gradient summed over the batch. With ``distance_bias`` or
+        ``pair_bias``, its attributes of the same names hold the gradients of their tables and
+        of the positions, computed in the same pass without any N x M array.
+
+    Notes
+    -----
+    With ``deterministic=True`` every gradient is the same bits each time the same call
     runs. On the CPU that holds for any value (each thread sums into buffers of its own, added
     in a fixed order; a different thread count may change the last bits). On the GPU, dq and
     the query positions' gradient then come from a second pass over the query tiles, which
@@ -177,8 +208,23 @@ def attention_weights(q, k, *, causal=False, key_padding_mask=None, attn_mask=No
                       pair_bias=None):
     """The attention probabilities (B, H, N, M), for inspection and plots.
 
-    Same arguments and semantics as :func:`attention`. This is the only attention function that
-    uses O(N * M) memory: it materialises what the fused operator never stores.
+    This is the only attention function that uses O(N * M) memory: it materialises what the
+    fused operator never stores.
+
+    Parameters
+    ----------
+    q, k : arrays (B, H, N, D) and (B, Hkv, M, D)
+        Queries and keys, as in :func:`attention`.
+    causal, key_padding_mask, attn_mask, bias, alibi_slopes, window, scale : optional
+        The options of :func:`attention`, with the same meaning.
+    distance_bias, pair_bias : optional
+        The structured biases of :func:`attention`.
+
+    Returns
+    -------
+    array (B, H, N, M)
+        Each query row's probabilities over the keys (zeros for a row that may attend to
+        nothing).
     """
     call = prepare_attention(q, k, None, causal=causal, key_padding_mask=key_padding_mask,
                              attn_mask=attn_mask, bias=bias, alibi_slopes=alibi_slopes,

@@ -23,6 +23,11 @@ class EarlyStopping:
     def __init__(self, patience=5, monitor="val_loss", mode="min", min_delta=0.0):
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise ValueError(f"patience must be a whole number of epochs >= 1, got {patience!r}")
+        if not min_delta >= 0:
+            raise ValueError(f"min_delta must be >= 0 (the improvement that counts), got "
+                             f"{min_delta!r}")
         self.patience, self.monitor, self.mode, self.min_delta = patience, monitor, mode, min_delta
         self.best = math.inf if mode == "min" else -math.inf
         self.best_epoch = None

@@ -62,3 +62,14 @@ def test_a_stopper_restored_from_its_state_counts_on():
 def test_a_missing_monitored_value_is_named():
     with pytest.raises(KeyError, match="val_loss.*lack.*'loss'"):
         EarlyStopping().update(0, {"loss": 1.0}, _Weights())
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(patience=0), "patience must be a whole number of epochs >= 1, got 0"),
+    (dict(patience=2.5), "patience must be .* got 2.5"),
+    (dict(min_delta=-0.1), "min_delta must be >= 0 .* got -0.1"),
+    (dict(mode="lowest"), "mode must be 'min' or 'max', got 'lowest'"),
+])
+def test_bad_settings_are_named(options, match):
+    with pytest.raises(ValueError, match=match):
+        EarlyStopping(**options)

@@ -133,3 +133,13 @@ def mutations_between(wild_type, variant, first_position=1):
                          f"{len(wild_type)}; substitutions keep the length")
     return ":".join(f"{w}{i + first_position}{v}" for i, (w, v) in
                     enumerate(zip(wild_type.upper(), variant.upper())) if w != v)
+
+
+def single_mutants(wild_type, alphabet=PROTEIN, first_position=1, stops=True):
+    """Every single substitution of `wild_type` in the short notation (``M1A``, ``M1C``, ...),
+    position by position, residues in the alphabet's order, then the stop (with `stops` and an
+    alphabet that has one): what an in-silico scan predicts."""
+    alphabet.codes(wild_type, record="wild_type")
+    targets = alphabet.residues + (alphabet.stop[:1] if stops else "")
+    return [f"{w}{i + first_position}{m}" for i, w in enumerate(wild_type.upper())
+            for m in targets if m != w]

@@ -5,6 +5,7 @@ import pytest
 import xarray as xr
 
 import seqattn
+from seqattn.adapters.residue_maps import single_mutant_map
 from seqattn.adapters.residues import ResidueAdapter
 from seqattn.models import build
 from seqattn.readers.residues import from_mutations, from_residues
@@ -41,6 +42,8 @@ def test_protein_variants_fit_predict_save_load(tmp_path):
     out = seqattn.predict(model, ds, adapter)
     assert out["score"].dims == ("record",) and out["score"].attrs["units"] == "log enrichment"
     assert out["mutations"].values[:3].tolist() == ["", "M1A", "M1L"]
+    heat = single_mutant_map(out["score"], WILD_TYPE)  # predictions as the scan's heat map
+    assert heat.sel(position=1, residue="L") == out["score"].sel(record="M1L")
     seqattn.save(adapter, tmp_path / "adapter")
     seqattn.save(model, tmp_path / "model")
     loaded = seqattn.load(tmp_path / "adapter")

@@ -12,7 +12,7 @@ year, so the series has small jumps at month boundaries; the times are local sta
     1-6 h, increments: predicting zero is persistence, scaled per lead so that every lead
     weighs alike in the loss; in memory) -> TokenModel that encodes the lead and the hour of
     day -> fit on the windows (early stopping on September) ->
-    windows.predict -> RMSE per lead on the test months against three baselines computed here:
+    seqattn.predict -> RMSE per lead on the test months against three baselines computed here:
     persistence, the same hour yesterday, and ridge regression on exactly the model's inputs
     (one ridge per lead, its penalty chosen on September).
 
@@ -31,8 +31,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
-from seqattn.models import TokenModel, TokenModelConfig
+from seqattn.models import build
 from seqattn.train import AdamW, EarlyStopping, MSELoss, WarmupCosine, fit
 
 # TMY3 column -> (variable name, units); wind enters as its eastward and northward components
@@ -121,34 +122,34 @@ def months(ds, first, last, history=0):
 
 # ---- the model -------------------------------------------------------------------------------
 
-def windows_for(config, ds, adapter, shuffle=False):
-    """Every sample encoded once (a handful of months fit in memory, and one pass over the
-    Dataset is much cheaper than one per batch); increments scaled per lead, by the training
-    months' RMS, so that the short leads count as much in the loss as the long ones."""
-    return ForecastWindows(ds, adapter, leads=[f"{lead}h" for lead in config.leads],
+def forecast_set_up(config, variables):
+    """One token per variable; every sample encoded once per batches(...) (a handful of months
+    fit in memory, and one pass over the Dataset is much cheaper than one per batch);
+    increments scaled per lead, by the training months' RMS, so that the short leads count as
+    much in the loss as the long ones."""
+    adapter = GridAdapter(variables, {"station": 1}, variables_as="tokens",
+                          calendar=config.calendar)
+    return ForecastWindows(adapter, leads=[f"{lead}h" for lead in config.leads],
                            history=config.history, targets=[TARGET], increments=True,
-                           lead_scales=config.lead_scales, batch_size=config.batch_size,
-                           shuffle=shuffle, seed=config.seed, in_memory=True)
+                           lead_scales=config.lead_scales, in_memory=True)
 
 
-def build_model(config, in_features, n_tokens):
+def build_model(config, windows, n_tokens):
     """Attention across the variables' tokens; ``lead`` tells it how far ahead to predict and
-    learned positions which variable a token is."""
-    return TokenModel(TokenModelConfig(
-        in_features=in_features, out_features=1, d_model=config.d_model, nhead=config.nhead,
-        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
-        dropout=config.dropout, positions="learned", max_len=n_tokens,
-        coordinates=list(config.coordinates), seed=config.seed))
+    learned positions which variable a token is; sizes from the fitted windows."""
+    return build(windows.model_config(
+        d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
+        dim_feedforward=config.dim_feedforward, dropout=config.dropout, positions="learned",
+        max_len=n_tokens, coordinates=list(config.coordinates), seed=config.seed))
 
 
 def train(config, train_ds, val_ds, progress=True):
     variables = list(train_ds.data_vars)
-    adapter = GridAdapter(variables, patch={"station": 1}, variables_as="tokens",
-                          calendar=config.calendar).fit(train_ds)
-    training = windows_for(config, train_ds, adapter, shuffle=True)
-    validation = training.like(val_ds, shuffle=False)
-    first = next(iter(validation.epoch(0)))
-    model = build_model(config, first.tokens.shape[-1], first.tokens.shape[1])
+    windows = forecast_set_up(config, variables).fit(train_ds)
+    training = windows.batches(train_ds, batch_size=config.batch_size, shuffle=True,
+                               seed=config.seed)
+    validation = windows.batches(val_ds, batch_size=config.batch_size)
+    model = build_model(config, windows, len(variables))
     steps = config.epochs * len(training)
     schedule = WarmupCosine(config.lr, max(1, steps // 20), steps, min_lr=config.lr / 20)
     # missing targets (a gap in the record) count for nothing in the NaN-aware loss
@@ -157,7 +158,7 @@ def train(config, train_ds, val_ds, progress=True):
                   validation=validation, epochs=config.epochs, seed=config.seed,
                   schedule=schedule, clip_grad_norm=1.0,
                   early_stopping=EarlyStopping(patience=config.patience), progress=progress)
-    return training, validation, model, history
+    return windows, model, history
 
 
 # ---- baselines -------------------------------------------------------------------------------
@@ -171,10 +172,10 @@ def ridge_inputs(tokens, coords):
                            np.cos(phase)[:, None]], axis=1)
 
 
-def ridge_data(windows):
-    """(inputs, increment targets, lead in seconds) of every sample of `windows` with a
-    target."""
-    (batch,) = windows.like(windows.source, batch_size=None, shuffle=False).epoch(0)
+def ridge_data(windows, ds):
+    """(inputs, increment targets, lead in seconds) of every sample of `windows` over `ds`
+    with a target."""
+    batch = windows.encode(ds)
     valid = batch.target_valid[..., 0]  # (B, N): only the temperature token has a target
     keep = valid.any(axis=1)
     inputs = ridge_inputs(batch.tokens, batch.coords)[keep]
@@ -194,9 +195,9 @@ class RidgeForecast:
     """One ridge regression per lead on the model's own input tokens, predicting the same
     normalized increments; each lead's penalty is the one with the lowest September error."""
 
-    def __init__(self, config, training, validation):
-        x, y, lead = ridge_data(training)
-        vx, vy, vlead = ridge_data(validation)
+    def __init__(self, config, windows, train_ds, val_ds):
+        x, y, lead = ridge_data(windows, train_ds)
+        vx, vy, vlead = ridge_data(windows, val_ds)
         self.weights, self.penalties, errors = {}, {}, []
         for value in np.unique(lead):
             best = None
@@ -291,15 +292,16 @@ def main(argv=None, config=None, progress=True):
     train_ds = months(ds, *config.train_months)
     val_ds = months(ds, config.validation_month, config.validation_month, config.history)
     test_ds = months(ds, *config.test_months, config.history)
-    windows, validation, model, history = train(config, train_ds, val_ds, progress)
-    ridge = RidgeForecast(config, windows, validation)
+    windows, model, history = train(config, train_ds, val_ds, progress)
+    ridge = RidgeForecast(config, windows, train_ds, val_ds)
 
     observed = test_ds[TARGET].isel(station=0)
     persistence, yesterday = baselines(observed, list(config.leads))
     # few large batches: cutting the windows costs more than the model on them
-    forecast = windows.predict(model, test_ds, batch_size=4096)
+    forecast = seqattn.predict(model, test_ds, windows, batch_size=4096)
+    ridge_forecast = seqattn.predict(ridge, test_ds, windows, batch_size=4096)
     forecasts = {"seqattn": forecast[TARGET].isel(station=0),
-                 "ridge": windows.predict(ridge, test_ds, batch_size=4096)[TARGET].isel(station=0),
+                 "ridge": ridge_forecast[TARGET].isel(station=0),
                  "persistence": persistence, "yesterday": yesterday}
     table = rmse_table(forecasts, observed, config.test_months)
     print(f"trained on months {config.train_months} ({train_ds.sizes['time']} h), early-stopped "

@@ -41,6 +41,7 @@ import json
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -156,15 +157,20 @@ def write_folder(path, files, description):
 def read_checked(folder, name, description):
     """The bytes of ``folder``/``name``, verified against the sha256 ``description`` records."""
     file = folder / name
-    recorded = description.get("files", {}).get(name)
-    if recorded is None:
+    files = description.get("files")
+    if files is None:  # a folder seqattn 0.1 wrote: still loadable, unverified
+        warnings.warn(f"{folder / DESCRIPTION} was written by an earlier seqattn, without "
+                      f"checksums, so {file} is loaded unverified; save it again to add them",
+                      stacklevel=3)
+        files = {name: None}
+    if name not in files:
         raise ValueError(f"{folder / DESCRIPTION} records no checksum for {name}, so {file} "
                          "cannot be verified; it was not written whole by seqattn.save or fit")
     if not file.is_file():
         raise FileNotFoundError(f"{file} is missing; {folder / DESCRIPTION} lists it, so the "
                                 "folder is incomplete")
     data = file.read_bytes()
-    if sha256(data) != recorded:
+    if files[name] is not None and sha256(data) != files[name]:
         raise ValueError(f"{file} is damaged: its sha256 differs from the one {DESCRIPTION} "
                          "records (a changed byte, or a file from another save); it is not "
                          "loaded")

@@ -74,8 +74,9 @@ def _state(path, description):
             from error
     if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
         found = state.get("format") if isinstance(state, dict) else state
-        raise ValueError(f"{file} has format {found!r}; this seqattn reads format "
-                         f"{FORMAT_VERSION}")
+        raise ValueError(f"{file} has format {found!r}; this seqattn resumes from format "
+                         f"{FORMAT_VERSION} (a checkpoint of an earlier seqattn cannot be resumed; "
+                         "seqattn.load still gives its model)")
     return state
 
 

@@ -57,6 +57,22 @@ def test_a_flipped_byte_or_a_cut_short_file_is_refused_by_name(tmp_path):
         seqattn.load(folder)
 
 
+def test_a_folder_from_before_checksums_loads_unverified_with_a_warning(tmp_path):
+    folder = _linear(tmp_path)
+    description = json.loads((folder / "seqattn.json").read_text())
+    del description["files"]
+    (folder / "seqattn.json").write_text(json.dumps(description))
+    with pytest.warns(UserWarning, match="written by an earlier seqattn, without checksums, so "
+                                         ".*weights.safetensors is loaded unverified"):
+        loaded = seqattn.load(folder)
+    np.testing.assert_array_equal(loaded.weight.data, nn.Linear(3, 2, seed=1).weight.data)
+    weights = load_file(folder / "weights.safetensors")
+    save_file({k: np.full_like(v, np.nan) for k, v in weights.items()},
+              folder / "weights.safetensors")
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="not finite"):
+        seqattn.load(folder)
+
+
 @pytest.mark.parametrize("change, match", [
     (lambda w: w.astype(np.int64), "holds (bias|weight) as int64, but .* are float32"),
     (lambda w: w.astype(np.float64), "holds (bias|weight) as float64, but .* are float32"),
@@ -105,6 +121,15 @@ def test_a_cut_short_state_json_with_a_matching_checksum_names_the_file(tmp_path
     folder, _ = _checkpoint(tmp_path)
     _rewrite(folder, "training/state.json", (folder / "training/state.json").read_bytes()[:30])
     with pytest.raises(ValueError, match=r"training/state.json is not valid JSON"):
+        load_checkpoint(folder, nn.Linear(3, 2))
+
+
+def test_a_checkpoint_of_an_earlier_format_is_not_resumed(tmp_path):
+    folder, _ = _checkpoint(tmp_path)
+    state = json.loads((folder / "training/state.json").read_text())
+    _rewrite(folder, "training/state.json", json.dumps({**state, "format": 2}).encode())
+    with pytest.raises(ValueError, match=r"state.json has format 2; this seqattn resumes from "
+                                         r"format 3 .* seqattn.load still gives its model"):
         load_checkpoint(folder, nn.Linear(3, 2))
 
 

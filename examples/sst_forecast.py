@@ -10,7 +10,7 @@ xarray; iris is not needed). Land cells are NaN; they become masks, never values
     of the day of year) -> ForecastWindows (the last 3 months as inputs, one month ahead,
     increments: predicting zero is persistence; in memory) -> TokenModel that encodes each patch's
     latitude and longitude -> fit (early stopping on the validation months) ->
-    windows.predict -> RMSE over ocean cells on the test months against persistence (this
+    seqattn.predict -> RMSE over ocean cells on the test months against persistence (this
     month's field) and climatology (the training months' mean for the calendar month).
 
 The time axis holds monthly means, whose months differ in length (28-31 days); forecast leads
@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
-from seqattn.models import TokenModel, TokenModelConfig
+from seqattn.models import build
 from seqattn.train import AdamW, EarlyStopping, MSELoss, WarmupCosine, fit
 
 MEAN_MONTH = np.timedelta64(int(365.2425 / 12 * 86400), "s")
@@ -93,15 +94,14 @@ def split(ds, config):
 
 
 def train(config, train_ds, val_ds, progress=True):
-    adapter = GridAdapter(["sst"], patch={"lat": config.patch[0], "lon": config.patch[1]},
-                          periodic=["lon"], calendar=True).fit(train_ds)
-    training = ForecastWindows(train_ds, adapter, leads=[1], history=config.history,
-                               increments=True, batch_size=config.batch_size, shuffle=True,
-                               seed=config.seed, in_memory=True)
-    validation = training.like(val_ds, shuffle=False)
-    first = next(iter(validation.epoch(0)))
-    model = TokenModel(TokenModelConfig(
-        in_features=first.tokens.shape[-1], out_features=first.targets.shape[-1],
+    adapter = GridAdapter(["sst"], {"lat": config.patch[0], "lon": config.patch[1]},
+                          periodic=["lon"], calendar=True)
+    windows = ForecastWindows(adapter, leads=[1], history=config.history, increments=True,
+                              in_memory=True).fit(train_ds)
+    training = windows.batches(train_ds, batch_size=config.batch_size, shuffle=True,
+                               seed=config.seed)
+    validation = windows.batches(val_ds, batch_size=config.batch_size)
+    model = build(windows.model_config(
         d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
         dim_feedforward=config.dim_feedforward, positions="none", coordinates=["latlon"],
         seed=config.seed))
@@ -112,7 +112,7 @@ def train(config, train_ds, val_ds, progress=True):
                   validation=validation, epochs=config.epochs, seed=config.seed,
                   schedule=schedule, clip_grad_norm=1.0,
                   early_stopping=EarlyStopping(patience=config.patience), progress=progress)
-    return training, model, history
+    return windows, model, history
 
 
 def climatology_of(train_ds):
@@ -168,7 +168,7 @@ def main(argv=None, config=None, progress=True):
     ds = read_sst(ostia_path())
     train_ds, val_ds, test_ds = split(ds, config)
     windows, model, history = train(config, train_ds, val_ds, progress)
-    predicted = windows.predict(model, test_ds)
+    predicted = seqattn.predict(model, test_ds, windows, batch_size=config.batch_size)
     model_forecast = predicted["sst"].isel(lead=0)
     truth = test_ds["sst"].isel(time=slice(config.history + 1, None))
     months = truth["time"].dt.month

@@ -8,13 +8,16 @@ same tokens as the inputs, normalized like them (or as increments), and per-toke
   token that matched it best on the training batches, or by zero where zero matched best. With
   ``increments=True`` zero is persistence itself; otherwise the matching channel is the target's
   own cells at the last input step. Choosing on training batches needs no layout knowledge.
-* :class:`Climatology`: per token and target channel, a mean plus annual and daily harmonics of
-  the valid time (``time + lead``), fitted on the training batches only; the number of
+* :class:`Climatology`: per lead, token and target channel, a mean plus annual and daily
+  harmonics of the valid time (``time + lead``), fitted on the training batches only (with
+  increments, the climatological change over the lead added to the last value); the number of
   harmonics is chosen on validation. A cycle longer than the training period is left out (its
   harmonics would be extrapolated, not averaged). Needs ``time`` and ``lead`` in seconds (a
   calendar); ``periods`` gives other cycles in the time coordinate's units.
 * :class:`LeadRidge`: per lead, ridge regression from every input of the sample flattened
-  (N * F) to every target (N * Ft), the penalty chosen per lead on validation. Past
+  (N * F) to every target (N * Ft), the penalty chosen per lead on validation. With
+  ``time_of_day`` (and a ``time`` coordinate in seconds) the sine and cosine of the initial
+  time's hour join the inputs, as a model encoding the time of day sees it. Past
   ``max_features`` inputs it regresses each token's targets on that token's inputs instead.
 """
 import numpy as np
@@ -37,6 +40,18 @@ def _targets(batch):
     if batch.target_valid is not None:
         known &= np.asarray(batch.target_valid)
     return np.where(known, targets, 0.0), known
+
+
+def _leads(batch):
+    """Each sample's lead (B,), from its first token's ``lead`` coordinate."""
+    return np.asarray(batch.coords["lead"])[:, 0]
+
+
+def _for_lead(fitted, lead):
+    if lead not in fitted:
+        raise ValueError(f"lead {lead:g} was not among the training batches' leads "
+                         f"{sorted(float(x) for x in fitted)}")
+    return fitted[lead]
 
 
 def _require_forecast(batch, name, coords=("lead",)):
@@ -94,15 +109,21 @@ class Climatology(Baseline):
         return np.nan_to_num(np.stack(columns, axis=-1))
 
     def _solve(self, train, harmonics):
-        gram = moments = 0.0
+        """{lead: (N, Ft, P) coefficients}, fitted on `train`."""
+        gram, moments = {}, {}
         for batch in train:
             targets, known = _targets(batch)
             P = self.design(batch, harmonics)
-            gram = gram + np.einsum("bnj,bnp,bnq->njpq", known, P, P)
-            moments = moments + np.einsum("bnj,bnp->njp", targets, P)
+            leads = _leads(batch)
+            for lead in np.unique(leads):
+                rows = leads == lead
+                gram[lead] = gram.get(lead, 0.0) + np.einsum(
+                    "bnj,bnp,bnq->njpq", known[rows], P[rows], P[rows])
+                moments[lead] = moments.get(lead, 0.0) + np.einsum(
+                    "bnj,bnp->njp", targets[rows], P[rows])
         # a small ridge keeps a token whose targets never vary (or are never known) solvable
-        gram = gram + 1e-6 * np.eye(gram.shape[-1])
-        return np.linalg.solve(gram, moments[..., None])[..., 0]  # (N, Ft, P)
+        return {lead: np.linalg.solve(gram[lead] + 1e-6 * np.eye(gram[lead].shape[-1]),
+                                      moments[lead][..., None])[..., 0] for lead in gram}
 
     def _fit(self, train, validation):
         _require_forecast(train[0], "Climatology", coords=("time", "lead"))
@@ -122,26 +143,38 @@ class Climatology(Baseline):
         return {"harmonics": self.h, "periods": list(self.cycles), "validation_mse": scores}
 
     def _predict(self, batch):
-        return np.einsum("bnp,njp->bnj", self.design(batch, self.h), self.coef).astype(np.float32)
+        P = self.design(batch, self.h)
+        leads = _leads(batch)
+        out = np.zeros((*P.shape[:2], next(iter(self.coef.values())).shape[1]))
+        for lead in np.unique(leads):
+            rows = leads == lead
+            out[rows] = np.einsum("bnp,njp->bnj", P[rows], _for_lead(self.coef, lead))
+        return out.astype(np.float32)
 
 
 class LeadRidge(Baseline):
-    def __init__(self, max_features=4096):
-        self.max_features = int(max_features)
+    def __init__(self, max_features=4096, time_of_day=True):
+        self.max_features, self.time_of_day = int(max_features), bool(time_of_day)
 
     @property
     def name(self):
         return "lead ridge" if getattr(self, "flatten", True) else "lead token ridge"
 
-    @staticmethod
-    def lead_of(batch):
-        return np.asarray(batch.coords["lead"])[:, 0]
+    def inputs(self, batch):
+        """(B, N, F [+ 2]) the tokens, with the initial time's hour as sine and cosine."""
+        tokens = np.asarray(batch.tokens, np.float64)
+        if not (self.time_of_day and "time" in batch.coords):
+            return tokens
+        phase = 2 * np.pi * (np.asarray(batch.coords["time"], np.float64) % DAY) / DAY
+        phase = np.nan_to_num(phase)
+        return np.concatenate([tokens, np.sin(phase)[..., None], np.cos(phase)[..., None]],
+                              axis=2)
 
     def rows(self, batches, lead):
         X, Y, K = [], [], []
         for batch in batches:
-            chosen = self.lead_of(batch) == lead
-            tokens = np.asarray(batch.tokens, np.float64)[chosen]
+            chosen = _leads(batch) == lead
+            tokens = self.inputs(batch)[chosen]
             targets, known = (a[chosen] for a in _targets(batch))
             if self.flatten:
                 X.append(tokens.reshape(len(tokens), -1))
@@ -156,9 +189,9 @@ class LeadRidge(Baseline):
 
     def _fit(self, train, validation):
         _require_forecast(train[0], "LeadRidge")
-        _, N, F = np.asarray(train[0].tokens).shape
+        _, N, F = self.inputs(train[0]).shape
         self.flatten = N * F <= self.max_features
-        leads = np.unique(np.concatenate([self.lead_of(b) for b in train]))
+        leads = np.unique(np.concatenate([_leads(b) for b in train]))
         self.models, chosen = {}, {}
         for lead in leads:
             X_valid, Y_valid, K_valid = self.rows(validation, lead)
@@ -170,17 +203,14 @@ class LeadRidge(Baseline):
         return {"flattened": self.flatten, "per_lead": chosen}
 
     def _predict(self, batch):
-        tokens = np.asarray(batch.tokens, np.float64)
+        tokens = self.inputs(batch)
         B, N, _ = tokens.shape
         out = np.zeros((B, N, self.models[next(iter(self.models))].intercept.shape[0]
                         // (N if self.flatten else 1)))
-        leads = self.lead_of(batch)
+        leads = _leads(batch)
         for lead in np.unique(leads):
-            if lead not in self.models:
-                raise ValueError(f"lead {lead:g} was not among the training batches' leads "
-                                 f"{sorted(float(x) for x in self.models)}")
             chosen = leads == lead
-            model = self.models[lead]
+            model = _for_lead(self.models, lead)
             if self.flatten:
                 out[chosen] = model.predict(tokens[chosen].reshape(chosen.sum(), -1)).reshape(
                     chosen.sum(), N, -1)

@@ -92,3 +92,25 @@ def test_lead_ridge_refuses_a_lead_it_never_saw():
     unseen = forecast_batch(np.zeros((1, 2, 2)), np.zeros((1, 2, 1)), [0], [12])
     with pytest.raises(ValueError, match="lead 43200 was not among"):
         fitted.predict(unseen)
+
+
+def test_climatology_is_fitted_per_lead():
+    """Increments grow with the lead: each lead gets its own climatology."""
+    hours = np.arange(0, 2000, 3)
+    leads = np.where(np.arange(len(hours)) % 2, 6, 1)
+    targets = np.where(leads == 6, 2.0, -1.0)[:, None, None] + 0.01 * RNG.normal(
+        size=(len(hours), 1, 1))
+    data = forecast_batch(RNG.normal(size=(len(hours), 1, 1)), targets, hours, leads)
+    fitted = Climatology(harmonics=(0,)).fit([data], [data])
+    np.testing.assert_allclose(fitted.predict(data)[:, 0, 0], np.where(leads == 6, 2.0, -1.0),
+                               atol=0.01)
+
+
+def test_lead_ridge_reads_the_hour_of_the_initial_time():
+    hours = np.arange(0, 600)
+    targets = np.cos(2 * np.pi * hours / 24)[:, None, None]
+    data = forecast_batch(RNG.normal(size=(600, 1, 1)), targets, hours, np.ones(600))
+    with_hour = LeadRidge().fit([data], [data])
+    np.testing.assert_allclose(with_hour.predict(data), targets, atol=0.01)
+    without = LeadRidge(time_of_day=False).fit([data], [data])
+    assert np.abs(without.predict(data) - targets).mean() > 0.5

@@ -10,22 +10,67 @@ Two kinds of coordinates need care before that:
 * **tz-aware times** (what ``xr.Dataset.from_dataframe`` gives for a tz-aware pandas index) are
   converted to UTC (naive datetime64) for encoding (:func:`to_utc`); putting back keeps the
   source's own coordinates, so predictions come back on the tz-aware times they were given.
+
+Times may also be cftime datetimes (the noleap, 360_day, ... calendars of climate-model
+output): they count seconds since 1970-01-01 in their own calendar, and their year has that
+calendar's length (365 days in noleap, 360 in 360_day), wherever datetime64 times are accepted.
 """
 import datetime
 
 import numpy as np
 import pandas as pd
 
-from ..nn.positional.calendar import calendar_phases, circular_features
+from ..nn.positional.calendar import DAYS_PER_YEAR, calendar_phases, circular_features
+
+# Days in a year of each cftime calendar; the Gregorian ones use the mean year, as datetime64 does.
+CALENDAR_YEAR_DAYS = {"noleap": 365.0, "365_day": 365.0, "360_day": 360.0, "all_leap": 366.0,
+                      "366_day": 366.0, "julian": 365.25, "standard": DAYS_PER_YEAR,
+                      "gregorian": DAYS_PER_YEAR, "proleptic_gregorian": DAYS_PER_YEAR}
+
+
+def is_cftime(values):
+    """True for an object array (or one value) of cftime datetimes."""
+    values = np.asarray(values)
+    return (values.dtype == object and values.size > 0
+            and all(type(v).__module__.startswith("cftime") for v in values.ravel()))
+
+
+def is_time(values):
+    """True for times: datetime64 values or cftime datetimes (what ``calendar=True`` needs)."""
+    values = np.asarray(values)
+    return np.issubdtype(values.dtype, np.datetime64) or is_cftime(values)
+
+
+def cftime_calendar(values):
+    """The one calendar of cftime datetimes `values` (an error naming them when they mix)."""
+    calendars = {v.calendar for v in np.asarray(values).ravel()}
+    if len(calendars) != 1 or not calendars <= set(CALENDAR_YEAR_DAYS):
+        raise ValueError(f"times must share one calendar of {sorted(CALENDAR_YEAR_DAYS)}; got "
+                         f"cftime datetimes in {sorted(calendars)}")
+    return calendars.pop()
+
+
+def _is_timedelta_objects(values):
+    return (values.dtype == object and values.size > 0
+            and all(isinstance(v, datetime.timedelta) for v in values.ravel()))
 
 
 def as_float(values):
-    """Numbers as float64; datetimes as seconds since 1970-01-01; timedeltas as seconds."""
+    """Numbers as float64; datetimes as seconds since 1970-01-01 (cftime datetimes in their own
+    calendar); timedeltas (the steps between cftime datetimes too) as seconds."""
     values = np.asarray(values)
     if np.issubdtype(values.dtype, np.datetime64):
         return (values - np.datetime64(0, "s")) / np.timedelta64(1, "s")
     if np.issubdtype(values.dtype, np.timedelta64):
         return values / np.timedelta64(1, "s")
+    if is_cftime(values):
+        import cftime
+
+        seconds = cftime.date2num(values.ravel(), "seconds since 1970-01-01 00:00:00",
+                                  calendar=cftime_calendar(values))
+        return np.asarray(seconds, dtype=np.float64).reshape(values.shape)
+    if _is_timedelta_objects(values):
+        return np.vectorize(datetime.timedelta.total_seconds, otypes=[np.float64])(values)
     return values.astype(np.float64)
 
 
@@ -51,7 +96,7 @@ def token_coordinates(ds):
         if name == dim:
             out[name] = (dim, np.arange(len(values), dtype=np.float64) if is_label(values)
                          else values)
-        elif name not in ds.dims and values.dtype.kind in "iufmM":
+        elif name not in ds.dims and (values.dtype.kind in "iufmM" or is_cftime(values)):
             out[name] = (dim, values)
     return out
 
@@ -79,7 +124,7 @@ def to_utc(ds):
 def require_numeric_axis(ds, dim, role):
     """Coordinate `dim` must hold numbers or times to measure `role` along it."""
     values = np.asarray(ds[dim].values)
-    if values.dtype.kind not in "iufmM":
+    if values.dtype.kind not in "iufmM" and not is_cftime(values):
         example = values.ravel()[0] if values.size else None
         held = "str" if values.dtype.kind in "US" else type(example).__name__
         raise ValueError(f"coordinate {dim!r} holds {held} values "
@@ -114,38 +159,46 @@ def patch_centres(values, patch, circular=False):
     return np.rad2deg(centre) % 360.0
 
 
-def calendar_features(times):
+def calendar_features(times, calendar=None):
     """sin/cos of hour of day and of day of year, in the order (sin day, sin year, cos day,
-    cos year), for `times` as datetime64 or as float seconds since 1970-01-01 (UTC):
-    (..., 4) float64."""
-    return circular_features(calendar_phases(as_float(times)))
+    cos year), for `times` as datetime64, cftime datetimes (a year of their calendar's length)
+    or float seconds since 1970-01-01 (UTC; counted in the cftime `calendar` when given, as
+    :func:`as_float` counts them): (..., 4) float64."""
+    if is_cftime(times):
+        calendar = cftime_calendar(times)
+    if calendar is not None and calendar not in CALENDAR_YEAR_DAYS:
+        raise ValueError(f"calendar must be one of {sorted(CALENDAR_YEAR_DAYS)}; got "
+                         f"{calendar!r}")
+    year = DAYS_PER_YEAR if calendar is None else CALENDAR_YEAR_DAYS[calendar]
+    return circular_features(calendar_phases(as_float(times), days_per_year=year))
 
 
 def whole_steps(value, ds, dim, name):
     """`value` as a whole number (>= 1) of steps along `dim`: an int is already steps; a float, a
     timedelta or a string like "6h" is in the units of coordinate `dim`, which must be evenly
     spaced. `name` is the argument the user passed, for the error messages."""
+    given = value
     if isinstance(value, (str, np.timedelta64, datetime.timedelta)):
         value = pd.Timedelta(value).to_timedelta64()
     if isinstance(value, (int, np.integer)) and not isinstance(value, np.timedelta64):
         steps = int(value)
     else:
         if dim not in ds.coords or ds.sizes[dim] < 2:
-            raise ValueError(f"{name}={value!r} is in coordinate units, which needs a "
+            raise ValueError(f"{name}={given!r} is in coordinate units, which needs a "
                              f"coordinate {dim!r} with at least 2 values; "
                              "or give it in steps (an int)")
         require_numeric_axis(ds, dim, name)
         step = even_step(ds[dim].values)
         if step is None:
             raise ValueError(f"coordinate {dim!r} is not evenly spaced, so {name}="
-                             f"{value!r} has no size in steps; give it in steps (an int)")
+                             f"{given!r} has no size in steps; give it in steps (an int)")
         ratio = as_float(value) / as_float(step)
         steps = int(round(float(ratio)))
         if not np.isclose(ratio, steps):
-            raise ValueError(f"{name}={value!r} is {ratio:g} steps of {dim!r}; "
+            raise ValueError(f"{name}={given!r} is {ratio:g} steps of {dim!r}; "
                              "expected a whole number")
     if steps < 1:
-        raise ValueError(f"{name}={value!r} is {steps} steps; expected at least 1")
+        raise ValueError(f"{name}={given!r} is {steps} steps; expected at least 1")
     return steps
 
 

@@ -54,6 +54,18 @@ def test_hour_of_day_and_day_of_year_follow_the_calendars_year(calendar):
     np.testing.assert_allclose(calendar_features(times), expected, atol=1e-9)
 
 
+@pytest.mark.parametrize("calendar", CALENDARS)
+def test_seconds_counted_in_a_calendar_give_its_features(calendar):
+    """What an adapter holding per-token seconds (NaN for padding) passes on."""
+    times = _random_times(calendar, n=20, seed=2)
+    seconds = np.append(as_float(times), np.nan)
+    features = calendar_features(seconds, calendar=calendar)
+    np.testing.assert_array_equal(features[:-1], calendar_features(times))
+    assert np.isnan(features[-1]).all()
+    with pytest.raises(ValueError, match="calendar must be one of .* got 'lunar'"):
+        calendar_features(seconds, calendar="lunar")
+
+
 def test_the_year_turns_at_new_year_in_every_calendar():
     for calendar in CALENDARS:
         new_year = [cftime.datetime(y, 1, 1, calendar=calendar) for y in (1971, 2000, 2100)]

@@ -178,3 +178,20 @@ def test_fitted_state_survives_save_and_load(tmp_path):
 def test_hyperparameters_are_keyword_only():
     with pytest.raises(TypeError):
         GenomeAdapter("ids")
+
+
+def test_a_dask_backed_dataset_gives_the_same_batches_and_predictions():
+    pytest.importorskip("dask")
+    ds = labelled()
+    lazy = ds.chunk({"record": 2})
+    adapter = GenomeAdapter(tokens="ids").fit(lazy, targets="signal")
+    assert adapter.to_dict() == GenomeAdapter(tokens="ids").fit(ds, targets="signal").to_dict()
+    for eager, read in zip(adapter.batches(ds, batch_size=3, shuffle=True).epoch(2),
+                           adapter.batches(lazy, batch_size=3, shuffle=True).epoch(2)):
+        np.testing.assert_array_equal(eager.tokens, read.tokens)
+        np.testing.assert_array_equal(eager.targets, read.targets)
+
+    def t_count(tokens, key_padding_mask):
+        return ((tokens == 3) & ~key_padding_mask).sum(axis=1, keepdims=True).astype(float)
+
+    np.testing.assert_array_equal(adapter.predict(t_count, lazy)["signal"].values, [1, 0, 2, 1])

@@ -30,6 +30,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "numpydoc",
     "myst_parser",
+    "matplotlib.sphinxext.plot_directive",
     "api_pages",
     "example_gallery",
 ]
@@ -74,6 +75,12 @@ numpydoc_validation_exclude = {rf"^(?!{NUMPYDOC_FORM})", r"^seqattn\.nn\.Module$
 
 # No intersphinx: the build runs offline (CI and the test have no network), so links to NumPy,
 # xarray and dask documentation are written as plain URLs where a page needs them.
+
+# Pictures drawn at build time (docs/_ext/vector_pictures.py): the figure only, as a PNG.
+plot_include_source = False
+plot_html_show_source_link = False
+plot_html_show_formats = False
+plot_formats = [("png", 100)]
 
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3

@@ -48,6 +48,8 @@ def test_the_pages_a_reader_opens_have_no_broken_links_or_images(built_site):
     they show decodes."""
     pages = check_site.pick_pages(built_site)
     assert len(pages) == 4
+    assert check_site.parse(built_site / "user_guide" / "vectors.html").images, \
+        "the everything-is-a-vector page lost its picture"
     problems = [problem for page in pages for problem in check_site.check_page(page)]
     assert problems == []
 

@@ -69,7 +69,9 @@ numpydoc_validation_checks = {"PR01", "PR02", "PR07", "PR10"}
 NUMPYDOC_FORM = (r"(seqattn\.nn\.(positional\.)?[A-Z]\w*"
                  r"|seqattn\.train\.(MSELoss|MAELoss|HuberLoss|BCEWithLogitsLoss"
                  r"|LatitudeWeightedMSELoss|CrossEntropyLoss|SGD|Adam|AdamW|EarlyStopping)"
-                 r"|seqattn\.models\.(\w*Pooling|generate|rollout)"
+                 r"|seqattn\.train\.(clip_factor|global_grad_norm)"
+                 r"|seqattn\.models\.(\w*Pooling|generate|rollout|EncoderConfig|Seq2SeqConfig"
+                 r"|SequenceEncoder)"
                  r"|seqattn\.ops\.attention(_backward|_weights)?)$")
 numpydoc_validation_exclude = {rf"^(?!{NUMPYDOC_FORM})", r"^seqattn\.nn\.Module$"}
 

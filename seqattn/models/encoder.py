@@ -243,8 +243,15 @@ def sequence_positions(config, dtype):
 
 
 class SequenceEncoder(Module):
-    """inputs (B, N, F) or ids (B, N) -> encoded tokens (B, N, d_model), or (B, 1 + N, d_model)
-    with the class token first (it carries no position and is never padded)."""
+    """The encoder every task model starts with: inputs (B, N, F) or ids (B, N) -> encoded
+    tokens (B, N, d_model), or (B, 1 + N, d_model) with the class token first (it carries no
+    position and is never padded).
+
+    Parameters
+    ----------
+    config : EncoderConfig
+        What the tokens are and how the encoder is built (checked here).
+    """
 
     def __init__(self, config):
         super().__init__()

@@ -7,8 +7,10 @@ from .storage import load, save
 from .kernels.cpu.threads import follow_machine_load
 from .kernels.cpu.workspace import release_scratch
 from .moved import install as _install_moved_modules
+from .first_run import watch_compilation as _watch_compilation
 
 _install_moved_modules()
+_watch_compilation()
 
 __version__ = "0.1.0"
 

@@ -50,6 +50,12 @@ def kernels_for(device, family):
 
     Importing lazily keeps ``import seqattn`` free of CUDA initialisation on machines without a GPU.
     """
+    if device == CUDA:  # numba-cuda announces its compilations through its own events
+        from numba.cuda.core import event
+
+        from .first_run import watch_compilation
+
+        watch_compilation(event)
     return importlib.import_module(f"seqattn.kernels.{device}.{family}")
 
 

@@ -26,6 +26,7 @@ import types
 import numba
 from numba import njit
 
+from ..compiled_elsewhere import wait_for
 # Seconds over which the cores that other processes use are measured. The kernel counts CPU
 # time in /proc/stat in ticks (10 ms): over 0.2 s on 2 cores that is 40 ticks, enough to tell
 # a busy core from an idle one; reading the file costs 30-60 us, once per window.
@@ -158,6 +159,8 @@ class SizedKernel:
         self.serial = njit(cache=True, **serial_options)(_renamed(py_func, "_serial"))
         # Look like the function itself to introspection (name, module, signature, docstring).
         functools.update_wrapper(self, py_func)
+        # Until the first launch: another process may be compiling this kernel for the cache.
+        self._first_launch = True
 
     def threads(self, work):
         """The threads planned for ``work`` units: 1 below two grains, else work // grain, at
@@ -170,6 +173,9 @@ class SizedKernel:
         """Run the work planned for ``threads`` threads on as many of them as other processes
         leave a core for (:func:`free_threads`): the serial version on the calling thread for 1.
         """
+        if self._first_launch:
+            self._first_launch = False
+            wait_for(f"{self.__module__}.{self.__qualname__}")
         running = free_threads(threads) if threads > 1 else 1
         if running <= 1:
             return self.serial(*args)

@@ -1,0 +1,95 @@
+"""What a first run shows: that seqattn's kernels are being compiled for this machine.
+
+Numba compiles a kernel the first time a process calls it, unless its disk cache holds it:
+on a fresh machine the first model's training starts after a minute or more of compilation,
+which would otherwise look like a hang. Numba announces each compilation it makes (its
+``numba:compile`` event fires on cache misses only); at the first one of a seqattn kernel, this
+says once, on stderr, what is happening, and then counts the kernels compiled on a tqdm bar
+that names the one being compiled. A run whose kernels all come from the cache shows nothing.
+The first CPU compilation also starts the helper process of :func:`seqattn.compile.start_helper`.
+"""
+import atexit
+import os
+import sys
+import time
+
+from numba.core import event
+
+NOTICE = ("seqattn: compiling kernels for this machine (first run only: later runs load them "
+          "from Numba's cache; `python -m seqattn.compile` does it ahead, on every core)")
+
+
+def _kernel_name(dispatcher):
+    func = dispatcher.py_func
+    return f"{func.__module__}.{func.__qualname__}"
+
+
+class CompileNotice(event.Listener):
+    """Counts compilations of seqattn functions; says so at the first, with a progress bar."""
+
+    def __init__(self, stream=None, start_helper=True):
+        self.stream = stream
+        self.start_helper = start_helper
+        self.compiled = 0
+        self.started = None
+        self.bar = None
+        self.terminal = False
+
+    def _begin(self, on_cuda):
+        stream = self.stream or sys.stderr
+        self.started = time.perf_counter()
+        print(NOTICE, file=stream, flush=True)
+        from tqdm import tqdm
+
+        self.terminal = getattr(stream, "isatty", lambda: False)()
+        # Off a terminal (a log, a pipe) a bar's redraws would fill the output: one every 10 s.
+        self.bar = tqdm(desc="compiling", file=stream, leave=True,
+                        mininterval=0.5 if self.terminal else 10,
+                        bar_format="{desc}: {n_fmt} kernels [{elapsed}{postfix}]")
+        atexit.register(self.close)
+        if self.start_helper and not on_cuda:
+            from .compile import start_helper
+
+            start_helper(on_wait=lambda: self._show("waiting for the helper's attention backward"))
+
+    def _show(self, what):
+        """Name what is being done on the bar (redrawn at once on a terminal only)."""
+        self.bar.set_postfix_str(what, refresh=self.terminal)
+
+    def on_start(self, ev):
+        dispatcher = ev.data["dispatcher"]
+        name = _kernel_name(dispatcher)
+        if not name.startswith("seqattn."):
+            return
+        if self.bar is None:
+            self._begin(type(dispatcher).__module__.startswith("numba.cuda"))
+        self._show(name.rsplit(".", 1)[-1])
+
+    def on_end(self, ev):
+        if self.bar is not None and _kernel_name(ev.data["dispatcher"]).startswith("seqattn."):
+            self.compiled += 1
+            self.bar.update(1)
+
+    def close(self):
+        """End the bar (at exit): it stays with the count and the time it took."""
+        if self.bar is not None:
+            self.bar.close()
+
+
+_NOTICE = CompileNotice()
+_WATCHED = set()
+
+
+def watch_compilation(event_module=event):
+    """Listen to ``event_module``'s compilations (Numba's CPU events by default; numba-cuda
+    has its own module), once per module. Nothing is shown where ``SEQATTN_COMPILE_NOTICE=0``."""
+    if os.environ.get("SEQATTN_COMPILE_NOTICE", "1") == "0" or event_module in _WATCHED:
+        return
+    _WATCHED.add(event_module)
+    listener = _NOTICE
+    if not isinstance(listener, event_module.Listener):  # numba-cuda's own Listener class
+        relay = type("RelayedCompileNotice", (event_module.Listener,),
+                     {"on_start": lambda self, ev: _NOTICE.on_start(ev),
+                      "on_end": lambda self, ev: _NOTICE.on_end(ev)})
+        listener = relay()
+    event_module.register("numba:compile", listener)

@@ -1,0 +1,73 @@
+"""A first run says that it compiles; a second one loads every kernel from Numba's disk cache.
+
+Each process is a small fit (a TokenModel without encoder layers, so that it compiles in
+seconds: its linear, loss and optimizer kernels) with NUMBA_CACHE_DIR set to a new folder."""
+import os
+import subprocess
+import sys
+
+from seqattn.first_run import NOTICE
+from seqattn.kernels.compiled_elsewhere import compiling_elsewhere, wait_for
+
+FIT = """
+import numpy as np
+from numba.core import event
+
+import seqattn
+from seqattn.models import TokenModel, TokenModelConfig
+from seqattn.train import AdamW, MSELoss, fit
+
+compiled = []
+
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        if ev.data["dispatcher"].py_func.__module__.startswith("seqattn."):
+            compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+
+event.register("numba:compile", Count())
+x = np.random.default_rng(0).standard_normal((8, 4, 3)).astype(np.float32)
+model = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=8, nhead=2,
+                                    num_layers=0, dim_feedforward=8, max_len=4))
+fit(model, MSELoss(), AdamW(model, lr=1e-3), (x, x[..., :2]), epochs=1, batch_size=4,
+    progress=False)
+print(len(compiled))
+"""
+
+
+def _fit_in_new_process(cache):
+    # No helper process: this fit has no attention backward for it to compile.
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), SEQATTN_COMPILE_HELPER="0")
+    for name in ("NUMBA_DISABLE_JIT", "SEQATTN_COMPILE_NOTICE"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", FIT], env=env, capture_output=True, text=True,
+                          check=True)
+    return int(done.stdout.split()[-1]), done.stderr
+
+
+def test_a_first_run_says_it_compiles_and_a_second_compiles_nothing(tmp_path):
+    compiled, stderr = _fit_in_new_process(tmp_path)
+    assert compiled > 0
+    assert stderr.count(NOTICE) == 1, stderr
+    assert "compiling: " in stderr, "no progress bar"
+    compiled, stderr = _fit_in_new_process(tmp_path)
+    assert compiled == 0, "the second process compiled instead of loading from the cache"
+    assert NOTICE not in stderr and "compiling" not in stderr, stderr
+
+
+def test_a_launch_waits_for_the_process_compiling_its_kernel():
+    polls, waits = [], []
+
+    def done():
+        polls.append(1)
+        return len(polls) > 3
+
+    compiling_elsewhere(["toy.kernel"], done, on_wait=lambda: waits.append(1))
+    wait_for("toy.kernel", poll_seconds=0)
+    assert len(polls) == 4 and waits == [1]
+    wait_for("toy.kernel", poll_seconds=0)
+    assert len(polls) == 4, "waited twice for one kernel"

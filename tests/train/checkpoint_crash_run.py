@@ -4,8 +4,8 @@ in a subprocess: ``python checkpoint_crash_run.py FOLDER [KILL_AT]``.
 Every point where a crash could leave a different state on disk is an event with a label: each
 file write, rename and folder removal of a checkpoint save, and each optimizer step. Labels
 name the optimizer's step count (so that a resumed run meets the same labels again), the kind
-and the file (the folder called ``run``). The run prints each label as it passes it; given ``KILL_AT``, it dies there
-(``os._exit``, no clean-up), a file write after half its bytes."""
+and the file (the folder called ``run``). The run prints each label as it passes it; given
+``KILL_AT``, it dies there (``os._exit``, no clean-up), a file write after half its bytes."""
 import os
 import shutil
 import sys

@@ -12,6 +12,7 @@ import builtins
 import importlib
 import inspect
 import pkgutil
+import re
 from pathlib import Path
 
 from sphinx.util import logging
@@ -268,7 +269,19 @@ def documented_bases(app, name, obj, options, bases):
                 if id(base) in DOCUMENTED or not base.__module__.startswith("seqattn")]
 
 
+def constructor_signature(app, what, name, obj, options, signature, return_annotation):
+    """A seqattn module's signature is its ``__init__``'s: ``Module.__new__`` takes
+    ``(*args, **kwargs)`` (to record the arguments a saved model is rebuilt from), which
+    autodoc would show for every layer instead."""
+    if what != "class" or signature != "(*args, **kwargs)" or obj.__init__ is object.__init__:
+        return None
+    parameters = list(inspect.signature(obj.__init__).parameters.values())[1:]
+    text = str(inspect.Signature(parameters))
+    return re.sub(r"<class '([\w.]+)'>", r"\1", text), return_annotation
+
+
 def setup(app):
+    app.connect("autodoc-process-signature", constructor_signature)
     app.connect("config-inited", write_pages)
     app.connect("missing-reference", resolve_reexport)
     app.connect("autodoc-process-bases", documented_bases)

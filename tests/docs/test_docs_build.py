@@ -125,3 +125,14 @@ def test_references_to_reexported_and_private_names_resolve(tmp_path):
         """
     code, output = sphinx_build(tiny_project(tmp_path, body), tmp_path)
     assert code == 0, output[-3000:]
+
+
+def test_a_layer_page_shows_its_constructor_signature():
+    """Module.__new__ takes (*args, **kwargs); the page must show Linear's own arguments."""
+    import seqattn.nn as nn
+
+    signature, _ = api_pages.constructor_signature(None, "class", "seqattn.nn.Linear",
+                                                   nn.Linear, None, "(*args, **kwargs)", None)
+    assert signature == "(in_features, out_features, bias=True, dtype=numpy.float32, seed=None)"
+    assert api_pages.constructor_signature(None, "class", "x", nn.Linear, None, "(a)", None) \
+        is None

@@ -283,7 +283,7 @@ class GenomeAdapter(Adapter, Persistable):
         return spec, per_base, values
 
     def batches(self, ds, *, targets=None, where=None, batch_size=32, shuffle=False, seed=0,
-                drop_last=False, reverse_complement=False):
+                drop_last=False, reverse_complement=False, weights=None):
         """Batches of the records `where` selects (a :class:`GenomeBatches`).
 
         Parameters
@@ -299,12 +299,36 @@ class GenomeAdapter(Adapter, Persistable):
         reverse_complement : bool
             Put each record on the reverse strand with probability 1/2 (seeded per epoch and
             batch); per-base targets go with their bases.
+        weights : str, optional
+            A variable of `ds` with a weight per record (finite, >= 0; for measurements with
+            errors dy, ``1 / dy**2``), given to the batches as ``coords["weight"]`` for
+            :class:`seqattn.train.weighted_mse.WeightedMSELoss`.
         """
         self.require_fitted("batches")
         ds = self.select(ds, where)
         return GenomeBatches(self, ds, self._resolved_targets(ds, targets),
                              batch_size=batch_size, shuffle=shuffle, seed=seed,
-                             drop_last=drop_last, reverse_complement=reverse_complement)
+                             drop_last=drop_last, reverse_complement=reverse_complement,
+                             weights=None if weights is None else self._weights(ds, weights))
+
+    def _weights(self, ds, name):
+        """The weight per sample of variable `name`, checked."""
+        sample_dims = self.sample_dims(ds)
+        if not isinstance(name, str) or name not in ds.data_vars:
+            raise ValueError(f"weights={name!r}; expected the name of a variable of the dataset "
+                             f"with one weight per record ({sorted(map(str, ds.data_vars))})")
+        if set(ds[name].dims) != set(sample_dims):
+            raise ValueError(f"weights {name!r} have dims {ds[name].dims}; expected one weight "
+                             f"per record, on {sample_dims}")
+        values = np.asarray(ds[name].transpose(*sample_dims).values, np.float64)
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            index = tuple(int(i) for i in np.argwhere(bad)[0])
+            label = ", ".join(f"{d} {ds[d].values[i]!r}" if d in ds.coords else f"{d} {i}"
+                              for d, i in zip(sample_dims, index))
+            raise ValueError(f"weights {name!r} are {values[index]} at {label}; expected finite "
+                             "weights >= 0 (0 leaves a record out of the loss)")
+        return values
 
     def encode(self, ds, *, where=None):
         """Every record `where` selects as one Batch (shorter records padded)."""

@@ -68,10 +68,13 @@ class GenomeBatches(Batches):
     reverse_complement : bool
         Put each sample on the reverse strand with probability 1/2, drawn from (seed, epoch,
         batch) only, so ``epoch(e)`` replays the same strands; per-base targets go with them.
+    weights : numpy.ndarray, optional
+        A weight per sample (sample dims), given to the batches as ``coords["weight"]`` (B, N)
+        for :class:`seqattn.train.weighted_mse.WeightedMSELoss`.
     """
 
     def __init__(self, adapter, ds, targets=None, *, batch_size=32, shuffle=False, seed=0,
-                 drop_last=False, reverse_complement=False):
+                 drop_last=False, reverse_complement=False, weights=None):
         super().__init__(batch_size, shuffle, seed, drop_last)
         self.adapter = adapter
         self.sample_dims = adapter.sample_dims(ds)
@@ -84,6 +87,7 @@ class GenomeBatches(Batches):
         self._position = _numeric_or_index(ds, adapter.position_dim)
         self.targets = targets
         self.reverse_complement = bool(reverse_complement)
+        self.weights = weights
 
     @property
     def per_base_targets(self):
@@ -108,6 +112,8 @@ class GenomeBatches(Batches):
         coords = {"position": np.where(padding, np.nan, self._position[tokenized.first])}
         for d, a in zip(self.sample_dims, at):
             coords[d] = np.repeat(self._sample_coords[d][a][:, None], n, axis=1)
+        if self.weights is not None:
+            coords["weight"] = np.repeat(self.weights[at][:, None], n, axis=1)
         placement = Placement(self.template, self.sample_dims, (1,) * len(at), (0,) * len(at),
                               np.stack(at, axis=1).astype(np.int64))
         targets, target_valid = self._targets(at, tokenized.valid[..., 0])

@@ -10,6 +10,7 @@ from seqattn.adapters.residues import ResidueAdapter
 from seqattn.models import build
 from seqattn.readers.residues import from_mutations, from_residues
 from seqattn.train import AdamW, MSELoss, fit
+from seqattn.train.weighted_mse import WeightedMSELoss
 from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
 
 WILD_TYPE = "MTYKLILNGK"
@@ -80,3 +81,24 @@ def test_residues_have_no_reverse_strand_and_the_alphabet_must_agree():
     np.testing.assert_array_equal(batch.key_padding_mask[0], [False] * 4 + [True])
     with pytest.raises(ValueError, match="stop='end'; expected one of"):
         ResidueAdapter(stop="end")
+
+
+def test_weights_per_variant_reach_the_batches_and_bad_ones_are_named():
+    ds = from_mutations(WILD_TYPE, ["WT", "T2A", "Y3L"])
+    ds["score"] = ("record", [0.0, -1.0, 1.0])
+    ds["dy"] = ("record", [0.5, 1.0, 2.0])
+    ds["w"] = 1 / ds.dy ** 2
+    adapter = ResidueAdapter().fit(ds, targets="score")
+    batch = next(iter(adapter.batches(ds, weights="w", batch_size=3)))
+    np.testing.assert_array_equal(batch.coords["weight"][:, 0], [4.0, 1.0, 0.25])
+    assert (batch.coords["weight"] == batch.coords["weight"][:, :1]).all()
+    model = build(adapter.model_config(task="regression", d_model=8, nhead=2, num_layers=1,
+                                       dim_feedforward=8))
+    history = fit(model, WeightedMSELoss(), AdamW(model), adapter.batches(ds, weights="w"),
+                  epochs=1, progress=False)  # the fit loop hands the batches' coords over
+    assert np.isfinite(history["loss"]).all()
+    with pytest.raises(ValueError, match=r"weights 'dy' are nan at record 'Y3L'; expected "
+                                         r"finite weights >= 0"):
+        adapter.batches(ds.assign(dy=ds.dy.where(ds.record != "Y3L")), weights="dy")
+    with pytest.raises(ValueError, match="weights='nope'; expected the name of a variable"):
+        adapter.batches(ds, weights="nope")

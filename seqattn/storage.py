@@ -386,8 +386,12 @@ def write_module(path, module, weights=None, require_arguments=True, files=None)
             raise
         description = {"format": FORMAT_VERSION, "kind": "module",
                        **_class_fields(type(module)), "unstorable": str(error)}
-    weights = arrays_bytes(module.state_dict() if weights is None else weights)
-    write_folder(path, {WEIGHTS: weights, **(files or {})}, description)
+    weights = module.state_dict() if weights is None else weights
+    for name, array in weights.items():  # load would refuse them: say so now, write nothing
+        if not np.isfinite(array).all():
+            raise ValueError(f"cannot save {type(module).__name__} to {path}: its {name} holds "
+                             "inf or NaN, and seqattn.load refuses weights that are not finite")
+    write_folder(path, {WEIGHTS: arrays_bytes(weights), **(files or {})}, description)
 
 
 def _load_module(path, description, classes, device):

@@ -86,6 +86,21 @@ def test_weights_of_another_dtype_or_not_finite_are_refused(tmp_path, change, ma
         seqattn.load(folder)
 
 
+def test_weights_that_are_not_finite_are_not_saved_and_the_earlier_folder_stays(tmp_path):
+    folder = _linear(tmp_path)
+    before = _files_of(folder)
+    diverged = nn.Linear(3, 2)
+    diverged.bias.data[1] = np.nan
+    with pytest.raises(ValueError, match=r"cannot save Linear to .*linear: its bias holds inf or "
+                                         r"NaN"):
+        seqattn.save(diverged, folder)
+    assert _files_of(folder) == before
+
+
+def _files_of(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
 def test_load_state_dict_refuses_weights_that_are_not_finite_numbers():
     linear = nn.Linear(3, 2, seed=1)
     before = linear.state_dict()

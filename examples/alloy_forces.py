@@ -57,7 +57,7 @@ energies alone, reaching 6.5 A (the model's 3.4 A cutoff sees the first neighbou
 comes close to the model's energies (quick seed 0: better; full run: 16.9 against 15.2) with two
 to five times its force error. The full run (pair potentials 5.5 and 6.5 A) took 23 minutes
 (15 of them CPU, one thread, on a shared 2-core machine). Its parity plot shows four large
-force components (|F| 9-13 eV/A) predicted with the wrong sign, probably close pairs (large
+force components (magnitudes 9-13 eV/A) predicted with the wrong sign, probably close pairs (large
 forces, rare in training; the distance tables have no repulsive core): not investigated.
 Supercells of 3 x 3 x 3 cells (108 atoms) would allow a 5 A cutoff, at about 11 times the
 attention cost per cell (the distance-biased kernels visit every pair): not tried.

@@ -8,12 +8,13 @@
 The seqattn path, the same model and training for both sets; only the frame (how many steps a
 token holds) is chosen per set, by cross-validation on its training file (``--select``):
 
-    .ts files -> Dataset (sample, time, channel), shorter series NaN-padded -> SignalAdapter
-    (frames of `window` steps every `hop`, statistics of the training part only; the padding
-    becomes the key-padding mask) -> BatchIterator(targets="label") -> SequenceModel (mean
-    pooling) -> fit (cross-entropy, AdamW, warmup-cosine, early stopping on a validation fifth
-    of the training file) -> predict(..., per_sample=True): class logits back on the test
-    Dataset's sample dim.
+    .ts files -> Dataset (sample, time, channel), shorter series NaN-padded, the labels as the
+    files' strings -> SignalAdapter fitted on the training part (frames of `window` steps every
+    `hop`, its statistics, the labels as classes; the padding becomes the key-padding mask) ->
+    SequenceModel (mean pooling) built from adapter.model_config -> fit on the adapter's
+    batches (cross-entropy, AdamW, warmup-cosine, early stopping on a validation fifth of the
+    training file) -> seqattn.predict: the predicted speaker (a label) and the probabilities of
+    every class on the test Dataset's sample dim.
 
 Baselines, computed here on the same normalized series: 1-nearest neighbour in Euclidean
 distance (series resampled to a common length) and with dynamic time warping. The test file is
@@ -35,8 +36,8 @@ import numpy as np
 import xarray as xr
 
 import seqattn
-from seqattn.adapters import BatchIterator, SignalAdapter, predict
-from seqattn.models import SequenceModel, SequenceModelConfig
+from seqattn.adapters import SignalAdapter
+from seqattn.models import build
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine, fit
 
 # (window, hop) of a frame token, in steps, chosen per set by `--select` (5-fold
@@ -96,15 +97,15 @@ def read_ts(path):
     return series, np.array(labels)
 
 
-def as_dataset(series, labels, classes):
-    """(sample, time, channel) Dataset; series shorter than the longest are NaN-padded, which
-    the adapter turns into padding masks."""
+def as_dataset(series, labels):
+    """(sample, time, channel) Dataset with the labels as they are written (strings); series
+    shorter than the longest are NaN-padded, which the adapter turns into padding masks."""
     length = max(s.shape[1] for s in series)
     x = np.full((len(series), length, series[0].shape[0]), np.nan)
     for i, s in enumerate(series):
         x[i, :s.shape[1]] = s.T
     return xr.Dataset({"x": (("sample", "time", "channel"), x),
-                       "label": ("sample", np.searchsorted(classes, labels))},
+                       "label": ("sample", labels)},
                       coords={"sample": np.arange(len(series)), "time": np.arange(length)})
 
 
@@ -112,8 +113,7 @@ def load_set(name):
     folder = data_folder() / name
     train, train_labels = read_ts(folder / f"{name}_TRAIN.ts")
     test, test_labels = read_ts(folder / f"{name}_TEST.ts")
-    classes = np.unique(train_labels)
-    return as_dataset(train, train_labels, classes), as_dataset(test, test_labels, classes), classes
+    return as_dataset(train, train_labels), as_dataset(test, test_labels)
 
 
 def split_validation(ds, fraction, seed):
@@ -169,20 +169,17 @@ def nearest_dtw(train_x, train_y, test_x):
 
 # ---- the seqattn path ------------------------------------------------------------------------
 
-def train_model(train, validation, classes, frames, config):
+def train_model(train, validation, frames, config):
     window, hop = frames
     adapter = SignalAdapter(["x"], window=window, hop=hop, channel_dims=("channel",),
-                            per_dims=("channel",)).fit(train)
-    # every training series in one read block, so that shuffling mixes them all
-    batches = lambda ds, shuffle: BatchIterator(
-        ds, adapter, batch_dims={"sample": ds.sizes["sample"]}, batch_size=config.batch_size,
-        shuffle=shuffle, seed=config.seed, targets="label")
-    training, held = batches(train, True), batches(validation, False)
-    model = SequenceModel(SequenceModelConfig(
-        in_features=next(iter(held.epoch(0))).tokens.shape[-1], out_features=len(classes),
-        d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
-        dim_feedforward=config.dim_feedforward, dropout=config.dropout, pooling="mean",
-        seed=config.seed))
+                            per_dims=("channel",)).fit(train, targets="label")
+    training = adapter.batches(train, batch_size=config.batch_size, shuffle=True,
+                               seed=config.seed)
+    held = adapter.batches(validation, batch_size=config.batch_size)
+    model = build(adapter.model_config(
+        task="classification", d_model=config.d_model, nhead=config.nhead,
+        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
+        dropout=config.dropout, pooling="mean", seed=config.seed))
     steps = config.epochs * len(training)
     fit(model, CrossEntropyLoss(), AdamW(model, lr=config.lr, weight_decay=0.01), training,
         validation=held, epochs=config.epochs, seed=config.seed,
@@ -191,7 +188,7 @@ def train_model(train, validation, classes, frames, config):
     return model, adapter
 
 
-def cross_validate(train_all, classes, frames, config, folds=5):
+def cross_validate(train_all, frames, config, folds=5):
     """Mean held-out (accuracy, cross-entropy) over stratified folds of the training file, each
     model early-stopped on the fold it is scored on (the same for every candidate)."""
     labels = train_all["label"].values
@@ -204,19 +201,18 @@ def cross_validate(train_all, classes, frames, config, folds=5):
     for k in range(folds):
         held = train_all.isel(sample=np.flatnonzero(fold == k))
         model, adapter = train_model(train_all.isel(sample=np.flatnonzero(fold != k)), held,
-                                     classes, frames, config)
-        logits = predict(model, held, adapter, per_sample=True)["prediction"].values
-        truth = held["label"].values
-        shifted = logits - logits.max(axis=1, keepdims=True)
-        log_p = shifted[np.arange(len(truth)), truth] - np.log(np.exp(shifted).sum(axis=1))
-        scores.append((np.mean(logits.argmax(axis=1) == truth), -np.mean(log_p)))
+                                     frames, config)
+        predicted = seqattn.predict(model, held, adapter)
+        truth = held["label"]
+        log_p = np.log(predicted["label_probability"].sel({"class": truth}).values)
+        scores.append((np.mean(predicted["label"].values == truth.values), -np.mean(log_p)))
     return tuple(np.mean(scores, axis=0))
 
 
 def select_frames(name, config):
     """Print the cross-validation score of every candidate frame; return the best one."""
-    train_all, _, classes = load_set(name)
-    scores = {frames: cross_validate(train_all, classes, frames, config)
+    train_all, _ = load_set(name)
+    scores = {frames: cross_validate(train_all, frames, config)
               for frames in CANDIDATE_FRAMES}
     for frames, (accuracy, loss) in scores.items():
         print(f"{name:16s} window, hop {frames}: held-out accuracy {accuracy:.3f}, "
@@ -225,21 +221,21 @@ def select_frames(name, config):
 
 
 def run_set(name, config):
-    train_all, test, classes = load_set(name)
+    train_all, test = load_set(name)
     train, validation = split_validation(train_all, config.validation_fraction, config.seed)
     start = time.perf_counter()
-    model, adapter = train_model(train, validation, classes, FRAMES[name], config)
+    model, adapter = train_model(train, validation, FRAMES[name], config)
     with tempfile.TemporaryDirectory() as folder:
         seqattn.save(model, Path(folder) / "model")
         model = seqattn.load(Path(folder) / "model")
-    logits = predict(model, test, adapter, per_sample=True)["prediction"]
+    predicted = seqattn.predict(model, test, adapter)["label"]
     seconds = time.perf_counter() - start
     truth = test["label"].values
     # the baselines see the series the model sees: normalized with the training statistics
     train_x = adapter.normalizer.apply(train_all)["x"].values
     test_x = adapter.normalizer.apply(test)["x"].values
     train_y = train_all["label"].values
-    return {"seqattn": float(np.mean(logits.argmax("output").values == truth)),
+    return {"seqattn": float(np.mean(predicted.values == truth)),
             "1-NN Euclidean": float(np.mean(nearest_euclidean(train_x, train_y, test_x) == truth)),
             "1-NN DTW": float(np.mean(nearest_dtw(train_x, train_y, test_x) == truth)),
             "seconds": seconds}

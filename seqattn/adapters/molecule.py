@@ -20,7 +20,9 @@ each trimmed to the largest of the batch (N atoms), real atoms first in their Da
 * ``tokens`` (B, N, F): a one-hot row of the atom's element (T columns, one per atom type, in
   the order of ``atom_types``), then the ``atom_features`` variables, normalized; 0 on padding;
 * ``key_padding_mask`` (B, N) True on padding; ``coords["atom"]`` (B, N) the atom's index along
-  the Dataset's ``atom`` dim (NaN on padding); ``placement.starts[:, 0]`` the molecule index;
+  the Dataset's ``atom`` dim, and every coordinate on the ``molecule`` dim (the molecule's own:
+  its label's index when it is text; numeric ones such as a temperature) on each of its atoms,
+  NaN on padding; ``placement.starts[:, 0]`` the molecule index;
 * ``structure``: a :class:`seqattn.nn.Structure` with ``positions`` (B, N, 3) (0 on padding),
   ``types`` (B, N) int32 (the atom type; 0 on padding) and, when a structure of the batch is
   periodic, ``cell`` (B, 3, 3) (non-periodic axes get long stand-in vectors:
@@ -41,9 +43,10 @@ import numpy as np
 import xarray as xr
 
 from ..data.batch import Batch, Placement, Template
+from ..data.coords import as_float, token_coordinates
 from ..data.normalize import Normalizer
 from ..data.persistence import Persistable
-from ..data.protocol import Adapter, Batches
+from ..data.protocol import Adapter, Batches, sample_selection
 from ..data.targets import (CLASS_DIM, MISSING_CLASS, class_indices, class_predictions,
                             describe_targets, is_classes)
 from ..models.molecule import MoleculeModelConfig
@@ -286,10 +289,16 @@ class MoleculeAdapter(Persistable, Adapter):
         none: batches without targets), a name or list of fitted targets (the others count as
         missing), or ``()`` for no targets."""
         self.require_fitted("batches")
-        ds = self.select(ds, where)
-        self.check(ds)
-        return MoleculeBatches(self, ds, self._targets_for(ds, targets), batch_size=batch_size,
-                               shuffle=shuffle, seed=seed, drop_last=drop_last)
+        selected = self.select(ds, where)
+        self.check(selected)
+        # taken before selecting, so that a label's index is the same in every selection
+        index = sample_selection(ds, where, (MOLECULE,)).get(MOLECULE,
+                                                             np.arange(ds.sizes[MOLECULE]))
+        coords = {name: as_float(values)[index]
+                  for name, (dim, values) in token_coordinates(ds).items() if dim == MOLECULE}
+        return MoleculeBatches(self, selected, self._targets_for(selected, targets), coords,
+                               batch_size=batch_size, shuffle=shuffle, seed=seed,
+                               drop_last=drop_last)
 
     def _targets_for(self, ds, targets):
         if targets is None:
@@ -313,8 +322,10 @@ class MoleculeAdapter(Persistable, Adapter):
                                  "molecule and atom")
         return names
 
-    def _encode_rows(self, ds, rows, template, targets):
-        """Structures `rows` of `ds` (already selected and checked) as a Batch."""
+    def _encode_rows(self, ds, rows, template, targets, molecule_coords):
+        """Structures `rows` of `ds` (already selected and checked) as a Batch;
+        `molecule_coords` {name: (molecules of ds,) float64} the coordinates on the molecule
+        dim."""
         sub = ds.isel({MOLECULE: rows})
         s = gather(sub)
         _check_elements(sub, s, self.atom_types)
@@ -342,9 +353,11 @@ class MoleculeAdapter(Persistable, Adapter):
         structure = Structure(positions=s.positions.astype(self.dtype), types=types,
                               cell=None if (c := batch_cell(s)) is None else c.astype(self.dtype))
         placement = Placement(template, (MOLECULE,), (1,), (0,), rows.astype(np.int64)[:, None])
+        coords = {name: np.where(s.pad, np.nan, values[rows][:, None])
+                  for name, values in molecule_coords.items()}
+        coords[ATOM] = np.where(s.pad, np.nan, s.order.astype(np.float64))
         return Batch(tokens=tokens, key_padding_mask=s.pad,
-                     valid=np.broadcast_to(~s.pad[..., None], tokens.shape),
-                     coords={ATOM: np.where(s.pad, np.nan, s.order.astype(np.float64))},
+                     valid=np.broadcast_to(~s.pad[..., None], tokens.shape), coords=coords,
                      placement=placement,
                      targets=self._targets(sub, s, types, targets) if targets else None,
                      structure=structure)
@@ -496,15 +509,17 @@ class MoleculeBatches(Batches):
     """Batches of structures of a Dataset (each batch trimmed to its largest structure), epoch
     by epoch (:class:`seqattn.data.protocol.Batches`); made by :meth:`MoleculeAdapter.batches`."""
 
-    def __init__(self, adapter, ds, targets, **options):
+    def __init__(self, adapter, ds, targets, molecule_coords, **options):
         super().__init__(**options)
         self.adapter, self.ds, self.targets = adapter, ds, targets
+        self.molecule_coords = molecule_coords
         self.n_samples = ds.sizes[MOLECULE]
         self.template = Template.of(ds)
 
     def collate(self, indices):
         # a batch's structures in Dataset order: its rows are read in one forward pass of the data
-        return self.adapter._encode_rows(self.ds, np.sort(indices), self.template, self.targets)
+        return self.adapter._encode_rows(self.ds, np.sort(indices), self.template, self.targets,
+                                         self.molecule_coords)
 
 
 def _feature_width(ds, name):

@@ -42,6 +42,21 @@ def test_a_batch_puts_real_atoms_first_with_their_types_positions_and_indices():
     assert batch.structure.cell is None
 
 
+def test_coordinates_of_the_molecules_reach_every_atom_of_the_batch():
+    ds = make_structures(pad_at=(1,)).assign_coords(
+        temperature=("molecule", [300.0, 310.0, 320.0, 330.0]),
+        name=("molecule", ["a", "b", "c", "d"]))
+    batch = _adapter(ds).encode(ds, where=[3, 1])
+    real = ~batch.key_padding_mask
+    assert set(batch.coords) == {"atom", "molecule", "temperature"}, "text names stay out"
+    # the rows as `where` orders them; a label's index is the one along the whole Dataset
+    for name, want in (("molecule", [3.0, 1.0]), ("temperature", [330.0, 310.0])):
+        values = batch.coords[name]
+        np.testing.assert_array_equal(np.where(real, values, -1),
+                                      np.where(real, np.array(want)[:, None], -1))
+        assert np.isnan(values[~real]).all()
+
+
 def test_decoding_the_normalized_targets_gives_the_dataset_back():
     ds = make_structures(pad_at=(2,), charges=True)
     adapter = _adapter(ds, targets=["charge"])

@@ -47,8 +47,8 @@ from ..data.coords import as_float, token_coordinates
 from ..data.normalize import Normalizer
 from ..data.persistence import Persistable
 from ..data.protocol import Adapter, Batches, sample_selection
-from ..data.targets import (CLASS_DIM, MISSING_CLASS, class_indices, class_predictions,
-                            describe_targets, is_classes)
+from ..data.targets import (CLASS_DIM, MISSING_CLASS, TargetSpec, class_indices,
+                            class_predictions, describe_targets, is_classes)
 from ..models.molecule import MoleculeModelConfig
 from ..nn.structured_bias import Structure
 from ..readers.ase import from_ase  # noqa: F401  (its home before 0.2, re-exported for a release)
@@ -127,6 +127,14 @@ class MoleculeAdapter(Persistable, Adapter):
         self.layout = state.get("layout") or {}
         self.statistics = state.get("statistics") or {}
         self.feature_widths = state.get("feature_widths") or {}
+
+    @classmethod
+    def from_dict(cls, d):
+        """The adapter `d` describes (:mod:`seqattn.data.persistence`); one saved by seqattn 0.1
+        (targets, layout and statistics in its config) is read as well."""
+        if "layout" in d.get("config", {}):
+            d = _description_before_0_2(d)
+        return super().from_dict(d)
 
     @property
     def model_sizes(self):
@@ -520,6 +528,32 @@ class MoleculeBatches(Batches):
         # a batch's structures in Dataset order: its rows are read in one forward pass of the data
         return self.adapter._encode_rows(self.ds, np.sort(indices), self.template, self.targets,
                                          self.molecule_coords)
+
+
+def _description_before_0_2(d):
+    """A 0.1 description (targets given to the constructor, fitted state in the config) in
+    today's terms: its energy, forces, per-atom and (extensive) per-structure targets, their
+    statistics reshaped, the fitted elements as the atom types. Target attrs (units) were not
+    stored then, so predictions of such an adapter come without them."""
+    config = dict(d["config"])
+    energy, forces = config.pop("energy"), config.pop("forces")
+    config.pop("targets")
+    old_layout, old_statistics = config.pop("layout"), config.pop("statistics") or {}
+    widths = config.pop("feature_widths") or {}
+    types = config["elements"]
+    layout = {name: {"kind": "energy" if name == energy else "forces" if name == forces
+                     else "atom" if entry["per_atom"] else "extensive", **entry}
+              for name, entry in old_layout.items()}
+    statistics = {}
+    for name, stats in old_statistics.items():
+        width = int(np.prod(old_layout[name]["shape"], dtype=np.int64))
+        statistics[name] = {
+            "reference": np.asarray(stats["reference"]).reshape(len(types), width).tolist(),
+            "scale": np.asarray(stats["scale"], dtype=np.float64).reshape(width).tolist()}
+    state = dict(d.get("state") or {"normalizer": d.get("normalizer")})
+    state.update(atom_types=types, layout=layout, statistics=statistics, feature_widths=widths,
+                 targets=[TargetSpec(name, "values", None, {}).to_dict() for name in layout])
+    return {**d, "config": config, "state": state}
 
 
 def _feature_width(ds, name):

@@ -1,6 +1,8 @@
 """MoleculeAdapter: the Dataset layout, batches (padding, types, cells, targets), the
 normalization round trip, decoding back onto the Dataset, epochs, storage, from_ase and the
 errors for bad structures. Intensive targets and classes: test_molecule_targets.py."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -285,3 +287,20 @@ def test_from_ase_reads_numbers_positions_cells_energies_and_forces(tmp_path):
     np.testing.assert_allclose(ds["forces"].values[1, :3], cluster.get_forces(), **close)
     batch = MoleculeAdapter().fit(ds, targets=ENERGY_FORCES).encode(ds)
     assert batch.structure.cell.shape == (3, 3, 3)
+
+
+def test_an_adapter_saved_by_seqattn_0_1_loads_and_encodes_as_it_did():
+    """data/molecule_adapter_0.1 was written by seqattn 0.1 (MoleculeAdapter(energy="energy",
+    forces="forces", targets=["charge"]).fit(ds) on these structures), whose config held the
+    targets and statistics; it encodes as the same adapter fitted today."""
+    ds = make_structures(periodic=(1,), charges=True, cell_length=7.0)
+    old = seqattn.load(Path(__file__).parent / "data" / "molecule_adapter_0.1")
+    new = _adapter(ds, targets=["charge"])
+    assert old.atom_types == new.atom_types and old.layout == new.layout
+    assert old.model_config() == new.model_config()
+    a, b = old.encode(ds), new.encode(ds)
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    for key in b.targets:
+        np.testing.assert_allclose(a.targets[key], b.targets[key], rtol=1e-6, err_msg=key)
+    decoded = old.decode(a, a.targets)
+    np.testing.assert_allclose(decoded["energy"], ds["energy"], rtol=1e-5)

@@ -3,10 +3,11 @@
 1,797 images of 8 x 8 pixels (grey levels 0-16) of the digits 0-9, bundled with scikit-learn.
 The seqattn path:
 
-    images -> Dataset (sample, y, x) -> GridAdapter (patch x patch cells per token, statistics
-    of the training images only) -> SequenceModel (mean pooling) -> fit (cross-entropy, AdamW,
-    warmup-cosine, early stopping on the validation images) -> predict(..., per_sample=True):
-    class logits back on the test Dataset's sample dim.
+    images -> Dataset (sample, y, x) -> GridAdapter fitted on the training images (patch x
+    patch cells per token, their statistics, the digit labels as classes) -> SequenceModel
+    (mean pooling) built from adapter.model_config -> fit on the adapter's batches
+    (cross-entropy, AdamW, warmup-cosine, early stopping on the validation images) ->
+    seqattn.predict: the predicted digit and its probabilities on the test Dataset's sample dim.
 
 A stratified quarter of the images is the test set, read once for the final table; a fifth of
 the rest validates. The patch size is chosen on the validation images, as is the inverse
@@ -29,8 +30,9 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from seqattn.adapters import GridAdapter, predict
-from seqattn.models import SequenceModel, SequenceModelConfig
+import seqattn
+from seqattn.adapters import GridAdapter
+from seqattn.models import build
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine, fit
 
 
@@ -73,22 +75,22 @@ def splits(config):
 
 
 def accuracy(model, ds, adapter):
-    logits = predict(model, ds, adapter, per_sample=True)["prediction"]
-    return float(np.mean(logits.argmax("output").values == ds["label"].values))
+    predicted = seqattn.predict(model, ds, adapter)["label"]
+    return float(np.mean(predicted.values == ds["label"].values))
 
 
 def train_model(train, validation, patch, config):
-    adapter = GridAdapter(["image"], patch={"y": patch, "x": patch}).fit(train)
-    fitted, held = adapter.encode(train), adapter.encode(validation)
-    model = SequenceModel(SequenceModelConfig(
-        in_features=fitted.tokens.shape[-1], out_features=10, d_model=config.d_model,
-        nhead=config.nhead, num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
+    adapter = GridAdapter(["image"], {"y": patch, "x": patch}).fit(train, targets="label")
+    model = build(adapter.model_config(
+        task="classification", d_model=config.d_model, nhead=config.nhead,
+        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
         dropout=config.dropout, pooling="mean", positions="learned", seed=config.seed))
-    steps = config.epochs * -(-len(fitted) // config.batch_size)
+    batches = adapter.batches(train, batch_size=config.batch_size, shuffle=True,
+                              seed=config.seed)
+    steps = config.epochs * len(batches)
     fit(model, CrossEntropyLoss(label_smoothing=config.label_smoothing),
-        AdamW(model, lr=config.lr, weight_decay=0.01),
-        (fitted.tokens, train["label"].values, fitted.key_padding_mask),
-        validation=(held.tokens, validation["label"].values, held.key_padding_mask),
+        AdamW(model, lr=config.lr, weight_decay=0.01), batches,
+        validation=adapter.batches(validation, batch_size=config.batch_size),
         epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
         schedule=WarmupCosine(config.lr, steps // 20, steps),
         early_stopping=EarlyStopping(patience=config.patience), progress=False)

@@ -8,10 +8,11 @@ validates, two test.
 
     WAV files -> Dataset (recording, time in s), shorter recordings NaN-padded, the word per
     recording -> SignalAdapter (frames of 25 ms every 10 ms, each made a vector of 40 log-mel
-    energies inside the adapter: frame_features=LogMel(40); statistics per band from the
-    training recordings) -> BatchIterator(targets="word") -> SequenceModel (mean pooling) ->
-    fit (early stopping on the validation accent) -> predict(..., per_sample=True): word logits
-    back on the test Dataset's recording dim.
+    energies inside the adapter: frame_features=LogMel(40); statistics per band and the words
+    as classes from the training recordings) -> SequenceModel (mean pooling) built from
+    adapter.model_config -> fit on the adapter's batches (early stopping on the validation
+    accent) -> seqattn.predict: the word and its probabilities on the test Dataset's recording
+    dim.
 
 Baselines on the time-averaged log-mel spectrum of each recording (what is said, without when;
 the spectra are the adapter's own, decoded): logistic regression (C chosen on the validation
@@ -32,8 +33,9 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from seqattn.adapters import BatchIterator, LogMel, SignalAdapter, predict
-from seqattn.models import SequenceModel, SequenceModelConfig
+import seqattn
+from seqattn.adapters import LogMel, SignalAdapter
+from seqattn.models import build
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine, fit
 
 DATA = Path(__file__).parent / "data" / "spoken_words"
@@ -88,17 +90,14 @@ def as_dataset(items, rate):
 
 def train_model(train, validation, config):
     adapter = SignalAdapter(["audio"], window=config.window, hop=config.hop,
-                            frame_features=LogMel(config.mel_bands)).fit(train)
-    # every training recording in one read block, so that shuffling mixes them all
-    batches = lambda ds, shuffle: BatchIterator(
-        ds, adapter, batch_dims={"recording": ds.sizes["recording"]},
-        batch_size=config.batch_size, shuffle=shuffle, seed=config.seed, targets="word")
-    training, held = batches(train, True), batches(validation, False)
-    model = SequenceModel(SequenceModelConfig(
-        in_features=next(iter(held.epoch(0))).tokens.shape[-1], out_features=len(WORDS),
-        d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
-        dim_feedforward=config.dim_feedforward, dropout=config.dropout, pooling="mean",
-        seed=config.seed))
+                            frame_features=LogMel(config.mel_bands)).fit(train, targets="word")
+    training = adapter.batches(train, batch_size=config.batch_size, shuffle=True,
+                               seed=config.seed)
+    held = adapter.batches(validation, batch_size=config.batch_size)
+    model = build(adapter.model_config(
+        task="classification", d_model=config.d_model, nhead=config.nhead,
+        num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
+        dropout=config.dropout, pooling="mean", seed=config.seed))
     steps = config.epochs * len(training)
     fit(model, CrossEntropyLoss(), AdamW(model, lr=config.lr, weight_decay=0.01), training,
         validation=held, epochs=config.epochs, seed=config.seed,
@@ -131,9 +130,8 @@ def main(argv=None):
     data = load()
     start = time.perf_counter()
     model, adapter = train_model(data["train"], data["validation"], config)
-    logits = predict(model, data["test"], adapter, per_sample=True)["prediction"]
-    results = {"seqattn": float(np.mean(logits.argmax("output").values
-                                        == data["test"]["word"].values)),
+    predicted = seqattn.predict(model, data["test"], adapter)["word"]
+    results = {"seqattn": float(np.mean(predicted.values == data["test"]["word"].values)),
                "seconds": time.perf_counter() - start}
     results.update(baselines(data, adapter, config.seed))
     print(f"test accuracy ({data['test'].sizes['recording']} recordings, unseen accents): "

@@ -92,4 +92,7 @@ def watch_compilation(event_module=event):
                      {"on_start": lambda self, ev: _NOTICE.on_start(ev),
                       "on_end": lambda self, ev: _NOTICE.on_end(ev)})
         listener = relay()
-    event_module.register("numba:compile", listener)
+    # numba-cuda's events carry their own prefix ("numba-cuda:compile"), Numba's "numba:"
+    prefix = "numba-cuda" if "numba-cuda:compile" in getattr(event_module, "_builtin_kinds", ()) \
+        else "numba"
+    event_module.register(f"{prefix}:compile", listener)

@@ -109,11 +109,9 @@ def evaluate(model, loss, data, metrics=None, batch_size=32, distributed=None):
     parallel = DataParallel.from_argument(distributed)
     pass_coords = takes_coords(model)
     metrics = metrics or {}
-    was_training = model.training
-    model.eval()
     total = weight = samples = 0.0
     sums = {name: 0.0 for name in metrics}
-    try:
+    with model.mode(False):  # this thread only: another may be predicting meanwhile
         batches_here = batches.epoch(0) if parallel is None \
             else batches.shard(0, parallel.rank, parallel.size)
         for i, batch in enumerate(batches_here):
@@ -128,8 +126,6 @@ def evaluate(model, loss, data, metrics=None, batch_size=32, distributed=None):
                 pred_host = pred if isinstance(pred, dict) else moved(pred, CPU)
                 for name, metric in metrics.items():
                     sums[name] += metric(pred_host, targets) * len(targets)
-    finally:
-        model.train(was_training)
     if parallel is not None:
         names = list(sums)
         reduced = parallel.sum([total, weight, samples, *(sums[n] for n in names)])

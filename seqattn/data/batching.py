@@ -7,7 +7,8 @@ It covers what xbatcher's BatchGenerator does and adds what its users ask for:
   end, one last window is aligned to the end (xbatcher leaves the remainder out).
 * ``batch_dims``: dims whose every index is a separate sample (one time step); the number given
   is how many consecutive indices are read together (the read block). Sample dims of the adapter
-  that are not named get blocks of the dask chunk size (or ``batch_size``) along them.
+  that are not named get blocks of the dask chunk size along them, or of 16 batches' samples on
+  in-memory data.
 * ``shuffle`` with a ``seed``: a new order every epoch that depends only on (seed, epoch), so
   ``epoch(e)`` gives the batches of epoch e again (exact resume); ``drop_last``.
 * Outputs go back on the original coordinates: :meth:`put_back`.
@@ -35,6 +36,9 @@ from .epochs import check_epoch  # noqa: F401  (where callers have imported it f
 from .protocol import Batches
 from .sample_targets import check_sample_specs, per_sample_values
 from .stitch import PutBack
+
+
+BLOCK_BATCHES = 16  # in-memory data is read (and shuffled) this many batches' samples at a time
 
 
 def window_starts(size, window, overlap, dim):
@@ -104,7 +108,8 @@ class BatchIterator(Batches):
                                  "or make it a channel dim of the adapter")
         for d in sample_dims:
             if d not in batch_dims and d not in input_dims:
-                batch_dims[d] = chunk_size(ds, d) or batch_size or ds.sizes[d]
+                batch_dims[d] = chunk_size(ds, d) or min(
+                    ds.sizes[d], BLOCK_BATCHES * (batch_size or ds.sizes[d]))
 
         self.ds = ds[adapter.variables]
         self.adapter = adapter

@@ -157,3 +157,12 @@ def test_bad_targets_say_what_a_per_sample_target_is(targets, match):
     with pytest.raises((ValueError, TypeError), match=match):
         BatchIterator(labelled_series(), SignalAdapter(["x"], 3).fit(labelled_series()),
                       targets=targets)
+
+
+def test_shuffled_in_memory_batches_mix_samples_from_many_batches():
+    ds = make_grid(time=64, lat=2, lon=2)
+    it = BatchIterator(ds, ADAPTER, batch_size=4, shuffle=True, seed=0)
+    groups = [{int(t) for t in b.placement.starts[:, 0]} for b in it.epoch(0)]
+    assert any(max(g) - min(g) >= 4 for g in groups)      # not 4 neighbours read together
+    again = [{int(t) for t in b.placement.starts[:, 0]} for b in it.epoch(1)]
+    assert groups != again and sorted(map(sorted, groups)) != sorted(map(sorted, again))

@@ -201,6 +201,31 @@ class MoleculeAdapter(Persistable, Adapter):
                                  f"{self.feature_widths[name]} in the data the adapter was "
                                  "fitted on")
 
+    def fit(self, ds, *, targets=None, where=None):
+        """Learn the atom types, the atom features' normalization and the targets' kinds and
+        statistics from the structures `where` selects; returns self.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            Structures (:mod:`~seqattn.adapters.molecule_layout`), e.g. from a reader of
+            :mod:`seqattn.readers`.
+        targets : str, sequence of str, dict or None
+            The target variables: a dict ``{name: kind}`` with kinds ``"energy"``,
+            ``"forces"``, ``"extensive"``, ``"intensive"`` or ``"atom"``
+            (:mod:`~seqattn.adapters.molecule_targets`), or names alone where the data decide
+            (per-atom variables, class labels). None: no targets (batches for prediction).
+        where : selection, optional
+            The training structures along ``molecule`` (a boolean DataArray, a dict, labels
+            or indices: :mod:`seqattn.data.protocol`); default all.
+
+        Returns
+        -------
+        MoleculeAdapter
+            self, fitted.
+        """
+        return super().fit(ds, targets=targets, where=where)
+
     def _fit(self, ds, targets):
         self.check(ds)
         kinds = declared_kinds(targets)

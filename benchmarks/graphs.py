@@ -4,7 +4,10 @@
    sources, int8 codes) against scipy.sparse.csgraph.shortest_path (unweighted, C, one thread,
    float64 distances) on the same graph; median of ``--repeats`` alternating rounds after a
    warm-up (compilation) on a small graph.
-2. A GraphModel training step (forward and backward, the global distance bias: every node
+2. The adapter's encoding of that graph (pair codes, degrees) with the hop codes alone and with
+   the edge weights in 4 quantile bins (``edge_weight_bins=4``, random integer weights): what
+   the weight bins add to the codes' cost.
+3. A GraphModel training step (forward and backward, the global distance bias: every node
    attends to every node with a learnable bias per hop distance) on one graph of 8,192 nodes,
    and the memory it takes: the peak of NumPy allocations above the start (tracemalloc) and the
    growth of the process's peak resident size (VmHWM, reset before the step, above VmRSS then),
@@ -89,6 +92,29 @@ def time_bfs(adjacency, max_distance, repeats):
             statistics.median(scipy_times), codes)
 
 
+def time_encoding(adjacency, max_distance, repeats):
+    """Median seconds of GraphAdapter.encode without and with weight bins (fit not timed)."""
+    from seqattn.adapters import GraphAdapter
+    from seqattn.readers import graph_dataset
+
+    weighted = adjacency.copy()
+    weighted.data = np.random.default_rng(1).integers(1, 20, weighted.nnz).astype(np.float64)
+    weighted = (weighted + weighted.T).tocsr()  # symmetric: the undirected reading keeps it
+    ds = graph_dataset(weighted)
+    seconds = {}
+    for bins in (None, 4):
+        adapter = GraphAdapter(max_distance=max_distance, max_degree=8, edge_weight="weight",
+                               edge_weight_bins=bins).fit(ds)
+        adapter.encode(graph_dataset(make_graph(64, 4)))  # compile
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            adapter.encode(ds)
+            times.append(time.perf_counter() - start)
+        seconds[bins] = statistics.median(times)
+    return seconds
+
+
 def model_step(adjacency, max_distance, d_model, nhead):
     """Encode the graph, then one forward + backward of a GraphModel on it; returns (seconds
     and CPU seconds of the forward + backward, batch)."""
@@ -131,6 +157,9 @@ def main(argv=None):
           f"scipy shortest_path {scipy_seconds:.2f} s (float64, "
           f"{codes.size * 8 / 2**20:.0f} MiB): {scipy_seconds / ours:.2f}x; load {load():.1f}")
     del codes
+    encoding = time_encoding(adjacency, args.max_distance, args.repeats)
+    print(f"GraphAdapter.encode: hop codes {encoding[None]:.2f} s, with 4 weight bins "
+          f"{encoding[4]:.2f} s ({encoding[4] / encoding[None]:.2f}x); load {load():.1f}")
     # warm-up: a graph large enough to take the same kernels (small ones run other variants)
     model_step(make_graph(max(args.nodes // 8, 256), args.degree), args.max_distance,
                args.d_model, args.nhead)

@@ -51,7 +51,7 @@ def split_one_hop(codes, adjacency, thresholds):
     out = codes.astype(np.promote_types(codes.dtype, code_dtype(int(codes.max(initial=0))
                                                                 + extra)))
     out[codes > 1] += extra
-    one_hop = codes == 1
-    rows, cols = np.nonzero(one_hop)
-    out[rows, cols] = 1 + weight_bins(matrix[rows, cols], thresholds)
+    rows, cols = np.nonzero(codes == 1)
+    if rows.size:  # scipy gives no array for an empty fancy index
+        out[rows, cols] = 1 + weight_bins(np.asarray(matrix[rows, cols]).ravel(), thresholds)
     return out

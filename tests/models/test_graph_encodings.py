@@ -175,5 +175,8 @@ def test_split_one_hop_gives_edges_their_bin_and_moves_longer_distances_up():
     np.testing.assert_array_equal(split, [[0, 1, 4, 5], [1, 0, 3, 4], [4, 3, 0, 2],
                                           [5, 4, 2, 0]])
     np.testing.assert_array_equal(graphs.split_one_hop(codes, adjacency, np.zeros(0)), codes)
+    lone = graphs.shortest_path_codes(sp.csr_array((1, 1)), 2)  # no pair one hop apart
+    np.testing.assert_array_equal(graphs.split_one_hop(lone, sp.csr_array((1, 1)),
+                                                       np.array([2.0])), [[0]])
     hidden = graphs.shortest_path_codes(adjacency, 1, hide_farther=True)
     assert (graphs.split_one_hop(hidden, adjacency, np.array([2.0]))[0, 2:] == graphs.HIDDEN).all()

@@ -214,6 +214,22 @@ class GenomeAdapter(Adapter, Persistable):
         self.check(ds, "select")
         return super().select(ds, where, name)
 
+    def fit(self, ds, *, targets=None, where=None):
+        """Learn what the adapter needs from the records `where` selects; returns self.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            The Dataset a reader made.
+        targets : str or xarray.DataArray, optional
+            A variable of `ds` (or a DataArray on its dims) with one target per record or per
+            base: its kind (values or classes) and classes are recorded.
+        where : selection, optional
+            The records to learn from (see :func:`seqattn.data.protocol.sample_selection`).
+        """
+        self.check(ds, "fit")
+        return super().fit(ds, targets=targets, where=where)
+
     def _fit(self, ds, targets):
         self.check(ds, "fit")
         lengths = (ds[self.variable] != PAD).sum(self.position_dim) \
@@ -305,6 +321,7 @@ class GenomeAdapter(Adapter, Persistable):
             :class:`seqattn.train.weighted_mse.WeightedMSELoss`.
         """
         self.require_fitted("batches")
+        self.check(ds, "batches")
         ds = self.select(ds, where)
         return GenomeBatches(self, ds, self._resolved_targets(ds, targets),
                              batch_size=batch_size, shuffle=shuffle, seed=seed,
@@ -401,6 +418,7 @@ class GenomeAdapter(Adapter, Persistable):
         """`model`'s predictions for the records `where` selects, as a Dataset on their
         coordinates (see :meth:`decode`); N -> 1 and N -> N models alike."""
         self.require_fitted("predict")
+        self.check(ds, "predict")
         ds = self.select(ds, where)
         run = ModelCall(model)
         batches = GenomeBatches(self, ds, batch_size=batch_size)

@@ -31,9 +31,13 @@ def labelled(gap=False):
 def test_strings_are_refused_with_the_reader_to_use():
     ds = labelled()
     adapter = GenomeAdapter().fit(ds)
-    for call in (lambda: adapter.encode(["ACGT"]), lambda: adapter.batches("ACGT"),
-                 lambda: adapter.predict(None, ["ACGT"]), lambda: adapter.fit(["ACGT"])):
-        with pytest.raises(TypeError, match=r"from_sequences\(strings\), open_fasta\(path\)"):
+    calls = {"encode": lambda: adapter.encode(["ACGT"]), "batches": lambda: adapter.batches("AC"),
+             "predict": lambda: adapter.predict(None, ["ACGT"]),
+             "fit": lambda: adapter.fit(["ACGT"])}
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=rf"GenomeAdapter.{name} takes the genome "
+                                            r"xarray.Dataset, got a (list|str); build it with a "
+                                            r"reader: seqattn.readers.from_sequences\(strings\)"):
             call()
 
 

@@ -62,10 +62,34 @@ def for_batch(batch):
     return found
 
 
+def _lead_maps(baseline):
+    """{lead: (weight, bias)} of a fitted LeadRidge on the flattened inputs and the hour's sine
+    and cosine once (LeadRidge puts them beside every token: their weights add up)."""
+    if not baseline.flatten:
+        raise ValueError("this LeadRidge regressed per token (its inputs passed max_features); "
+                         "the lead linear path maps the flattened inputs")
+    maps = {}
+    for lead, fit in baseline.models.items():
+        weight, bias = fit.raw()
+        extra = 2 if baseline.time_of_day and baseline.hour_inputs else 0
+        per_token = weight.reshape(len(weight), baseline.n_tokens, -1)
+        hour = per_token[:, :, per_token.shape[2] - extra:].sum(axis=1) if extra \
+            else np.zeros((len(weight), 2))
+        values = per_token[:, :, :per_token.shape[2] - extra].reshape(len(weight), -1)
+        maps[lead] = (np.concatenate([values, hour], axis=1), bias)
+    return maps
+
+
 def warm_start(model, baseline):
     """Start `model`'s linear path at the fitted linear `baseline` (TokenFeatures for a
-    TokenModel, ``PooledFeatures(statistics=("mean",))`` for a SequenceModel) with the head
-    zeroed: the model predicts what the baseline does and training learns the residual."""
+    TokenModel, ``PooledFeatures(statistics=("mean",))`` for a SequenceModel, LeadRidge for a
+    TokenModel with ``linear_leads``) with the head zeroed: the model predicts what the
+    baseline does and training learns the residual."""
+    if isinstance(baseline, LeadRidge) and baseline.chosen is not None:
+        from ..models.linear_path import start_from_leads
+
+        start_from_leads(model, _lead_maps(baseline))
+        return model
     if not isinstance(baseline, LinearBaseline) or baseline.chosen is None:
         raise ValueError(f"baseline is {baseline!r}; expected a fitted TokenFeatures or "
                          "PooledFeatures(statistics=('mean',))")

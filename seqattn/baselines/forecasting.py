@@ -191,6 +191,7 @@ class LeadRidge(Baseline):
         _require_forecast(train[0], "LeadRidge")
         _, N, F = self.inputs(train[0]).shape
         self.flatten = N * F <= self.max_features
+        self.n_tokens, self.hour_inputs = N, F > np.asarray(train[0].tokens).shape[2]
         leads = np.unique(np.concatenate([_leads(b) for b in train]))
         self.models, chosen = {}, {}
         for lead in leads:

@@ -8,7 +8,10 @@ model's function class then contains ridge or logistic regression on those input
 (:class:`seqattn.baselines.TokenFeatures`, ``PooledFeatures(statistics=("mean",))``). The path
 starts at zero, so an untrained model is the model without it; ``start_from_linear`` instead
 starts it from a fitted linear baseline with the head zeroed, so training learns the residual
-(:func:`seqattn.baselines.warm_start`). Off by default: see CHANGELOG.md for what was measured.
+(:func:`seqattn.baselines.warm_start`). For forecasts, ``linear_leads`` (with
+``linear_tokens``) makes the TokenModel's path one linear map per lead of the whole sample
+(:class:`LeadLinearPath`), the function class of ridge per lead. Off by default: see
+CHANGELOG.md for what was measured.
 """
 import numpy as np
 
@@ -29,7 +32,7 @@ class LinearPath(Module):
         for _, parameter in self.named_parameters():
             parameter.data[...] = 0
 
-    def forward(self, inputs, key_padding_mask=None, pooled=False):
+    def forward(self, inputs, key_padding_mask=None, pooled=False, coords=None):
         mapped = self.map(inputs)
         return autodiff.masked_mean(mapped, key_padding_mask) if pooled else mapped
 
@@ -55,12 +58,104 @@ class LinearPath(Module):
         self.map.weight.data[...] = table
 
 
+DAY = 86400.0
+
+
+class LeadLinearPath(Module):
+    """Forecasts: inputs (B, N, F) -> (B, N, out), one linear map per lead of every input of the
+    sample (the N * F values flattened, the sine and cosine of the initial time's hour from
+    ``coords["time"]`` in seconds, and a constant), the lead read from ``coords["lead"]`` (one
+    of `leads`, in the coordinate's units). Its function class is that of
+    :class:`seqattn.baselines.LeadRidge`, which can start it. The hour and the choice of lead
+    are built on the host from the coordinates."""
+
+    def __init__(self, n_tokens, in_features, out_features, leads, dtype):
+        super().__init__()
+        self.n_tokens, self.out_features = int(n_tokens), int(out_features)
+        self.leads = tuple(float(lead) for lead in leads)
+        self.width = self.n_tokens * in_features + 3  # inputs, sin and cos of the hour, 1
+        self.map = Linear(self.width, len(self.leads) * self.n_tokens * self.out_features,
+                          bias=False, dtype=dtype, seed=0)
+        self.map.weight.data[...] = 0
+
+    def lead_index(self, coords):
+        if coords is None or "lead" not in coords or "time" not in coords:
+            raise ValueError("the lead linear path reads coords['lead'] and coords['time'] "
+                             "(forecast batches); this call has "
+                             f"{None if coords is None else sorted(coords)}")
+        lead = np.asarray(coords["lead"], np.float64)[:, 0]
+        index = np.array([self.leads.index(x) if x in self.leads else -1 for x in lead])
+        if (index < 0).any():
+            raise ValueError(f"lead {lead[index < 0][0]:g} is not one of the path's leads "
+                             f"{list(self.leads)} (linear_leads in the model's config)")
+        return index
+
+    def forward(self, inputs, key_padding_mask=None, coords=None):
+        B, N = int(inputs.shape[0]), int(inputs.shape[1])
+        if N != self.n_tokens:
+            raise ValueError(f"inputs have {N} tokens; the lead linear path was built for "
+                             f"linear_tokens = {self.n_tokens}")
+        index = self.lead_index(coords)
+        phase = np.nan_to_num(2 * np.pi * (np.asarray(coords["time"], np.float64)[:, 0] % DAY)
+                              / DAY)
+        hour = np.stack([np.sin(phase), np.cos(phase), np.ones(B)], axis=1).astype(inputs.dtype)
+        own = autodiff.concat([autodiff.reshape(inputs, (B, -1)), hour], axis=1)
+        # every lead's map on the sample, then the sample's own lead kept (a one-hot weight)
+        every = autodiff.reshape(self.map(own), (B, len(self.leads), -1))
+        chosen = np.zeros((B, len(self.leads), self.n_tokens * self.out_features),
+                          inputs.dtype)
+        chosen[np.arange(B), index] = 1
+        kept = autodiff.reduce_sum(autodiff.multiply(every, chosen), axis=1)
+        return autodiff.reshape(kept, (B, self.n_tokens, self.out_features))
+
+    def set_lead(self, lead, weight, bias):
+        """Take the fitted map of `lead`: `weight` (N * out, N * F + 2) on the flattened inputs
+        with the hour's sine and cosine, `bias` (N * out,)."""
+        if float(lead) not in self.leads:
+            raise ValueError(f"lead {lead:g} is not one of the path's leads {list(self.leads)}")
+        expected = (self.n_tokens * self.out_features, self.width - 1)
+        if np.shape(weight) != expected or np.shape(bias) != expected[:1]:
+            raise ValueError(f"weight has shape {np.shape(weight)} and bias {np.shape(bias)}; "
+                             f"lead {lead:g}'s block expects {expected} and {expected[:1]}")
+        rows = self.leads.index(float(lead)) * expected[0]
+        self.map.weight.data[rows:rows + expected[0], :-1] = weight
+        self.map.weight.data[rows:rows + expected[0], -1] = bias
+
+
 def linear_path(config):
-    """The config's LinearPath, or None when ``config.linear`` is off."""
+    """The config's LinearPath (or LeadLinearPath with ``linear_leads``), or None when
+    ``config.linear`` is off."""
     if not config.linear:
         return None
-    return LinearPath(config.in_features, config.vocab_size, config.out_features,
-                      np.dtype(config.dtype).type)
+    dtype = np.dtype(config.dtype).type
+    if getattr(config, "linear_leads", None):
+        if config.in_features is None or not config.linear_tokens:
+            raise ValueError("linear_leads needs float tokens (in_features) and linear_tokens, "
+                             f"the number of tokens per sample; got in_features="
+                             f"{config.in_features!r}, linear_tokens={config.linear_tokens!r}")
+        return LeadLinearPath(config.linear_tokens, config.in_features, config.out_features,
+                              config.linear_leads, dtype)
+    return LinearPath(config.in_features, config.vocab_size, config.out_features, dtype)
+
+
+def _zero_head(model):
+    for _, parameter in model.head.named_parameters():
+        parameter.data[...] = 0
+
+
+def start_from_leads(model, maps):
+    """Start `model` (with a LeadLinearPath) at the per-lead linear maps ``{lead: (weight,
+    bias)}`` (see :meth:`LeadLinearPath.set_lead`), the head zeroed."""
+    if not isinstance(getattr(model, "linear", None), LeadLinearPath):
+        raise ValueError(f"{type(model).__name__} has no lead linear path; build it with "
+                         "linear=True, linear_leads=... and linear_tokens=... in its config")
+    missing = set(model.linear.leads) - {float(lead) for lead in maps}
+    if missing:
+        raise ValueError(f"maps has no map for leads {sorted(missing)}; the path has "
+                         f"{list(model.linear.leads)}")
+    for lead, (weight, bias) in maps.items():
+        model.linear.set_lead(lead, weight, bias)
+    _zero_head(model)
 
 
 def start_from_linear(model, weight, bias):
@@ -70,5 +165,4 @@ def start_from_linear(model, weight, bias):
         raise ValueError(f"{type(model).__name__} has no linear path; build it with "
                          "linear=True in its config")
     model.linear.set(weight, bias)
-    for _, parameter in model.head.named_parameters():
-        parameter.data[...] = 0
+    _zero_head(model)

@@ -22,10 +22,17 @@ class TokenModelConfig(EncoderConfig):
     linear : bool, default False
         Add a linear map of each token's own inputs to the head's outputs, so that the model's
         function class contains ridge on those inputs (:mod:`seqattn.models.linear_path`).
+    linear_leads : tuple, default None
+        Forecasts: with ``linear``, the leads (``coords["lead"]``'s values) of a path that maps
+        every input of the sample, one map per lead (ridge per lead's function class).
+    linear_tokens : int, default None
+        Tokens per sample, for ``linear_leads``.
     """
 
     out_features: int = 1
     linear: bool = False
+    linear_leads: tuple = None
+    linear_tokens: int = None
 
 
 class TokenModel(Module):
@@ -49,7 +56,7 @@ class TokenModel(Module):
         out = self.head(self.encoder(inputs, key_padding_mask, coords, attn_mask, structure))
         if self.linear is None:
             return out
-        return autodiff.add(out, self.linear(inputs))
+        return autodiff.add(out, self.linear(inputs, key_padding_mask, coords=coords))
 
     def start_from_linear(self, weight, bias):
         """Start at the linear map (weight (out, F), bias (out,)) of each token's inputs and

@@ -66,3 +66,18 @@ def test_warm_start_needs_the_linear_paths_features():
         warm_start(model, PooledFeatures().fit([data], [data]))
     with pytest.raises(ValueError, match="expected a fitted"):
         warm_start(model, PooledFeatures(statistics=("mean",)))
+
+
+def test_a_forecast_model_started_from_ridge_per_lead_predicts_what_it_does():
+    values = RNG.normal(size=(80, 3, 2))
+    leads = np.where(np.arange(80) % 2, 2, 1)
+    hours = np.arange(80) * 5.0
+    targets = values[..., :1] * leads[:, None, None] + np.cos(2 * np.pi * hours / 24)[
+        :, None, None] + 0.1 * RNG.normal(size=(80, 3, 1))
+    data = forecast_batch(values, targets, hours, leads)
+    baseline = LeadRidge().fit([data], [data])
+    model = TokenModel(TokenModelConfig(in_features=2, out_features=1, linear=True,
+                                        linear_leads=(3600.0, 7200.0), linear_tokens=3, **TINY))
+    warm_start(model, baseline)
+    np.testing.assert_allclose(model(data.tokens.astype(np.float64), None, coords=data.coords),
+                               baseline.predict(data), rtol=1e-4, atol=1e-5)

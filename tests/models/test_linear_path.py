@@ -67,3 +67,50 @@ def test_a_map_of_the_wrong_shape_is_refused():
         models(True)["token"].start_from_linear(np.zeros((2, 3)), np.zeros(2))
     with pytest.raises(ValueError, match="linear=True"):
         models(False)["token"].start_from_linear(np.zeros((2, 4)), np.zeros(2))
+
+
+LEADS = (3600.0, 7200.0)
+
+
+def lead_model():
+    return TokenModel(TokenModelConfig(in_features=3, out_features=2, linear=True,
+                                       linear_leads=LEADS, linear_tokens=4, **TINY))
+
+
+def lead_coords(hours=(1.0, 7.0, 13.0)):
+    leads = np.array([LEADS[0], LEADS[1], LEADS[0]])
+    return {"lead": np.repeat(leads[:, None], 4, 1),
+            "time": np.repeat(np.array(hours)[:, None] * 3600.0, 4, 1)}
+
+
+def test_lead_linear_path_gradients():
+    model = lead_model()
+    x = RNG.normal(size=(3, 4, 3))
+    model.linear.map.weight.data[...] = RNG.normal(size=model.linear.map.weight.data.shape)
+    model.head.weight.data[...] = RNG.normal(size=model.head.weight.data.shape)
+    coords = lead_coords()
+    check_module_gradients(model, lambda x: model(x, None, coords=coords),
+                           lambda d: {"x": model.backward(d)}, {"x": x})
+
+
+def test_lead_linear_path_applies_each_samples_own_leads_map():
+    model = lead_model()
+    x = RNG.normal(size=(3, 4, 3))
+    maps = {lead: (RNG.normal(size=(8, 14)), RNG.normal(size=8)) for lead in LEADS}
+    from seqattn.models.linear_path import start_from_leads
+    start_from_leads(model, maps)
+    hours = np.array([1.0, 7.0, 13.0])
+    phase = 2 * np.pi * hours / 24
+    features = np.concatenate([x.reshape(3, -1), np.sin(phase)[:, None],
+                               np.cos(phase)[:, None]], axis=1)
+    expected = [features[b] @ maps[lead][0].T + maps[lead][1]
+                for b, lead in enumerate((LEADS[0], LEADS[1], LEADS[0]))]
+    np.testing.assert_allclose(model(x, None, coords=lead_coords()),
+                               np.reshape(expected, (3, 4, 2)), rtol=1e-10)
+
+
+def test_a_lead_the_path_does_not_know_is_named():
+    coords = lead_coords()
+    coords["lead"][0] = 10800.0
+    with pytest.raises(ValueError, match="lead 10800 is not one of the path's leads"):
+        lead_model()(RNG.normal(size=(3, 4, 3)), None, coords=coords)

@@ -232,12 +232,9 @@ class MoleculeAdapter(Persistable, Adapter):
         real = ds["atomic_number"] > 0
         layout, specs = {}, []
         for name, kind in kinds.items():
-            if name not in ds.data_vars:
-                raise ValueError(f"target {name!r} is not in the dataset (it has "
-                                 f"{sorted(map(str, ds.data_vars))})")
-            da = ds[name]
-            classes = is_classes(da)
+            classes = name in ds.data_vars and is_classes(ds[name])
             layout[name] = target_layout(ds, name, kind, classes)
+            da = ds[name]
             if classes and layout[name]["per_atom"]:  # padding holds no label
                 spec = describe_targets(xr.DataArray(da.values[real.values], attrs=da.attrs),
                                         name)

@@ -32,7 +32,9 @@ def test_the_notebook_path_runs_as_written(tmp_path, monkeypatch):
     assert forecast["t2m"].dims == ("lead", "time", "lat", "lon")
     assert forecast["t2m"].attrs["units"] == "K"
     assert float(forecast["t2m"].mean()) == pytest.approx(285, abs=5)
-    again = namespace["valid_windows"].predict(namespace["model"])
+    assert forecast["t2m"].sel(time=namespace["train"]).isnull().all()   # only valid times
+    again = namespace["seqattn"].predict(namespace["model"], namespace["ds"],
+                                         namespace["windows"], where=namespace["valid"])
     xr.testing.assert_identical(again, forecast)
 
 

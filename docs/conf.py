@@ -66,7 +66,7 @@ numpydoc_class_members_toctree = False
 # documented that does not exist, each with a description. Extend the pattern below as more
 # of the API gains numpydoc docstrings.
 numpydoc_validation_checks = {"PR01", "PR02", "PR07", "PR10"}
-NUMPYDOC_FORM = (r"(seqattn\.nn\.(positional\.)?[A-Z]\w*"
+NUMPYDOC_FORM = (r"(seqattn\.nn\.[A-Z]\w*|seqattn\.nn\.positional\.\w+"
                  r"|seqattn\.train\.(MSELoss|MAELoss|HuberLoss|BCEWithLogitsLoss"
                  r"|LatitudeWeightedMSELoss|CrossEntropyLoss|SGD|Adam|AdamW|EarlyStopping)"
                  r"|seqattn\.train\.(clip_factor|global_grad_norm)"

@@ -12,8 +12,19 @@ from ..placement import moved
 
 
 def unit_sphere(lat_deg, lon_deg):
-    """(..., 3) points on the unit sphere: geographic positions without the seam at +-180 deg
-    or the crowding at the poles that raw degrees have."""
+    """Geographic positions as points on the unit sphere, without the seam at +-180 degrees or
+    the crowding at the poles that raw degrees have.
+
+    Parameters
+    ----------
+    lat_deg, lon_deg : arrays (...)
+        Latitudes and longitudes in degrees.
+
+    Returns
+    -------
+    array (..., 3)
+        The points (x, y, z).
+    """
     lat, lon = np.deg2rad(lat_deg), np.deg2rad(lon_deg)
     return np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], -1)
 

@@ -5,9 +5,24 @@ from .sinusoidal import MAX_WAVELENGTH, sinusoidal_table
 
 
 def grid_sinusoidal_table(coords, dim, max_wavelength=MAX_WAVELENGTH):
-    """(..., dim) from coords (..., A) for A axes (2-D or 3-D grids): the features are split into
-    A equal blocks, block a being the 1-D sinusoidal table of coordinate a (as in ViT/MAE's 2-D
-    encoding). ``dim`` must be divisible by 2 * A."""
+    """A sinusoidal encoding of positions on a 2-D or 3-D grid (as in ViT/MAE's 2-D encoding):
+    the features are split into A equal blocks, block a being the 1-D sinusoidal table of
+    coordinate a.
+
+    Parameters
+    ----------
+    coords : array (..., A)
+        Positions along A axes.
+    dim : int
+        Features per position; divisible by 2 * A.
+    max_wavelength : float, default 10000.0
+        The longest wavelength of the sinusoids.
+
+    Returns
+    -------
+    array (..., dim)
+        The encoding.
+    """
     coords = np.asarray(coords, dtype=np.float64)
     axes = coords.shape[-1]
     if dim % (2 * axes):

@@ -7,8 +7,23 @@ MAX_WAVELENGTH = 10000.0
 
 
 def sinusoidal_table(positions, dim, max_wavelength=MAX_WAVELENGTH):
-    """(N, dim) table for N positions (integers or any real coordinate): even features
-    sin(p / w^(2i/dim)), odd features cos of the same angle."""
+    """The sinusoidal position table of the Transformer paper: even features
+    ``sin(p / w^(2i/dim))``, odd features the cosine of the same angle.
+
+    Parameters
+    ----------
+    positions : array (N,)
+        Positions: integers or any real coordinate.
+    dim : int
+        Features per position; must be even.
+    max_wavelength : float, default 10000.0
+        w, the longest wavelength.
+
+    Returns
+    -------
+    array (N, dim)
+        The table, in float64.
+    """
     if dim % 2:
         raise ValueError(f"dim must be even, got {dim}")
     positions = np.asarray(positions, dtype=np.float64).reshape(-1)

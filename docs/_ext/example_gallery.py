@@ -52,7 +52,7 @@ def page(path, docs):
               f"   python examples/{path.name} --quick", ""]
     outputs = docs / OUTPUT_DIR / stem
     printed = outputs / "output.txt"
-    figures = sorted(outputs.glob("*.png")) if outputs.is_dir() else []
+    figures = figures_of(docs, stem)
     if printed.exists() or figures:
         lines += [".. rubric:: What the quick run printed and drew", ""]
         if printed.exists():
@@ -72,7 +72,12 @@ def page(path, docs):
     return "\n".join(lines)
 
 
-def index(paths):
+def figures_of(docs, stem):
+    outputs = docs / OUTPUT_DIR / stem
+    return sorted(outputs.glob("*.png")) if outputs.is_dir() else []
+
+
+def index(paths, docs):
     lines = [".. _gallery:", ""] + underline("Gallery of examples", "=") + [""]
     lines += [
         "Each example runs the whole seqattn path on real or physically generated data: a "
@@ -80,11 +85,17 @@ def index(paths):
         "Dataset's coordinates, and the baselines computed in the same script. Every example "
         "has a ``--quick`` mode, which the tests in ``tests/examples`` run; figures and tables "
         "shown here come from that mode (see :ref:`docs-build`).", "",
-        ".. list-table::", "   :header-rows: 1", "   :widths: 30 70", "",
-        "   * - Example", "     - What it does"]
+        ".. list-table::", "   :header-rows: 1", "   :widths: 25 50 25", "",
+        "   * - Example", "     - What it does", "     - Its first figure"]
     for path in paths:
         title, _, _ = split_docstring(path)
         lines += [f"   * - :ref:`{path.stem} <gallery-{path.stem}>`", f"     - {title}"]
+        figures = figures_of(docs, path.stem)
+        if figures:
+            lines += [f"     - .. image:: /{OUTPUT_DIR}/{path.stem}/{figures[0].name}",
+                      f"          :alt: {path.stem}", "          :width: 220px"]
+        else:
+            lines += ["     -"]
     lines += ["", ".. toctree::", "   :hidden:", ""] + [f"   {p.stem}" for p in paths] + [""]
     return "\n".join(lines)
 
@@ -101,7 +112,7 @@ def write_pages(app, config=None):
     paths = examples(docs.parent)
     for path in paths:
         write(out / f"{path.stem}.rst", page(path, docs))
-    write(out / "index.rst", index(paths))
+    write(out / "index.rst", index(paths, docs))
 
 
 def setup(app):

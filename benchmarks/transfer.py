@@ -1,0 +1,315 @@
+"""The transfer protocol (docs/transfer.md) run: each example's recipe, fixed on its own data, run
+unchanged on other real data of the same kind that a package we install ships, and scored by
+``seqattn.evaluate`` against the baselines of ``seqattn.baselines`` on the same inputs.
+
+One function per domain; each reads its recipe (``ExampleConfig`` and functions) from the
+example script without changing it, reads the transfer set by path, makes every choice (the
+recipe's candidates, early stopping, the baselines' penalties) on validation samples only, and
+reads the test samples once per seed, in one ``seqattn.evaluate`` call.
+
+* ``graphs``: ``examples/connectome_cell_types.py`` (fixed on the LEFT mushroom body of the
+  larval Drosophila connectome) on the RIGHT mushroom body graspologic ships beside it
+  (213 neurons, the same four cell types, another hemisphere's wiring).
+
+Run ``python benchmarks/transfer.py --domain graphs [--quick]``; without ``--domain`` every
+domain runs. ``--quick`` runs the example's own ``--quick`` recipe (CI); the full run the
+example's full recipe. Each domain prints its per-seed scores and a table row; ``--json PATH``
+writes the rows.
+"""
+import argparse
+import dataclasses
+import importlib.util
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import seqattn
+from seqattn.baselines import LabelPropagation, NodeFeatures
+from seqattn.evaluation import HIGHER_IS_BETTER, strongest_baseline
+from seqattn.models import build
+from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, fit
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def example(name):
+    """The example module ``examples/<name>.py``, imported (its main() is not run)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    return __import__(name)
+
+
+@dataclasses.dataclass
+class Row:
+    """One line of the transfer table: the recipe's test metric per seed and the strongest
+    baseline's (the best of ``seqattn.baselines`` by the same metric, averaged over seeds)."""
+
+    recipe: str
+    transfer_set: str
+    metric: str
+    seeds: tuple
+    model: list
+    baselines: dict  # name -> per-seed metric
+    notes: str = ""
+
+    @property
+    def higher_is_better(self):
+        return self.metric in HIGHER_IS_BETTER
+
+    def strongest(self):
+        means = {name: float(np.mean(v)) for name, v in self.baselines.items()}
+        pick = max if self.higher_is_better else min
+        return pick(means, key=means.get), means
+
+    def margin(self):
+        """The recipe's mean minus the strongest baseline's, signed so that > 0 is a win."""
+        name, means = self.strongest()
+        sign = 1.0 if self.higher_is_better else -1.0
+        return sign * (float(np.mean(self.model)) - means[name])
+
+    def verdict(self):
+        """win when the margin exceeds the recipe's seed-to-seed standard deviation, loss when
+        it is below minus that, else tie (docs/transfer.md, section 5)."""
+        spread = float(np.std(self.model))
+        margin = self.margin()
+        return "win" if margin > spread else "loss" if margin < -spread else "tie"
+
+    def line(self):
+        name, means = self.strongest()
+        return (f"| {self.recipe} | {self.transfer_set} | {len(self.seeds)} | {self.metric} "
+                f"{np.mean(self.model):.3f} +- {np.std(self.model):.3f} | {name} "
+                f"{means[name]:.3f} | {self.margin():+.3f} | {self.verdict()} |")
+
+    def as_dict(self):
+        name, means = self.strongest()
+        return {**dataclasses.asdict(self), "strongest": name, "strongest_mean": means[name],
+                "margin": self.margin(), "verdict": self.verdict()}
+
+
+def metric_of(scores, metric):
+    """{predictor: value} of one metric of an evaluate() result (one number per predictor)."""
+    values = scores[metric]
+    values = values.mean([d for d in values.dims if d != "predictor"])
+    return {str(p): float(v) for p, v in zip(values.predictor.values, values.values)}
+
+
+# ---- graphs: the connectome recipe on the other hemisphere ------------------------------------
+
+
+def right_connectome(module):
+    """(adjacency (213, 213) CSR synapse counts, cell type ids) of the right mushroom body, read
+    as the example reads the left one (same folder, same file layout, same type names)."""
+    import scipy.sparse as sp
+
+    folder = module.data_folder()
+    adjacency = sp.csr_array(np.loadtxt(folder / "right_adjacency.csv"))
+    names = np.loadtxt(folder / "right_cell_labels.csv", dtype=str)
+    if not set(names) <= set(module.CELL_TYPES):
+        raise ValueError(f"right_cell_labels.csv holds types {sorted(set(names))}; the recipe "
+                         f"knows {module.CELL_TYPES}")
+    return adjacency, np.searchsorted(module.CELL_TYPES, names)
+
+
+def neighbour_codes(adapter, ds, adjacency):
+    """The pair codes the adapter gives pairs joined by a synapse (either way), read off its own
+    encoding of the graph: the node baselines' neighbours. With ``directed="both"`` and weight
+    bins these are many codes, not the default (1,)."""
+    batch = adapter.encode(ds)
+    codes = np.asarray(batch.structure.pair_codes)
+    codes = codes[0] if codes.ndim == 3 else codes
+    joined = (adjacency + adjacency.T).toarray() > 0
+    np.fill_diagonal(joined, False)
+    found = np.unique(codes[joined])
+    apart = ~joined
+    np.fill_diagonal(apart, False)
+    if np.isin(codes[apart], found).any():
+        raise ValueError("a code of joined pairs also marks unjoined pairs; the node baselines "
+                         "would see a wrong graph")
+    return tuple(int(c) for c in found)
+
+
+def train_graph_model(module, ds, attention, weight_bins, seed, config):
+    """The example's node_predictions, keeping the model and adapter for seqattn.evaluate: the
+    same adapter, model, optimizer, epochs and early stopping (on the validation nodes)."""
+    from seqattn.adapters import GraphAdapter
+
+    adapter = GraphAdapter(["degrees"], attention=attention, max_distance=config.max_distance,
+                           directed=config.directed, edge_weight="weight",
+                           edge_weight_bins=weight_bins, laplacian=config.laplacian,
+                           random_walk=config.random_walk)
+    adapter.fit(ds, targets="cell_type", where=ds.train)
+    model = build(adapter.model_config(
+        d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
+        dim_feedforward=config.dim_feedforward, dropout=config.dropout, seed=seed))
+    fit(model, CrossEntropyLoss(), AdamW(model, lr=config.lr, weight_decay=0.01),
+        adapter.batches(ds, where=ds.train, shuffle=True, seed=seed),
+        validation=adapter.batches(ds, where=ds.validation),
+        epochs=config.epochs, early_stopping=EarlyStopping(patience=config.patience),
+        progress=False)
+    return model, adapter
+
+
+def graphs(quick=False):
+    """The connectome recipe (its configuration candidates chosen per seed on the validation
+    neurons by the example's own criterion) on the right mushroom body; test accuracy against
+    NodeFeatures and LabelPropagation fitted on the training neurons (their choices on the
+    validation neurons), plus the example's own logistic regression on degrees."""
+    module = example("connectome_cell_types")
+    config = module.ExampleConfig(**(module.QUICK if quick else {}))
+    adjacency, labels = right_connectome(module)
+    degrees = module.degree_features(adjacency)
+    model_scores, baseline_scores, chosen_configs = [], {}, []
+    for seed in config.seeds:
+        split = module.stratified_split(labels, seed, config)
+        ds = module.as_dataset(adjacency, labels, degrees, split)
+        candidates = {}
+        for attention in config.attentions:
+            for bins in config.weight_bins:
+                model, adapter = train_graph_model(module, ds, attention, bins, seed, config)
+                predictions = seqattn.predict(model, ds, adapter)
+                candidates[attention, bins] = (module.validation_score(predictions, ds,
+                                                                       "cell_type"),
+                                               model, adapter)
+        chosen = max(candidates, key=lambda c: candidates[c][0])
+        _, model, adapter = candidates[chosen]
+        codes = neighbour_codes(adapter, ds, adjacency)
+        scores = seqattn.evaluate(
+            model, ds, adapter, where=ds.test, train=ds.train, validation=ds.validation,
+            baselines=[NodeFeatures(neighbour_codes=codes),
+                       LabelPropagation(neighbour_codes=codes)])
+        accuracy = metric_of(scores, "accuracy")
+        model_scores.append(accuracy.pop("model"))
+        for name, value in accuracy.items():
+            baseline_scores.setdefault(name, []).append(value)
+        own = module.baselines(adjacency, labels, degrees, split, seed)
+        baseline_scores.setdefault("logistic regression on degrees (example's)", []).append(
+            own["logistic regression (degrees)"])
+        chosen_configs.append(chosen)
+        print(f"graphs seed {seed}: chosen {chosen}; test accuracy seqattn "
+              f"{model_scores[-1]:.3f}, " + ", ".join(
+                  f"{name} {v[-1]:.3f}" for name, v in baseline_scores.items()), flush=True)
+    return Row("connectome_cell_types.py" + (" --quick" if quick else ""),
+               "graspologic drosophila right mushroom body (213 neurons, 4 types)",
+               "accuracy", tuple(config.seeds), model_scores, baseline_scores,
+               notes=f"chosen per seed: {chosen_configs}")
+
+
+# ---- series: the speaker_id recipe on other UCR/UEA sets sktime ships --------------------------
+
+SERIES_SETS = ("ArrowHead", "BasicMotions", "ItalyPowerDemand")
+QUICK_SERIES_SETS = ("ItalyPowerDemand",)
+SERIES_SEEDS = (0, 1, 2)
+
+
+def one_dataset(parts):
+    """{part: Dataset (sample, time, channel)} as one Dataset, NaN-padded to the longest time,
+    with a ``part`` coordinate on ``sample``: the shape seqattn.evaluate selects from."""
+    import xarray as xr
+
+    length = max(ds.sizes["time"] for ds in parts.values())
+    padded = [ds.reindex(time=np.arange(length)).assign_coords(
+        part=("sample", np.full(ds.sizes["sample"], name, dtype=object)))
+        for name, ds in parts.items()]
+    ds = xr.concat(padded, dim="sample")
+    return ds.assign_coords(sample=np.arange(ds.sizes["sample"]))
+
+
+def series(quick=False):
+    """The speaker_id recipe (ExampleConfig, train_model: SignalAdapter frames, SequenceModel,
+    warmup-cosine, early stopping on a stratified validation fifth of the training file) with
+    the frame the recipe chose on both its own sets, (8, 4), on other sets sktime ships; test
+    accuracy against PooledFeatures and NearestNeighbour (seqattn.baselines, fitted on the
+    training part, k and penalty chosen on the validation part) and the example's own 1-NN
+    (Euclidean and DTW, no choices, on the whole training file)."""
+    module = example("speaker_id")
+    frames = module.FRAMES["JapaneseVowels"]
+    if len(set(module.FRAMES.values())) != 1:
+        raise ValueError(f"the recipe's frames differ per set ({module.FRAMES}); choose which "
+                         "one transfers before running")
+    rows = []
+    for name in QUICK_SERIES_SETS if quick else SERIES_SETS:
+        train_all, test = module.load_set(name)
+        model_scores, baseline_scores = [], {}
+        config = module.ExampleConfig(**(module.QUICK["JapaneseVowels"] if quick else {}))
+        for seed in SERIES_SEEDS:
+            config = dataclasses.replace(config, seed=seed)
+            train, validation = module.split_validation(train_all, config.validation_fraction,
+                                                        seed)
+            model, adapter = module.train_model(train, validation, frames, config)
+            ds = one_dataset({"train": train, "validation": validation, "test": test})
+            scores = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
+                                      train=ds.part == "train",
+                                      validation=ds.part == "validation")
+            accuracy = metric_of(scores, "accuracy")
+            model_scores.append(accuracy.pop("model"))
+            for baseline, value in accuracy.items():
+                if baseline.endswith("nearest neighbour"):  # "3-nearest neighbour": k varies
+                    baseline = "k-nearest neighbour (k on validation)"
+                baseline_scores.setdefault(baseline, []).append(value)
+            normalized = {part: adapter.normalizer.apply(d)["x"].values
+                          for part, d in (("train", train_all), ("test", test))}
+            truth, labels = test["label"].values, train_all["label"].values
+            for own, rule in (("1-NN Euclidean (example's)", module.nearest_euclidean),
+                              ("1-NN DTW (example's)", module.nearest_dtw)):
+                if quick and "DTW" in own:
+                    continue
+                baseline_scores.setdefault(own, []).append(float(np.mean(
+                    rule(normalized["train"], labels, normalized["test"]) == truth)))
+            print(f"series {name} seed {seed}: test accuracy seqattn {model_scores[-1]:.3f}, "
+                  + ", ".join(f"{b} {v[-1]:.3f}" for b, v in baseline_scores.items()),
+                  flush=True)
+        rows.append(Row("speaker_id.py" + (" --quick" if quick else ""),
+                        f"sktime {name} ({train_all.sizes['sample']} training series, "
+                        f"{test.sizes['sample']} test)", "accuracy", SERIES_SEEDS,
+                        model_scores, baseline_scores, notes=f"frames {frames}"))
+    return rows
+
+
+DOMAINS = {"graphs": graphs, "series": series}
+
+
+def machine():
+    try:
+        lines = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+        model = next(line.split(":", 1)[1].strip() for line in lines
+                     if line.startswith("Model name"))
+    except (OSError, StopIteration):
+        model = platform.processor() or "unknown"
+    import os
+
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--domain", choices=sorted(DOMAINS), action="append",
+                        help="run this domain only (repeatable; default: all)")
+    parser.add_argument("--quick", action="store_true", help="the examples' quick recipes (CI)")
+    parser.add_argument("--json", help="write the rows to this JSON file")
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.domain or sorted(DOMAINS):
+        start = time.perf_counter()
+        found = DOMAINS[name](quick=args.quick)
+        found = found if isinstance(found, list) else [found]
+        for row in found:
+            row.notes += f"; {name}: {time.perf_counter() - start:.0f} s on {machine()}"
+            print(row.line(), flush=True)
+        rows += found
+    print("\n| recipe | transfer set | seeds | recipe's test metric | strongest baseline | "
+          "margin | verdict |\n| --- | --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        print(row.line())
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.as_dict() for r in rows], indent=1,
+                                              default=str))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -4,8 +4,9 @@ Numba compiles a kernel the first time a process calls it, unless its disk cache
 on a fresh machine the first model's training starts after a minute or more of compilation,
 which would otherwise look like a hang. Numba announces each compilation it makes (its
 ``numba:compile`` event fires on cache misses only); at the first one of a seqattn kernel, this
-says once, on stderr, what is happening, and then counts the kernels compiled on a tqdm bar
-that names the one being compiled. A run whose kernels all come from the cache shows nothing.
+says once, on stderr, what is happening, and then counts the kernels compiled (a tqdm bar that
+names the one being compiled, on a terminal). A run whose kernels all come from the cache shows
+nothing.
 The first CPU compilation also starts the helper process of :func:`seqattn.compile.start_helper`.
 """
 import atexit
@@ -15,6 +16,7 @@ import time
 
 from numba.core import event
 
+WAITING = "waiting for the helper process's attention backward"
 NOTICE = ("seqattn: compiling kernels for this machine (first run only: later runs load them "
           "from Numba's cache; `python -m seqattn.compile` does it ahead, on every core)")
 
@@ -25,55 +27,71 @@ def _kernel_name(dispatcher):
 
 
 class CompileNotice(event.Listener):
-    """Counts compilations of seqattn functions; says so at the first, with a progress bar."""
+    """Counts compilations of seqattn functions; says so at the first, then shows progress: a
+    tqdm bar on a terminal, elsewhere (a log, a pipe, where a bar's redraws would run into
+    the program's own lines) a line every LINE_SECONDS and one at exit."""
+
+    LINE_SECONDS = 15
 
     def __init__(self, stream=None, start_helper=True):
         self.stream = stream
         self.start_helper = start_helper
         self.compiled = 0
-        self.started = None
+        self.started = self.last_line = None
         self.bar = None
-        self.terminal = False
+
+    def _print(self, line):
+        print(line, file=self.stream or sys.stderr, flush=True)
 
     def _begin(self, on_cuda):
         stream = self.stream or sys.stderr
-        self.started = time.perf_counter()
-        print(NOTICE, file=stream, flush=True)
-        from tqdm import tqdm
+        self.started = self.last_line = time.perf_counter()
+        self._print(NOTICE)
+        if getattr(stream, "isatty", lambda: False)():
+            from tqdm import tqdm
 
-        self.terminal = getattr(stream, "isatty", lambda: False)()
-        # Off a terminal (a log, a pipe) a bar's redraws would fill the output: one every 10 s.
-        self.bar = tqdm(desc="compiling", file=stream, leave=True,
-                        mininterval=0.5 if self.terminal else 10,
-                        bar_format="{desc}: {n_fmt} kernels [{elapsed}{postfix}]")
+            self.bar = tqdm(desc="compiling", file=stream, leave=True, dynamic_ncols=True,
+                            bar_format="{desc}: {n_fmt} kernels [{elapsed}{postfix}]")
         atexit.register(self.close)
         if self.start_helper and not on_cuda:
             from .compile import start_helper
 
-            start_helper(on_wait=lambda: self._show("waiting for the helper's attention backward"))
+            start_helper(on_wait=lambda: self._show(WAITING))
 
     def _show(self, what):
-        """Name what is being done on the bar (redrawn at once on a terminal only)."""
-        self.bar.set_postfix_str(what, refresh=self.terminal)
+        if self.bar is not None:
+            self.bar.set_postfix_str(what)
+        elif what == WAITING:
+            self._print(f"seqattn: {what}")
 
     def on_start(self, ev):
         dispatcher = ev.data["dispatcher"]
         name = _kernel_name(dispatcher)
         if not name.startswith("seqattn."):
             return
-        if self.bar is None:
+        if self.started is None:
             self._begin(type(dispatcher).__module__.startswith("numba.cuda"))
         self._show(name.rsplit(".", 1)[-1])
 
     def on_end(self, ev):
-        if self.bar is not None and _kernel_name(ev.data["dispatcher"]).startswith("seqattn."):
-            self.compiled += 1
+        if self.started is None or not _kernel_name(ev.data["dispatcher"]).startswith("seqattn."):
+            return
+        self.compiled += 1
+        now = time.perf_counter()
+        if self.bar is not None:
             self.bar.update(1)
+        elif now - self.last_line >= self.LINE_SECONDS:
+            self.last_line = now
+            self._print(f"seqattn: {self.compiled} kernels compiled ({now - self.started:.0f} s)")
 
     def close(self):
-        """End the bar (at exit): it stays with the count and the time it took."""
+        """At exit: the bar ends with the count and the time taken, or a line says them."""
         if self.bar is not None:
             self.bar.close()
+        elif self.compiled and self.started is not None:
+            self._print(f"seqattn: {self.compiled} kernels compiled in "
+                        f"{time.perf_counter() - self.started:.0f} s, cached for later runs")
+        self.started = None  # said once
 
 
 _NOTICE = CompileNotice()

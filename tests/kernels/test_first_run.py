@@ -2,11 +2,13 @@
 
 Each process is a small fit (a TokenModel without encoder layers, so that it compiles in
 seconds: its linear, loss and optimizer kernels) with NUMBA_CACHE_DIR set to a new folder."""
+import io
 import os
 import subprocess
 import sys
+import types
 
-from seqattn.first_run import NOTICE
+from seqattn.first_run import NOTICE, CompileNotice
 from seqattn.kernels.compiled_elsewhere import compiling_elsewhere, wait_for
 
 FIT = """
@@ -53,10 +55,10 @@ def test_a_first_run_says_it_compiles_and_a_second_compiles_nothing(tmp_path):
     compiled, stderr = _fit_in_new_process(tmp_path)
     assert compiled > 0
     assert stderr.count(NOTICE) == 1, stderr
-    assert "compiling: " in stderr, "no progress bar"
+    assert f"seqattn: {compiled} kernels compiled in " in stderr, "no progress, or a wrong count"
     compiled, stderr = _fit_in_new_process(tmp_path)
     assert compiled == 0, "the second process compiled instead of loading from the cache"
-    assert NOTICE not in stderr and "compiling" not in stderr, stderr
+    assert NOTICE not in stderr and "kernels compiled" not in stderr, stderr
 
 
 def test_a_launch_waits_for_the_process_compiling_its_kernel():
@@ -71,3 +73,42 @@ def test_a_launch_waits_for_the_process_compiling_its_kernel():
     assert len(polls) == 4 and waits == [1]
     wait_for("toy.kernel", poll_seconds=0)
     assert len(polls) == 4, "waited twice for one kernel"
+
+
+class _Stream(io.StringIO):
+    def __init__(self, terminal):
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self):
+        return self.terminal
+
+
+def _compile_events(notice, names):
+    """What Numba tells a listener when it compiles functions of these modules, one by one."""
+    for module in names:
+        func = types.SimpleNamespace(__module__=module, __qualname__="kernel")
+        ev = types.SimpleNamespace(data={"dispatcher": types.SimpleNamespace(py_func=func)})
+        notice.on_start(ev)
+        notice.on_end(ev)
+
+
+def test_the_notice_counts_seqattn_kernels_only_on_a_bar_or_in_lines():
+    for terminal in (True, False):
+        stream = _Stream(terminal)
+        notice = CompileNotice(stream, start_helper=False)
+        _compile_events(notice, ["numpy_user_code", "seqattn.kernels.cpu.x",
+                                 "seqattn.kernels.cpu.y", "other"])
+        notice.close()
+        shown = stream.getvalue()
+        assert shown.count(NOTICE) == 1 and notice.compiled == 2
+        expected = "compiling: 2 kernels" if terminal else "seqattn: 2 kernels compiled in"
+        assert expected in shown, shown
+
+
+def test_nothing_is_shown_without_a_seqattn_compilation():
+    stream = _Stream(False)
+    notice = CompileNotice(stream, start_helper=False)
+    _compile_events(notice, ["numpy_user_code"])
+    notice.close()
+    assert stream.getvalue() == ""

@@ -186,7 +186,7 @@ def report(cold, warm, top):
         print(f"  {family(module)}.{name}: {len(sigs)} signatures, "
               f"{sum(r['own'] for r in v):.1f} s")
 
-    f64 = [r for r in records if "float64" in r["signature"] and "array" in r["signature"]]
+    f64 = [r for r in records if "array(float64" in r["signature"]]
     print(f"\nfloat64 array signatures: {len(f64)} compilations, "
           f"{sum(r['own'] for r in f64):.1f} s")
     for r in sorted(f64, key=lambda r: -r["own"])[:10]:

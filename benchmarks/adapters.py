@@ -1,8 +1,8 @@
 """Benchmark the xarray adapters against xbatcher's BatchGenerator.
 
 1. Speed: patches per second turning a (time, lat, lon) Dataset of two variables into (B, N, F)
-   token arrays of 4 x 4 patches over 32 x 32 windows. seqattn's BatchIterator + GridAdapter
-   against xbatcher.BatchGenerator with the same input_dims/batch_dims followed by the same
+   token arrays of 4 x 4 patches over 32 x 32 windows. seqattn's GridAdapter.batches (fitted
+   with normalize=False, so that its tokens are the data's values, as xbatcher's) against xbatcher.BatchGenerator with the same input_dims/batch_dims followed by the same
    NumPy patching (xbatcher stops at Datasets, so the patching is added to compare like with like).
    Median of several passes; the ratio is printed.
 2. Memory: peak resident memory, above the process's footprint before iterating, while iterating a
@@ -49,12 +49,13 @@ def patchify(arrays):
 
 
 def seqattn_batches(ds, shuffle=False):
-    from seqattn.adapters import BatchIterator, GridAdapter
+    from seqattn.adapters import GridAdapter
 
-    adapter = GridAdapter(VARIABLES, {"lat": PATCH, "lon": PATCH}, validity_channel=False)
-    iterator = BatchIterator(ds, adapter, input_dims=WINDOW, batch_dims={"time": TIME_BLOCK},
-                             batch_size=TIME_BLOCK, shuffle=shuffle, seed=0)
-    for batch in iterator:
+    adapter = GridAdapter(VARIABLES, {"lat": PATCH, "lon": PATCH}, validity_channel=False,
+                          normalize=False).fit(ds)
+    batches = adapter.batches(ds, input_dims=WINDOW, batch_dims={"time": TIME_BLOCK},
+                              batch_size=TIME_BLOCK, shuffle=shuffle, seed=0)
+    for batch in batches:
         yield batch.tokens
 
 

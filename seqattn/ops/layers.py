@@ -151,14 +151,17 @@ def gelu(x, approximate="none"):
 
 
 def gelu_backward(dout, x, approximate="none"):
+    """dx of :func:`gelu`: ``dout * gelu'(x)``, with the same ``approximate``."""
     return _pointwise("gelu_backward", {"dout": dout, "x": x}, _gelu_is_tanh(approximate))
 
 
 def relu(x):
+    """ReLU: max(x, 0) elementwise, on the device of ``x``."""
     return _pointwise("relu_forward", {"x": x})
 
 
 def relu_backward(dout, x):
+    """dx of :func:`relu`: ``dout`` where x > 0, zeros elsewhere."""
     return _pointwise("relu_backward", {"dout": dout, "x": x})
 
 
@@ -168,6 +171,7 @@ def silu(x):
 
 
 def silu_backward(dout, x):
+    """dx of :func:`silu`: ``dout * silu'(x)``."""
     return _pointwise("silu_backward", {"dout": dout, "x": x})
 
 
@@ -198,6 +202,8 @@ def dropout(x, p, seed):
 
 
 def dropout_backward(dout, p, seed):
+    """dx of :func:`dropout`: the same mask (recomputed from ``seed``) and scale applied to
+    ``dout``."""
     expect_probability("p", p)
     return _dropout("dropout_backward", dout, p, seed)
 
@@ -297,6 +303,7 @@ def rope(x, cos, sin):
 
 
 def rope_backward(dout, cos, sin):
+    """dx of :func:`rope`: ``dout`` rotated back by the same angles."""
     return _rope("rope_backward", dout, cos, sin)
 
 

@@ -20,6 +20,7 @@ table; of the published training ligands a fixed 20 % (NumPy default_rng(0)) val
 choice (pooling of the per-atom values, ridge's alpha) is made on validation.
 
 Baselines on the same complexes:
+
 * the training mean per target;
 * the Vina score, rescaled per target by least squares on the training complexes;
 * ridge on Morgan fingerprints of the ligand (radius 2, 2048 bits) per target, the strongest

@@ -2,10 +2,13 @@
 over samples cut from a Dataset by :class:`~seqattn.data.batching.BatchIterator`.
 
 Without targets a model reads the tokens and predicts the adapter's variables in their token
-layout (N -> N: a value for every cell or step); ``fit(ds, targets="y")`` with a variable on the
-sample dims (a storm's class, a speaker's name, a day's mean) makes the model N -> 1, one output
-per sample (:mod:`seqattn.data.sample_targets`).
+layout (N -> N: a value for every cell or step); targets that are input variables make it
+predict just those per token (their value features, normalized like the inputs); ``fit(ds,
+targets="y")`` with a variable on the sample dims (a storm's class, a speaker's name, a day's
+mean) makes the model N -> 1, one output per sample (:mod:`seqattn.data.sample_targets`).
 """
+import dataclasses
+
 import numpy as np
 import xarray as xr
 
@@ -62,6 +65,9 @@ class WindowedAdapter(Adapter, Persistable):
         self._fit_inputs(ds)
         specs = tuple(describe_targets(ds[name], name) for name in self._require_targets(
             ds, names))
+        if any(name in self.variables for name in names):
+            self.target_specs = self._token_specs(specs)
+            return
         if specs:
             check_sample_specs(specs)
             values = [s.name for s in specs if s.kind == "values"]
@@ -75,10 +81,39 @@ class WindowedAdapter(Adapter, Persistable):
             if name not in ds.data_vars:
                 raise ValueError(f"targets={name!r} is not a variable of the dataset (it has "
                                  f"{sorted(map(str, ds.data_vars))})")
-            if name in self.variables:
-                raise ValueError(f"targets={name!r} is also an input variable; a model that "
-                                 "predicts its inputs needs no targets (fit without targets)")
         return names
+
+    def _token_specs(self, specs):
+        """Targets per token: input variables, predicted in their own token layout."""
+        names = [s.name for s in specs]
+        others = [n for n in names if n not in self.variables]
+        if others:
+            raise ValueError(f"targets {names} mix input variables (predicted per token) with "
+                             f"{others} (not inputs: one per sample); fit one or the other")
+        if getattr(self, "variables_as", "channels") != "channels":
+            raise ValueError(f"targets {names} per token need variables_as='channels' (each "
+                             "variable's features side by side in every token)")
+        classes = [s.name for s in specs if s.kind != "values"]
+        if classes:
+            raise ValueError(f"targets {classes} per token are classes; this adapter predicts "
+                             "values per token (classes per sample: a variable on the sample "
+                             "dims)")
+        return tuple(specs)
+
+    @property
+    def token_targets(self):
+        """The fitted targets' names when they are per token (input variables), else []."""
+        names = [s.name for s in self.target_specs]
+        return names if names and names[0] in self.variables else []
+
+    def with_token_targets(self, batch, names):
+        """`batch` carrying the value features of input variables `names` as its targets
+        (B, N, width), 0 where missing and False there in ``target_valid``."""
+        starts = np.cumsum([0] + [self.value_widths[v] for v in self.variables])
+        columns = np.concatenate([np.arange(starts[i], starts[i + 1]) for i in
+                                  (self.variables.index(n) for n in names)])
+        return dataclasses.replace(batch, targets=batch.values[..., columns],
+                                   target_valid=batch.valid[..., columns])
 
     def batches(self, ds, *, targets=None, where=None, batch_size=32, shuffle=False, seed=0,
                 drop_last=False, input_dims=None, input_overlap=None, batch_dims=None):
@@ -99,7 +134,7 @@ class WindowedAdapter(Adapter, Persistable):
         if unseen:
             raise ValueError(f"targets {unseen} were not given to fit, which learns what they "
                              f"are (values or classes); fit(ds, targets={unseen!r}) first")
-        if names and input_dims:
+        if names and input_dims and not self.token_targets:
             raise ValueError(f"targets {names} are one per sample, but input_dims={input_dims} "
                              "cuts samples into windows; drop input_dims")
         return BatchIterator(self.select(ds, where), self, input_dims=input_dims,
@@ -124,6 +159,8 @@ class WindowedAdapter(Adapter, Persistable):
             put_back = self.sample_put_back(batch.placement.template)
             put_back.add(batch, values)
             return put_back.result()
+        if values is not None and variables is None and self.token_targets:
+            variables = self.token_targets
         return self.token_decode(batch, values, variables, mask_missing)
 
     def sample_put_back(self, template):
@@ -167,6 +204,12 @@ class WindowedAdapter(Adapter, Persistable):
                 raise TypeError(f"model_config infers {name} from the fitted adapter; drop "
                                 f"{name}={options[name]!r}")
         specs = self.target_specs
+        if self.token_targets:
+            if task != "regression":
+                raise ValueError(f"task={task!r}, but targets {self.token_targets} per token are "
+                                 "values; use task='regression'")
+            return TokenModelConfig(in_features=self.token_width(), out_features=sum(
+                self.value_widths[v] for v in self.token_targets), **options)
         if not specs:
             if task != "regression":
                 raise ValueError(f"task={task!r} needs class targets; fit(ds, targets=...) with "
@@ -202,7 +245,9 @@ class WindowedAdapter(Adapter, Persistable):
         run = ModelCall(model)
         check_model_reads(model, self)
         ds = self.select(ds, where)
-        if self.target_specs:
+        if self.token_targets:
+            variables = variables or self.token_targets
+        if self.target_specs and not self.token_targets:
             if input_dims or variables:
                 raise ValueError("a model fitted on targets per sample predicts them per whole "
                                  "sample; drop input_dims and variables")

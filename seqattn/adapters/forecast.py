@@ -200,7 +200,8 @@ class ForecastWindows(Adapter, Persistable):
         selected = self.select(ds, where)
         self.adapter.fit(selected)
         self._check(ds)
-        self.steps, self.lead_values = self._leads(selected)
+        # leads are steps of ds's own axis; the training times must hold a whole sample
+        self.steps, self.lead_values = self._leads(ds, selected.sizes[self.time_dim])
         self.timed = [v for v in self.adapter.variables if self.time_dim in ds[v].dims]
         self.scales = None
         if self.lead_scales == "rms":
@@ -365,12 +366,12 @@ class ForecastWindows(Adapter, Persistable):
         if self.along_tokens:
             self.adapter.check_window(self.time_dim, self.history + 1)
 
-    def _leads(self, ds):
-        """Leads in steps, and in the time coordinate's units; errors name the lead."""
+    def _leads(self, ds, size):
+        """Leads in steps, and in the time coordinate's units; errors name the lead. `size`:
+        the steps of the training times, which must hold a whole sample of every lead."""
         time_dim, leads, history = self.time_dim, self.given_leads, self.history
         steps = np.array([whole_steps(lead, ds, time_dim, f"leads[{i}]")
                           for i, lead in enumerate(leads)], dtype=np.int64)
-        size = ds.sizes[time_dim]
         for i, s in enumerate(steps):
             if history + s >= size:
                 raise ValueError(f"leads[{i}]={leads[i]!r} is {s} steps; with history = {history} "

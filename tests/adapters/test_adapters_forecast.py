@@ -244,3 +244,17 @@ def test_bad_lead_scales_say_what_to_give(kwargs, match):
     ds = make_signal(length=20, stations=1)
     with pytest.raises(ValueError, match=match):
         forecast_batches(ds, SignalAdapter(["x"], 1), leads=[1, 2], history=2, **kwargs)
+
+
+def test_a_selection_with_a_gap_is_never_bridged_and_fit_reads_the_training_times_only():
+    ds = make_grid(time=12, lat=2, lon=2, static=False)
+    selected = np.ones(12, dtype=bool)
+    selected[5] = False                                      # a gap at step 5
+    windows = ForecastWindows(GridAdapter(["t", "u"], {"lat": 2, "lon": 2}), leads=[1],
+                              history=1).fit(ds, where={"time": selected})
+    batches = windows.batches(ds, where={"time": selected}, batch_size=None)
+    steps = [(t - 1, t + 1) for t, _ in batches.samples[:, :2]]   # first and valid step
+    assert all(not (first <= 5 <= valid) for first, valid in steps)
+    assert len(steps) == 12 - 2 - 3                          # initial times 1..10 but 4, 5, 6
+    mean = float(windows.adapter.normalizer.stats.t.sel(stat="mean"))
+    assert mean == pytest.approx(float(ds.t.isel(time=selected).mean()), rel=1e-12)

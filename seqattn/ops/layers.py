@@ -12,7 +12,22 @@ from .checks import (expect_last_dim, expect_positive, expect_probability, expec
 
 
 def linear(x, weight, bias=None):
-    """y (..., O) = x (..., K) @ weight (O, K)^T + bias (O,)."""
+    """A linear map, ``y = x @ weight^T + bias``.
+
+    Parameters
+    ----------
+    x : array (..., K)
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    weight : array (O, K)
+        The weight, on the device of ``x``.
+    bias : array (O,), optional
+        Added to every output row.
+
+    Returns
+    -------
+    array (..., O)
+        ``y``, on the device of ``x``.
+    """
     device, a = prepared({"x": x, "weight": weight, "bias": bias})
     x, weight, bias = a["x"], a["weight"], a["bias"]
     if weight.ndim != 2:
@@ -29,9 +44,27 @@ def linear(x, weight, bias=None):
 
 
 def linear_backward(dout, x, weight, *, weight_grad, bias_grad=None, need_input_grad=True):
-    """Gradients of :func:`linear`: returns dx (None unless ``need_input_grad``).
+    """Gradients of :func:`linear`.
 
-    Adds dLoss/dweight into ``weight_grad`` (O, K) and dLoss/dbias into ``bias_grad`` (O,).
+    Parameters
+    ----------
+    dout : array (..., O)
+        dLoss/dy.
+    x : array (..., K)
+        The forward call's input.
+    weight : array (O, K)
+        The forward call's weight.
+    weight_grad : array (O, K)
+        dLoss/dweight is added into it.
+    bias_grad : array (O,), optional
+        dLoss/dbias is added into it.
+    need_input_grad : bool, default True
+        Compute dx (False skips the product when the input needs no gradient).
+
+    Returns
+    -------
+    array (..., K) or None
+        dx, or None unless ``need_input_grad``.
     """
     device, a = prepared({"dout": dout, "x": x, "weight": weight, "weight_grad": weight_grad,
                           "bias_grad": bias_grad})
@@ -57,9 +90,24 @@ def _row_stats(device, x):
 
 
 def layer_norm(x, weight, bias, eps=1e-5):
-    """Layer norm over the last axis: returns (out, mean, rstd); backward needs mean and rstd.
+    """Layer normalization over the last axis.
 
-    Shapes: x (..., E), weight and bias (E,), mean and rstd (R,) for R = x.size / E.
+    Parameters
+    ----------
+    x : array (..., E)
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    weight, bias : arrays (E,)
+        Scale and shift.
+    eps : float, default 1e-5
+        Added to the variance.
+
+    Returns
+    -------
+    out : array (..., E)
+        The normalized, scaled and shifted rows.
+    mean, rstd : arrays (R,)
+        Each row's mean and reciprocal standard deviation, R = x.size / E, which
+        :func:`layer_norm_backward` needs.
     """
     expect_positive("eps", eps)
     device, a = prepared({"x": x, "weight": weight, "bias": bias})
@@ -75,7 +123,26 @@ def layer_norm(x, weight, bias, eps=1e-5):
 
 
 def layer_norm_backward(dout, x, mean, rstd, weight, *, weight_grad, bias_grad):
-    """Gradients of :func:`layer_norm`: returns dx; adds into weight_grad and bias_grad."""
+    """Gradients of :func:`layer_norm`.
+
+    Parameters
+    ----------
+    dout : array (..., E)
+        dLoss/dout.
+    x : array (..., E)
+        The forward call's input.
+    mean, rstd : arrays (R,)
+        What :func:`layer_norm` returned.
+    weight : array (E,)
+        The forward call's scale.
+    weight_grad, bias_grad : arrays (E,)
+        dLoss/dweight and dLoss/dbias are added into them.
+
+    Returns
+    -------
+    array (..., E)
+        dx.
+    """
     device, a = prepared({"dout": dout, "x": x, "mean": mean, "rstd": rstd, "weight": weight,
                           "weight_grad": weight_grad, "bias_grad": bias_grad})
     x = a["x"]
@@ -95,7 +162,24 @@ def layer_norm_backward(dout, x, mean, rstd, weight, *, weight_grad, bias_grad):
 
 
 def rms_norm(x, weight, eps=1e-6):
-    """RMS norm over the last axis: returns (out, rstd). Shapes: x (..., E), weight (E,)."""
+    """Root-mean-square normalization over the last axis (no centring, no shift).
+
+    Parameters
+    ----------
+    x : array (..., E)
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    weight : array (E,)
+        Scale.
+    eps : float, default 1e-6
+        Added to the mean square.
+
+    Returns
+    -------
+    out : array (..., E)
+        The normalized and scaled rows.
+    rstd : array (R,)
+        Each row's reciprocal root mean square, which :func:`rms_norm_backward` needs.
+    """
     expect_positive("eps", eps)
     device, a = prepared({"x": x, "weight": weight})
     x = a["x"]
@@ -108,7 +192,26 @@ def rms_norm(x, weight, eps=1e-6):
 
 
 def rms_norm_backward(dout, x, rstd, weight, *, weight_grad):
-    """Gradients of :func:`rms_norm`: returns dx; adds into weight_grad."""
+    """Gradients of :func:`rms_norm`.
+
+    Parameters
+    ----------
+    dout : array (..., E)
+        dLoss/dout.
+    x : array (..., E)
+        The forward call's input.
+    rstd : array (R,)
+        What :func:`rms_norm` returned.
+    weight : array (E,)
+        The forward call's scale.
+    weight_grad : array (E,)
+        dLoss/dweight is added into it.
+
+    Returns
+    -------
+    array (..., E)
+        dx.
+    """
     device, a = prepared({"dout": dout, "x": x, "rstd": rstd, "weight": weight,
                           "weight_grad": weight_grad})
     x = a["x"]
@@ -146,42 +249,142 @@ def _gelu_is_tanh(approximate):
 
 
 def gelu(x, approximate="none"):
-    """GELU: x * Phi(x) (``approximate='tanh'``: the tanh formula), as torch.nn.GELU."""
+    """GELU, ``x * Phi(x)``, elementwise, as torch.nn.GELU.
+
+    Parameters
+    ----------
+    x : array
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    approximate : str, default 'none'
+        ``"none"`` (with erf) or ``"tanh"`` (the tanh formula).
+
+    Returns
+    -------
+    array
+        Shaped like ``x``.
+    """
     return _pointwise("gelu_forward", {"x": x}, _gelu_is_tanh(approximate))
 
 
 def gelu_backward(dout, x, approximate="none"):
-    """dx of :func:`gelu`: ``dout * gelu'(x)``, with the same ``approximate``."""
+    """dx of :func:`gelu`: ``dout * gelu'(x)``.
+
+    Parameters
+    ----------
+    dout : array
+        dLoss/dout, shaped like ``x``.
+    x : array
+        The forward call's input.
+    approximate : str, default 'none'
+        As in the forward call.
+
+    Returns
+    -------
+    array
+        dx.
+    """
     return _pointwise("gelu_backward", {"dout": dout, "x": x}, _gelu_is_tanh(approximate))
 
 
 def relu(x):
-    """ReLU: max(x, 0) elementwise, on the device of ``x``."""
+    """ReLU, ``max(x, 0)``, elementwise.
+
+    Parameters
+    ----------
+    x : array
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+
+    Returns
+    -------
+    array
+        Shaped like ``x``.
+    """
     return _pointwise("relu_forward", {"x": x})
 
 
 def relu_backward(dout, x):
-    """dx of :func:`relu`: ``dout`` where x > 0, zeros elsewhere."""
+    """dx of :func:`relu`: ``dout`` where x > 0, zeros elsewhere.
+
+    Parameters
+    ----------
+    dout : array
+        dLoss/dout, shaped like ``x``.
+    x : array
+        The forward call's input.
+
+    Returns
+    -------
+    array
+        dx.
+    """
     return _pointwise("relu_backward", {"dout": dout, "x": x})
 
 
 def silu(x):
-    """SiLU (swish): x * sigmoid(x)."""
+    """SiLU (swish), ``x * sigmoid(x)``, elementwise.
+
+    Parameters
+    ----------
+    x : array
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+
+    Returns
+    -------
+    array
+        Shaped like ``x``.
+    """
     return _pointwise("silu_forward", {"x": x})
 
 
 def silu_backward(dout, x):
-    """dx of :func:`silu`: ``dout * silu'(x)``."""
+    """dx of :func:`silu`: ``dout * silu'(x)``.
+
+    Parameters
+    ----------
+    dout : array
+        dLoss/dout, shaped like ``x``.
+    x : array
+        The forward call's input.
+
+    Returns
+    -------
+    array
+        dx.
+    """
     return _pointwise("silu_backward", {"dout": dout, "x": x})
 
 
 def swiglu(gate, up):
-    """The SwiGLU gate silu(gate) * up, for feed-forward blocks of LLaMA style."""
+    """The SwiGLU gate of LLaMA-style feed-forward blocks, ``silu(gate) * up``.
+
+    Parameters
+    ----------
+    gate, up : arrays of one shape
+        The two projections, on the CPU (NumPy) or the GPU (numba.cuda device array).
+
+    Returns
+    -------
+    array
+        Shaped like ``gate``.
+    """
     return _pointwise("swiglu_forward", {"gate": gate, "up": up})
 
 
 def swiglu_backward(dout, gate, up):
-    """Returns (dgate, dup)."""
+    """Gradients of :func:`swiglu`.
+
+    Parameters
+    ----------
+    dout : array
+        dLoss/dout, shaped like ``gate``.
+    gate, up : arrays
+        The forward call's inputs.
+
+    Returns
+    -------
+    dgate, dup : arrays
+        The gradients of the two inputs.
+    """
     return _pointwise("swiglu_backward", {"dout": dout, "gate": gate, "up": up})
 
 
@@ -196,6 +399,20 @@ def dropout(x, p, seed):
 
     The mask is a function of (seed, element index) only, the same on CPU and GPU; pass the same
     seed to :func:`dropout_backward`, which recomputes the mask instead of storing it.
+
+    Parameters
+    ----------
+    x : array
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    p : float
+        Probability of zeroing an element, in [0, 1).
+    seed : int
+        The mask's seed, in [0, 2**63).
+
+    Returns
+    -------
+    array
+        Shaped like ``x``.
     """
     expect_probability("p", p)
     return _dropout("dropout_forward", x, p, seed)
@@ -203,7 +420,22 @@ def dropout(x, p, seed):
 
 def dropout_backward(dout, p, seed):
     """dx of :func:`dropout`: the same mask (recomputed from ``seed``) and scale applied to
-    ``dout``."""
+    ``dout``.
+
+    Parameters
+    ----------
+    dout : array
+        dLoss/dout.
+    p : float
+        As in the forward call.
+    seed : int
+        As in the forward call.
+
+    Returns
+    -------
+    array
+        dx.
+    """
     expect_probability("p", p)
     return _dropout("dropout_backward", dout, p, seed)
 
@@ -217,7 +449,20 @@ def _dropout(name, x, p, seed):
 
 
 def embedding(ids, weight):
-    """out (..., E) = weight (V, E)[ids (...)]: a learned vector per category."""
+    """A learned vector per category: ``out = weight[ids]``.
+
+    Parameters
+    ----------
+    ids : int array (...)
+        Category ids in [0, V), on the CPU (NumPy) or the GPU (numba.cuda device array).
+    weight : array (V, E)
+        The table.
+
+    Returns
+    -------
+    array (..., E)
+        One row of the table per id.
+    """
     device, a = prepared({"ids": ids, "weight": weight}, float_names=("weight",))
     ids, weight = a["ids"], a["weight"]
     if weight.ndim != 2:
@@ -230,7 +475,24 @@ def embedding(ids, weight):
 
 
 def embedding_backward(dout, ids, *, weight_grad, padding_idx=None):
-    """Adds dLoss/dweight into ``weight_grad`` (V, E); rows with id ``padding_idx`` get none."""
+    """Gradient of :func:`embedding`'s table.
+
+    Parameters
+    ----------
+    dout : array (..., E)
+        dLoss/dout.
+    ids : int array (...)
+        The forward call's ids.
+    weight_grad : array (V, E)
+        dLoss/dweight is added into it.
+    padding_idx : int, optional
+        Rows with this id get no gradient.
+
+    Returns
+    -------
+    array (V, E)
+        ``weight_grad``.
+    """
     device, a = prepared({"dout": dout, "ids": ids, "weight_grad": weight_grad},
                          float_names=("dout", "weight_grad"))
     V, E = shape_of(a["weight_grad"])
@@ -254,10 +516,21 @@ def _check_ids(device, ids, V):
 
 
 def split_heads(x, num_heads, parts=1):
-    """(B, N, H * D) -> (B, H, N, D).
+    """(B, N, H * D) -> (B, H, N, D): the heads of a projection, each its own block.
 
-    With ``parts`` > 1, x is (B, N, parts * H * D), e.g. q, k and v side by side from one packed
-    projection, and the result is a tuple of ``parts`` arrays (B, H, N, D), one per block.
+    Parameters
+    ----------
+    x : array (B, N, parts * H * D)
+        Projected tokens, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    num_heads : int
+        H.
+    parts : int, default 1
+        Blocks side by side in ``x`` (3 for q, k and v from one packed projection).
+
+    Returns
+    -------
+    array (B, H, N, D), or a tuple of ``parts`` of them
+        The heads of each block.
     """
     device, a = prepared({"x": x})
     x = a["x"]
@@ -278,8 +551,16 @@ def split_heads(x, num_heads, parts=1):
 def merge_heads(*heads):
     """(B, H, N, D) -> (B, N, H * D); the inverse of :func:`split_heads`.
 
-    Several inputs of one shape are merged side by side into (B, N, P * H * D), the inverse of
-    ``split_heads(..., parts=P)``.
+    Parameters
+    ----------
+    *heads : arrays (B, H, N, D) of one shape
+        One array, or P arrays merged side by side (the inverse of
+        ``split_heads(..., parts=P)``).
+
+    Returns
+    -------
+    array (B, N, P * H * D)
+        The merged tokens.
     """
     if not heads:
         raise ValueError("merge_heads needs at least one (B, H, N, D) array")
@@ -298,12 +579,38 @@ def merge_heads(*heads):
 
 
 def rope(x, cos, sin):
-    """Rotary position embedding of x (B, H, N, D) with angle tables cos, sin (N, D / 2)."""
+    """Rotary position embedding: rotates feature pairs of each position by its angles.
+
+    Parameters
+    ----------
+    x : array (B, H, N, D)
+        Queries or keys, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    cos, sin : arrays (N, D / 2)
+        The angle tables of the positions.
+
+    Returns
+    -------
+    array (B, H, N, D)
+        The rotated heads.
+    """
     return _rope("rope_forward", x, cos, sin)
 
 
 def rope_backward(dout, cos, sin):
-    """dx of :func:`rope`: ``dout`` rotated back by the same angles."""
+    """dx of :func:`rope`: ``dout`` rotated back by the same angles.
+
+    Parameters
+    ----------
+    dout : array (B, H, N, D)
+        dLoss/dout.
+    cos, sin : arrays (N, D / 2)
+        As in the forward call.
+
+    Returns
+    -------
+    array (B, H, N, D)
+        dx.
+    """
     return _rope("rope_backward", dout, cos, sin)
 
 
@@ -322,7 +629,22 @@ def _rope(name, x, cos, sin):
 
 
 def additive_scores(qp, kp, v):
-    """Bahdanau scores (B, N, M): v . tanh(qp[b, n] + kp[b, m]) for qp (B, N, A), kp (B, M, A)."""
+    """Bahdanau scores, ``scores[b, n, m] = v^T tanh(qp[b, n] + kp[b, m])``.
+
+    Parameters
+    ----------
+    qp : array (B, N, A)
+        Projected queries, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    kp : array (B, M, A)
+        Projected keys.
+    v : array (A,)
+        The scoring vector.
+
+    Returns
+    -------
+    array (B, N, M)
+        The scores.
+    """
     device, a = prepared({"qp": qp, "kp": kp, "v": v})
     qp, kp = a["qp"], a["kp"]
     _check_additive(qp, kp, a["v"])
@@ -334,7 +656,22 @@ def additive_scores(qp, kp, v):
 
 
 def additive_scores_backward(dscores, qp, kp, v, *, v_grad):
-    """Returns (dqp, dkp); adds dLoss/dv into ``v_grad`` (A,)."""
+    """Gradients of :func:`additive_scores`.
+
+    Parameters
+    ----------
+    dscores : array (B, N, M)
+        dLoss/dscores.
+    qp, kp, v : arrays
+        The forward call's inputs.
+    v_grad : array (A,)
+        dLoss/dv is added into it.
+
+    Returns
+    -------
+    dqp, dkp : arrays (B, N, A) and (B, M, A)
+        The gradients of the projected queries and keys.
+    """
     device, a = prepared({"dscores": dscores, "qp": qp, "kp": kp, "v": v, "v_grad": v_grad})
     qp, kp = a["qp"], a["kp"]
     _check_additive(qp, kp, a["v"])

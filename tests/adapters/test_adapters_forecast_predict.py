@@ -16,21 +16,22 @@ def set_up(kind, nan_fraction=0.1, normalized=True, increments=True, **options):
     if kind == "signal":
         ds = make_signal(length=30, stations=3, start="2020-01-01", nan_fraction=nan_fraction,
                          dtype="float32")
-        adapter = SignalAdapter(["x"], 2, calendar=True)
+        adapter = SignalAdapter(["x"], 2, calendar=True, normalize=normalized)
         leads, history = [2, "3h"], 5
     elif kind == "one station":                # x (time) and y (time, channel)
         ds = make_signal(length=20, stations=1, channels=2, start="2020-01-01",
                          nan_fraction=nan_fraction, dtype="float32").isel(station=0)
-        adapter = SignalAdapter(["x", "y"], 1, channel_dims=("channel",))
+        adapter = SignalAdapter(["x", "y"], 1, channel_dims=("channel",), normalize=normalized)
         leads, history = [1, 4], 3
     else:
         ds = make_grid(time=9, lat=4, lon=4, nan_fraction=nan_fraction, dtype="float32")
-        adapter = (GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, calendar=True)
+        adapter = (GridAdapter(["t", "u", "lsm"], {"lat": 2, "lon": 2}, calendar=True,
+                               normalize=normalized)
                    if kind == "grid" else
-                   GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, variables_as="tokens"))
+                   GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, variables_as="tokens",
+                               normalize=normalized))
         leads, history = ["6h", 2], 1
         options.setdefault("targets", ["u"] if kind == "tokens" else None)
-    adapter.normalize = normalized
     windows = ForecastWindows(adapter, leads=leads, history=history, increments=increments,
                               **options).fit(ds)
     # a grid's lead reaches valid times from history + lead; a signal's frames from lead

@@ -226,3 +226,18 @@ def test_check_leaves_the_adapter_as_it_is_and_fit_keeps_the_frame(tmp_path):
     seqattn.save(adapter, tmp_path / "adapter")
     loaded = seqattn.load(tmp_path / "adapter")
     assert loaded.frame == (4, 2) and loaded.model_config().in_features == 4 + 1
+
+
+def test_inf_is_missing_at_fit_and_at_encode_and_never_spreads():
+    ds = make_signal(length=40, stations=2)
+    ds["x"][0, 5] = np.inf
+    adapter = SignalAdapter(["x"], 4).fit(ds)
+    finite = ds.x.where(np.isfinite(ds.x))
+    assert float(adapter.normalizer.stats.x.sel(stat="mean")) == pytest.approx(
+        float(finite.mean()), rel=1e-12)
+    batch = adapter.encode(ds)
+    assert np.isfinite(batch.tokens).all()
+    assert not batch.valid[0, 1, 1] and batch.valid[0, 1, [0, 2, 3]].all()  # step 5: frame 1
+    assert batch.tokens[0, 1, -1] == 0.75                                   # its validity
+    back = adapter.decode(batch)
+    assert np.isnan(back.x.values[0, 5]) and np.isfinite(back.x.values[0, 4])

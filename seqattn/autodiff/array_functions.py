@@ -3,6 +3,7 @@ same-shape arrays, or arrays broadcast over leading dims such as a bias (E,) or 
 NumPy's general broadcasting on the CPU), slicing, reshape, sums and means, concatenation and
 stacking.
 Tensors' operators call these."""
+import math
 import numbers
 
 import numpy as np
@@ -189,18 +190,18 @@ def _resolved_shape(shape, size):
     if shape.count(-1) > 1:
         raise ValueError(f"shape {shape} has more than one -1")
     if -1 in shape:
-        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        known = math.prod(s for s in shape if s != -1)
         if known == 0 or size % known:
             raise ValueError(f"cannot reshape {size} elements into {shape}")
         shape = tuple(size // known if s == -1 else s for s in shape)
-    if int(np.prod(shape, dtype=np.int64)) != size:
+    if math.prod(shape) != size:
         raise ValueError(f"cannot reshape {size} elements into {shape}")
     return shape
 
 
 def reshape(x, shape):
     """x with a new shape of the same size (one dim may be -1)."""
-    return Reshape.apply(x, _resolved_shape(shape, int(np.prod(_shape(x), dtype=np.int64))))
+    return Reshape.apply(x, _resolved_shape(shape, math.prod(_shape(x))))
 
 
 class Take(Function):

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..backend import device_of, empty_like_on
 from .. import ops
+from .parameter import Parameter
 from .recording import is_recording
 from .tensor import Tensor, unwrap
 
@@ -22,15 +23,21 @@ class Context:
     forward saves them, so intermediate results are freed as early as without a record."""
 
     def __init__(self, inputs, needs_grad):
-        from .parameter import Parameter
-
         self.needs_grad = needs_grad
         self.saved = {}
         self.accumulated = set()
-        self._parameters = {i: x for i, x in enumerate(inputs)
-                            if isinstance(x, Parameter) and needs_grad[i]}
-        self._layouts = {i: _layout(unwrap(x)) for i, x in enumerate(inputs)
-                         if hasattr(unwrap(x), "shape")}
+        self._parameters = {}
+        # What accumulator(i) needs to allocate input i's gradient (device, shape, dtype as
+        # the array gives them): normalised only when asked for, since a step records hundreds
+        # of calls and asks for a handful.
+        self._layouts = {}
+        for i, x in enumerate(inputs):
+            if needs_grad[i] and isinstance(x, Parameter):
+                self._parameters[i] = x
+            else:
+                array = x.data if isinstance(x, Tensor) else x
+                if hasattr(array, "shape"):
+                    self._layouts[i] = (device_of(array), array.shape, array.dtype)
 
     def save(self, **arrays):
         self.saved.update(arrays)
@@ -45,16 +52,13 @@ class Context:
             self.accumulated.add(i)
             return self._parameters[i].grad
         device, shape, dtype = self._layouts[i]
-        return ops.fill(empty_like_on(device, shape, dtype), 0.0)
+        return ops.fill(empty_like_on(device, tuple(int(s) for s in shape), np.dtype(dtype)),
+                        0.0)
 
     def release(self):
         """Drop the saved arrays once the backward has used them (frees memory early)."""
         self.saved = None
         self._parameters = None
-
-
-def _layout(x):
-    return device_of(x), tuple(int(s) for s in x.shape), np.dtype(x.dtype)
 
 
 class Node:

@@ -7,6 +7,8 @@ code. NumPy functions cannot take part in that record, so a recorded Tensor refu
 NumPy array (``np.concatenate([a, b])`` raises and says what to call instead) rather than being
 silently left out of the gradient.
 """
+import math
+
 import numpy as np
 
 from ..backend import CPU, device_of
@@ -39,7 +41,7 @@ class Tensor:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def dtype(self):

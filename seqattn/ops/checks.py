@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from ..backend import CUDA, backend_of
+from ..backend import CPU, CUDA, backend_of
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -22,7 +22,9 @@ def prepared(names_and_arrays, float_names=None):
     All arrays must share a device; those in ``float_names`` (default: all) must share one
     float dtype. CPU inputs are made contiguous; device arrays must already be.
     """
-    device = backend_of(**names_and_arrays)
+    # NumPy arrays alone (every CPU call of a training step) need no device census
+    device = (CPU if all(type(x) is np.ndarray or x is None for x in names_and_arrays.values())
+              else backend_of(**names_and_arrays))
     float_names = names_and_arrays.keys() if float_names is None else float_names
     dtype = None
     out = {}

@@ -16,7 +16,20 @@ def _trailing(a, b):
 
 
 def multiply(a, b):
-    """a * b, where b's shape equals the trailing dims of a's (or a's whole shape)."""
+    """``a * b``, where b's shape equals the trailing dims of a's (or a's whole shape).
+
+    Parameters
+    ----------
+    a : array
+        The left factor, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    b : array
+        The right factor, shaped like a's trailing dims, on the same device.
+
+    Returns
+    -------
+    array
+        Shaped like ``a``.
+    """
     device, arrays = prepared({"a": a, "b": b})
     a, b = arrays["a"], arrays["b"]
     _trailing(a, b)
@@ -27,7 +40,22 @@ def multiply(a, b):
 
 
 def affine(x, scale, shift=0.0):
-    """x * scale + shift for numbers scale and shift."""
+    """``x * scale + shift`` for numbers ``scale`` and ``shift``.
+
+    Parameters
+    ----------
+    x : array
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    scale : float
+        The factor.
+    shift : float, default 0.0
+        The offset.
+
+    Returns
+    -------
+    array
+        Shaped like ``x``.
+    """
     for name, value in (("scale", scale), ("shift", shift)):
         if not isinstance(value, numbers.Real):
             raise TypeError(f"{name} must be a number, got {type(value).__name__}")
@@ -42,7 +70,18 @@ def affine(x, scale, shift=0.0):
 
 
 def reciprocal(x):
-    """1 / x elementwise."""
+    """``1 / x`` elementwise.
+
+    Parameters
+    ----------
+    x : array
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+
+    Returns
+    -------
+    array
+        Shaped like ``x``.
+    """
     device, arrays = prepared({"x": x})
     x = arrays["x"]
     out = empty_like_on(device, shape_of(x), x.dtype)
@@ -65,7 +104,20 @@ def around_axis(shape, axis):
 
 
 def concat(arrays, axis=0):
-    """Join arrays of one dtype and device along ``axis`` (other dims equal)."""
+    """Join arrays of one dtype and device along ``axis`` (other dims equal).
+
+    Parameters
+    ----------
+    arrays : sequence of arrays
+        The parts, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    axis : int, default 0
+        The axis they are joined along.
+
+    Returns
+    -------
+    array
+        The joined array.
+    """
     arrays = list(arrays)
     if not arrays:
         raise ValueError("concat needs at least one array")
@@ -94,7 +146,22 @@ def concat(arrays, axis=0):
 
 
 def concat_backward(dout, sizes, axis):
-    """The gradients of concat's inputs: ``dout`` cut along ``axis`` into ``sizes``."""
+    """The gradients of :func:`concat`'s inputs: ``dout`` cut along ``axis`` into ``sizes``.
+
+    Parameters
+    ----------
+    dout : array
+        dLoss/dout of the joined array.
+    sizes : sequence of int
+        Each input's size along ``axis``.
+    axis : int
+        The axis of the forward call.
+
+    Returns
+    -------
+    list of arrays
+        One gradient per input.
+    """
     device, a = prepared({"dout": dout})
     dout = a["dout"]
     shape = shape_of(dout)
@@ -113,7 +180,22 @@ def concat_backward(dout, sizes, axis):
 
 
 def mean_along(x, axis, scale):
-    """scale * (sum of x along ``axis``), that axis removed (scale 1 / L: the mean)."""
+    """``scale * (sum of x along axis)``, that axis removed (``scale = 1 / L`` gives the mean).
+
+    Parameters
+    ----------
+    x : array
+        Inputs, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    axis : int
+        The axis summed over.
+    scale : float
+        The factor applied to the sum.
+
+    Returns
+    -------
+    array
+        ``x``'s shape without ``axis``.
+    """
     device, a = prepared({"x": x})
     x = a["x"]
     shape = shape_of(x)
@@ -127,7 +209,24 @@ def mean_along(x, axis, scale):
 
 
 def mean_along_backward(dout, shape, axis, scale):
-    """dx of :func:`mean_along` for an input of ``shape``: scale * dout spread along ``axis``."""
+    """dx of :func:`mean_along`: ``scale * dout`` spread along ``axis``.
+
+    Parameters
+    ----------
+    dout : array
+        dLoss/dout.
+    shape : tuple of int
+        The forward call's input shape.
+    axis : int
+        The axis of the forward call.
+    scale : float
+        The factor of the forward call.
+
+    Returns
+    -------
+    array
+        dx, of ``shape``.
+    """
     device, a = prepared({"dout": dout})
     dout = a["dout"]
     axis = normalized_axis(axis, len(shape))

@@ -6,8 +6,21 @@ from .checks import expect_shape, expect_updatable, flat, prepared, shape_of
 
 
 def add(a, b):
-    """a + b, where b's shape equals the trailing dims of a's (a residual, a bias (E,), or a
-    positional table (N, E) added to every batch element)."""
+    """``a + b``, where b's shape equals the trailing dims of a's (a residual, a bias (E,), or a
+    positional table (N, E) added to every batch element).
+
+    Parameters
+    ----------
+    a : array
+        The larger operand, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    b : array
+        Shaped like a's trailing dims, on the same device.
+
+    Returns
+    -------
+    array
+        Shaped like ``a``.
+    """
     device, arrays = prepared({"a": a, "b": b})
     a, b = arrays["a"], arrays["b"]
     if b.ndim > a.ndim or shape_of(a)[a.ndim - b.ndim:] != shape_of(b):
@@ -20,8 +33,23 @@ def add(a, b):
 
 
 def sum_leading(x, shape, *, out=None):
-    """Sum x over its leading dims down to ``shape`` (its trailing dims): the backward of the
-    broadcast in :func:`add`. With ``out``, the sum is ADDED into ``out`` in place."""
+    """Sum ``x`` over its leading dims down to ``shape`` (its trailing dims): the backward of
+    the broadcast in :func:`add`.
+
+    Parameters
+    ----------
+    x : array
+        The array summed, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    shape : tuple of int
+        The trailing dims to keep.
+    out : array, optional
+        If given, the sum is added into it, in place.
+
+    Returns
+    -------
+    array
+        The sum, of ``shape`` (``out`` when given).
+    """
     shape = tuple(int(s) for s in shape)
     device, a = prepared({"x": x, "out": out})
     x = a["x"]
@@ -41,7 +69,21 @@ def sum_leading(x, shape, *, out=None):
 
 
 def add_into(dst, src):
-    """dst += src in place (same shape): sums gradients that reach one tensor along two paths."""
+    """``dst += src`` in place (same shape): sums gradients that reach one tensor along two
+    paths.
+
+    Parameters
+    ----------
+    dst : array
+        Added into, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    src : array
+        Shaped like ``dst``, on the same device.
+
+    Returns
+    -------
+    array
+        ``dst``.
+    """
     device, a = prepared({"dst": dst, "src": src})
     expect_shape("src", a["src"], shape_of(dst), "dst.shape")
     expect_updatable("dst", dst, a["dst"])
@@ -51,7 +93,20 @@ def add_into(dst, src):
 
 
 def fill(x, value):
-    """x[...] = value in place, on either device (zeroing gradients)."""
+    """``x[...] = value`` in place, on either device (zeroing gradients).
+
+    Parameters
+    ----------
+    x : array
+        The array filled, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    value : float
+        The value.
+
+    Returns
+    -------
+    array
+        ``x``.
+    """
     device, a = prepared({"x": x})
     expect_updatable("x", x, a["x"])
     if x.size:

@@ -35,11 +35,30 @@ def _pointwise_loss_args(pred, target, kind, weight):
 
 
 def pointwise_loss(pred, target, kind, *, weight=None, delta=1.0, skip_nan=False):
-    """Elementwise loss ``kind`` ('mse', 'mae', 'huber', 'bce_with_logits' on logits ``pred``)
-    of pred against target (same shapes), times ``weight`` (same shape) if given.
+    """Sums of an elementwise loss of ``pred`` against ``target`` (same shapes), weighted.
 
-    With ``skip_nan``, elements whose target is NaN count with weight 0. Returns (sum of weighted
-    losses, sum of weights) as floats.
+    With ``skip_nan``, elements whose target is NaN count with weight 0.
+
+    Parameters
+    ----------
+    pred : array
+        Predictions (logits for ``"bce_with_logits"``), on the CPU (NumPy) or the GPU
+        (numba.cuda device array).
+    target : array
+        Targets, shaped like ``pred``.
+    kind : str
+        ``"mse"``, ``"mae"``, ``"huber"`` or ``"bce_with_logits"``.
+    weight : array, optional
+        A weight per element, shaped like ``pred``.
+    delta : float, default 1.0
+        Huber's threshold between quadratic and linear.
+    skip_nan : bool, default False
+        Give NaN targets weight 0.
+
+    Returns
+    -------
+    loss_sum, weight_sum : float
+        The sum of weighted losses and the sum of weights (their ratio is the mean).
     """
     expect_positive("delta", delta)
     device, pred, target, weight_flat = _pointwise_loss_args(pred, target, kind, weight)
@@ -53,7 +72,28 @@ def pointwise_loss(pred, target, kind, *, weight=None, delta=1.0, skip_nan=False
 
 def pointwise_loss_backward(pred, target, kind, *, scale, weight=None, delta=1.0,
                             skip_nan=False):
-    """dpred = scale * d(sum of weighted losses)/dpred, shaped like pred."""
+    """``dpred = scale * d(sum of weighted losses)/dpred`` of :func:`pointwise_loss`.
+
+    Parameters
+    ----------
+    pred, target : arrays of one shape
+        The forward call's inputs.
+    kind : str
+        As in the forward call.
+    scale : float
+        The factor (1 / weight_sum for the gradient of the mean).
+    weight : array, optional
+        As in the forward call.
+    delta : float, default 1.0
+        As in the forward call.
+    skip_nan : bool, default False
+        As in the forward call.
+
+    Returns
+    -------
+    array
+        dpred, shaped like ``pred``.
+    """
     device, pred_flat, target, weight_flat = _pointwise_loss_args(pred, target, kind, weight)
     dpred = empty_like_on(device, shape_of(pred), pred_flat.dtype)
     if pred_flat.size:
@@ -84,11 +124,28 @@ def _cross_entropy_args(logits, targets, class_weight):
 
 
 def cross_entropy(logits, targets, *, class_weight=None, label_smoothing=0.0, ignore_index=-100):
-    """Softmax cross-entropy of logits (..., C) against integer targets (...), as
-    torch.nn.functional.cross_entropy: class weights, label smoothing, ``ignore_index``.
+    """Sums of the softmax cross-entropy of logits against integer targets, as
+    torch.nn.functional.cross_entropy.
 
-    Returns (sum of weighted losses, sum of target class weights, lse (R,)); ``lse`` is what
-    :func:`cross_entropy_backward` needs.
+    Parameters
+    ----------
+    logits : array (..., C)
+        Unnormalized class scores, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    targets : int array (...)
+        Class ids in [0, C), or ``ignore_index``.
+    class_weight : array (C,), optional
+        A weight per class.
+    label_smoothing : float, default 0.0
+        Share of the target probability spread evenly over the classes.
+    ignore_index : int, default -100
+        Targets with this id count for nothing.
+
+    Returns
+    -------
+    loss_sum, weight_sum : float
+        The sum of weighted losses and the sum of the targets' class weights.
+    lse : array (R,)
+        Each row's log-sum-exp, which :func:`cross_entropy_backward` needs.
     """
     expect_probability("label_smoothing", label_smoothing)
     device, logits, targets, class_weight = _cross_entropy_args(logits, targets, class_weight)
@@ -107,7 +164,30 @@ def cross_entropy(logits, targets, *, class_weight=None, label_smoothing=0.0, ig
 
 def cross_entropy_backward(logits, lse, targets, *, scale, class_weight=None,
                            label_smoothing=0.0, ignore_index=-100):
-    """dlogits = scale * d(sum of weighted losses)/dlogits, shaped like logits."""
+    """``dlogits = scale * d(sum of weighted losses)/dlogits`` of :func:`cross_entropy`.
+
+    Parameters
+    ----------
+    logits : array (..., C)
+        The forward call's logits.
+    lse : array (R,)
+        What :func:`cross_entropy` returned.
+    targets : int array (...)
+        The forward call's targets.
+    scale : float
+        The factor (1 / weight_sum for the gradient of the mean).
+    class_weight : array (C,), optional
+        As in the forward call.
+    label_smoothing : float, default 0.0
+        As in the forward call.
+    ignore_index : int, default -100
+        As in the forward call.
+
+    Returns
+    -------
+    array (..., C)
+        dlogits.
+    """
     device, logits_rows, targets, class_weight = _cross_entropy_args(logits, targets,
                                                                      class_weight)
     expect_shape("lse", lse, (shape_of(logits_rows)[0],), "(R,)")

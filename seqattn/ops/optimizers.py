@@ -19,7 +19,27 @@ def _updatable_flat(device, name, x, like):
 
 def sgd_step(param, grad, velocity, *, lr, momentum=0.0, weight_decay=0.0, nesterov=False,
              grad_scale=1.0):
-    """In place: one SGD step of ``param`` (momentum buffer ``velocity``), as torch.optim.SGD."""
+    """In place: one SGD step of ``param``, as torch.optim.SGD.
+
+    Parameters
+    ----------
+    param : array
+        The parameter, updated in place, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    grad : array
+        Its gradient.
+    velocity : array
+        The momentum buffer, updated in place.
+    lr : float
+        The learning rate.
+    momentum : float, default 0.0
+        Factor of the running velocity.
+    weight_decay : float, default 0.0
+        L2 penalty added to the gradient.
+    nesterov : bool, default False
+        Nesterov momentum.
+    grad_scale : float, default 1.0
+        Multiplies the gradient first (gradient clipping's factor).
+    """
     device = backend_of(param=param, grad=grad, velocity=velocity)
     arrays = [_updatable_flat(device, n, x, param)
               for n, x in (("param", param), ("velocity", velocity), ("grad", grad))]
@@ -31,8 +51,32 @@ def sgd_step(param, grad, velocity, *, lr, momentum=0.0, weight_decay=0.0, neste
 
 def adam_step(param, grad, exp_avg, exp_avg_sq, *, step, lr, betas=(0.9, 0.999), eps=1e-8,
               weight_decay=0.0, decoupled_weight_decay=False, grad_scale=1.0):
-    """In place: Adam step number ``step`` (1, 2, ...) of ``param``, as torch.optim.Adam, or
-    AdamW with ``decoupled_weight_decay``."""
+    """In place: Adam step number ``step`` of ``param``, as torch.optim.Adam, or AdamW with
+    ``decoupled_weight_decay``.
+
+    Parameters
+    ----------
+    param : array
+        The parameter, updated in place, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    grad : array
+        Its gradient.
+    exp_avg, exp_avg_sq : arrays
+        The running mean and mean square of the gradient, updated in place.
+    step : int
+        The step number, 1, 2, ... (for the bias correction).
+    lr : float
+        The learning rate.
+    betas : tuple of float, default (0.9, 0.999)
+        Decay rates of the running mean and mean square.
+    eps : float, default 1e-8
+        Added to the root mean square.
+    weight_decay : float, default 0.0
+        The decay rate: an L2 penalty, or decoupled with ``decoupled_weight_decay``.
+    decoupled_weight_decay : bool, default False
+        AdamW's decay: ``param *= 1 - lr * weight_decay`` before the step.
+    grad_scale : float, default 1.0
+        Multiplies the gradient first (gradient clipping's factor).
+    """
     if not isinstance(step, (int, np.integer)) or step < 1:
         raise ValueError(f"step must be the step number 1, 2, ... (bias correction divides by "
                          f"1 - beta ** step), got {step!r}")
@@ -49,8 +93,19 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, *, step, lr, betas=(0.9, 0.999),
 
 
 def sum_of_squares(arrays):
-    """Sum of squares of all elements of ``arrays`` (one device), in float64, as a host float:
-    the squared global norm that gradient clipping uses."""
+    """The sum of squares of all elements of ``arrays``: the squared global norm that gradient
+    clipping uses.
+
+    Parameters
+    ----------
+    arrays : iterable of arrays
+        Arrays on one device.
+
+    Returns
+    -------
+    float
+        The sum, accumulated in float64, as a host float.
+    """
     arrays = list(arrays)
     device = backend_of(**{f"arrays[{i}]": x for i, x in enumerate(arrays)})
     total = empty_like_on(device, (1,), np.float64)

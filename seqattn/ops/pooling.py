@@ -28,8 +28,21 @@ def _tokens_and_padding(x, key_padding_mask):
 
 
 def masked_mean(x, key_padding_mask=None):
-    """(B, E) mean of tokens x (B, N, E) over the unpadded ones (key_padding_mask True =
-    padded); a sequence that is all padding pools to zeros."""
+    """The mean of tokens over the unpadded ones; a sequence that is all padding pools to
+    zeros.
+
+    Parameters
+    ----------
+    x : array (B, N, E)
+        Tokens, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    key_padding_mask : bool array (B, N), optional
+        True where a token is padding.
+
+    Returns
+    -------
+    array (B, E)
+        One vector per sequence.
+    """
     device, x, padding = _tokens_and_padding(x, key_padding_mask)
     out = empty_like_on(device, (shape_of(x)[0], shape_of(x)[2]), x.dtype)
     kernels_for(device, "pooling").masked_mean_forward(out, x, padding)
@@ -37,7 +50,22 @@ def masked_mean(x, key_padding_mask=None):
 
 
 def masked_mean_backward(dout, x, key_padding_mask=None):
-    """dx (B, N, E) of :func:`masked_mean` (``x`` gives the shape and device)."""
+    """dx of :func:`masked_mean`.
+
+    Parameters
+    ----------
+    dout : array (B, E)
+        dLoss/dout.
+    x : array (B, N, E)
+        The forward call's tokens (for their shape and device).
+    key_padding_mask : bool array (B, N), optional
+        As in the forward call.
+
+    Returns
+    -------
+    array (B, N, E)
+        dx.
+    """
     device, x, padding = _tokens_and_padding(x, key_padding_mask)
     B, N, E = shape_of(x)
     expect_shape("dout", dout, (B, E), "(B, E)")
@@ -47,9 +75,25 @@ def masked_mean_backward(dout, x, key_padding_mask=None):
 
 
 def prepend_token(x, token, length=None):
-    """out (B, L, E): ``token`` (E,) at position 0, then x (B, N, E); L = N + 1 by default
-    (a class token), L = N shifts x right by one and drops its last token (decoder inputs).
-    Works for float tokens, integer ids (E = 1) and bool masks."""
+    """A token in front of every sequence: ``token`` at position 0, then ``x``.
+
+    Works for float tokens, integer ids (E = 1) and bool masks.
+
+    Parameters
+    ----------
+    x : array (B, N, E)
+        The sequences, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    token : array (E,)
+        The token put first.
+    length : int, optional
+        L, the output length: N + 1 by default (a class token); N shifts ``x`` right by one
+        and drops its last token (decoder inputs).
+
+    Returns
+    -------
+    array (B, L, E)
+        The sequences with the token first.
+    """
     device = backend_of(x=x, token=token)
     if x.ndim != 3 or shape_of(token) != (shape_of(x)[2],):
         raise ValueError(f"x {shape_of(x)} and token {shape_of(token)} must be (B, N, E), (E,)")
@@ -65,7 +109,22 @@ def prepend_token(x, token, length=None):
 
 
 def prepend_token_backward(dout, x, *, token_grad):
-    """dx (B, N, E) of :func:`prepend_token`; adds the token's gradient into ``token_grad``."""
+    """dx of :func:`prepend_token`; adds the token's gradient into ``token_grad``.
+
+    Parameters
+    ----------
+    dout : array (B, L, E)
+        dLoss/dout.
+    x : array (B, N, E)
+        The forward call's sequences.
+    token_grad : array (E,)
+        The token's gradient is added into it.
+
+    Returns
+    -------
+    array (B, N, E)
+        dx.
+    """
     device, a = prepared({"dout": dout, "x": x, "token_grad": token_grad})
     B, N, E = shape_of(a["x"])
     if a["dout"].ndim != 3 or shape_of(a["dout"])[::2] != (B, E):
@@ -78,7 +137,18 @@ def prepend_token_backward(dout, x, *, token_grad):
 
 
 def first_token(x):
-    """(B, E) = x[:, 0] for tokens x (B, N, E), on either device."""
+    """The first token of every sequence, ``x[:, 0]``.
+
+    Parameters
+    ----------
+    x : array (B, N, E)
+        Tokens, on the CPU (NumPy) or the GPU (numba.cuda device array).
+
+    Returns
+    -------
+    array (B, E)
+        Token 0 of each sequence.
+    """
     device, a = prepared({"x": x})
     x = a["x"]
     if x.ndim != 3 or not x.shape[1]:
@@ -89,7 +159,20 @@ def first_token(x):
 
 
 def first_token_backward(dout, x):
-    """dx (B, N, E) of :func:`first_token`: dout at token 0, zeros elsewhere."""
+    """dx of :func:`first_token`: ``dout`` at token 0, zeros elsewhere.
+
+    Parameters
+    ----------
+    dout : array (B, E)
+        dLoss/dout.
+    x : array (B, N, E)
+        The forward call's tokens (for their shape and device).
+
+    Returns
+    -------
+    array (B, N, E)
+        dx.
+    """
     device, a = prepared({"dout": dout, "x": x})
     B, N, E = shape_of(a["x"])
     expect_shape("dout", a["dout"], (B, E), "(B, E)")
@@ -99,8 +182,22 @@ def first_token_backward(dout, x):
 
 
 def write_positions(cache, new, start):
-    """In place: cache[:, :, start:start + n] = new, for a key/value cache (B, H, M, D) and new
-    keys or values (B, H, n, D)."""
+    """In place: ``cache[:, :, start:start + n] = new``, for a key/value cache.
+
+    Parameters
+    ----------
+    cache : array (B, H, M, D)
+        The cache, written in place, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    new : array (B, H, n, D)
+        New keys or values.
+    start : int
+        The first position written.
+
+    Returns
+    -------
+    array (B, H, M, D)
+        ``cache``.
+    """
     device, a = prepared({"cache": cache, "new": new})
     expect_updatable("cache", cache, a["cache"])
     B, H, M, D = shape_of(cache)

@@ -280,8 +280,17 @@ def constructor_signature(app, what, name, obj, options, signature, return_annot
     return re.sub(r"<class '([\w.]+)'>", r"\1", text), return_annotation
 
 
+def link_module_docstring(app, what, name, obj, options, lines):
+    """A class whose docstring says "see the module docstring" links to that module's section
+    of the package page, where the module docstring is shown."""
+    module = getattr(obj, "__module__", None)
+    if what == "class" and module and any("module docstring" in line for line in lines):
+        lines += ["", f".. seealso:: :mod:`{module}`, the module docstring this class refers to."]
+
+
 def setup(app):
     app.connect("autodoc-process-signature", constructor_signature)
+    app.connect("autodoc-process-docstring", link_module_docstring)
     app.connect("config-inited", write_pages)
     app.connect("missing-reference", resolve_reexport)
     app.connect("autodoc-process-bases", documented_bases)

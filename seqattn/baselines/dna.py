@@ -1,9 +1,9 @@
 """DNA: logistic (or ridge) regression on k-mer frequencies, k chosen on validation.
 
 Reads single-base tokens, as the genome adapter makes them with ``k=1``: ids (B, N) with
-A, C, G, T = 0-3 (4 is an unknown base; a larger id means k-mer tokens, refused), or one-hot rows (B, N, 4 or 5), the first
-four columns A, C, G, T. A k-mer is k consecutive tokens that are all known bases and not
-padding; its id is ``sum(base_j * 4 ** (k - 1 - j))``, the adapter's own numbering. With
+A, C, G, T = 0-3 (4 is an unknown base; a larger id means k-mer tokens, refused), or one-hot
+rows (B, N, 4 or 5), the first four columns A, C, G, T. A k-mer is k consecutive tokens that
+are all known bases and not padding; its id is ``sum(base_j * 4 ** (k - 1 - j))``, the adapter's own numbering. With
 ``strand_symmetric`` a k-mer and its reverse complement count as one. The features are each
 sample's k-mer frequencies (counts over its number of k-mers), kept sparse.
 """

@@ -51,7 +51,8 @@ def test_nearest_neighbour_gives_the_closest_training_samples_label():
 def test_nearest_neighbour_regression_averages_the_k_nearest():
     x = np.linspace(0, 1, 50)
     train = batch(x[:, None, None], np.sin(6 * x)[:, None] + 0.3 * RNG.normal(size=(50, 1)))
-    fitted = NearestNeighbour().fit([train], [batch(x[:, None, None] + 0.01, np.sin(6 * x)[:, None])])
+    validation = batch(x[:, None, None] + 0.01, np.sin(6 * x)[:, None])
+    fitted = NearestNeighbour().fit([train], [validation])
     assert fitted.chosen["k"] > 1, "noisy targets: more than one neighbour scores better"
 
 

@@ -27,6 +27,7 @@ import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
 from seqattn.baselines import TokenFeatures, for_batch, warm_start
 from seqattn.models import build
+from seqattn.models.linear_path import residual_parameters
 from seqattn.train import AdamW, EarlyStopping, MSELoss, fit
 from seqattn.train.schedules import warmup_and_decay
 from seqattn.train.select import select
@@ -61,8 +62,8 @@ def trained(config, windows, train_ds, val_ds, variant, n_tokens, lead_ridge):
     if variant in ("lead linear from ridge", "lead ridge frozen"):
         warm_start(model, lead_ridge)
     # frozen: the ridge stays as fitted and training learns the residual only
-    trainable = [(name, p) for name, p in model.named_parameters()
-                 if not (variant == "lead ridge frozen" and name.startswith("linear."))]
+    trainable = residual_parameters(model) if variant == "lead ridge frozen" \
+        else model.named_parameters()
     fit(model, MSELoss(skip_nan=True), AdamW(trainable, lr=config.lr,
                                              weight_decay=config.weight_decay),
         training, validation=validation, epochs=config.epochs, seed=config.seed,

@@ -8,7 +8,8 @@ model's function class then contains ridge or logistic regression on those input
 (:class:`seqattn.baselines.TokenFeatures`, ``PooledFeatures(statistics=("mean",))``). The path
 starts at zero, so an untrained model is the model without it; ``start_from_linear`` instead
 starts it from a fitted linear baseline with the head zeroed, so training learns the residual
-(:func:`seqattn.baselines.warm_start`). For forecasts, ``linear_leads`` (with
+(:func:`seqattn.baselines.warm_start`); an optimizer given :func:`residual_parameters` keeps
+it there and trains the residual only. For forecasts, ``linear_leads`` (with
 ``linear_tokens``) makes the TokenModel's path one linear map per lead of the whole sample
 (:class:`LeadLinearPath`), the function class of ridge per lead. Off by default: see
 CHANGELOG.md for what was measured.
@@ -166,3 +167,11 @@ def start_from_linear(model, weight, bias):
                          "linear=True in its config")
     model.linear.set(weight, bias)
     _zero_head(model)
+
+
+def residual_parameters(model):
+    """`model`'s (name, parameter) pairs outside its linear path: an optimizer given these keeps
+    a path started from a baseline fixed there and trains the residual only
+    (``AdamW(residual_parameters(model), lr=...)``)."""
+    return [(name, p) for name, p in model.named_parameters() if not name.startswith("linear.")]
+

@@ -114,3 +114,18 @@ def test_a_lead_the_path_does_not_know_is_named():
     coords["lead"][0] = 10800.0
     with pytest.raises(ValueError, match="lead 10800 is not one of the path's leads"):
         lead_model()(RNG.normal(size=(3, 4, 3)), None, coords=coords)
+
+
+def test_residual_training_leaves_the_started_path_where_it_was():
+    from seqattn.models.linear_path import residual_parameters
+    from seqattn.train import AdamW, MSELoss, fit
+
+    model = models(True)["token"]
+    weight, bias = RNG.normal(size=(2, 4)), RNG.normal(size=2)
+    model.start_from_linear(weight, bias)
+    names = [name for name, _ in residual_parameters(model)]
+    assert names and not any(name.startswith("linear.") for name in names)
+    fit(model, MSELoss(), AdamW(residual_parameters(model), lr=1e-2),
+        (X, RNG.normal(size=(3, 5, 2))), epochs=2, progress=False)
+    np.testing.assert_array_equal(model.linear.map.weight.data, weight)
+    assert np.abs(model.head.weight.data).max() > 0, "the residual was trained"

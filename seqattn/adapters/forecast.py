@@ -422,8 +422,8 @@ class ForecastWindows(Adapter, Persistable):
 
 class ForecastBatches(Batches):
     """The batches of a fitted :class:`ForecastWindows` over a Dataset (what
-    ``windows.batches(ds, ...)`` returns). Samples: rows (initial time, lead index, *other
-    sample dims), ordered by initial time first."""
+    ``windows.batches(ds, ...)`` returns). Samples: rows ``(initial time, lead index, *other
+    sample dims)``, ordered by initial time first."""
 
     def __init__(self, windows, ds, where, batch_size, shuffle, seed, drop_last):
         super().__init__(batch_size, shuffle, seed, drop_last)

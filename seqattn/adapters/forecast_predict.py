@@ -8,10 +8,10 @@ Every spelling runs this::
     forecast = seqattn.predict(model, ds, windows, where=test)
     forecast = ds.seqattn.predict(model, windows)   # the same, from the Dataset
 
-The result holds the target variables on (lead, *their dims), ``time`` being the valid time, on
-the Dataset's own coordinates; with ``increments=True`` the predictions are added to the values
-they are changes from. The model follows :mod:`seqattn.data.model_call` and returns
-(B, N, Ft) in the layout of ``batch.targets``.
+The result holds the target variables on ``(lead, *their dims)``, ``time`` being the valid
+time, on the Dataset's own coordinates; with ``increments=True`` the predictions are added to the
+values they are changes from. The model follows :mod:`seqattn.data.model_call` and returns
+``(B, N, Ft)`` in the layout of ``batch.targets``.
 
 On dask data the result is lazy and chunk-parallel: one task per chunk of the time dim (and of
 the other sample dims every target has) reads the steps its valid times need (the chunk and

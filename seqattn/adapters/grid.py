@@ -241,9 +241,9 @@ class GridAdapter(WindowedAdapter):
     def encode_samples(self, arrays, var_dims, sizes, coords, placement):
         """Tokens of stacked sample windows.
 
-        `arrays[v]` is (B, *window sizes of v's dims, in v's order); `sizes` are the window sizes
-        per dim; `coords[d]` (B, sizes[d]) the coordinate values of each sample along window dim d
-        (patch dims) or (B,) for sample dims.
+        ``arrays[v]`` is ``(B, *window sizes of v's dims, in v's order)``; `sizes` are the window
+        sizes per dim; ``coords[d]`` ``(B, sizes[d])`` the coordinate values of each sample along
+        window dim d (patch dims) or ``(B,)`` for sample dims.
         """
         for d in self.token_dims:
             self.check_window(d, sizes[d])
@@ -350,7 +350,7 @@ class GridAdapter(WindowedAdapter):
         return canonical_names(out, {self.time_dim: "time", self.lat: "lat", self.lon: "lon"})
 
     def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
-        """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}.
+        """Inverse of :meth:`encode_samples`: ``{variable: (B, *window sizes of its dims)}``.
 
         `values` default to the batch's own value features (missing ones NaN again)."""
         placement = batch.placement

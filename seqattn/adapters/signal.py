@@ -431,8 +431,8 @@ class SignalAdapter(WindowedAdapter):
         return canonical_names(out, {self.time_dim: "time"})
 
     def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
-        """Inverse of :meth:`encode_samples`: {variable: (B, *window sizes of its dims)}; with
-        frame features the dims of :meth:`decoded_template`."""
+        """Inverse of :meth:`encode_samples`: ``{variable: (B, *window sizes of its dims)}``;
+        with frame features the dims of :meth:`decoded_template`."""
         if self.frame_features is not None:
             return self._decode_features(batch, values, variables, mask_missing)
         window, hop = self.frame

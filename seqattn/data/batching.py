@@ -11,12 +11,12 @@ It covers what xbatcher's BatchGenerator does and adds what its users ask for:
   in-memory data.
 * ``shuffle`` with a ``seed``: a new order every epoch that depends only on (seed, epoch), so
   ``epoch(e)`` gives the batches of epoch e again (exact resume); ``drop_last``.
-* Outputs go back on the original coordinates: :meth:`put_back`.
+* Outputs go back on the original coordinates: :meth:`BatchIterator.put_back`.
 * ``targets``: variables of the Dataset with one value per sample (N -> 1: a speaker's label, a
   recording's word) that the adapter's ``fit`` saw become every batch's ``targets`` as
   :mod:`seqattn.data.sample_targets` lays them out (values normalized, classes as indices), so
   ``fit`` takes the iterator itself; a DataArray (or a variable fit did not see) is passed as it
-  is, (B, *its other dims).
+  is, ``(B, *its other dims)``.
 
 Memory stays bounded by the read block, not the dataset: samples are grouped in blocks (the read
 block along batch dims, the dask chunk along input dims, else the whole dim) and only the region

@@ -2,9 +2,9 @@
 saved as JSON or netCDF (never pickle, which would execute code when loaded).
 
 The statistics live in an xarray Dataset: one data variable per normalized variable, with dims
-("stat", *per_dims) and ``stat = ["mean", "std"]``. Keeping them as xarray objects means applying
-them aligns on coordinates (a statistic per pressure level meets the right level even in a window
-that holds only some levels).
+``("stat", *per_dims)`` and ``stat = ["mean", "std"]``. Keeping them as xarray objects means
+applying them aligns on coordinates (a statistic per pressure level meets the right level even in
+a window that holds only some levels).
 """
 
 import dask

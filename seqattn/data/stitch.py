@@ -16,7 +16,8 @@ class Stitcher:
                           for v in variables}
 
     def add(self, arrays, placement):
-        """`arrays[v]` (B, *window sizes of v's dims in v's order), placed by `placement`."""
+        """``arrays[v]`` is ``(B, *window sizes of v's dims in v's order)``, placed by
+        `placement`."""
         window = placement.window_sizes()
         overlap = dict(zip(placement.dims, placement.overlap))
         at = {d: i for i, d in enumerate(placement.dims)}

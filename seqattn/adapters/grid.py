@@ -21,7 +21,8 @@ token also carries, per variable, the fraction of its cells that are valid.
 
 With ``calendar=True`` each token also gets sin/cos of the hour of day and of the day of year of
 its time (the sample's time when ``time_dim`` is a sample dim, the patch centre when it is a patch
-dim), after the validity channels; ``time_dim`` must then have a datetime coordinate.
+dim), after the validity channels; ``time_dim`` must then have a coordinate of times: datetime64,
+or cftime datetimes (noleap, 360_day, ...), whose day of year counts in their calendar's year.
 """
 import math
 
@@ -30,7 +31,8 @@ import xarray as xr
 
 from ..data.batch import Batch
 from ..data.checks import require_dims, require_monotonic, require_positive_sizes, require_variables
-from ..data.coords import as_float, calendar_features, canonical_names, patch_centres, to_utc
+from ..data.coords import (as_float, calendar_features, canonical_names, is_time, patch_centres,
+                           time_calendar, to_utc)
 from ..data.normalize import Normalizer
 from ..data.stitch import PutBack
 from .windowed import IDENTITY, WindowedAdapter, _finite, removed_arguments
@@ -68,7 +70,7 @@ class GridAdapter(WindowedAdapter):
     calendar : bool
         Add sin/cos of the hour of day and day of year of each token's time (``time_dim``).
     time_dim : str
-        The time dim (its coordinate must be datetimes for ``calendar``).
+        The time dim (its coordinate must be datetime64 or cftime times for ``calendar``).
     normalize : bool
         Standardize each variable by the mean and std that fit computes (False: the values as
         they are, for data already on a common scale).
@@ -181,10 +183,11 @@ class GridAdapter(WindowedAdapter):
 
     def _check_calendar(self, ds):
         time = self.time_dim
-        if time not in ds.coords or not np.issubdtype(ds[time].dtype, np.datetime64):
+        if time not in ds.coords or not is_time(ds[time].values):
             got = f"dtype {ds[time].dtype}" if time in ds.coords else "no such coordinate"
-            raise ValueError(f"calendar=True needs a datetime coordinate time_dim={time!r}, got "
-                             f"{got}; pass time_dim='...' naming the time coordinate")
+            raise ValueError(f"calendar=True needs a datetime coordinate time_dim={time!r} "
+                             f"(datetime64 or cftime times), got {got}; pass time_dim='...' "
+                             "naming the time coordinate")
         if time in self.channel_dims:
             raise ValueError(f"calendar=True: time_dim {time!r} is a channel dim, so a token "
                              "holds several times; make it a sample or patch dim")
@@ -297,7 +300,8 @@ class GridAdapter(WindowedAdapter):
         token_coords = self._token_coords(coords, sizes, n, padded, batch, placement.template)
         if self.calendar:
             # a token of padding only has no time (NaN): it is masked, its calendar is 0
-            features = calendar_features(token_coords[self.time_dim])
+            features = calendar_features(token_coords[self.time_dim],
+                                         calendar=time_calendar(coords.get(self.time_dim)))
             tokens[..., n_values + n_validity:] = np.nan_to_num(features, nan=0.0)
         return Batch(tokens=tokens, key_padding_mask=~valid.any(axis=-1), valid=valid,
                      coords=token_coords, placement=placement)

@@ -8,7 +8,8 @@ a string or timedelta ("1h") for datetime coordinates. ``channel_dims`` fold int
 every other dim (station, recording) is a sample dim. The last frame is padded and masked.
 
 With ``calendar=True`` each token gets sin/cos of the hour of day and of the day of year of its
-first step (datetime coordinates only). Series of different lengths go in one batch with
+first step (a time coordinate only: datetime64, or cftime datetimes whose day of year counts in
+their calendar's year). Series of different lengths go in one batch with
 ``encode([ds_a, ds_b])``: shorter ones are padded out in ``key_padding_mask``; decoding such a
 batch gives back the list. Overlapping frames are blended when put back.
 
@@ -33,7 +34,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..data.batch import Batch, Template
 from ..data.blend import Blender, taper
 from ..data.checks import require_dims, require_monotonic, require_variables
-from ..data.coords import as_float, calendar_features, canonical_names, even_step, to_utc, whole_steps
+from ..data.coords import (as_float, calendar_features, canonical_names, even_step, is_time, to_utc,
+                           whole_steps)
 from .frame_features import frame_features as as_frame_features
 from ..data.normalize import STATS, Normalizer
 from ..data.stitch import PutBack
@@ -236,9 +238,12 @@ class SignalAdapter(WindowedAdapter):
         if self.frame is not None and self.frame != frame:
             raise ValueError(f"window/hop are {frame} steps on this data but were "
                              f"{self.frame} steps on the data fit saw; resample to one rate")
-        if self.calendar and not np.issubdtype(ds[self.time_dim].dtype, np.datetime64):
-            raise ValueError(f"calendar=True needs a datetime coordinate {self.time_dim!r}, got "
-                             f"dtype {ds[self.time_dim].dtype}")
+        if self.calendar and (self.time_dim not in ds.coords
+                              or not is_time(ds[self.time_dim].values)):
+            got = (f"dtype {ds[self.time_dim].dtype}" if self.time_dim in ds.coords
+                   else "no such coordinate")
+            raise ValueError(f"calendar=True needs a datetime coordinate time_dim="
+                             f"{self.time_dim!r} (datetime64 or cftime times), got {got}")
         if self.frame_features is not None:
             extra = [d for d in self.per_dims if d not in self.channel_dims]
             if extra:

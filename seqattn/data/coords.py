@@ -50,6 +50,12 @@ def cftime_calendar(values):
     return calendars.pop()
 
 
+def time_calendar(values):
+    """The cftime calendar of times `values`, None for datetime64 times (or `values` None): what
+    :func:`calendar_features` needs to read times that an adapter has turned into seconds."""
+    return cftime_calendar(values) if values is not None and is_cftime(values) else None
+
+
 def _is_timedelta_objects(values):
     return (values.dtype == object and values.size > 0
             and all(isinstance(v, datetime.timedelta) for v in values.ravel()))

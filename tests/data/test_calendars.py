@@ -1,8 +1,8 @@
 """cftime calendars (noleap, 360_day: climate-model output) wherever datetime64 times work in
 seqattn.data.coords: seconds since 1970-01-01 counted in the calendar, hour of day and day of
 year with the calendar's own year length, steps and spacing, order checks; and through the
-grid and signal adapters' encode and decode of a small cftime Dataset and forecast windows
-over it."""
+grid and signal adapters' encode and decode of a small cftime Dataset, their calendar features
+(``calendar=True``), and forecast windows over it."""
 import cftime
 import numpy as np
 import pytest
@@ -44,14 +44,19 @@ def test_times_are_seconds_since_1970_counted_in_their_calendar(calendar):
     assert as_float(times.reshape(20, 10)).shape == (20, 10)
 
 
-@pytest.mark.parametrize("calendar", CALENDARS)
-def test_hour_of_day_and_day_of_year_follow_the_calendars_year(calendar):
-    times = _random_times(calendar, seed=1)
+def _features_by_hand(times, calendar):
+    """(sin day, sin year, cos day, cos year) of cftime `times` from their hour and day of year."""
     day = np.array([t.hour / 24 for t in times])
     year = np.array([(t.dayofyr - 1 + t.hour / 24) / YEAR_DAYS[calendar] for t in times])
     angles = 2 * np.pi * np.stack([day, year], axis=-1)
-    expected = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
-    np.testing.assert_allclose(calendar_features(times), expected, atol=1e-9)
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
+
+
+@pytest.mark.parametrize("calendar", CALENDARS)
+def test_hour_of_day_and_day_of_year_follow_the_calendars_year(calendar):
+    times = _random_times(calendar, seed=1)
+    np.testing.assert_allclose(calendar_features(times), _features_by_hand(times, calendar),
+                               atol=1e-9)
 
 
 @pytest.mark.parametrize("calendar", CALENDARS)
@@ -151,6 +156,52 @@ def test_the_signal_adapter_encodes_and_decodes_a_cftime_dataset(calendar):
     back = adapter.decode(batch)
     assert list(back.time.values) == list(ds.time.values)
     np.testing.assert_allclose(back.x.transpose(*ds.x.dims), ds.x, rtol=1e-12)
+
+
+@pytest.mark.parametrize("calendar", CALENDARS)
+def test_grid_calendar_features_count_the_day_of_year_in_the_calendar(calendar):
+    """Times every 18 h over a new year: the features of a sample's time, and of a patch's
+    centre when time is a patch dim (the last patch padded: its centre is its one step)."""
+    times = _times(calendar, start="2001-12-29T06", periods=5, freq="18h")
+    rng = np.random.default_rng(4)
+    ds = xr.Dataset({"t": (("time", "lat", "lon"), rng.normal(size=(5, 4, 4)))},
+                    coords={"time": times, "lat": np.linspace(60, -60, 4),
+                            "lon": np.arange(4) * 90.0})
+    per_sample = GridAdapter(["t"], {"lat": 2, "lon": 2}, calendar=True, dtype="float64")
+    batch = per_sample.fit(ds).encode(ds)
+    expected = np.repeat(_features_by_hand(times, calendar)[:, None], 4, axis=1)
+    np.testing.assert_allclose(batch.tokens[..., -4:], expected, atol=1e-12)
+    per_patch = GridAdapter(["t"], {"time": 2, "lat": 2, "lon": 2}, calendar=True,
+                            dtype="float64")
+    batch = per_patch.fit(ds).encode(ds)
+    centres = [times[0] + (times[1] - times[0]) / 2, times[2] + (times[3] - times[2]) / 2,
+               times[4]]
+    expected = np.repeat(_features_by_hand(centres, calendar), 4, axis=0)
+    np.testing.assert_allclose(batch.tokens[0, :, -4:], expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("calendar", CALENDARS)
+def test_signal_calendar_features_are_those_of_each_frames_first_step(calendar):
+    """Frames of 2 steps every 6 h over a new year; the last frame (one step and padding) too."""
+    times = _times(calendar, start="2001-12-30T12", periods=11, freq="6h")
+    ds = xr.Dataset({"x": (("station", "time"), np.ones((2, 11)))}, coords={"time": times})
+    adapter = SignalAdapter(["x"], "12h", calendar=True, dtype="float64").fit(ds)
+    batch = adapter.encode(ds)
+    expected = _features_by_hand(times[::2], calendar)
+    np.testing.assert_allclose(batch.tokens[..., -4:], np.stack([expected] * 2), atol=1e-12)
+
+
+def test_calendar_needs_times_and_says_which_it_takes():
+    ds = _grid("noleap").assign_coords(time=np.arange(4.0))
+    with pytest.raises(ValueError, match=r"calendar=True needs a datetime coordinate "
+                                         r"time_dim='time' \(datetime64 or cftime times\), got "
+                                         r"dtype float64"):
+        GridAdapter(["t"], {"lat": 2, "lon": 2}, calendar=True).fit(ds)
+    signal = xr.Dataset({"x": (("time",), np.ones(4))})
+    with pytest.raises(ValueError, match=r"calendar=True needs a datetime coordinate "
+                                         r"time_dim='time' \(datetime64 or cftime times\), got "
+                                         r"no such coordinate"):
+        SignalAdapter(["x"], 2, calendar=True).fit(signal)
 
 
 def test_forecast_windows_over_a_cftime_grid_are_those_over_datetime64():

@@ -11,9 +11,10 @@ the class was defined, ...}``, by kind:
   dict, with torch.nn's names). Loading calls the constructor again with those arguments, casts
   to the dtype and loads the weights.
 * ``"object"``: an object with ``to_dict()`` and a ``from_dict`` classmethod (the adapters with
-  their normalizer, a :class:`~seqattn.adapters.Normalizer`; a ``ForecastWindows`` set-up,
-  whose ``from_dict`` also takes the Dataset: ``load(path, ds=ds)``); ``"state"`` is its
-  ``to_dict()``.
+  their normalizer, a :class:`~seqattn.data.Normalizer`, a
+  :class:`~seqattn.adapters.ForecastWindows` set-up with its adapter); ``"state"`` is its
+  ``to_dict()``. Each loads with ``load(path)`` alone: a ForecastWindows holds no Dataset, and
+  is given one by the call that uses it (``windows.batches(ds, ...)``, ``predict``).
 
 A training checkpoint (``fit(checkpoint=...)``) is a module folder holding the model ``fit``
 returns, plus a ``training/`` folder for resuming (see :mod:`seqattn.train.checkpoints`).
@@ -495,8 +496,8 @@ def load(path, classes=(), device=None, ds=None):
     dataclass), e.g. ``load(path, classes=[MyModel])``; seqattn's own are found by name.
     ``device``: where a module's weights go ("cpu", "cuda"); by default the CPU. A module
     comes back in training mode, as a new one does: call ``.eval()`` to predict.
-    ``ds``: the Dataset for objects stored without their data (``ForecastWindows``: its
-    set-up and adapter are stored, and it is rebuilt over ``ds``).
+    ``ds``: the Dataset for an object whose ``from_dict(state, ds)`` also takes one (none of
+    seqattn's own: a ``ForecastWindows`` loads without it).
     """
     path = Path(path)
     description = read_description(path)

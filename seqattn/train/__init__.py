@@ -10,7 +10,7 @@ from .fit import FitState, NonFiniteLossError, evaluate, fit
 from .losses import (BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, LatitudeWeightedMSELoss,
                      MAELoss, MSELoss)
 from .optimizers import SGD, Adam, AdamW
-from .schedules import StepDecay, WarmupCosine
+from .schedules import StepDecay, WarmupCosine, warmup_and_decay
 
 __all__ = [
     "Adam", "AdamW", "ArrayBatches", "BCEWithLogitsLoss", "CrossEntropyLoss", "DataParallel",
@@ -18,4 +18,5 @@ __all__ = [
     "EnergyForceLoss", "FitState", "HuberLoss", "IterableBatches", "LatitudeWeightedMSELoss", "MAELoss", "MSELoss",
     "NonFiniteLossError", "PropertyLoss", "SGD", "StepDecay", "TrainingBatch", "WarmupCosine", "clip_factor",
     "evaluate", "fit", "global_grad_norm", "has_checkpoint", "load_checkpoint", "save_checkpoint",
+    "warmup_and_decay",
 ]

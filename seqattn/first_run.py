@@ -38,6 +38,10 @@ class CompileNotice(event.Listener):
         self.start_helper = start_helper
         self.compiled = 0
         self.started = self.last_line = None
+        # Seconds spent compiling: outermost compilations only (a kernel compiles its callees).
+        self.seconds = 0.0
+        self._depth = 0
+        self._outer_start = None
         self.bar = None
 
     def _print(self, line):
@@ -71,6 +75,9 @@ class CompileNotice(event.Listener):
             return
         if self.started is None:
             self._begin(type(dispatcher).__module__.startswith("numba.cuda"))
+        if self._depth == 0:
+            self._outer_start = time.perf_counter()
+        self._depth += 1
         self._show(name.rsplit(".", 1)[-1])
 
     def on_end(self, ev):
@@ -78,19 +85,23 @@ class CompileNotice(event.Listener):
             return
         self.compiled += 1
         now = time.perf_counter()
+        self._depth -= 1
+        if self._depth == 0:
+            self.seconds += now - self._outer_start
         if self.bar is not None:
             self.bar.update(1)
         elif now - self.last_line >= self.LINE_SECONDS:
             self.last_line = now
-            self._print(f"seqattn: {self.compiled} kernels compiled ({now - self.started:.0f} s)")
+            self._print(f"seqattn: {self.compiled} kernels compiled so far "
+                        f"({now - self.started:.0f} s since the first)")
 
     def close(self):
         """At exit: the bar ends with the count and the time taken, or a line says them."""
         if self.bar is not None:
             self.bar.close()
         elif self.compiled and self.started is not None:
-            self._print(f"seqattn: {self.compiled} kernels compiled in "
-                        f"{time.perf_counter() - self.started:.0f} s, cached for later runs")
+            self._print(f"seqattn: {self.compiled} kernels compiled in {self.seconds:.0f} s, "
+                        "cached for later runs")
         self.started = None  # said once
 
 

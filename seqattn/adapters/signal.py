@@ -34,8 +34,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..data.batch import Batch, Template
 from ..data.blend import Blender, taper
 from ..data.checks import require_dims, require_monotonic, require_variables
-from ..data.coords import (as_float, calendar_features, canonical_names, even_step, is_time, to_utc,
-                           whole_steps)
+from ..data.coords import (as_float, calendar_features, canonical_names, even_step, is_time,
+                           times_from_seconds, to_utc, whole_steps)
 from .frame_features import frame_features as as_frame_features
 from ..data.normalize import STATS, Normalizer
 from ..data.stitch import PutBack
@@ -260,8 +260,7 @@ class SignalAdapter(WindowedAdapter):
         if self.time_dim not in ds.coords or ds.sizes[self.time_dim] < 2:
             return None
         values = ds[self.time_dim].values
-        if not (np.issubdtype(values.dtype, np.number) or
-                np.issubdtype(values.dtype, np.datetime64)):
+        if not (np.issubdtype(values.dtype, np.number) or is_time(values)):
             return None
         step = even_step(values)
         return None if step is None else 1.0 / float(as_float(step))
@@ -313,9 +312,8 @@ class SignalAdapter(WindowedAdapter):
             t = template.coords[self.time_dim].values
             seconds = as_float(t)
             step = seconds[1] - seconds[0] if len(t) > 1 else 1.0
-            centres = seconds[0] + step * (np.arange(n) * hop + (window - 1) / 2)
-            if np.issubdtype(t.dtype, np.datetime64):
-                centres = (centres * 1e9).round().astype("datetime64[ns]")
+            centres = times_from_seconds(
+                seconds[0] + step * (np.arange(n) * hop + (window - 1) / 2), t)
             coords = coords.assign_coords({self.time_dim: (self.time_dim, centres,
                                                            {"long_name": "frame centre"})})
         band = self.frame_features.coordinate(self.n_features, self.rate)

@@ -80,6 +80,22 @@ def as_float(values):
     return values.astype(np.float64)
 
 
+def times_from_seconds(seconds, like):
+    """Float `seconds` since 1970-01-01 back as times of the kind `like` holds: datetime64[ns]
+    for datetime64, cftime datetimes of `like`'s calendar for cftime; numbers stay numbers (the
+    inverse of :func:`as_float` for coordinates)."""
+    like = np.asarray(like)
+    seconds = np.asarray(seconds, dtype=np.float64)
+    if np.issubdtype(like.dtype, np.datetime64):
+        return (seconds * 1e9).round().astype("datetime64[ns]")
+    if is_cftime(like):
+        import cftime
+
+        return np.asarray(cftime.num2date(seconds, "seconds since 1970-01-01 00:00:00",
+                                          calendar=cftime_calendar(like)))
+    return seconds
+
+
 def is_label(values):
     """True for coordinates of strings (or bytes), which have no order or distance."""
     values = np.asarray(values)

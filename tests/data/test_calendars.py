@@ -191,6 +191,22 @@ def test_signal_calendar_features_are_those_of_each_frames_first_step(calendar):
     np.testing.assert_allclose(batch.tokens[..., -4:], np.stack([expected] * 2), atol=1e-12)
 
 
+@pytest.mark.parametrize("calendar", CALENDARS)
+def test_frame_features_over_cftime_times_come_back_on_cftime_frame_centres(calendar):
+    """Frames of a day of 6-hourly steps: their centres are 9 h after their starts, in the
+    calendar (a new year's day among them), and the rate is that of the steps."""
+    times = _times(calendar, start="2001-12-29", periods=12, freq="6h")
+    ds = xr.Dataset({"x": (("station", "time"), np.arange(24.0).reshape(2, 12))},
+                    coords={"time": times})
+    mean_and_spread = lambda frames: np.stack([frames.mean(-1), frames.std(-1)], axis=-1)
+    adapter = SignalAdapter(["x"], "1D", frame_features=mean_and_spread,
+                            dtype="float64").fit(ds)
+    assert adapter.rate == 1 / (6 * 3600.0)
+    back = adapter.decode(adapter.encode(ds))
+    assert list(back.time.values) == [t + (times[1] - times[0]) * 1.5 for t in times[::4]]
+    np.testing.assert_allclose(back.x.isel(feature=0, station=0), [1.5, 5.5, 9.5])
+
+
 def test_calendar_needs_times_and_says_which_it_takes():
     ds = _grid("noleap").assign_coords(time=np.arange(4.0))
     with pytest.raises(ValueError, match=r"calendar=True needs a datetime coordinate "

@@ -72,7 +72,7 @@ NUMPYDOC_FORM = (r"(seqattn\.nn\.[A-Z]\w*|seqattn\.nn\.positional\.\w+"
                  r"|seqattn\.train\.(clip_factor|global_grad_norm)"
                  r"|seqattn\.models\.(\w*Pooling|generate|rollout|EncoderConfig|Seq2SeqConfig"
                  r"|SequenceEncoder)"
-                 r"|seqattn\.ops\.[a-z_]+)$")
+                 r"|seqattn\.ops\.([a-z_]+|DistanceBias|PairBias))$")
 numpydoc_validation_exclude = {rf"^(?!{NUMPYDOC_FORM})", r"^seqattn\.nn\.Module$"}
 
 # No intersphinx: the build runs offline (CI and the test have no network), so links to NumPy,

@@ -59,6 +59,27 @@ class DistanceBias:
     A position containing NaN hides the pair (as a mask would); a query that sees nothing returns
     zeros. Gradients w.r.t. positions (forces) are those of d; at d = 0 (a token and itself) the
     direction is undefined and contributes zero.
+
+    Parameters
+    ----------
+    x : array (B, N, 3)
+        Query positions.
+    table : array (H, C) or (T, T, H, C)
+        f_h at C equally spaced distances, per head (and per pair of types).
+    r_max : float
+        The distance of the table's last entry.
+    y : array (B, M, 3), optional
+        Key positions; None for self-attention.
+    types : int array (B, N), optional
+        Query token types, for a per-type-pair table.
+    key_types : int array (B, M), optional
+        Key token types, when ``y`` is given.
+    cell : array (B, 3, 3) or (3, 3), optional
+        Lattice vectors as rows, for minimum-image distances.
+    cutoff : float, optional
+        Keys farther than this are hidden.
+    smooth_cutoff : bool, default False
+        Fade the weights to zero at ``cutoff`` with a cosine envelope.
     """
 
     x: object
@@ -82,6 +103,19 @@ class PairBias:
     when they should stay visible with a learnable bias.
 
     Build the relative-position form with :meth:`relative`, which stores no N x M array.
+
+    Parameters
+    ----------
+    table : array (H, C)
+        The bias per head and code.
+    codes : int8, int16 or int32 array (B, N, M) or (N, M), optional
+        A code per pair (negative: hidden).
+    query_positions : int array (B, N) or (N,), optional
+        Query positions, for the relative form.
+    key_positions : int array (B, M) or (M,), optional
+        Key positions, for the relative form.
+    relative_form : bool, default False
+        Codes from clipped relative positions instead of ``codes`` (set by :meth:`relative`).
     """
 
     table: object

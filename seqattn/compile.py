@@ -155,11 +155,13 @@ def compile_all(processes=None, parallel_twins=True, progress=True):
 
 
 def helper_lock_path():
-    """The file that says a helper is compiling into this process's cache folder."""
+    """The file that says a helper is compiling into this process's cache folder, or None
+    where Numba keeps no disk cache of the backward (then a helper would be of no use)."""
     from .kernels.cpu import attention
 
-    cache = attention._backward_tasks.serial._cache
-    return os.path.join(cache._cache_path, "seqattn-compile-helper.lock")
+    cache = getattr(attention._backward_tasks.serial, "_cache", None)
+    folder = getattr(cache, "_cache_path", None)
+    return None if folder is None else os.path.join(folder, "seqattn-compile-helper.lock")
 
 
 def _helper_running(lock):
@@ -186,6 +188,8 @@ def start_helper(on_wait=None):
     from .kernels.compiled_elsewhere import compiling_elsewhere
 
     lock = helper_lock_path()
+    if lock is None:
+        return
     if not _helper_running(lock):
         with contextlib.suppress(FileNotFoundError):
             os.remove(lock)  # left by a helper that was killed

@@ -60,7 +60,10 @@ class CompileNotice(event.Listener):
         if self.start_helper and not on_cuda:
             from .compile import start_helper
 
-            start_helper(on_wait=lambda: self._show(WAITING))
+            try:
+                start_helper(on_wait=lambda: self._show(WAITING))
+            except OSError:  # a cache folder it cannot write to: compile here, as without it
+                pass
 
     def _show(self, what):
         if self.bar is not None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import types
 
+from seqattn.compile import HELPER_LOCK_SECONDS, _helper_running
 from seqattn.first_run import NOTICE, CompileNotice
 from seqattn.kernels.compiled_elsewhere import compiling_elsewhere, wait_for
 
@@ -124,3 +125,18 @@ def test_importing_seqattn_compiles_nothing_and_says_nothing(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           check=True)
     assert done.stdout.split() == ["0"] and done.stderr == ""
+
+
+def test_a_helper_counts_as_running_while_its_process_lives_and_its_lock_is_fresh(tmp_path):
+    lock = tmp_path / "seqattn-compile-helper.lock"
+    assert not _helper_running(str(lock)), "no lock"
+    lock.write_text(str(os.getpid()))
+    assert _helper_running(str(lock))
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+    lock.write_text(finished.stdout.strip())
+    assert not _helper_running(str(lock)), "the lock of a process that has ended"
+    lock.write_text(str(os.getpid()))
+    old = os.path.getmtime(lock) - HELPER_LOCK_SECONDS - 1
+    os.utime(lock, (old, old))
+    assert not _helper_running(str(lock)), "a lock older than a helper ever takes"

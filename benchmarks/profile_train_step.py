@@ -31,6 +31,13 @@ the inflation can be read off. Each configuration runs a few steps first (compil
 
     python benchmarks/profile_train_step.py              # the grid below, serial kernels
     python benchmarks/profile_train_step.py --steps 5    # a smoke run
+    python benchmarks/profile_train_step.py --example examples/digits.py --quick
+
+With ``--example``, the example's whole run is profiled instead (the arguments after the
+script go to it): the same categories, with everything outside the stack's layers (adapters,
+batch assembly, data, evaluation, the example's Python) as one more, launches counted over the
+run. CPU time of the main thread, as above; work an example hands to other threads or processes
+is not seen.
 """
 import argparse
 import functools
@@ -58,6 +65,9 @@ GRID = [
 ]
 CATEGORIES = ["kernels", "checks", "allocation", "ops", "autodiff", "modules",
               "loss and optimizer", "step glue"]
+# A whole example's run: what is not inside one of the stack's layers is the example's own
+# (adapters, batch assembly, data, evaluation, Python)
+EXAMPLE_CATEGORIES = CATEGORIES[:-1] + ["outside the stack"]
 
 
 class Ledger:
@@ -284,12 +294,39 @@ def profile(config, steps):
             {c: totals[c] / steps for c in CATEGORIES}, launches / steps)
 
 
+def profile_example(path, arguments):
+    """Seconds per category and launches over one run of the example script at ``path``."""
+    import runpy
+
+    sys.argv = [path, *arguments]
+    LEDGER.clear()
+    LEDGER.active = True
+    try:
+        LEDGER.run("outside the stack", runpy.run_path, (path,), {"run_name": "__main__"})
+    finally:
+        LEDGER.active = False
+    return {c: LEDGER.seconds[c] for c in EXAMPLE_CATEGORIES}, LEDGER.launches
+
+
+def print_example(path, arguments, threads):
+    seconds, launches = profile_example(path, arguments)
+    total = sum(seconds.values())
+    print(f"{path} {' '.join(arguments)}: {total:.1f} CPU s of the main thread, {threads} "
+          f"threads, {launches} launches")
+    for category in EXAMPLE_CATEGORIES:
+        print(f"  {category:20} {seconds[category]:8.2f} s {100 * seconds[category] / total:6.1f}%")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--only", help="run the grid rows whose name contains this")
-    args = parser.parse_args()
+    parser.add_argument("--example", help="profile this example script's whole run instead; "
+                        "the arguments after it go to the example")
+    args, example_arguments = parser.parse_known_args()
+    if example_arguments and args.example is None:
+        parser.error(f"unrecognized arguments: {' '.join(example_arguments)}")
 
     import numba
     from threadpoolctl import threadpool_limits
@@ -298,6 +335,10 @@ def main():
     import seqattn.models  # noqa: F401  (every module imported before instrumenting)
     import seqattn.train  # noqa: F401
     instrument()
+    if args.example is not None:
+        with threadpool_limits(args.threads):
+            print_example(args.example, example_arguments, args.threads)
+        return
     load_before = os.getloadavg()[0]
     rows = [c for c in GRID if args.only is None or args.only in c[0]]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "

@@ -31,6 +31,7 @@ the inflation can be read off. Each configuration runs a few steps first (compil
 
     python benchmarks/profile_train_step.py              # the grid below, serial kernels
     python benchmarks/profile_train_step.py --steps 5    # a smoke run
+    python benchmarks/profile_train_step.py --only "d64 L2 N64" --detail 20
     python benchmarks/profile_train_step.py --example examples/digits.py --quick
 
 With ``--example``, the example's whole run is profiled instead (the arguments after the
@@ -268,17 +269,17 @@ def training_step(model, loss, optimizer, x, y, mask):
 
 def profile(config, steps):
     """(plain step seconds, profiled step seconds, seconds per category per step, launches
-    per step) for one configuration."""
+    per step, calls per category per step, seconds per (category, function) per step) for
+    one configuration."""
     _, kind, d_model, layers, heads, ffn, n, batch = config
     parts = build(kind, d_model, layers, heads, ffn, n, batch)
     for _ in range(3):
         training_step(*parts)
     plain, profiled = [], []
-    totals = defaultdict(float)
+    seconds, calls, by_function = defaultdict(float), defaultdict(float), defaultdict(float)
     launches = 0
     for _ in range(steps):  # plain and profiled steps alternate, so load falls on both
         start = time.thread_time()
-        LEDGER.active = False
         training_step(*parts)
         plain.append(time.thread_time() - start)
         LEDGER.clear()
@@ -286,12 +287,14 @@ def profile(config, steps):
         start = time.thread_time()
         LEDGER.run("step glue", training_step, parts, {})
         profiled.append(time.thread_time() - start)
-        for category, seconds in LEDGER.seconds.items():
-            totals[category] += seconds
+        LEDGER.active = False
+        for totals, counted in ((seconds, LEDGER.seconds), (calls, LEDGER.calls),
+                                (by_function, LEDGER.by_function)):
+            for key, value in counted.items():
+                totals[key] += value / steps
         launches += LEDGER.launches
-    LEDGER.active = False
     return (statistics.median(plain), statistics.median(profiled),
-            {c: totals[c] / steps for c in CATEGORIES}, launches / steps)
+            {c: seconds[c] for c in CATEGORIES}, launches / steps, calls, by_function)
 
 
 def profile_example(path, arguments):
@@ -322,6 +325,9 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--only", help="run the grid rows whose name contains this")
+    parser.add_argument("--detail", type=int, default=0, metavar="K",
+                        help="also print calls per category and the K functions that take "
+                             "the most exclusive time")
     parser.add_argument("--example", help="profile this example script's whole run instead; "
                         "the arguments after it go to the example")
     args, example_arguments = parser.parse_known_args()
@@ -349,11 +355,18 @@ def main():
           "profiled step)")
     with threadpool_limits(args.threads):
         for config in rows:
-            plain, profiled, seconds, launches = profile(config, args.steps)
+            plain, profiled, seconds, launches, calls, by_function = profile(config,
+                                                                             args.steps)
             total = sum(seconds.values())
             shares = "".join(f"{100 * seconds[c] / total:10.1f}%" for c in CATEGORIES)
             print(f"{config[0]:26}{1e3 * plain:9.2f}{1e3 * profiled:9.2f}{launches:7.0f}"
                   f"{shares}", flush=True)
+            if args.detail:
+                print("    calls per step: " + ", ".join(f"{c} {calls[c]:.0f}"
+                                                       for c in CATEGORIES if calls[c]))
+                top = sorted(by_function.items(), key=lambda item: -item[1])[:args.detail]
+                for (category, name), spent in top:
+                    print(f"    {1e3 * spent:8.3f} ms  {category:20} {name}")
     print(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
 
 

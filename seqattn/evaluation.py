@@ -24,6 +24,14 @@ they are). The scores are taken over the whole set at once, not averaged over ba
   positive class's probability for two classes, else the mean one-vs-rest AUROC over the
   classes present), and ``recall`` per class.
 
+Targets in groups (a :class:`~seqattn.adapters.MoleculeAdapter`'s batches carry a dict,
+``{"structure": ..., "forces": ...}``, and its model returns a dict of outputs) are scored one
+group at a time: the group holding known targets (:func:`seqattn.baselines.base.target_group`;
+``targets="solubility"`` picks it where several would, e.g. energies beside their forces),
+against the model's output of that group (``"structure"``; ``"<x>_logits"`` for the classes
+``"<x>_classes"``, one class target per group). Decoding fills the model's other outputs with
+NaN, so only the evaluated targets come back.
+
 The result is a Dataset with a ``predictor`` dim (``"model"`` first) and ``n``, the number of
 values or samples scored; ``chosen`` holds what each baseline chose on validation. The
 evaluated samples' batches and every predictor's outputs are held in memory until scored.
@@ -34,7 +42,7 @@ import numpy as np
 import xarray as xr
 
 from .baselines import Baseline, for_batch, layout_of
-from .baselines.base import as_list
+from .baselines.base import as_list, group_view, output_key, target_group
 from .baselines.estimators import log_loss
 from .data.model_call import ModelCall
 from .data.targets import CLASS_DIM, MISSING_CLASS, softmax
@@ -55,17 +63,28 @@ def evaluate(model, ds, adapter, *, where=None, targets=None, metrics=None, base
     batches = as_list(adapter.batches(ds, where=where, batch_size=batch_size, shuffle=False,
                                       **options), "where")
     run = ModelCall(model)
-    outputs = {MODEL: [run(b) for b in batches]}
-    layout = layout_of(batches[0], outputs[MODEL][0].shape[-1])
+    raw = [run(b) for b in batches]
+    group = target_group(batches)
+    outputs = {MODEL: [_group_output(r, group, "the model") for r in raw]}
+    views = [group_view(b, group) for b in batches]
+    layout = layout_of(views[0], outputs[MODEL][0].shape[-1])
     fitted = _fitted_baselines(baselines, adapter, ds, train, validation, batch_size, options,
                                layout)
     for baseline in fitted:
-        outputs[_unique(baseline.name, outputs)] = [baseline.predict(b) for b in batches]
+        if baseline.group != group:
+            raise ValueError(f"baseline {baseline.name!r} was fitted on target group "
+                             f"{baseline.group!r}, but the evaluated batches' targets are "
+                             f"{group!r}; fit it on batches of the same targets")
+        outputs[_unique(baseline.name, outputs)] = [
+            _group_output(baseline.predict(b), group, baseline.name) for b in batches]
     chosen = [""] + [json.dumps(_plain(b.chosen)) for b in fitted]
+    decodable = _Decodable(raw, group)
     if layout.classes:
-        scores = _class_scores(adapter, batches, outputs, layout, metrics or {})
+        scores = _class_scores(adapter, batches, views, outputs, layout, metrics or {},
+                               decodable)
     else:
-        scores = _value_scores(adapter, batches, outputs, metrics or {}, tuple(by))
+        scores = _value_scores(adapter, batches, views, outputs, metrics or {}, tuple(by),
+                               decodable)
     scores["chosen"] = xr.DataArray(np.array(chosen, dtype=object), dims="predictor")
     return scores
 
@@ -91,6 +110,41 @@ def _fitted_baselines(baselines, adapter, ds, train, validation, batch_size, opt
     n_classes = layout.n_outputs if layout.classes else None
     return [b if b.chosen is not None else b.fit(train_batches, valid_batches, n_classes=n_classes)
             for b in (given if given is not None else for_batch(train_batches[0]))]
+
+
+def _group_output(out, group, who):
+    """`who`'s output for the evaluated targets: the array itself, or the evaluated group's
+    array out of a dict of named outputs."""
+    if group is None:
+        if isinstance(out, dict):
+            raise ValueError(f"{who} returned named outputs {sorted(out)}, but the batches' "
+                             "targets are one array; expected an array like the targets")
+        return np.asarray(out)
+    key = output_key(group)
+    if not isinstance(out, dict) or out.get(key) is None:
+        have = sorted(out) if isinstance(out, dict) else f"a {type(out).__name__}"
+        raise ValueError(f"the batches' targets are the group {group!r}, whose outputs are "
+                         f"{key!r}, but {who} returned {have}; build the model with "
+                         "adapter.model_config(...)")
+    return np.asarray(out[key])
+
+
+class _Decodable:
+    """What ``adapter.decode`` takes for a predictor's output of batch `i`: the output itself
+    (array targets), or the model's named outputs with the evaluated group's replaced by it
+    and every other float output NaN (so only the evaluated targets come back finite)."""
+
+    def __init__(self, raw, group):
+        self.raw, self.group = raw, group
+
+    def __call__(self, i, values):
+        if self.group is None:
+            return values
+        key = output_key(self.group)
+        out = {k: None if v is None else np.full(np.shape(v), np.nan)
+               for k, v in self.raw[i].items()}
+        out[key] = np.asarray(values).reshape(np.shape(self.raw[i][key]))
+        return out
 
 
 def _unique(name, taken):
@@ -130,11 +184,20 @@ def _rows(da, keep):
     return da.values.reshape(-1, *da.shape[len(others):]).astype(np.float64)
 
 
-def _value_scores(adapter, batches, outputs, metrics, by):
+def _is_class_variable(decoded, v):
+    """Whether decoded variable `v` is a class target's: its labels (beside
+    ``<v>_probability``) or probabilities (on ``class`` or ``<target>_class``)."""
+    return f"{v}_probability" in decoded.data_vars or any(
+        d == CLASS_DIM or str(d).endswith("_" + CLASS_DIM) for d in decoded[v].dims)
+
+
+def _value_scores(adapter, batches, views, outputs, metrics, by, decodable):
     truth, predicted, keep, coords = {}, {name: {} for name in outputs}, {}, {}
     for i, batch in enumerate(batches):
-        decoded_truth = adapter.decode(batch, _known_targets(batch, outputs[MODEL][i]))
-        variables = [v for v in decoded_truth.data_vars if decoded_truth[v].dtype.kind == "f"]
+        decoded_truth = adapter.decode(
+            batch, decodable(i, _known_targets(views[i], outputs[MODEL][i])))
+        variables = [v for v in decoded_truth.data_vars if decoded_truth[v].dtype.kind == "f"
+                     and not (decodable.group and _is_class_variable(decoded_truth, v))]
         # a batch decodes onto the whole source (NaN where it has no sample): keep its rows
         rows = {}
         for v in variables:
@@ -145,12 +208,14 @@ def _value_scores(adapter, batches, outputs, metrics, by):
             rows[v] = np.isfinite(target).reshape(len(target), -1).any(axis=1)
             truth.setdefault(v, []).append(target[rows[v]])
         for name, values in outputs.items():
-            decoded = adapter.decode(batch, values[i])
+            decoded = adapter.decode(batch, decodable(i, values[i]))
             for v in variables:
                 predicted[name].setdefault(v, []).append(_rows(decoded[v], keep[v])[rows[v]])
     per_variable = {}
     for v in truth:
         target = np.concatenate(truth[v])
+        if decodable.group and not np.isfinite(target).any():
+            continue  # a target of the adapter outside the evaluated group
         preds = {name: np.concatenate(predicted[name][v]) for name in outputs}
         scored = np.isfinite(target) & np.all([np.isfinite(p) for p in preds.values()], axis=0)
         per_variable[v] = _value_metrics(target, preds, scored, keep[v], coords[v], metrics)
@@ -199,7 +264,11 @@ def _class_names(adapter, batch, logits, n_classes):
     for v in decoded.data_vars:
         if CLASS_DIM in decoded[v].dims:
             return list(decoded[v][CLASS_DIM].values)
-    return list(range(n_classes))
+    # several class targets (a molecule adapter's): each on its own <target>_class dim
+    found = [decoded[v][d].values for v in decoded.data_vars for d in decoded[v].dims
+             if str(d).endswith("_" + CLASS_DIM) and d in decoded[v].coords
+             and decoded.sizes[d] == n_classes]
+    return list(found[0]) if len(found) == 1 else list(range(n_classes))
 
 
 def _labelled(batch, values):
@@ -222,13 +291,14 @@ def _auroc(labels, probabilities):
     return float(np.mean([roc_auc_score(labels == c, probabilities[:, c]) for c in present]))
 
 
-def _class_scores(adapter, batches, outputs, layout, metrics):
+def _class_scores(adapter, batches, views, outputs, layout, metrics, decodable):
     names = list(outputs)
-    classes = _class_names(adapter, batches[0], outputs[MODEL][0], layout.n_outputs)
+    classes = _class_names(adapter, batches[0], decodable(0, outputs[MODEL][0]),
+                           layout.n_outputs)
     found = {m: np.full(len(names), np.nan) for m in (*CLASS_METRICS, *metrics)}
     recall = np.full((len(names), layout.n_outputs), np.nan)
     for p, name in enumerate(names):
-        pairs = [_labelled(b, v) for b, v in zip(batches, outputs[name])]
+        pairs = [_labelled(b, v) for b, v in zip(views, outputs[name])]
         labels = np.concatenate([lab for lab, _ in pairs])
         logits = np.concatenate([lg for _, lg in pairs])
         if len(labels) == 0:

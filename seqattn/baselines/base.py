@@ -15,8 +15,16 @@ The task is read off the targets (:func:`layout_of`): integer targets are class 
 (:data:`~seqattn.data.targets.MISSING_CLASS` marks a missing label), float targets are values
 (NaN, or False in ``target_valid``, marks a missing one); class targets (B, N) and value targets
 (B, N, Ft) are per token, class targets (B,) and value targets (B,) or (B, Ft) per sample.
+
+Targets in groups (a dict, as a :class:`~seqattn.adapters.MoleculeAdapter`'s batches carry them:
+``{"structure": (B, S), "structure_classes": (B, 1), "forces": (B, N, 3), ...}``) are read
+through the one group that holds a known target (:func:`target_group`; ask the adapter for the
+targets of one group, ``adapter.batches(ds, targets="solubility")``, where several do), and a
+baseline's ``predict`` then returns that group's output the way the model names it:
+``{"structure": (B, S)}``, a class group ``"<x>_classes"`` (one class target) as
+``{"<x>_logits": (B, C)}`` (:func:`output_key`).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,9 +41,69 @@ class Layout:
     n_outputs: int
 
 
+CLASS_GROUP, LOGITS = "_classes", "_logits"
+
+
+def output_key(group):
+    """The model's output key of target group `group`: ``"<x>_classes"`` -> ``"<x>_logits"``,
+    any other group its own name."""
+    return group[:-len(CLASS_GROUP)] + LOGITS if group.endswith(CLASS_GROUP) else group
+
+
+def _known(targets, target_valid=None):
+    targets = np.asarray(targets)
+    if targets.dtype.kind in "biu":
+        return targets != MISSING_CLASS
+    known = np.isfinite(targets)
+    if target_valid is not None:
+        known &= np.asarray(target_valid).reshape(targets.shape)
+    return known
+
+
+def target_group(batches):
+    """The key of the one target group (dict targets, see the module docstring) holding a
+    known target in `batches`; None when their targets are arrays (or absent)."""
+    batches = list(batches)
+    if not batches or not all(isinstance(b.targets, dict) for b in batches):
+        if any(isinstance(b.targets, dict) for b in batches):
+            raise ValueError("some batches carry their targets as a dict of groups and some "
+                             "as an array; expected batches of one adapter")
+        return None
+    keys = list(dict.fromkeys(k for b in batches for k in b.targets))
+    found = [k for k in keys if any(b.targets.get(k) is not None
+                                    and _known(b.targets[k]).any() for b in batches)]
+    if len(found) != 1:
+        raise ValueError(f"the batches' targets are groups {keys}, and {found or 'none'} of "
+                         "them hold a known target; a baseline (and seqattn.evaluate) reads "
+                         "one group: make the batches with the targets of one group, e.g. "
+                         "adapter.batches(ds, targets='<name>', ...) (evaluate(..., "
+                         "targets='<name>'))")
+    return found[0]
+
+
+def group_view(batch, group):
+    """`batch` with group `group`'s targets as its array targets (a class group holding one
+    class target: its class indices (B,) or (B, N)); `batch` itself when `group` is None."""
+    if group is None or batch.targets is None:
+        return batch
+    if group not in batch.targets or batch.targets[group] is None:
+        raise ValueError(f"the batch has no target group {group!r} (its groups: "
+                         f"{sorted(batch.targets)})")
+    targets = np.asarray(batch.targets[group])
+    if targets.dtype.kind in "biu":
+        if targets.shape[-1] != 1:
+            raise ValueError(f"target group {group!r} holds {targets.shape[-1]} class targets "
+                             "(its last axis); baselines and seqattn.evaluate read a group "
+                             "with one class target")
+        targets = targets[..., 0]
+    return replace(batch, targets=targets, target_valid=None)
+
+
 def layout_of(batch, n_classes=None):
-    """The :class:`Layout` of `batch`'s targets; `n_classes` (default: the largest label seen
-    plus one) sizes the logits of a classification."""
+    """The :class:`Layout` of `batch`'s targets (of its one group holding known targets, when
+    they are a dict); `n_classes` (default: the largest label seen plus one) sizes the logits
+    of a classification."""
+    batch = group_view(batch, target_group([batch]))
     targets = batch.targets
     if targets is None:
         raise ValueError("the batch has no targets; baselines are fitted on batches made with "
@@ -70,12 +138,8 @@ def target_matrix(batch, layout):
     """Targets and their mask as rows: per sample (B, Ft) / (B,), per token the tokens that are
     not padding (R, Ft) / (R,), with the (B, N) mask of those tokens (None per sample)."""
     targets = np.asarray(batch.targets)
-    if layout.classes:
-        known = targets != MISSING_CLASS
-    else:
-        known = np.isfinite(targets)
-        if batch.target_valid is not None:
-            known &= np.asarray(batch.target_valid).reshape(targets.shape)
+    known = _known(targets, None if layout.classes else batch.target_valid)
+    if not layout.classes:
         targets = np.where(known, targets, 0.0)
         if targets.ndim == 1:
             targets, known = targets[:, None], known[:, None]
@@ -92,9 +156,13 @@ class Baseline:
     name = "baseline"
     chosen = None  # what fit chose on validation, with every candidate's validation score
     layout = None  # the task fit read off the training batches
+    group = None  # the target group fit read (dict targets), else None
 
     def fit(self, train, validation, *, n_classes=None):
         train, validation = as_list(train, "train"), as_list(validation, "validation")
+        self.group = target_group(train)
+        train = [group_view(b, self.group) for b in train]
+        validation = [group_view(b, self.group) for b in validation]
         self.layout = layout_of(train[0], n_classes)
         self.chosen = self._fit(train, validation)
         return self
@@ -105,7 +173,8 @@ class Baseline:
     def predict(self, batch):
         if self.chosen is None:
             raise ValueError(f"{type(self).__name__}.predict needs fit(train, validation) first")
-        return self._predict(batch)
+        out = self._predict(batch)
+        return out if self.group is None else {output_key(self.group): out}
 
     def _predict(self, batch):
         raise NotImplementedError(f"{type(self).__name__} must define _predict(batch)")

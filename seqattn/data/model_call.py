@@ -72,8 +72,10 @@ def evaluation_mode(model):
 
 
 class ModelCall:
-    """`model` behind predict's protocol: ``ModelCall(model)(batch)`` -> a NumPy array.
-    Picklable when the model is, so it can be shipped to dask workers."""
+    """`model` behind predict's protocol: ``ModelCall(model)(batch)`` -> a NumPy array, or
+    a dict of them where the model returns named outputs (a molecule model's ``predict``:
+    ``{"structure": ..., "forces": ...}``). Picklable when the model is, so it can be
+    shipped to dask workers."""
 
     def __init__(self, model):
         as_model_function(model)  # refuse a non-callable now, not on a worker later
@@ -87,6 +89,14 @@ class ModelCall:
             kwargs["coords"] = batch.coords
         with evaluation_mode(self.model):
             out = function(batch.tokens, batch.key_padding_mask, **kwargs)
-        if hasattr(out, "copy_to_host"):  # a device array: predictions go back to the host
-            out = out.copy_to_host()
-        return np.asarray(out)
+        if isinstance(out, dict):  # named output groups (a molecule model's predict)
+            return {key: None if value is None else _on_host(value)
+                    for key, value in out.items()}
+        return _on_host(out)
+
+
+def _on_host(out):
+    """`out` as a NumPy array (a device array's predictions go back to the host)."""
+    if hasattr(out, "copy_to_host"):
+        out = out.copy_to_host()
+    return np.asarray(out)

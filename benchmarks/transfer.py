@@ -5,7 +5,8 @@ unchanged on other real data of the same kind that a package we install ships, a
 One function per domain; each reads its recipe (``ExampleConfig`` and functions) from the
 example script without changing it, reads the transfer set by path, makes every choice (the
 recipe's candidates, early stopping, the baselines' penalties) on validation samples only, and
-reads the test samples once per seed, in one ``seqattn.evaluate`` call.
+reads the test samples once per seed, in one ``seqattn.evaluate`` call (molecules: the same
+computation by hand, since evaluate cannot read a molecule model's dict outputs).
 
 * ``graphs``: ``examples/connectome_cell_types.py`` (fixed on the LEFT mushroom body of the
   larval Drosophila connectome) on the RIGHT mushroom body graspologic ships beside it
@@ -26,7 +27,6 @@ strongest baseline of a row is the best by the test metric's mean over the seeds
 """
 import argparse
 import dataclasses
-import importlib.util
 import json
 import platform
 import subprocess
@@ -38,7 +38,7 @@ import numpy as np
 
 import seqattn
 from seqattn.baselines import LabelPropagation, NodeFeatures
-from seqattn.evaluation import HIGHER_IS_BETTER, strongest_baseline
+from seqattn.evaluation import HIGHER_IS_BETTER
 from seqattn.models import build
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, fit
 
@@ -54,8 +54,8 @@ def example(name):
 
 @dataclasses.dataclass
 class Row:
-    """One line of the transfer table: the recipe's test metric per seed and the strongest
-    baseline's (the best of ``seqattn.baselines`` by the same metric, averaged over seeds)."""
+    """One line of the transfer table: the recipe's test metric per seed and every baseline's;
+    the strongest is the best by the metric's mean over the seeds."""
 
     recipe: str
     transfer_set: str

@@ -6,7 +6,7 @@ One function per domain; each reads its recipe (``ExampleConfig`` and functions)
 example script without changing it, reads the transfer set by path, makes every choice (the
 recipe's candidates, early stopping, the baselines' penalties) on validation samples only, and
 reads the test samples once per seed, in one ``seqattn.evaluate`` call (molecules: the same
-computation by hand, since evaluate cannot read a molecule model's dict outputs).
+computation by hand: evaluate could not read a molecule model's dict outputs before 766f6c5).
 
 * ``graphs``: ``examples/connectome_cell_types.py`` (fixed on the LEFT mushroom body of the
   larval Drosophila connectome) on the RIGHT mushroom body graspologic ships beside it
@@ -317,7 +317,8 @@ def solubility_table(folder):
 def structure_batches(batches):
     """Molecule batches with their targets' ``"structure"`` array (B, 1) as the targets: the
     form seqattn.baselines read (a MoleculeAdapter's batches carry a dict of targets, which
-    seqattn.evaluate and baselines.layout_of cannot read: see the report of issue 38)."""
+    seqattn.evaluate and baselines.layout_of could not read before 766f6c5; the fixed evaluate
+    agrees with molecule_scores, which computed the published row)."""
     return [dataclasses.replace(b, targets=np.asarray(b.targets["structure"])) for b in batches]
 
 
@@ -325,8 +326,8 @@ def molecule_scores(model, adapter, ds, target):
     """{predictor: test RMSE} in the target's units: the model by seqattn.predict, the
     baselines for_batch picks fitted on the training molecules' batches with their choices
     on the validation ones, their outputs put back in physical units by adapter.decode (as
-    seqattn.evaluate does), all scored on the same test molecules. Stands in for
-    seqattn.evaluate, which fails on molecule models' dict outputs."""
+    seqattn.evaluate does), all scored on the same test molecules. Stood in for
+    seqattn.evaluate, which failed on molecule models' dict outputs before 766f6c5."""
     from seqattn.baselines import for_batch
     from seqattn.baselines.base import as_list
 

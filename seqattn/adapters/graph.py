@@ -224,6 +224,21 @@ class GraphAdapter(Persistable, Adapter):
                                               if self.edge_weight_bins is not None else 1)
         return self.first_type_code + types
 
+    @property
+    def neighbour_codes(self):
+        """The pair codes that mark a direct edge, one hop either way, whatever its weight bin or
+        edge type (what the node baselines read as adjacency; every batch's
+        ``placement.neighbour_codes``). With ``directed="both"``, every code whose distance in
+        either direction is one hop."""
+        one_hop = range(1, self.weight_bin_count + 1 if self._splits_one_hop() else 2)
+        if self.directed == "both":
+            per_direction = self.codes_per_direction
+            return tuple(towards_query * per_direction + towards_key
+                         for towards_query in range(per_direction)
+                         for towards_key in range(per_direction)
+                         if towards_query in one_hop or towards_key in one_hop)
+        return tuple(one_hop) + tuple(range(self.first_type_code, self.num_codes))
+
     def model_config(self, *args, task=None, **options):
         """The :class:`GraphModelConfig` of the model that reads this adapter's batches.
 
@@ -586,7 +601,7 @@ class GraphAdapter(Persistable, Adapter):
         rows, per_node = self._target_rows(ds, selected) if names else (None, False)
         samples = self._samples(ds, selected, rows, per_node)
         return GraphBatches(samples, Template.of(ds.drop_vars(list(ds.data_vars))),
-                            batch_size, shuffle, seed, drop_last)
+                            batch_size, shuffle, seed, drop_last, self.neighbour_codes)
 
     # ---- decoding ----------------------------------------------------------------------
 

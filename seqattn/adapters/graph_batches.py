@@ -17,12 +17,15 @@ from ..nn import Structure
 class GraphPlacement:
     """Where the samples of a graph batch came from: ``graphs`` (B,) positions along the graph
     dim, ``nodes`` (B, N) positions along the node dim (-1 at padding), ``selected`` (B, N)
-    the nodes that ``where`` chose (their targets are kept and their predictions decoded)."""
+    the nodes that ``where`` chose (their targets are kept and their predictions decoded),
+    ``neighbour_codes`` the pair codes that mark a direct edge (one hop, either direction, any
+    weight bin or edge type: ``GraphAdapter.neighbour_codes``), or None."""
 
     template: Template
     graphs: np.ndarray
     nodes: np.ndarray
     selected: np.ndarray
+    neighbour_codes: tuple = None
 
 
 @dataclass
@@ -49,16 +52,17 @@ class GraphBatches(Batches):
     graph; see :class:`seqattn.data.protocol.Batches` for epochs and shuffling."""
 
     def __init__(self, samples, template, batch_size=32, shuffle=False, seed=0,
-                 drop_last=False):
+                 drop_last=False, neighbour_codes=None):
         super().__init__(batch_size, shuffle, seed, drop_last)
         self.samples, self.template = samples, template
+        self.neighbour_codes = neighbour_codes
         self.n_samples = len(samples)
 
     def collate(self, indices):
-        return collate([self.samples[i] for i in indices], self.template)
+        return collate([self.samples[i] for i in indices], self.template, self.neighbour_codes)
 
 
-def collate(samples, template):
+def collate(samples, template, neighbour_codes=None):
     """One :class:`Batch` of ``samples`` padded to the largest graph among them. Value targets
     missing (NaN) are 0 in ``targets`` and False in ``target_valid``; class targets missing are
     MISSING_CLASS."""
@@ -82,7 +86,8 @@ def collate(samples, template):
         if targets.dtype.kind == "f":
             target_valid = ~np.isnan(targets)
             targets = np.where(target_valid, targets, 0).astype(np.float32)
-    placement = GraphPlacement(template, np.array([s.graph for s in samples]), nodes, selected)
+    placement = GraphPlacement(template, np.array([s.graph for s in samples]), nodes, selected,
+                               neighbour_codes)
     return Batch(tokens=tokens, key_padding_mask=padding, valid=valid, coords=coords,
                  placement=placement, targets=targets, target_valid=target_valid,
                  structure=Structure(pair_codes=codes))

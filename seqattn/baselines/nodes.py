@@ -1,9 +1,14 @@
 """Graph nodes: a linear model on degree and spectral features, and label propagation.
 
 Both read the graph from ``structure.pair_codes`` (B, N, N) as the graph adapter makes it:
-nodes i and j are neighbours where the code is one of ``neighbour_codes`` (default 1: one hop,
-for undirected graphs without edge types; give the adapter's edge-type codes otherwise), and
-padded nodes from ``key_padding_mask``.
+nodes i and j are neighbours where the code of (i, j) or of (j, i) is one of the codes that
+mark a direct edge (the graph symmetrized: an edge either way joins two nodes; no self loops),
+and padded nodes from ``key_padding_mask``. Those codes are ``neighbour_codes`` when given,
+else the batch's own ``placement.neighbour_codes`` (a :class:`~seqattn.adapters.GraphAdapter`
+puts them in every batch: one hop in either direction, in every weight bin and of every edge
+type, whatever ``directed``, ``edge_weight_bins`` and ``edge_type`` make of the codes), else
+``(1,)`` (one hop of an undirected graph without edge types or weight bins, for batches that
+do not say).
 
 * :class:`NodeFeatures`: per node its own inputs, its degree and log degree, the mean of its
   neighbours' inputs, and the ``spectral`` eigenvectors of the graph's normalized Laplacian with
@@ -25,15 +30,25 @@ ALPHAS = (0.5, 0.8, 0.9, 0.99)
 ITERATIONS = 50
 
 
-def adjacency(batch, neighbour_codes):
-    """(B, N, N) float 0/1 neighbours, no self loops, padding cut off."""
+def neighbour_codes_of(batch, neighbour_codes=None):
+    """The codes that mark a direct edge in `batch`: `neighbour_codes` when given, else the
+    batch's ``placement.neighbour_codes``, else ``(1,)`` (see the module docstring)."""
+    if neighbour_codes is not None:
+        return tuple(neighbour_codes)
+    found = getattr(batch.placement, "neighbour_codes", None)
+    return (1,) if found is None else tuple(found)
+
+
+def adjacency(batch, neighbour_codes=None):
+    """(B, N, N) float 0/1 neighbours (symmetric), no self loops, padding cut off."""
     if batch.structure is None or getattr(batch.structure, "pair_codes", None) is None:
         raise ValueError("node baselines read the graph from batch.structure.pair_codes (the "
                          "graph adapter's batches); this batch has none")
     codes = np.asarray(batch.structure.pair_codes)
     if codes.ndim == 2:
         codes = np.broadcast_to(codes, (len(batch), *codes.shape))
-    A = np.isin(codes, neighbour_codes).astype(np.float64)
+    joined = np.isin(codes, neighbour_codes_of(batch, neighbour_codes))
+    A = (joined | joined.transpose(0, 2, 1)).astype(np.float64)
     present = ~np.asarray(batch.key_padding_mask)
     A *= present[:, :, None] & present[:, None, :]
     A[:, np.arange(A.shape[1]), np.arange(A.shape[1])] = 0.0
@@ -64,8 +79,9 @@ def spectral_positions(A, present, count):
 class NodeFeatures(LinearBaseline):
     kind = "node"
 
-    def __init__(self, spectral=4, neighbour_codes=(1,)):
-        self.spectral, self.neighbour_codes = int(spectral), tuple(neighbour_codes)
+    def __init__(self, spectral=4, neighbour_codes=None):
+        self.spectral = int(spectral)
+        self.neighbour_codes = None if neighbour_codes is None else tuple(neighbour_codes)
 
     def _fit(self, train, validation):
         if not self.layout.per_token:
@@ -85,8 +101,9 @@ class NodeFeatures(LinearBaseline):
 class LabelPropagation(Baseline):
     name = "label propagation"
 
-    def __init__(self, alphas=ALPHAS, neighbour_codes=(1,)):
-        self.alphas, self.neighbour_codes = tuple(alphas), tuple(neighbour_codes)
+    def __init__(self, alphas=ALPHAS, neighbour_codes=None):
+        self.alphas = tuple(alphas)
+        self.neighbour_codes = None if neighbour_codes is None else tuple(neighbour_codes)
 
     @staticmethod
     def nodes(batch):

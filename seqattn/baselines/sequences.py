@@ -7,7 +7,13 @@ number of tokens. Integer ids are pooled as one-hot rows, so their mean is the i
 (for ids the default pools the frequencies and the number of tokens only).
 :class:`NearestNeighbour` predicts the target of the closest training sample (Euclidean, on the
 standardized flattened inputs when every sample has the same number of tokens, else on the pooled
-features), with the number of neighbours chosen on validation.
+features), with the number of neighbours chosen on validation: for classes the k of the best
+validation accuracy (ties: the lower validation log loss, then the smaller k), the class
+probabilities being the neighbours' votes smoothed by one pseudo-vote shared equally by the
+classes, ``(votes + 1 / C) / (k + 1)`` (raw vote fractions give a class no neighbour voted for
+probability 0, so the log loss of raw fractions punishes every miss of a small k without bound
+and picks the largest k on small training sets); for values the k of the lowest validation mean
+squared error.
 """
 import numpy as np
 
@@ -64,10 +70,10 @@ class PooledFeatures(LinearBaseline):
 
 
 class NearestNeighbour(Baseline):
-    """The mean target (values) or the class frequencies (classes) of the k nearest training
-    samples, k chosen on validation among ``neighbours``. Samples are compared on their
-    flattened inputs up to ``max_features`` numbers (one-hot ids count one per id), else on
-    their pooled features."""
+    """The mean target (values) or the smoothed class votes (classes) of the k nearest training
+    samples, k chosen on validation among ``neighbours`` (see the module docstring). Samples
+    are compared on their flattened inputs up to ``max_features`` numbers (one-hot ids count
+    one per id), else on their pooled features."""
 
     def __init__(self, neighbours=NEIGHBOURS, max_features=4096):
         self.neighbours, self.max_features = tuple(neighbours), int(max_features)
@@ -106,23 +112,30 @@ class NearestNeighbour(Baseline):
         self.mean, self.scale = standardizer(self.X)
         self.index = NearestNeighbors().fit((self.X - self.mean) / self.scale)
         X_valid, Y_valid, known_valid = self.rows(validation)
-        scores = {}
+        scores, accuracies = {}, {}
         for k in self.neighbours:
             self.k = min(k, len(self.X))
             prediction = self._from_neighbours(X_valid)
-            scores[k] = (log_loss(prediction[known_valid], Y_valid[known_valid])
-                         if self.layout.classes
-                         else masked_mse(prediction, Y_valid, known_valid))
-        self.k = min(min(scores, key=scores.get), len(self.X))
-        return {"k": self.k, ("validation_log_loss" if self.layout.classes
-                              else "validation_mse"): scores}
+            if self.layout.classes:
+                logits, labels = prediction[known_valid], Y_valid[known_valid]
+                accuracies[k] = float(np.mean(logits.argmax(axis=1) == labels))
+                scores[k] = log_loss(logits, labels)
+            else:
+                scores[k] = masked_mse(prediction, Y_valid, known_valid)
+        if not self.layout.classes:
+            self.k = min(min(scores, key=scores.get), len(self.X))
+            return {"k": self.k, "validation_mse": scores}
+        best = min(scores, key=lambda k: (-accuracies[k], scores[k], k))
+        self.k = min(best, len(self.X))
+        return {"k": self.k, "validation_accuracy": accuracies, "validation_log_loss": scores}
 
     def _from_neighbours(self, X):
         _, nearest = self.index.kneighbors((X - self.mean) / self.scale, n_neighbors=self.k)
         if self.layout.classes:
             counts = np.zeros((len(X), self.layout.n_outputs))
             np.add.at(counts, (np.arange(len(X))[:, None], self.Y[nearest]), 1.0)
-            return np.log(np.maximum(counts / self.k, PROBABILITY_FLOOR))
+            shared = 1.0 / self.layout.n_outputs  # one pseudo-vote (module docstring)
+            return np.log(np.maximum((counts + shared) / (self.k + 1), PROBABILITY_FLOOR))
         known = self.known[nearest]
         return (np.where(known, self.Y[nearest], 0.0).sum(axis=1)
                 / np.maximum(known.sum(axis=1), 1))

@@ -121,6 +121,11 @@ class DependencyStampLocator:
     def get_disambiguator(self):
         return self._inner.get_disambiguator()
 
+    def __getattr__(self, name):
+        # Anything else Numba reads off a locator (``_py_file`` for its "cannot cache"
+        # warning) is the inner locator's.
+        return getattr(self._inner, name)
+
 
 def install(cache_impl, package_root):
     """Put a :class:`DependencyStampLocator` for ``package_root`` first among the locators of

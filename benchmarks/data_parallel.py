@@ -2,8 +2,8 @@
 trained by one process on all threads, and by 1 and 2 MPI ranks of one thread each; then the
 all-reduce time against the message size (what a step pays per byte of gradients).
 
-    python benchmarks/distributed.py            # d_model 256, 4 layers, batch 8 per rank, N 256
-    python benchmarks/distributed.py --quick    # a smaller model, a smoke run
+    python benchmarks/data_parallel.py            # d_model 256, 4 layers, batch 8 per rank, N 256
+    python benchmarks/data_parallel.py --quick    # a smaller model, a smoke run
 
 Each configuration runs in its own processes (``mpiexec`` from the mpich wheel for the ranks), so
 Numba's and BLAS's threads are set before they start. Prints medians over the timed steps after

@@ -2,10 +2,11 @@
 
 A Numba parallel region ends when its slowest thread does. On a machine where another process
 holds a core, the thread that lands there waits for a time slice (milliseconds) while the work
-of a small launch takes microseconds; measured on a 2-core machine busy with other processes,
-a 65,536-element add took 15 ms in parallel against 9 us serial, and a whole small training
-step ran 25x slower than alone. Even on idle cores, starting a parallel region costs a few
-microseconds, more than the work of a tiny launch.
+of a small launch takes microseconds, so on a 2-core machine busy with other processes small
+launches and whole small training steps ran many times slower in parallel than serial
+(``benchmarks/small_launches.py``, ``benchmarks/train.py --hog``; BENCHMARKS.md, "Small launches
+run serial"). Even on idle cores, starting a parallel region costs a few microseconds, more
+than the work of a tiny launch.
 
 So every CPU kernel is compiled twice from one Python function: with ``parallel=True`` and as
 plain serial code on the calling thread (``prange`` is ``range`` there, and no thread pool
@@ -16,7 +17,7 @@ busy (:class:`CoresInUseElsewhere`, while :func:`follow_machine_load` is on, the
 one thread means the serial version. The bits of a result depend on the plan only, never on
 how many threads run it: the same call gives the same bits on a busy machine as on a quiet
 one. The grain of each op family is the work that pays for one more thread, measured with
-``benchmarks/small_launches.py`` (BENCHMARKS.md).
+``benchmarks/small_launches.py`` (BENCHMARKS.md, "Small launches run serial").
 """
 import functools
 import os
@@ -102,7 +103,8 @@ def follow_machine_load(enabled=True):
 
     On a shared machine, every parallel region waits for a thread that shares its core with
     another process, for a time slice each; a small training step then runs many times slower
-    (BENCHMARKS.md, "Launches leave the cores other processes hold"). While on, each launch
+    (``benchmarks/train.py --hog``; BENCHMARKS.md, "Launches leave the cores other processes
+    hold"). While on, each launch
     runs on its planned threads less the cores other processes used over the last 0.2 s. The
     work is split as planned from Numba's thread count either way, so results have the same
     bits on or off; turn it off to time kernels on every thread whatever else runs.

@@ -1,11 +1,11 @@
 """Scratch arrays that the CPU kernels keep from one call to the next, one set per Python thread.
 
 Memory fresh from the operating system costs a page fault per page at its first touch, where
-Linux zeroes the page: about 6 ms for each 25 MiB array on the Intel Xeon (Sapphire Rapids
-class) machine, whose whole split took 1-2.5 ms once its memory had been touched. The AMX
-attention path splits q, k, v (and dout) into new bf16x3 arrays on every call, so its forward at
-B 1 H 8 N 1024 D 128 took 20.3 ms with fresh arrays and 15.0 ms with reused ones (2 threads,
-medians of alternating calls; BENCHMARKS.md). NumPy's own allocations do not help: five such
+Linux zeroes the page: on an Intel Xeon (Sapphire Rapids class) that took longer than the whole
+split of an array into bf16 terms once its memory had been touched. The AMX attention path
+splits q, k, v (and dout) into new bf16x3 arrays on every call, so its forward ran markedly
+faster with reused arrays than with fresh ones (``benchmarks/attention.py``; BENCHMARKS.md,
+"Scratch buffers"). NumPy's own allocations do not help: five such
 arrays alive together are given back to the system when they are freed, and faulted in again
 by the next call.
 

@@ -3,8 +3,9 @@
 Two qualify. SciPy's OpenBLAS is always there (it is the library behind Numba's ``np.dot``).
 Intel's MKL is used when the user has installed it (``pip install mkl``) and the CPU is Intel's:
 measured single-threaded on the GEMM shapes of the linear layers and attention tiles on a
-2-core Intel Xeon (Emerald Rapids), MKL ran them 1.0-1.6x as fast as OpenBLAS 0.3.30 (no shape
-slower), as fast as torch (which ships MKL); see BENCHMARKS.md. On AMD CPUs MKL is not
+2-core Intel Xeon (Emerald Rapids), MKL was no slower than SciPy's OpenBLAS on any shape and as
+fast as torch (which ships MKL) (``benchmarks/blas.py``; BENCHMARKS.md, "Which BLAS"). On AMD
+CPUs MKL is not
 chosen: it takes a generic code path there, where OpenBLAS has AVX-512 kernels for Zen 4. The
 environment variable ``SEQATTN_CPU_BLAS=openblas`` (or ``mkl``) overrides the choice, to
 compare the two.

@@ -6,12 +6,12 @@ Shapes: op(a) (M, K), op(b) (K, N), c (M, N). The layers' three products:
                   thread's block of output features, N the input features (``gemm_tn``);
   y = x W^T       a b^T: M a thread's block of token rows, K the input, N the output features;
   dx = dout W     a b:   M a thread's block of token rows, K the output, N the input features.
-Measured single-threaded on the dW shapes (Intel Xeon, Emerald Rapids; BENCHMARKS.md, "CPU
-machines and the BLAS the kernels call"), this ran 0.93-1.25x as fast as SciPy's OpenBLAS
-(mostly 1.05-1.2x), whose transposed-a path is its slowest on them. On x W^T and dout W (inner
-dimension 256-1024) it was 0.7-1.1x OpenBLAS there, and 0.97-1.08x OpenBLAS's SkylakeX kernel
-on Zen 5; but 1.8-2.0x its Haswell kernel, which OpenBLAS runs where the environment sets
-``OPENBLAS_CORETYPE=Haswell`` (Zen 5 with 4096 rows, BENCHMARKS.md, "AMD EPYC (Zen 5): ...").
+Measured single-threaded on the dW shapes (Intel Xeon, Emerald Rapids), this mostly ran faster
+than SciPy's OpenBLAS, whose transposed-a path is its slowest on them. On x W^T and dout W
+(inner dimension 256-1024) it did not beat OpenBLAS there, and drew with OpenBLAS's SkylakeX
+kernel on Zen 5; but it ran well ahead of its Haswell kernel, which OpenBLAS runs where the
+environment sets ``OPENBLAS_CORETYPE=Haswell`` (``benchmarks/blas.py``; BENCHMARKS.md, "Linear
+layers' products in registers").
 
 The inner dimension is cut into chunks of KC rows. Each chunk of b (KC x NC floats, at most
 512 KiB, inside the L2 of Intel's server cores and of Zen 4 and 5) is copied into panels of 32

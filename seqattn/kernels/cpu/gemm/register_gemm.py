@@ -1,10 +1,10 @@
 """c = alpha * a @ b (+ c): a register-blocked float32 matrix product for attention tiles.
 
 SciPy's OpenBLAS ran the products of an attention tile (a 256 x 512 score tile with an inner
-dimension of 64, then 256 x 64 x 512) at 90-130 GFLOP/s on one core of the Intel Xeon (Emerald
-Rapids) machine, where this kernel runs the same shapes at 142-159: at an inner dimension of 64
-OpenBLAS spends much of each call packing its operands, which here are already laid out for the
-kernel (BENCHMARKS.md, "Intel Xeon (Emerald Rapids), 2 vCPU: register-blocked tile products").
+dimension of 64, then 256 x 64 x 512) slower than this kernel on one core of an Intel Xeon
+(Emerald Rapids): at an inner dimension of 64 OpenBLAS spends much of each call packing its
+operands, which here are already laid out for the kernel (``benchmarks/blas.py``; BENCHMARKS.md,
+"Attention tiles: register-blocked products").
 
 The kernel holds a block of 12 rows x 2 vectors of 16 floats of c in 24 AVX-512 registers, and
 for each step k of the inner dimension loads the 2 vectors of b's row k once and multiplies them
@@ -13,15 +13,16 @@ b's 128 bytes come from L2, so the arithmetic units, not the loads, set the pace
 The block is written in LLVM IR (explicit <16 x float> vectors and llvm.fma), since a loop in
 Python cannot keep 24 accumulators in registers; column tails use masked loads and stores, and
 the last rows take blocks of 6, 3 and 1 rows. ``register_gemm_lane_max`` also keeps each row's
-maximum from the block's registers, for the softmax of the attention forward: 0.04 ns per score
-there against 0.09 for a second pass over the row (24 x 512 x 64, 1 thread, Intel Xeon).
+maximum from the block's registers, for the softmax of the attention forward, at less than
+half the cost of a second pass over the row (same section).
 
 Layout: b and c must have unit stride along their last axis (rows of C-contiguous arrays and
 their row or column slices do); a may have any strides, so a transposed view (``p.T``) is read
 without a copy. On a CPU with AVX2 and FMA but not AVX-512 (16 registers of 8 floats), where
 24 accumulators would spill, the blocks are 6 rows x 16 floats (12 registers), and a plain
-product of a transposed a goes to BLAS; there the attention forward ran 1.75-2.1x and a forward
-with its backward 1.17-1.38x as fast as with OpenBLAS's products (BENCHMARKS.md). Elsewhere,
+product of a transposed a goes to BLAS; there the attention forward, and a forward with its
+backward, ran faster than with OpenBLAS's products (``benchmarks/attention.py``; BENCHMARKS.md,
+"CPUs with AVX2 but not AVX-512"). Elsewhere,
 and for float64, the products are BLAS's. The choice is made once, from the features of the CPU
 that Numba compiles for.
 """
@@ -434,8 +435,8 @@ def _register_gemm_impl(c, a, b, alpha, accumulate):
         def avx2_blocks_or_blas(c, a, b, alpha, accumulate):
             # A transposed a (the attention backward's P^T dO and dS^T q) through BLAS: the
             # 6 x 16 blocks broadcast its 6 values a step from one row of the tile, and ran
-            # such products at 54-90 GFLOP/s against OpenBLAS's 87-100 (compiled for AVX2,
-            # BENCHMARKS.md)
+            # such products slower than OpenBLAS's Haswell kernel (compiled for AVX2;
+            # BENCHMARKS.md, "CPUs with AVX2 but not AVX-512")
             if a.strides[0] == a.itemsize and a.shape[0] > 1:
                 blas_product(c, a, b, alpha, accumulate)
             else:

@@ -31,21 +31,22 @@ STRIP = 2 * TILE_ROWS  # token rows per strip: one row of 32 x 32 blocks
 # Multiply-adds a thread must have before a launch takes it (as linear.py's).
 GRAIN = 1 << 20
 # Where the tiles were measured faster, in multiply-adds R K O (2 threads, tiles / registers,
-# linear.py's launchers, Intel Xeon, Sapphire Rapids class; BENCHMARKS.md):
-# * the forward: 1.15-1.47x from 2^24 with K >= 64 inputs; 0.76-1.00x below, or at K 32, where
-#   each strip's split and stores weigh more than its products;
+# linear.py's launchers on benchmarks/encoder.py's shapes and smaller, Intel Xeon, Sapphire
+# Rapids class; BENCHMARKS.md, "Linear layers on AMX tiles"):
+# * the forward: from 2^24 with K >= 64 inputs; not below, or at K 32, where each strip's split
+#   and stores weigh more than its products;
 # * the backward, whose dx here and dW in registers take two parallel regions instead of one:
-#   1.05-1.15x from 2^28; 0.71-0.94x below.
+#   from 2^28, not below.
 FORWARD_MIN_WORK = 1 << 24
 FORWARD_MIN_INPUTS = 64
 BACKWARD_MIN_WORK = 1 << 28
-# * dW: 1.11-1.20x from 2^26 with 64 or more features on each side; 1.07-1.09x at 2^25;
-#   0.78x with 32 inputs and outputs, where the transposes and splits weigh more.
+# * dW: from 2^26 with 64 or more features on each side, by a smaller margin at 2^25; slower
+#   with 32 inputs and outputs, where the transposes and splits weigh more.
 GRADIENT_MIN_WORK = 1 << 26
 GRADIENT_MIN_FEATURES = 64
 # dW's token rows per chunk: a task's operands for a chunk (in three terms) and its sums stay in
-# its core's L2. Chunks of 256 and 1024 were 0.9-1.0x as fast (2 threads, R 8192, the encoder's
-# four layers' shapes).
+# its core's L2. Chunks of 256 and 1024 were no faster (2 threads, R 8192, the encoder's four
+# layers' shapes; same section).
 GRADIENT_CHUNK = 512
 
 

@@ -16,7 +16,10 @@ they are). The scores are taken over the whole set at once, not averaged over ba
   predictor gave one, so all are scored on the same values. Metrics ``rmse``, ``mae``, ``bias``
   (mean of prediction - target), ``r2`` (1 - squared error over the targets' variance), and
   ``rmse_skill`` (1 - rmse / the best baseline's rmse, per lead), each per ``by`` dim the
-  decoded targets have (default: ``lead``). Several target variables get a ``target`` dim.
+  decoded targets have (default: ``lead``). ``weights`` (a DataArray on some of the decoded
+  targets' dims, e.g. ``np.cos(np.deg2rad(ds.lat))`` for the area of a lat/lon cell) weights
+  each value in ``rmse``, ``mae``, ``bias`` and ``r2``; the ``metrics`` you add get the values
+  unweighted. Several target variables get a ``target`` dim.
   A value that two batches both put back (overlapping windows in different batches) counts
   once for each.
 * classes: scored on the class indices of the labelled samples (tokens), the class names being
@@ -54,11 +57,15 @@ MODEL = "model"
 
 
 def evaluate(model, ds, adapter, *, where=None, targets=None, metrics=None, baselines=True,
-             train=None, validation=None, by=("lead",), batch_size=64):
+             train=None, validation=None, by=("lead",), weights=None, batch_size=64):
     """Scores of `model` and the baselines on the samples `where` selects (see the module
     docstring), as a Dataset. `metrics` adds name -> f(target, prediction) (values: 1-D arrays
     in physical units; classes: class indices (R,) and probabilities (R, C)); `train` and
-    `validation` select the samples the baselines are fitted and chosen on."""
+    `validation` select the samples the baselines are fitted and chosen on; `weights` weights
+    the values (see the module docstring)."""
+    if weights is not None and not isinstance(weights, xr.DataArray):
+        raise TypeError(f"weights is a {type(weights).__name__}; expected an xarray.DataArray "
+                        "on dims of the decoded targets, e.g. np.cos(np.deg2rad(ds.lat))")
     options = {} if targets is None else {"targets": targets}
     batches = as_list(adapter.batches(ds, where=where, batch_size=batch_size, shuffle=False,
                                       **options), "where")
@@ -84,7 +91,7 @@ def evaluate(model, ds, adapter, *, where=None, targets=None, metrics=None, base
                                decodable)
     else:
         scores = _value_scores(adapter, batches, views, outputs, metrics or {}, tuple(by),
-                               decodable)
+                               decodable, weights)
     scores["chosen"] = xr.DataArray(np.array(chosen, dtype=object), dims="predictor")
     return scores
 
@@ -191,8 +198,25 @@ def _is_class_variable(decoded, v):
         d == CLASS_DIM or str(d).endswith("_" + CLASS_DIM) for d in decoded[v].dims)
 
 
-def _value_scores(adapter, batches, views, outputs, metrics, by, decodable):
+def _weight_rows(weights, target, keep):
+    """`weights` broadcast on decoded target `target`, as rows like its values."""
+    lacking = [d for d in weights.dims if d not in target.dims]
+    if lacking:
+        raise ValueError(f"weights has dims {weights.dims}, but the decoded target "
+                         f"{target.name!r} has dims {target.dims} (lacking {lacking}); "
+                         "expected weights on dims of the decoded targets")
+    found = weights.broadcast_like(target)
+    if found.shape != target.shape or not (np.isfinite(found.values).all()
+                                           and (found.values >= 0).all()):
+        raise ValueError(f"weights on {target.name!r}'s coordinates hold a negative, non-finite "
+                         "or missing value; expected finite weights >= 0 on the same "
+                         "coordinates as the data")
+    return _rows(found.transpose(*target.dims), keep)
+
+
+def _value_scores(adapter, batches, views, outputs, metrics, by, decodable, weights):
     truth, predicted, keep, coords = {}, {name: {} for name in outputs}, {}, {}
+    weight = {}
     for i, batch in enumerate(batches):
         decoded_truth = adapter.decode(
             batch, decodable(i, _known_targets(views[i], outputs[MODEL][i])))
@@ -207,6 +231,9 @@ def _value_scores(adapter, batches, views, outputs, metrics, by, decodable):
             target = _rows(decoded_truth[v], keep[v])
             rows[v] = np.isfinite(target).reshape(len(target), -1).any(axis=1)
             truth.setdefault(v, []).append(target[rows[v]])
+            if weights is not None:
+                weight.setdefault(v, []).append(
+                    _weight_rows(weights, decoded_truth[v], keep[v])[rows[v]])
         for name, values in outputs.items():
             decoded = adapter.decode(batch, decodable(i, values[i]))
             for v in variables:
@@ -218,7 +245,8 @@ def _value_scores(adapter, batches, views, outputs, metrics, by, decodable):
             continue  # a target of the adapter outside the evaluated group
         preds = {name: np.concatenate(predicted[name][v]) for name in outputs}
         scored = np.isfinite(target) & np.all([np.isfinite(p) for p in preds.values()], axis=0)
-        per_variable[v] = _value_metrics(target, preds, scored, keep[v], coords[v], metrics)
+        w = np.concatenate(weight[v]) if weights is not None else np.ones_like(target)
+        per_variable[v] = _value_metrics(target, preds, scored, w, keep[v], coords[v], metrics)
     if len(per_variable) == 1:
         (v, scores), = per_variable.items()
         return scores.assign_attrs(target=v)
@@ -226,7 +254,7 @@ def _value_scores(adapter, batches, views, outputs, metrics, by, decodable):
         target=list(per_variable))
 
 
-def _value_metrics(target, preds, scored, keep, coords, metrics):
+def _value_metrics(target, preds, scored, weight, keep, coords, metrics):
     cells = list(np.ndindex(*target.shape[1:]))
     names = list(preds)
     n = np.zeros(target.shape[1:], np.int64)
@@ -238,13 +266,18 @@ def _value_metrics(target, preds, scored, keep, coords, metrics):
         if not rows.any():
             continue
         y = target[(slice(None), *cell)][rows]
+        w = weight[(slice(None), *cell)][rows]
+        if not w.sum() > 0:
+            continue  # every value here weighs nothing: no score
+        w = w / w.sum()
+        spread = np.sum(w * (y - np.sum(w * y)) ** 2)
         for p, name in enumerate(names):
             error = preds[name][(slice(None), *cell)][rows] - y
-            found["rmse"][(p, *cell)] = np.sqrt(np.mean(error ** 2))
-            found["mae"][(p, *cell)] = np.mean(np.abs(error))
-            found["bias"][(p, *cell)] = np.mean(error)
-            spread = np.sum((y - y.mean()) ** 2)
-            found["r2"][(p, *cell)] = 1 - np.sum(error ** 2) / spread if spread > 0 else np.nan
+            found["rmse"][(p, *cell)] = np.sqrt(np.sum(w * error ** 2))
+            found["mae"][(p, *cell)] = np.sum(w * np.abs(error))
+            found["bias"][(p, *cell)] = np.sum(w * error)
+            found["r2"][(p, *cell)] = 1 - np.sum(w * error ** 2) / spread if spread > 0 \
+                else np.nan
             for m, f in metrics.items():
                 found[m][(p, *cell)] = f(y, preds[name][(slice(None), *cell)][rows])
     dims = ("predictor", *keep)

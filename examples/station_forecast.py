@@ -12,12 +12,13 @@ year, so the series has small jumps at month boundaries; the times are local sta
     1-6 h, increments: predicting zero is persistence, scaled per lead so that every lead
     weighs alike in the loss; in memory) -> TokenModel that encodes the lead and the hour of
     day -> fit on the windows (early stopping on September) ->
-    seqattn.predict -> RMSE per lead on the test months against three baselines computed here:
-    persistence, the same hour yesterday, and ridge regression on exactly the model's inputs
-    (one ridge per lead, its penalty chosen on September).
+    seqattn.predict -> seqattn.evaluate: RMSE per lead on the test months against the
+    forecasting baselines of seqattn.baselines on exactly the model's inputs (persistence,
+    climatology of the hour of day, ridge regression per lead), fitted on January-August with
+    their choices made on September.
 
 Every input of a forecast issued at hour t is an observation at t or before, so the forecast is
-causal; every choice (the ridge penalty, the training length) is made on September only.
+causal; every choice (the baselines' penalties, the training length) is made on September only.
 
 Run ``python examples/station_forecast.py [--quick] [--plot out.png]``.
 """
@@ -62,7 +63,6 @@ class ExampleConfig:
     train_months: tuple = (1, 8)  # inclusive
     validation_month: int = 9
     test_months: tuple = (10, 12)
-    ridge_penalties: tuple = (0.1, 1.0, 10.0, 100.0, 1000.0)
     # the model encodes the lead and the hour of day of the initial time; day-of-year features
     # (the adapter's calendar=True) would have to extrapolate to the unseen October-December
     coordinates: tuple = ("lead", "time_of_day")
@@ -161,103 +161,20 @@ def train(config, train_ds, val_ds, progress=True):
     return windows, model, history
 
 
-# ---- baselines -------------------------------------------------------------------------------
-
-def ridge_inputs(tokens, coords):
-    """The model's inputs as one row per sample: its tokens flattened, then sin/cos of the
-    hour of day of the initial time (the model's time_of_day coordinate; its other one, the
-    lead, picks the ridge)."""
-    phase = 2 * np.pi * (coords["time"][:, 0] % 86400.0) / 86400.0
-    return np.concatenate([tokens.reshape(len(tokens), -1), np.sin(phase)[:, None],
-                           np.cos(phase)[:, None]], axis=1)
-
-
-def ridge_data(windows, ds):
-    """(inputs, increment targets, lead in seconds) of every sample of `windows` over `ds`
-    with a target."""
-    batch = windows.encode(ds)
-    valid = batch.target_valid[..., 0]  # (B, N): only the temperature token has a target
-    keep = valid.any(axis=1)
-    inputs = ridge_inputs(batch.tokens, batch.coords)[keep]
-    targets = np.where(valid, batch.targets[..., 0], 0).sum(axis=1)[keep]
-    return inputs, targets, batch.coords["lead"][keep, 0]
-
-
-def ridge_fit(x, y, penalty):
-    """Weights (with an unpenalized intercept) of ridge regression of y on x."""
-    mean_x, mean_y = x.mean(axis=0), y.mean()
-    xc = x - mean_x
-    w = np.linalg.solve(xc.T @ xc + penalty * np.eye(x.shape[1]), xc.T @ (y - mean_y))
-    return w, mean_y - mean_x @ w
-
-
-class RidgeForecast:
-    """One ridge regression per lead on the model's own input tokens, predicting the same
-    normalized increments; each lead's penalty is the one with the lowest September error."""
-
-    def __init__(self, config, windows, train_ds, val_ds):
-        x, y, lead = ridge_data(windows, train_ds)
-        vx, vy, vlead = ridge_data(windows, val_ds)
-        self.weights, self.penalties, errors = {}, {}, []
-        for value in np.unique(lead):
-            best = None
-            for penalty in config.ridge_penalties:
-                w, b = ridge_fit(x[lead == value], y[lead == value], penalty)
-                error = np.mean((vx[vlead == value] @ w + b - vy[vlead == value]) ** 2)
-                if best is None or error < best[0]:
-                    best = (error, penalty, w, b)
-            self.penalties[value], self.weights[value] = best[1], best[2:]
-            errors.append(best[0])
-        self.validation_mse = float(np.mean(errors))
-
-    def __call__(self, tokens, key_padding_mask=None, coords=None):
-        """(B, N, 1) increments in every token (put back reads the target token's)."""
-        lead = coords["lead"][:, 0]
-        flat = ridge_inputs(tokens, coords)
-        out = np.zeros(len(tokens))
-        for value, (w, b) in self.weights.items():
-            rows = lead == value
-            out[rows] = flat[rows] @ w + b
-        return np.repeat(out[:, None, None], tokens.shape[1], axis=1).astype(np.float32)
-
-
 # ---- skill -----------------------------------------------------------------------------------
 
-def rmse_table(forecasts, observed, test_months):
-    """RMSE per lead of each forecast (lead, time) on the valid times in the test months that
-    every forecast has."""
-    in_test = observed["time"].dt.month.values >= test_months[0]
-    table = {}
-    for i, lead in enumerate(forecasts["seqattn"]["lead"].values):
-        hours = int(lead / np.timedelta64(1, "h"))
-        errors = {name: (f.isel(lead=i) - observed).values[in_test]
-                  for name, f in forecasts.items()}
-        common = np.all([np.isfinite(e) for e in errors.values()], axis=0)
-        table[hours] = {name: float(np.sqrt(np.mean(e[common] ** 2)))
-                        for name, e in errors.items()}
-        table[hours]["n"] = int(common.sum())
-    return table
+def print_scores(scores):
+    rmse = scores["rmse"].to_pandas().T
+    rmse.index = [f"{int(lead / np.timedelta64(1, 'h'))}h" for lead in rmse.index]
+    rmse.loc["mean"] = rmse.mean()
+    print(f"RMSE of {TARGET} [degC] on the test months, per lead ({int(scores.n[0])} forecasts "
+          "per lead):")
+    print(rmse.to_string(float_format="%.3f"))
 
 
-def baselines(observed, leads):
-    """Persistence (the value at the initial time) and the same hour the day before the valid
-    time, as (lead, time) forecasts on valid times."""
-    persistence = xr.concat([observed.shift(time=lead) for lead in leads], dim="lead")
-    yesterday = xr.concat([observed.shift(time=24) for _ in leads], dim="lead")
-    return persistence, yesterday
-
-
-def print_table(table):
-    names = [k for k in next(iter(table.values())) if k != "n"]
-    print(f"RMSE of {TARGET} [degC] on the test months, per lead:")
-    print(f"{'lead':>5} {'n':>5} " + " ".join(f"{n:>10}" for n in names))
-    for lead, row in table.items():
-        print(f"{lead:>4}h {row['n']:>5} " + " ".join(f"{row[n]:>10.3f}" for n in names))
-    print(f"{'mean':>5} {'':>5} " + " ".join(
-        f"{np.mean([row[n] for row in table.values()]):>10.3f}" for n in names))
-
-
-def plot(path, forecasts, observed, lead_index, days=7):
+def plot(path, forecast, observed, lead_index, days=7):
+    """The last `days` test days: the observations, and the model's forecasts `lead_index`
+    leads ahead."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -265,22 +182,22 @@ def plot(path, forecasts, observed, lead_index, days=7):
 
     end = observed["time"].values[-1]
     span = slice(end - np.timedelta64(days * 24, "h"), end)
-    lead = int(forecasts["seqattn"]["lead"].values[lead_index] / np.timedelta64(1, "h"))
+    lead = int(forecast["lead"].values[lead_index] / np.timedelta64(1, "h"))
     fig, ax = plt.subplots(figsize=(12, 4), constrained_layout=True)
     ax.plot(observed.sel(time=span)["time"], observed.sel(time=span), "k", lw=2, label="observed")
-    for name, f in forecasts.items():
-        ax.plot(f.sel(time=span)["time"], f.isel(lead=lead_index).sel(time=span), lw=1,
-                label=f"{name}, {lead} h ahead")
+    ax.plot(forecast.sel(time=span)["time"], forecast.isel(lead=lead_index).sel(time=span), lw=1,
+            label=f"seqattn, {lead} h ahead")
     ax.set_ylabel(f"{TARGET} [degC]")
     ax.set_title(f"Greensboro, the last {days} test days: forecasts {lead} h ahead")
-    ax.legend(ncol=5, fontsize=8)
+    ax.legend(fontsize=8)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
 def main(argv=None, config=None, progress=True):
-    """Run the pipeline; returns a dict with ``table`` (lead -> RMSE per forecast),
-    ``forecast`` (the model's Dataset), ``history`` and ``seconds``."""
+    """Run the pipeline; returns a dict with ``scores`` (seqattn.evaluate's Dataset: RMSE per
+    lead of the model and the baselines), ``forecast`` (the model's Dataset, NaN outside the
+    test months), ``history`` and ``seconds``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run (under 90 s)")
     parser.add_argument("--plot", metavar="PATH", help="save a figure (needs matplotlib)")
@@ -293,28 +210,23 @@ def main(argv=None, config=None, progress=True):
     val_ds = months(ds, config.validation_month, config.validation_month, config.history)
     test_ds = months(ds, *config.test_months, config.history)
     windows, model, history = train(config, train_ds, val_ds, progress)
-    ridge = RidgeForecast(config, windows, train_ds, val_ds)
-
-    observed = test_ds[TARGET].isel(station=0)
-    persistence, yesterday = baselines(observed, list(config.leads))
     # few large batches: cutting the windows costs more than the model on them
     forecast = seqattn.predict(model, test_ds, windows, batch_size=4096)
-    ridge_forecast = seqattn.predict(ridge, test_ds, windows, batch_size=4096)
-    forecasts = {"seqattn": forecast[TARGET].isel(station=0),
-                 "ridge": ridge_forecast[TARGET].isel(station=0),
-                 "persistence": persistence, "yesterday": yesterday}
-    table = rmse_table(forecasts, observed, config.test_months)
+    # the baselines are fitted on the training months and choose on September
+    scores = seqattn.evaluate(model, ds, windows, where=ds.time.isin(test_ds.time),
+                              train=ds.time.isin(train_ds.time),
+                              validation=ds.time.isin(val_ds.time), batch_size=4096)
     print(f"trained on months {config.train_months} ({train_ds.sizes['time']} h), early-stopped "
-          f"after {len(history['loss'])} epochs on month {config.validation_month}; ridge "
-          f"penalties per lead {sorted(ridge.penalties.values())}, its September MSE "
-          f"{ridge.validation_mse:.4f}")
-    print_table(table)
+          f"after {len(history['loss'])} epochs on month {config.validation_month}; baselines "
+          f"fitted on the same months, their choices made on month {config.validation_month}")
+    print_scores(scores)
     if args.plot:
-        plot(args.plot, forecasts, observed, lead_index=len(config.leads) - 1)
+        plot(args.plot, forecast[TARGET].isel(station=0), test_ds[TARGET].isel(station=0),
+             len(config.leads) - 1)
         print(f"figure saved to {args.plot}")
     seconds = time.perf_counter() - start
     print(f"total {seconds:.0f} s")
-    return {"table": table, "forecast": forecast, "history": history, "seconds": seconds}
+    return {"scores": scores, "forecast": forecast, "history": history, "seconds": seconds}
 
 
 if __name__ == "__main__":

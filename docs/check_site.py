@@ -2,13 +2,16 @@
 
     python docs/check_site.py docs/_build/html             # links, anchors and images
     python docs/check_site.py docs/_build/html --browser   # and screenshots in headless Chromium
+    python docs/check_site.py --browser --gallery-figures  # CI: a gallery figure is required
 
 Four pages stand for the site: the front page, a user-guide page, a gallery page (one with a
 figure when the gallery outputs were built, see docs/gallery_outputs.py) and an API page. For
 each, every internal link must reach a file that exists (and the anchor it names, if any), and
 every image must be a file that decodes to a picture of more than one pixel. With ``--browser``
-each page is also opened in headless Chromium (Debian's ``chromium`` package) and its screenshot
-must not be blank. The screenshots are written next to the site, in ``_screenshots/``.
+each page, and each image it shows, is also opened in headless Chromium (Debian's ``chromium``
+package) and its screenshot must not be blank. The screenshots are written next to the site, in
+``_screenshots/``. With ``--gallery-figures`` the gallery page must show a figure (CI's check:
+the example tests left their figures for the build).
 Exits with status 1 and one line per problem when anything is wrong.
 """
 import argparse
@@ -122,24 +125,50 @@ def screenshot(browser, page, out):
     return [f"{page}: the screenshot {out} is blank"] if blank(out) else []
 
 
+def images_of(page):
+    """The image files inside the site that a page shows, each once."""
+    found = []
+    for source in parse(page).images:
+        target = local_target(page, source)
+        if target is not None and target[0] not in found:
+            found.append(target[0])
+    return found
+
+
+def browse(browser, site, pages):
+    """Screenshots of each page and of each image it shows, opened in Chromium: a page that
+    does not render, or a figure Chromium cannot draw (it shows a broken-image icon on an
+    empty background instead), leaves a blank screenshot."""
+    shots = site / "_screenshots"
+    shots.mkdir(exist_ok=True)
+    problems = []
+    for page in pages:
+        for shown in [page, *(image for image in images_of(page) if image.exists())]:
+            name = shown.relative_to(site).as_posix().replace("/", "_")
+            problems += screenshot(browser, shown, shots / f"{name}.png")
+    return problems
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", nargs="?", default="docs/_build/html", type=Path)
     parser.add_argument("--browser", action="store_true",
                         help="also take screenshots in headless Chromium")
+    parser.add_argument("--gallery-figures", action="store_true",
+                        help="fail unless a gallery page shows a figure (CI builds the site "
+                             "after the example tests left theirs)")
     args = parser.parse_args(argv)
     pages = pick_pages(args.site)
     problems = [problem for page in pages for problem in check_page(page)]
+    if args.gallery_figures and not parse(pages[2]).images:
+        problems.append(f"{pages[2]}: no gallery page shows a figure "
+                        f"(docs/_gallery_outputs holds none)")
     if args.browser:
         browser = next((shutil.which(name) for name in BROWSERS if shutil.which(name)), None)
         if browser is None:
             problems.append("no Chromium found: apt-get install chromium")
         else:
-            shots = args.site / "_screenshots"
-            shots.mkdir(exist_ok=True)
-            for page in pages:
-                name = page.relative_to(args.site).as_posix().replace("/", "_")
-                problems += screenshot(browser, page, shots / f"{name}.png")
+            problems += browse(browser, args.site, pages)
     for problem in problems:
         print(problem)
     print(f"checked {len(pages)} pages: {len(problems)} problems")

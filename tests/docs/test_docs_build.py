@@ -65,6 +65,21 @@ def test_the_site_check_finds_a_broken_link_and_a_missing_image(tmp_path):
     assert any("#nowhere" in p for p in problems)
 
 
+def test_ci_requires_a_gallery_page_with_a_figure(tmp_path):
+    """`check_site.py --gallery-figures` (CI's check) fails on a site whose gallery shows no
+    figure, and passes once a gallery page shows one."""
+    for page in ("index.html", "user_guide/vectors.html", "gallery/example.html",
+                 "api/generated/seqattn.nn.Linear.html"):
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / page).write_text("<p>text</p>")
+    assert check_site.main([str(tmp_path), "--gallery-figures"]) == 1
+    assert check_site.main([str(tmp_path)]) == 0
+    from PIL import Image
+    Image.new("RGB", (4, 4), "red").save(tmp_path / "gallery" / "figure.png")
+    (tmp_path / "gallery" / "example.html").write_text('<img src="figure.png">')
+    assert check_site.main([str(tmp_path), "--gallery-figures"]) == 0
+
+
 def test_every_public_name_has_an_api_page(built_site):
     """Each name in a public package's __all__ has a page, under the package that documents
     it (a name two packages export is documented once)."""

@@ -6,7 +6,8 @@ import pytest
 from baseline_batches import batch, forecast_batch, graph_batch, molecule_batch
 from seqattn.baselines import (Climatology, KmerCounts, LabelPropagation, LeadRidge,
                                NearestNeighbour, NodeFeatures, Persistence, PooledFeatures,
-                               TokenFeatures, ElementCounts, for_batch, warm_start)
+                               PositionFeatures, TokenFeatures, ElementCounts, for_batch,
+                               warm_start)
 from seqattn.models import SequenceModel, SequenceModelConfig, TokenModel, TokenModelConfig
 
 RNG = np.random.default_rng(6)
@@ -24,9 +25,13 @@ def test_each_task_gets_its_families():
     assert kinds(batch(values, values)) == [TokenFeatures]
     assert kinds(batch(values, np.array([0, 1, 0, 1]))) == [PooledFeatures, NearestNeighbour]
     assert kinds(batch(RNG.integers(0, 4, (4, 9)), np.array([0, 1, 0, 1]))) == \
-        [PooledFeatures, NearestNeighbour, KmerCounts]
+        [PooledFeatures, NearestNeighbour, PositionFeatures, PositionFeatures, KmerCounts]
     kmer_ids = RNG.integers(0, 4097, (4, 9))
     assert kinds(batch(kmer_ids, np.array([0, 1, 0, 1]))) == [PooledFeatures, NearestNeighbour]
+    padded = np.arange(9)[None, :] > np.array([8, 6, 7, 5])[:, None]
+    assert kinds(batch(RNG.integers(0, 4, (4, 9)), np.array([0, 1, 0, 1]),
+                       key_padding_mask=padded)) == [PooledFeatures, NearestNeighbour,
+                                                     KmerCounts]
     codes = np.ones((4, 3, 3))
     assert kinds(graph_batch(values, codes, np.zeros((4, 3), int), np.zeros((4, 3)))) == \
         [NodeFeatures, LabelPropagation]

@@ -1,16 +1,8 @@
-"""The README's protein-ligand block runs as written, on a receptor (a small peptide) and two
-ligand poses that the test writes with RDKit."""
-import re
-from pathlib import Path
-
+"""The molecules page's protein-ligand block runs as the page shows it, on a receptor (a small
+peptide) and four ligand poses that the test writes with RDKit."""
 import numpy as np
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-
-
-def _block():
-    section = README[README.index("### Protein-ligand complexes"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+from page_blocks import GUIDE, run_block
 
 
 def _write_receptor_and_poses(folder):
@@ -40,7 +32,7 @@ def test_the_complex_block_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = {"pk": np.array([6.0, 7.5, 5.2, 6.8], np.float32),
                  "train": np.array([True, True, True, False])}
-    exec(_block(), namespace)
+    run_block(GUIDE / "molecules.md", "## Protein-ligand complexes", namespace)
     out, atoms, ds = namespace["out"], namespace["atoms"], namespace["ds"]
     assert out["affinity"].dims == ("complex",) and out.sizes["complex"] == 4
     assert np.isfinite(out["affinity"]).all()

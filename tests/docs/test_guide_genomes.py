@@ -1,19 +1,11 @@
-"""The README's genome block runs as written, on a small generated FASTA standing in for the
-peaks file."""
+"""The genomes page's whole path runs as the page shows it, on a small generated FASTA standing
+in for the peaks file."""
 import gzip
-import re
-from pathlib import Path
 
 import numpy as np
 
+from page_blocks import GUIDE, run_block
 from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
-
-README = (Path(__file__).parent.parent.parent / "README.md").read_text()
-
-
-def genome_block():
-    section = README[README.index("### Genomes"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 def test_the_genome_walkthrough_runs_as_written(tmp_path, monkeypatch):
@@ -28,7 +20,7 @@ def test_the_genome_walkthrough_runs_as_written(tmp_path, monkeypatch):
         f.write("".join(records))
     namespace = {"labels": np.array(["Oct4", "Mafk"] * 6, dtype=object),
                  "train": np.arange(12) < 8}
-    exec(genome_block(), namespace)
+    run_block(GUIDE / "genomes.md", "## The whole path", namespace)
     out, ds = namespace["out"], namespace["ds"]
     assert out["factor"].dims == ("record",) and out["record"].equals(ds["record"])
     np.testing.assert_allclose(out["factor_probability"].sum("class"), 1.0, rtol=1e-5)

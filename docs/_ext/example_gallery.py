@@ -3,9 +3,10 @@
 Each page shows the example's docstring (what it does, on which data, against which baselines),
 the command that runs it, the tables it printed and the figures it saved in its quick mode, and
 its code. The build itself runs no example (training takes minutes and CI builds the site in
-about a minute): ``python docs/gallery_outputs.py`` runs each example's ``--quick`` mode once and
-keeps what it printed and drew in ``docs/_gallery_outputs/<example>/``, and the pages include
-whatever is there. A page whose example has not been run says how to fill it in.
+about a minute): the examples' tests, run with ``SEQATTN_GALLERY_OUTPUTS`` set as CI does
+(tests/examples/conftest.py), or ``python docs/gallery_outputs.py``, keep what each example
+printed and drew in ``docs/_gallery_outputs/<example>/``, and the pages include whatever is
+there. A page whose example has not been run says how to fill it in.
 
 This stands in for sphinx-gallery, which wants every example's first docstring line to be a
 reStructuredText title and would run the examples inside the build; the examples here are
@@ -54,7 +55,7 @@ def page(path, docs):
     printed = outputs / "output.txt"
     figures = figures_of(docs, stem)
     if printed.exists() or figures:
-        lines += [".. rubric:: What the quick run printed and drew", ""]
+        lines += [".. rubric:: What a quick run printed and drew", ""]
         if printed.exists():
             lines += [f".. literalinclude:: /{OUTPUT_DIR}/{stem}/output.txt",
                       "   :language: text", ""]
@@ -65,7 +66,8 @@ def page(path, docs):
         lines += [".. note::", "",
                   "   This build did not include the example's outputs: "
                   "``python docs/gallery_outputs.py " + stem + "`` runs its quick mode and keeps "
-                  "its printed tables and figures for the next build.", ""]
+                  "its printed tables and figures for the next build (CI keeps those of the "
+                  "example's test run instead).", ""]
     lines += [".. rubric:: The code", "",
               f".. literalinclude:: /../examples/{path.name}",
               "   :language: python", f"   :lines: {code_start}-", ""]
@@ -84,7 +86,8 @@ def index(paths, docs):
         "Dataset, an adapter, a model trained with ``fit``, predictions put back on the "
         "Dataset's coordinates, and the baselines computed in the same script. Every example "
         "has a ``--quick`` mode, which the tests in ``tests/examples`` run; figures and tables "
-        "shown here come from that mode (see :ref:`docs-build`).", "",
+        "shown here come from those quick runs, kept by the tests in CI (see "
+        ":ref:`docs-build`).", "",
         ".. list-table::", "   :header-rows: 1", "   :widths: 25 50 25", "",
         "   * - Example", "     - What it does", "     - Its first figure"]
     for path in paths:

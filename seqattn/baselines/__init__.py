@@ -16,9 +16,9 @@ Families (one module each), by the task the targets describe (:mod:`.base`):
 * graph nodes (per-token classes or values with ``structure.pair_codes``):
   :class:`NodeFeatures`, and for classes :class:`LabelPropagation`;
 * per sample: :class:`PooledFeatures` (ridge / logistic on pooled inputs),
-  :class:`NearestNeighbour`; ids of one length (a library of variants): :class:`PositionFeatures`
-  (additive, and pairwise where its columns fit); DNA bases: :class:`KmerCounts`; structures
-  with atom types: :class:`ElementCounts`.
+  :class:`NearestNeighbour`; sequences of one length (a library of variants):
+  :class:`PositionFeatures` (additive, and pairwise where its columns fit); DNA bases:
+  :class:`KmerCounts`; structures with atom types: :class:`ElementCounts`.
 
 scikit-learn (the ``baselines`` extra) serves logistic regression and the neighbour search.
 """
@@ -29,7 +29,7 @@ from .dna import KmerCounts, bases
 from .forecasting import Climatology, LeadRidge, Persistence
 from .linear import LinearBaseline
 from .nodes import LabelPropagation, NodeFeatures
-from .positions import MAX_FEATURES, PositionFeatures, fixed_length_ids, position_width
+from .positions import MAX_FEATURES, PositionFeatures, fixed_length, position_width
 from .sequences import NearestNeighbour, PooledFeatures
 from .structures import ElementCounts
 from .tokens import TokenFeatures
@@ -57,10 +57,9 @@ def for_batch(batch):
             return found + [LeadRidge()]
         return [TokenFeatures()]
     found = [PooledFeatures(), NearestNeighbour()]
-    if fixed_length_ids(batch) and getattr(structure, "types", None) is None:
-        vocab_size = int(np.asarray(batch.tokens).max(initial=0)) + 1
+    if fixed_length(batch) and getattr(structure, "types", None) is None:
         found += [PositionFeatures(pairwise=pairwise) for pairwise in (False, True)
-                  if position_width(batch, vocab_size, pairwise) <= MAX_FEATURES]
+                  if position_width(batch, pairwise) <= MAX_FEATURES]
     if getattr(structure, "types", None) is not None:
         found.append(ElementCounts())
     if _reads_bases(batch):

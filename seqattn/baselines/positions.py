@@ -2,37 +2,41 @@
 additive model of mutation effects) and, with ``pairwise``, on the tokens of every two
 positions jointly (the pairwise, epistatic model), as MAVE-NN fits them.
 
-Reads integer ids (B, N) with no padding, every sample of the same length N: the additive
-features are the ids one-hot at each position (N * V columns, V the vocabulary), the pairwise
-ones add the pair of ids at each two positions i < j one-hot (N (N - 1) / 2 * V^2 columns).
-A model that reads a sequence's positions (learned positions, or none beyond the order) has
-both in its function class; a k-mer or frequency model does not, so on a fixed-length library
-of variants these are the baselines to beat. Past ``max_features`` columns fit refuses (the
-ridge solve is cubic in them).
+Reads tokens with no padding, every sample of the same length N: ids (B, N), taken one-hot over
+the vocabulary V, or float rows (B, N, F) as they are (one-hot rows for residues). The additive
+features are every position's row (N * F columns); the pairwise ones add, for every two
+positions i < j, the outer product of their rows (N (N - 1) / 2 * F^2 columns): for one-hot
+rows, the pair of residues one-hot. A model that reads a sequence's positions has both in its
+function class; a k-mer or frequency model does not, so on a fixed-length library of variants
+these are the baselines to beat. Past ``max_features`` columns fit refuses (the ridge solve is
+cubic in them).
 """
 import numpy as np
-from scipy import sparse
 
 from .linear import LinearBaseline, token_inputs, vocab_size_of
 
-MAX_FEATURES = 8192
+MAX_FEATURES = 4096
 
 
-def position_width(batch, vocab_size, pairwise):
-    """The number of feature columns of `batch`'s ids, additive or pairwise."""
-    n = np.asarray(batch.tokens).shape[1]
-    return n * vocab_size + (n * (n - 1) // 2 * vocab_size ** 2 if pairwise else 0)
-
-
-def fixed_length_ids(batch):
-    """Whether `batch`'s tokens are ids (B, N) with no padding."""
+def position_width(batch, pairwise, vocab_size=None):
+    """The number of feature columns of `batch`'s tokens, additive or pairwise (ids: over
+    `vocab_size`, by default the batch's largest id plus one)."""
     tokens = np.asarray(batch.tokens)
-    return tokens.dtype.kind in "iu" and tokens.ndim == 2 and not np.asarray(
-        batch.key_padding_mask).any()
+    n = tokens.shape[1]
+    f = tokens.shape[2] if tokens.ndim == 3 else (vocab_size or int(tokens.max(initial=0)) + 1)
+    return n * f + (n * (n - 1) // 2 * f ** 2 if pairwise else 0)
+
+
+def fixed_length(batch):
+    """Whether `batch`'s tokens are ids (B, N) or float rows (B, N, F) with no padding."""
+    tokens = np.asarray(batch.tokens)
+    shaped = (tokens.dtype.kind in "iu" and tokens.ndim == 2) or (
+        tokens.dtype.kind == "f" and tokens.ndim == 3)
+    return shaped and not np.asarray(batch.key_padding_mask).any()
 
 
 class PositionFeatures(LinearBaseline):
-    """Ridge (values) or logistic regression (classes) on the one-hot ids per position, with
+    """Ridge (values) or logistic regression (classes) on the tokens per position, with
     `pairwise` per pair of positions too (see the module docstring)."""
 
     def __init__(self, pairwise=False, max_features=MAX_FEATURES):
@@ -43,34 +47,29 @@ class PositionFeatures(LinearBaseline):
         return "pairwise" if self.pairwise else "additive"
 
     def prepare(self, train):
-        if not all(fixed_length_ids(b) for b in train):
-            raise ValueError("PositionFeatures reads ids (B, N) of one length with no padding; "
-                             "these training batches have float tokens or padding")
         if self.layout.per_token:
             raise ValueError("PositionFeatures predicts one target per sequence; these targets "
                              "are per token")
+        if not all(fixed_length(b) for b in train):
+            raise ValueError("PositionFeatures reads ids (B, N) or float rows (B, N, F) of one "
+                             "length with no padding; these training batches have padding or "
+                             f"tokens of shape {np.asarray(train[0].tokens).shape}")
         self.length = np.asarray(train[0].tokens).shape[1]
         self.vocab_size = vocab_size_of(train)
-        width = position_width(train[0], self.vocab_size, self.pairwise)
+        width = position_width(train[0], self.pairwise, self.vocab_size)
         if width > self.max_features:
-            raise ValueError(f"{self.kind} features of {self.length} positions over "
-                             f"{self.vocab_size} ids take {width} columns, past "
-                             f"max_features={self.max_features}")
+            raise ValueError(f"{self.kind} features of {self.length} positions take {width} "
+                             f"columns, past max_features={self.max_features}")
 
     def features(self, batch):
         tokens = np.asarray(batch.tokens)
         if tokens.shape[1] != self.length or np.asarray(batch.key_padding_mask).any():
             raise ValueError(f"the batch's sequences have {tokens.shape[1]} positions (or "
                              f"padding); PositionFeatures was fitted on {self.length}, unpadded")
-        onehot = token_inputs(batch, self.vocab_size).reshape(len(tokens), -1)
+        rows = token_inputs(batch, self.vocab_size)  # (B, N, F)
+        additive = rows.reshape(len(rows), -1)
         if not self.pairwise:
-            return onehot
-        V = self.vocab_size
+            return additive
         i, j = np.triu_indices(self.length, k=1)
-        column = tokens[:, i] * V + tokens[:, j] + np.arange(len(i)) * V * V  # (B, pairs)
-        # an id unseen in training (at or past V) leaves its pairs without a column
-        seen = (tokens[:, i] >= 0) & (tokens[:, i] < V) & (tokens[:, j] >= 0) & (tokens[:, j] < V)
-        rows = np.nonzero(seen)[0]
-        pairs = sparse.csr_matrix((np.ones(len(rows)), (rows, column[seen])),
-                                  shape=(len(tokens), len(i) * V * V))
-        return np.hstack([onehot, pairs.toarray()])
+        pairs = np.einsum("bpf,bpg->bpfg", rows[:, i], rows[:, j])  # (B, pairs, F, F)
+        return np.hstack([additive, pairs.reshape(len(rows), -1)])

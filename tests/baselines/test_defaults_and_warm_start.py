@@ -23,7 +23,8 @@ def test_each_task_gets_its_families():
     assert kinds(forecast_batch(values, values[..., :1], range(4), [1] * 4)) == \
         [Persistence, Climatology, LeadRidge]
     assert kinds(batch(values, values)) == [TokenFeatures]
-    assert kinds(batch(values, np.array([0, 1, 0, 1]))) == [PooledFeatures, NearestNeighbour]
+    assert kinds(batch(values, np.array([0, 1, 0, 1]))) == [PooledFeatures, NearestNeighbour,
+                                                            PositionFeatures, PositionFeatures]
     assert kinds(batch(RNG.integers(0, 4, (4, 9)), np.array([0, 1, 0, 1]))) == \
         [PooledFeatures, NearestNeighbour, PositionFeatures, PositionFeatures, KmerCounts]
     kmer_ids = RNG.integers(0, 4097, (4, 9))

@@ -58,11 +58,21 @@ def test_classes_get_logistic_regression():
     assert np.mean(fitted.predict(data).argmax(axis=1) == labels) == 1.0
 
 
+def test_one_hot_float_rows_give_the_same_features_as_ids():
+    ids = RNG.integers(0, 4, (6, 5))
+    y = RNG.normal(size=6)
+    as_ids = PositionFeatures(pairwise=True).fit([batch(ids, y)], [batch(ids, y)])
+    rows = np.eye(4, dtype=np.float32)[ids]
+    as_rows = PositionFeatures(pairwise=True).fit([batch(rows, y)], [batch(rows, y)])
+    np.testing.assert_array_equal(as_ids.features(batch(ids, y)),
+                                  as_rows.features(batch(rows, y)))
+
+
 def test_for_batch_offers_them_where_the_columns_fit():
     short = batch(RNG.integers(0, 4, (8, 9)), RNG.normal(size=8))
     kinds = [(type(b).__name__, getattr(b, "pairwise", None)) for b in for_batch(short)]
     assert ("PositionFeatures", False) in kinds and ("PositionFeatures", True) in kinds
-    long = batch(RNG.integers(0, 4, (8, 200)), RNG.normal(size=8))
+    long = batch(RNG.integers(0, 4, (8, 100)), RNG.normal(size=8))
     kinds = [(type(b).__name__, getattr(b, "pairwise", None)) for b in for_batch(long)]
     assert ("PositionFeatures", False) in kinds and ("PositionFeatures", True) not in kinds
     padded = batch(RNG.integers(0, 4, (8, 9)), RNG.normal(size=8),
@@ -71,9 +81,10 @@ def test_for_batch_offers_them_where_the_columns_fit():
 
 
 def test_bad_input_is_named():
-    floats = batch(RNG.normal(size=(8, 9, 2)), RNG.normal(size=8))
-    with pytest.raises(ValueError, match="ids"):
-        PositionFeatures().fit([floats], [floats])
+    padded = batch(RNG.integers(0, 4, (8, 9)), RNG.normal(size=8),
+                   key_padding_mask=np.arange(9)[None, :] > np.arange(8)[:, None])
+    with pytest.raises(ValueError, match="padding"):
+        PositionFeatures().fit([padded], [padded])
     wide = batch(RNG.integers(0, 20, (8, 40)), RNG.normal(size=8))
     with pytest.raises(ValueError, match="max_features"):
         PositionFeatures(pairwise=True).fit([wide], [wide])

@@ -6,6 +6,13 @@ It reads the residue Dataset of :mod:`seqattn.readers.residues` (``from_residues
 ``model_config``, ``predict``, targets per record or per residue, values or classes), with the
 alphabet's policies for ambiguity codes and stops (:mod:`seqattn.readers.alphabets`). Residues
 have no reverse strand: ``reverse_complement`` is refused.
+
+Variants of one wild type (a deep mutational scan) can instead be read as *mutation tokens*
+(``wild_type=...``): a token for the wild type, then one per substituted residue in position
+order, its id ``1 + position * alphabet.size + residue code`` (each mutation its own token, so
+an embedding of it is that mutation's effect, and attention between the tokens is where
+mutations combine). A scan's variants then cost a few tokens each instead of the whole
+sequence.
 """
 import numpy as np
 
@@ -32,6 +39,9 @@ class ResidueAdapter(GenomeAdapter):
         The codes' variable and the dim along a sequence's residues.
     dtype : str
         The float dtype of one-hot tokens.
+    wild_type : str, optional
+        Read each record as mutation tokens of this wild type (module docstring): every
+        record must have its length; targets per record only.
     """
 
     k = stride = 1
@@ -41,13 +51,20 @@ class ResidueAdapter(GenomeAdapter):
                "from_mutations(wild_type, mutations)")
 
     def __init__(self, *, alphabet="protein", tokens="onehot", ambiguous="mask", stop="token",
-                 variable="sequence", position_dim="position", dtype="float32"):
+                 variable="sequence", position_dim="position", dtype="float32",
+                 wild_type=None):
         super().__init__(tokens=tokens, ambiguous=ambiguous, variable=variable,
                          position_dim=position_dim, dtype=dtype)
         if stop not in POLICIES:
             raise ValueError(f"stop={stop!r}; expected one of {POLICIES}")
         self.alphabet = alphabet_named(alphabet).name
         self.stop = stop
+        if wild_type is not None and (not isinstance(wild_type, str) or not wild_type):
+            raise ValueError(f"wild_type={wild_type!r}; expected the wild type's {self.alphabet} "
+                             "string, of which every record is a variant")
+        self.wild_type = wild_type
+        self._wild_codes = None if wild_type is None else self.letters.codes(
+            wild_type, record="wild_type")
 
     @property
     def letters(self):
@@ -59,11 +76,16 @@ class ResidueAdapter(GenomeAdapter):
 
     @property
     def vocab_size(self):
-        """Ids 0 .. n-1 are the residues, n the unknown residue, n + 1 the stop."""
+        """Ids 0 .. n-1 are the residues, n the unknown residue, n + 1 the stop; with a wild
+        type, 0 is the wild type's token and the rest the mutations (module docstring)."""
+        if self.wild_type is not None:
+            return 1 + len(self.wild_type) * self.letters.size
         return self.letters.size
 
     @property
     def in_features(self):
+        if self.wild_type is not None:
+            return self.vocab_size
         return self.letters.one_hot(np.zeros(0, np.int64), self.ambiguous, self.stop).shape[-1]
 
     @property
@@ -81,6 +103,18 @@ class ResidueAdapter(GenomeAdapter):
             raise ValueError(f"the Dataset's codes are in the {named} alphabet (attrs "
                              f"'alphabet'), this adapter reads {self.alphabet}; pass "
                              f"alphabet={named!r}")
+        length = ds.sizes[self.position_dim]
+        if self.wild_type is not None and length != len(self.wild_type):
+            raise ValueError(f"the Dataset's sequences have {length} positions, but wild_type "
+                             f"has {len(self.wild_type)} residues; mutation tokens need the "
+                             "variants of that wild type (substitutions only)")
+
+    def _fit(self, ds, targets):
+        super()._fit(ds, targets)
+        if self.wild_type is not None and self.per_base:
+            self._fitted = False
+            raise ValueError("mutation tokens (wild_type=...) predict one value per variant; "
+                             "targets per residue need the residue tokens (wild_type=None)")
 
     def read_codes(self, values, name=None):
         values = np.asarray(values)
@@ -96,6 +130,8 @@ class ResidueAdapter(GenomeAdapter):
         return values.astype(np.uint8)
 
     def tokenize(self, codes, where):
+        if self.wild_type is not None:
+            return self._mutation_tokens(codes, where)
         padding = codes == PAD
         ids, masked = self.letters.tokens(np.where(padding, 0, codes), self.ambiguous, self.stop,
                                           lambda index: where(*index))
@@ -104,6 +140,35 @@ class ResidueAdapter(GenomeAdapter):
         tokens = ids if self.tokens == "ids" else self.letters.one_hot(
             ids, self.ambiguous, self.stop, self.dtype) * ~padding[..., None]
         return Tokenized(tokens, masked, ~padding[..., None], np.arange(codes.shape[1]))
+
+    def _mutation_tokens(self, codes, where):
+        """The wild type's token and one per mutation of `codes` (B, L), in position order."""
+        short = (codes == PAD).any(axis=1)
+        if short.any():
+            b = int(np.flatnonzero(short)[0])
+            end = int(np.argmax(codes[b] == PAD))
+            raise ValueError(f"{where(b, end)}: the variant ends there, the wild type has "
+                             f"{len(self.wild_type)} residues; mutation tokens need "
+                             "substitutions of the wild type")
+        ids, masked = self.letters.tokens(codes, self.ambiguous, self.stop,
+                                          lambda index: where(*index))
+        changed = codes != self._wild_codes
+        counts = changed.sum(axis=1)
+        slots = int(counts.max(initial=0))
+        # (B, slots) the mutated positions, ascending, then unmutated ones past each count
+        position = np.argsort(~changed, axis=1, kind="stable")[:, :slots]
+        exists = np.arange(slots) < counts[:, None]
+        rows = np.arange(len(codes))[:, None]
+        first = np.concatenate([np.zeros((len(codes), 1), np.int64),
+                                np.where(exists, position, 0)], axis=1)
+        token_ids = np.where(exists, 1 + position * self.letters.size + ids[rows, position], 0)
+        token_ids = np.concatenate([np.zeros((len(codes), 1), np.int64), token_ids], axis=1)
+        valid = np.concatenate([np.ones((len(codes), 1), bool), exists], axis=1)
+        padding_mask = ~valid
+        padding_mask[:, 1:] |= masked[rows, position]
+        tokens = token_ids if self.tokens == "ids" else (
+            np.eye(self.vocab_size, dtype=self.dtype)[token_ids] * ~padding_mask[..., None])
+        return Tokenized(tokens, padding_mask, valid[..., None], first)
 
     def batches(self, ds, *, reverse_complement=False, **options):
         """Batches of the sequences `where` selects: see :meth:`GenomeAdapter.batches`

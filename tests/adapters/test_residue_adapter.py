@@ -102,3 +102,66 @@ def test_weights_per_variant_reach_the_batches_and_bad_ones_are_named():
         adapter.batches(ds.assign(dy=ds.dy.where(ds.record != "Y3L")), weights="dy")
     with pytest.raises(ValueError, match="weights='nope'; expected the name of a variable"):
         adapter.batches(ds, weights="nope")
+
+
+def test_mutation_tokens_are_the_wild_type_then_each_mutation_in_position_order():
+    ds = from_mutations("MKVL", ["WT", "K2A", "L4*:K2A", "M1X"])
+    ids = ResidueAdapter(tokens="ids", wild_type="MKVL").fit(ds).encode(ds)
+    assert ResidueAdapter(wild_type="MKVL").vocab_size == 1 + 4 * 22
+    # 1 + position * 22 + code: K2A = 1 + 22 + 0, L4* = 1 + 66 + 21 (the stop's code)
+    np.testing.assert_array_equal(ids.tokens, [[0, 0, 0], [0, 23, 0], [0, 23, 88], [0, 21, 0]])
+    np.testing.assert_array_equal(ids.key_padding_mask, [[False, True, True],
+                                                         [False, False, True],
+                                                         [False, False, False],
+                                                         [False, True, True]])  # X masked
+    np.testing.assert_array_equal(ids.coords["position"][2], [0, 1, 3])
+    hot = ResidueAdapter(ambiguous="token", wild_type="MKVL").fit(ds).encode(ds)
+    assert hot.tokens.shape == (4, 3, 89)
+    np.testing.assert_array_equal(hot.tokens.argmax(axis=-1)[2:], [[0, 23, 88], [0, 21, 0]])
+    assert not hot.tokens[1, 2].any() and not hot.key_padding_mask[3, 1]
+    with pytest.raises(ValueError, match=r"record 'L4\*:K2A', position 3: a stop with "
+                                         r"stop='error'"):
+        ResidueAdapter(stop="error", wild_type="MKVL").fit(ds).encode(ds)
+
+
+def test_mutation_tokens_learn_an_epistatic_scan_and_survive_save_load(tmp_path):
+    ds = scan()
+    doubles = ["T2A:Y3L", "T2L:K4A", "Y3A:I6L", "M1A:T2*"]
+    measured = np.array([2.0, -2.0, 0.5, -3.0])
+    additive = np.array([-0.5 + 1.0, 1.0 - 0.5, -0.5 + 0.2, -0.1 - 3.0])  # scan()'s rule
+    pairs = from_mutations(WILD_TYPE, doubles)
+    pairs["score"] = ("record", measured, {"units": "log enrichment"})
+    ds = xr.concat([ds, pairs], dim="record")
+    adapter = ResidueAdapter(wild_type=WILD_TYPE).fit(ds, targets="score")
+    model = build(adapter.model_config(task="regression", d_model=16, nhead=2, num_layers=1,
+                                       dim_feedforward=32, positions="none"))
+    history = fit(model, MSELoss(), AdamW(model, lr=1e-2),
+                  adapter.batches(ds, batch_size=8, shuffle=True), epochs=40, progress=False)
+    assert history["loss"][-1] < 0.05 * history["loss"][0], history["loss"]
+    out = seqattn.predict(model, ds, adapter)
+    error = np.abs(out["score"].sel(record=doubles).values - measured)
+    assert (error[:2] < 0.5 * np.abs(additive - measured)[:2]).all(), error  # epistasis learned
+    assert (error < 0.75).all(), error
+    seqattn.save(adapter, tmp_path / "adapter")
+    seqattn.save(model, tmp_path / "model")
+    loaded = seqattn.load(tmp_path / "adapter")
+    assert loaded.wild_type == WILD_TYPE and loaded.to_dict() == adapter.to_dict()
+    xr.testing.assert_identical(seqattn.predict(seqattn.load(tmp_path / "model"), ds, loaded),
+                                out)
+
+
+def test_mutation_tokens_refuse_what_is_not_a_variant_of_the_wild_type():
+    ds = from_mutations("MKVL", ["WT", "K2A"])
+    ds["score"] = ("record", [0.0, 1.0])
+    with pytest.raises(ValueError, match="sequences have 4 positions, but wild_type has 5"):
+        ResidueAdapter(wild_type="MKVLA").fit(ds)
+    with pytest.raises(ValueError, match="wild_type=''; expected the wild type's protein"):
+        ResidueAdapter(wild_type="")
+    with pytest.raises(ValueError, match=r"record 'wild_type', position 1 \(0-based\): '1'"):
+        ResidueAdapter(wild_type="M1")
+    short = from_residues({"a": "MKVL", "b": "MK"})
+    with pytest.raises(ValueError, match="record 'b', position 2: the variant ends there"):
+        ResidueAdapter(wild_type="MKVL").fit(short).encode(short)
+    per_residue = ds.assign(charge=(("record", "position"), np.zeros((2, 4))))
+    with pytest.raises(ValueError, match="mutation tokens .* predict one value per variant"):
+        ResidueAdapter(wild_type="MKVL").fit(per_residue, targets="charge")

@@ -50,14 +50,14 @@ class ExampleRecorder:
     """Records the examples one test runs; `publish` writes their outputs.
 
     ``capture`` is pytest's capsys fixture: what an example printed is what the test's output
-    holds from the moment the example parsed its options to the end of the test.
+    holds from the moment the example parsed its options to the end of the test (what the test
+    printed before that is dropped; pytest's report shows the rest as usual).
     """
 
     def __init__(self, capture, scratch):
         self.capture = capture
         self.scratch = Path(scratch)
-        self.runs = {}          # example name -> the options its main parsed
-        self.before = ("", "")  # what the test printed before an example started
+        self.runs = {}  # example name -> the options its main parsed
         self.original = argparse.ArgumentParser.parse_args
 
     def parse_args(self, parser, args=None, namespace=None):
@@ -68,8 +68,7 @@ class ExampleRecorder:
             return options
         if getattr(options, "plot", False) is None:
             options.plot = str(self.scratch / f"{name}.png")
-        out, err = self.capture.readouterr()
-        self.before = (self.before[0] + out, self.before[1] + err)
+        self.capture.readouterr()
         self.runs[name] = options
         return options
 
@@ -83,9 +82,8 @@ class ExampleRecorder:
 
     def publish(self, folder):
         """Write each recorded example's printed text and figures under `folder` (None: a
-        failed test, nothing is written), and give the test's captured output back to pytest
-        so that its report still shows it."""
-        out, err = self.capture.readouterr()
+        failed test, nothing is written)."""
+        out = self.capture.readouterr().out
         for name, options in (self.runs.items() if folder is not None else ()):
             target = folder / name
             target.mkdir(parents=True, exist_ok=True)
@@ -97,5 +95,3 @@ class ExampleRecorder:
             for stale in target.glob("*.png"):
                 if stale.name not in kept:
                     stale.unlink()
-        sys.stdout.write(self.before[0] + out)
-        sys.stderr.write(self.before[1] + err)

@@ -442,7 +442,21 @@ def _folder_for_writing(path):
 def save(obj, path):
     """Store ``obj`` (a seqattn.nn.Module, a task model, an adapter, a Normalizer) in the folder
     ``path``, created if needed, in one step; the folder of an earlier save there is replaced
-    whole (a folder holding other files is refused)."""
+    whole (a folder holding other files is refused).
+
+    Parameters
+    ----------
+    obj : seqattn.nn.Module or object with ``to_dict()`` and ``from_dict()``
+        What to store: a module (its arguments and weights) or an adapter, normalizer or other
+        object that describes itself by ``to_dict``.
+    path : str or os.PathLike
+        The folder to write.
+
+    Raises
+    ------
+    StorageError
+        For an object of another kind.
+    """
     if isinstance(obj, Module):
         write_module(path, obj)
         return
@@ -492,12 +506,25 @@ def _over_a_dataset(cls):
 def load(path, classes=(), device=None, ds=None):
     """Rebuild what :func:`save` (or ``fit(checkpoint=path)``) stored in the folder ``path``.
 
-    ``classes``: a user's own classes the folder names (a Module subclass, its config
-    dataclass), e.g. ``load(path, classes=[MyModel])``; seqattn's own are found by name.
-    ``device``: where a module's weights go ("cpu", "cuda"); by default the CPU. A module
-    comes back in training mode, as a new one does: call ``.eval()`` to predict.
-    ``ds``: the Dataset for an object whose ``from_dict(state, ds)`` also takes one (none of
-    seqattn's own: a ``ForecastWindows`` loads without it).
+    A module comes back in training mode, as a new one does: call ``.eval()`` to predict.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The folder that :func:`save` or ``fit(checkpoint=...)`` wrote.
+    classes : sequence of type, default ()
+        A user's own classes the folder names (a Module subclass, its config dataclass), e.g.
+        ``load(path, classes=[MyModel])``; seqattn's own are found by name.
+    device : str or None, default None
+        Where a module's weights go ("cpu", "cuda"); None: the CPU.
+    ds : xarray.Dataset or None, default None
+        The Dataset for an object whose ``from_dict(state, ds)`` also takes one (none of
+        seqattn's own: a ``ForecastWindows`` loads without it).
+
+    Returns
+    -------
+    object
+        The rebuilt module or object.
     """
     path = Path(path)
     description = read_description(path)

@@ -13,7 +13,21 @@ def as_adjacency(adjacency, name="adjacency"):
     """``adjacency`` as a float64 CSR array (N, N) with sorted indices and no stored zeros.
 
     Raises for a matrix that is not square, not numeric, or holds NaN, infinite or negative
-    weights (the random walks and the Laplacian read weights as connection strengths)."""
+    weights (the random walks and the Laplacian read weights as connection strengths).
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array, or array_like, shape (N, N)
+        Entry (i, j) is the weight of the edge i -> j; zero (stored or not) is no edge.
+        Numbers or booleans; the caller's matrix is never modified.
+    name : str, default "adjacency"
+        What the error messages call the matrix.
+
+    Returns
+    -------
+    scipy.sparse.csr_array, shape (N, N), float64
+        A copy with sorted indices and no stored zeros.
+    """
     if sp.issparse(adjacency):
         matrix = sp.csr_array(adjacency, dtype=np.float64, copy=True)
     else:
@@ -39,13 +53,35 @@ def as_adjacency(adjacency, name="adjacency"):
 
 def symmetrized(adjacency):
     """The undirected graph of ``adjacency`` (CSR): an edge i - j wherever i -> j or j -> i,
-    weighted by the larger of the two directions' weights (a symmetric matrix is unchanged)."""
+    weighted by the larger of the two directions' weights (a symmetric matrix is unchanged).
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array_like, shape (N, N)
+        Edge weights, entry (i, j) the edge i -> j (checked by :func:`as_adjacency`).
+
+    Returns
+    -------
+    scipy.sparse.csr_array, shape (N, N), float64
+        The symmetric matrix.
+    """
     matrix = as_adjacency(adjacency)
     return as_adjacency(matrix.maximum(matrix.T))
 
 
 def unweighted(adjacency):
-    """``adjacency`` with every edge's weight set to 1 (CSR)."""
+    """``adjacency`` with every edge's weight set to 1 (CSR).
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array_like, shape (N, N)
+        Edge weights, entry (i, j) the edge i -> j (checked by :func:`as_adjacency`).
+
+    Returns
+    -------
+    scipy.sparse.csr_array, shape (N, N), float64
+        1 at every edge, no stored zeros.
+    """
     matrix = as_adjacency(adjacency)
     matrix.data = np.ones_like(matrix.data)
     return matrix

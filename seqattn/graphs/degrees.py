@@ -12,7 +12,18 @@ from .adjacency import as_adjacency
 
 
 def in_out_degrees(adjacency):
-    """(in_degree (N,), out_degree (N,)) int64 of ``adjacency`` (N, N), nonzero = edge."""
+    """(in_degree (N,), out_degree (N,)) int64 of ``adjacency`` (N, N), nonzero = edge.
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array_like, shape (N, N)
+        Edge weights, entry (i, j) the edge i -> j; only which entries are nonzero counts.
+
+    Returns
+    -------
+    in_degree, out_degree : numpy.ndarray, shape (N,), int64
+        The number of edges that arrive at and that leave each node.
+    """
     matrix = as_adjacency(adjacency)
     out_degree = np.diff(matrix.indptr).astype(np.int64)
     in_degree = np.bincount(matrix.indices, minlength=matrix.shape[0]).astype(np.int64)
@@ -20,5 +31,18 @@ def in_out_degrees(adjacency):
 
 
 def clipped(degree, max_degree):
-    """Degrees as embedding ids 0 .. ``max_degree`` (larger degrees share the last id)."""
+    """Degrees as embedding ids 0 .. ``max_degree`` (larger degrees share the last id).
+
+    Parameters
+    ----------
+    degree : array_like of int, any shape
+        Degrees, e.g. from :func:`in_out_degrees`.
+    max_degree : int
+        The largest id; every larger degree is mapped to it.
+
+    Returns
+    -------
+    numpy.ndarray, the shape of ``degree``
+        ``min(degree, max_degree)`` elementwise.
+    """
     return np.minimum(np.asarray(degree), max_degree)

@@ -16,7 +16,22 @@ from .shortest_paths import code_dtype
 def type_matrix(source, target, types, num_nodes):
     """The (N, N) CSR edge-type matrix (value = type + 1) of edges ``source[e] -> target[e]``
     of type ``types[e]`` (integers 0 .. T - 1). Two edges of different types between the same
-    pair are an error (one pair, one code)."""
+    pair are an error (one pair, one code).
+
+    Parameters
+    ----------
+    source, target : array_like of int, shape (E,)
+        The node each edge leaves and the node it arrives at, 0 .. N - 1.
+    types : array_like of int, shape (E,)
+        Each edge's type, 0 .. T - 1. An edge listed twice with one type counts once.
+    num_nodes : int
+        N, the number of nodes.
+
+    Returns
+    -------
+    scipy.sparse.csr_array, shape (N, N), int64
+        Type + 1 at each edge (i, j), nothing stored elsewhere.
+    """
     source, target, types = (np.asarray(a) for a in (source, target, types))
     if not (source.shape == target.shape == types.shape and source.ndim == 1):
         raise ValueError(f"source, target and types must be 1-d of one length; got shapes "
@@ -40,7 +55,23 @@ def _conflicting(source, target, types):
 
 def with_edge_types(codes, edge_types, first_code):
     """A copy of ``codes`` (N, N) where every edge i -> j (i != j) of ``edge_types`` (see the
-    module docstring) has the code ``first_code + type``; the dtype widens if needed."""
+    module docstring) has the code ``first_code + type``; the dtype widens if needed.
+
+    Parameters
+    ----------
+    codes : numpy.ndarray of int, shape (N, N)
+        Pair codes, e.g. from :func:`seqattn.graphs.shortest_path_codes`; not modified.
+    edge_types : scipy.sparse matrix or array_like, shape (N, N)
+        Type + 1 of each edge (i, j), as :func:`type_matrix` builds it; 0 is no edge.
+    first_code : int
+        The code of edge type 0; type t gets ``first_code + t``.
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (N, N)
+        The codes with each off-diagonal edge's type code, in ``codes``' dtype or a wider one
+        that holds the largest code.
+    """
     matrix = sp.coo_array(edge_types)
     if matrix.shape != codes.shape:
         raise ValueError(f"edge_types has shape {matrix.shape} but the codes are {codes.shape}")

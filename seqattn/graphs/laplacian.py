@@ -26,7 +26,18 @@ DENSE_UP_TO = 256  # components up to this size are solved densely (eigh beats e
 
 
 def normalized_laplacian(adjacency):
-    """L = D^-1/2 (D - A) D^-1/2 (CSR, float64) of a symmetric ``adjacency``."""
+    """L = D^-1/2 (D - A) D^-1/2 (CSR, float64) of a symmetric ``adjacency``.
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array_like, shape (N, N)
+        Symmetric edge weights A; D is their row sums (D^-1/2 is 0 at isolated nodes).
+
+    Returns
+    -------
+    scipy.sparse.csr_array, shape (N, N), float64
+        The symmetric normalized Laplacian.
+    """
     matrix = as_adjacency(adjacency)
     degree = np.asarray(matrix.sum(axis=1)).ravel()
     scale = np.zeros_like(degree)
@@ -60,7 +71,25 @@ def _with_canonical_signs(vectors):
 
 def laplacian_positions(adjacency, k, seed=0):
     """(N, k) float64 positions of every node of the undirected graph ``adjacency`` (N, N);
-    see the module docstring. ``seed`` fixes the eigensolver's start vector."""
+    see the module docstring. ``seed`` fixes the eigensolver's start vector.
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array_like, shape (N, N)
+        Symmetric edge weights (symmetrize a directed graph first: :func:`symmetrized`).
+    k : int
+        Eigenvectors per node, at least 1.
+    seed : int, default 0
+        Seed of the start vector of the sparse eigensolver, used for components of more than
+        256 nodes.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N, k), float64
+        Row i: node i's ``k`` smallest non-trivial eigenvectors of its component, by increasing
+        eigenvalue, each column's largest-magnitude entry positive; 0 where a component has
+        fewer.
+    """
     if not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an integer >= 1 (eigenvectors per node), got {k!r}")
     matrix = as_adjacency(adjacency)
@@ -86,5 +115,18 @@ def laplacian_positions(adjacency, k, seed=0):
 
 def random_sign_flips(rng, shape):
     """+1 / -1 with equal odds, of ``shape`` (e.g. (B, 1, k): one sign per graph and
-    eigenvector, the same for all its nodes)."""
+    eigenvector, the same for all its nodes).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The random numbers.
+    shape : tuple of int
+        Shape of the result.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape ``shape``
+        Each entry -1.0 or 1.0.
+    """
     return rng.choice(np.array([-1.0, 1.0]), size=shape)

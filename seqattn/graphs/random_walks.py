@@ -17,7 +17,18 @@ START_BLOCK = 256
 
 def transition_matrix(adjacency):
     """P = D_out^-1 A (CSR): row i the one-step landing probabilities of a walk at node i
-    (all zero for a node without out-edges)."""
+    (all zero for a node without out-edges).
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array_like, shape (N, N)
+        Edge weights, entry (i, j) the edge i -> j (checked by :func:`as_adjacency`).
+
+    Returns
+    -------
+    scipy.sparse.csr_array, shape (N, N), float64
+        Each row of a node with out-edges sums to 1.
+    """
     matrix = as_adjacency(adjacency)
     out_weight = np.asarray(matrix.sum(axis=1)).ravel()
     inverse = np.zeros_like(out_weight)
@@ -27,7 +38,21 @@ def transition_matrix(adjacency):
 
 def return_probabilities(adjacency, steps):
     """(N, steps) float64: column s - 1 the probability that an s-step walk from each node
-    ends where it started (see the module docstring)."""
+    ends where it started (see the module docstring).
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array_like, shape (N, N)
+        Edge weights, entry (i, j) the edge i -> j; a walk picks an out-edge in proportion to
+        its weight.
+    steps : int
+        K, the longest walk, at least 1.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N, steps), float64
+        Row i: (P^1)_ii .. (P^K)_ii.
+    """
     if not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
     transition = transition_matrix(adjacency)

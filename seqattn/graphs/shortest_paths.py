@@ -28,17 +28,52 @@ HIDDEN = -1  # PairBias: a negative code hides the key from the query
 
 
 def farther_code(max_distance):
-    """The code of pairs more than ``max_distance`` hops apart."""
+    """The code of pairs more than ``max_distance`` hops apart.
+
+    Parameters
+    ----------
+    max_distance : int
+        D, the largest hop distance that has a code of its own.
+
+    Returns
+    -------
+    int
+        D + 1.
+    """
     return max_distance + 1
 
 
 def unreachable_code(max_distance):
-    """The code of pairs with no path between them."""
+    """The code of pairs with no path between them.
+
+    Parameters
+    ----------
+    max_distance : int
+        D, the largest hop distance that has a code of its own.
+
+    Returns
+    -------
+    int
+        D + 2.
+    """
     return max_distance + 2
 
 
 def num_distance_codes(max_distance, hide_farther=False):
-    """How many codes :func:`shortest_path_codes` uses (the PairBias table's C)."""
+    """How many codes :func:`shortest_path_codes` uses (the PairBias table's C).
+
+    Parameters
+    ----------
+    max_distance : int
+        D, the largest hop distance that has a code of its own.
+    hide_farther : bool, default False
+        Whether pairs beyond D hops are hidden (code -1) rather than coded.
+
+    Returns
+    -------
+    int
+        D + 1 with ``hide_farther``, else D + 3.
+    """
     return max_distance + 1 if hide_farther else max_distance + 3
 
 
@@ -77,7 +112,18 @@ def breadth_first_codes(codes, indptr, indices, max_distance, depth_limit, farth
 
 
 def code_dtype(largest_code):
-    """The smallest PairBias code dtype holding codes up to ``largest_code``."""
+    """The smallest PairBias code dtype holding codes up to ``largest_code``.
+
+    Parameters
+    ----------
+    largest_code : int
+        The largest code to hold.
+
+    Returns
+    -------
+    numpy.dtype
+        int8, int16 or int32; a code beyond int32 raises ValueError.
+    """
     for dtype in (np.int8, np.int16, np.int32):
         if largest_code <= np.iinfo(dtype).max:
             return np.dtype(dtype)
@@ -88,7 +134,23 @@ def shortest_path_codes(adjacency, max_distance, hide_farther=False):
     """(N, N) pair codes of the hop distance from node i (row) to node j (column) along the
     edges i -> j of ``adjacency`` (scipy.sparse or dense (N, N); nonzero = edge). See the
     module docstring for the codes. Symmetrize a directed graph first for undirected distances;
-    transpose it for the distance from j to i."""
+    transpose it for the distance from j to i.
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array_like, shape (N, N)
+        Entry (i, j) nonzero for an edge i -> j; weights are ignored.
+    max_distance : int
+        D, the largest hop distance with a code of its own, at least 1.
+    hide_farther : bool, default False
+        Code every pair beyond D hops, unreachable ones included, -1 (hidden from attention)
+        instead of D + 1 and D + 2.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N, N), int8 (int16 where D > 125)
+        The pair codes.
+    """
     if not isinstance(max_distance, (int, np.integer)) or max_distance < 1:
         raise ValueError(f"max_distance must be an integer >= 1, got {max_distance!r}")
     matrix = as_adjacency(adjacency)

@@ -21,7 +21,20 @@ from .shortest_paths import code_dtype
 
 def fit_weight_thresholds(weights, bins):
     """The thresholds (sorted float64, at most ``bins - 1``) between ``bins`` quantile bins of
-    ``weights`` (the training edges' weights); none when ``bins`` is 1 or there is no edge."""
+    ``weights`` (the training edges' weights); none when ``bins`` is 1 or there is no edge.
+
+    Parameters
+    ----------
+    weights : array_like of float, any shape
+        The training edges' weights, finite; flattened.
+    bins : int
+        K, the number of quantile bins asked for, at least 1 (1: weights not binned).
+
+    Returns
+    -------
+    numpy.ndarray, shape (T,), float64
+        The distinct quantiles 1/K .. (K - 1)/K below the largest weight, sorted; T <= K - 1.
+    """
     if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool) or bins < 1:
         raise ValueError(f"bins = {bins!r}; expected an integer >= 1 (1: weights not binned)")
     weights = np.asarray(weights, dtype=np.float64).ravel()
@@ -34,14 +47,42 @@ def fit_weight_thresholds(weights, bins):
 
 
 def weight_bins(weights, thresholds):
-    """The bin (int64, 0 .. len(thresholds)) of each of ``weights``: see the module docstring."""
+    """The bin (int64, 0 .. len(thresholds)) of each of ``weights``: see the module docstring.
+
+    Parameters
+    ----------
+    weights : array_like of float, any shape
+        Edge weights.
+    thresholds : array_like of float, shape (T,)
+        Sorted thresholds, as :func:`fit_weight_thresholds` returns them.
+
+    Returns
+    -------
+    numpy.ndarray of int64, the shape of ``weights``
+        Bin b where ``thresholds[b - 1] < w <= thresholds[b]``.
+    """
     return np.searchsorted(np.asarray(thresholds), np.asarray(weights, np.float64), side="left")
 
 
 def split_one_hop(codes, adjacency, thresholds):
     """A copy of distance ``codes`` (N, N) where each pair at code 1 gets ``1 + bin`` of the
     weight ``adjacency[i, j]`` (the edge that makes the pair one hop apart, in the orientation
-    the codes were computed in) and codes above 1 move up by ``len(thresholds)``."""
+    the codes were computed in) and codes above 1 move up by ``len(thresholds)``.
+
+    Parameters
+    ----------
+    codes : numpy.ndarray of int, shape (N, N)
+        Distance codes from :func:`seqattn.graphs.shortest_path_codes`; not modified.
+    adjacency : scipy.sparse matrix or array_like, shape (N, N)
+        The edge weights the codes were computed from, in the same orientation.
+    thresholds : array_like of float, shape (T,)
+        The bins' thresholds (:func:`fit_weight_thresholds`); none leaves the codes as they are.
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (N, N)
+        The codes, in their dtype or a wider one that holds the largest code.
+    """
     extra = len(thresholds)
     if extra == 0:
         return codes.copy()

@@ -32,6 +32,25 @@ from .distributed import rank_share
 
 @dataclass
 class TrainingBatch:
+    """One mini-batch of host arrays, as the fit loop trains on it (see the module docstring).
+
+    Parameters
+    ----------
+    inputs : numpy.ndarray, shape (B, N, F), or (B, N) of int
+        Token features, or token ids.
+    targets : numpy.ndarray
+        Targets of the task's shape, e.g. (B, N, F_out), (B, F_out) or (B,) class ids; NaN
+        where a target is missing.
+    key_padding_mask : numpy.ndarray of bool, shape (B, N), default None
+        True at padded tokens; None: no padding.
+    coords : dict of str to numpy.ndarray, default {}
+        Per-token coordinates, name -> (B, N) float64, passed to models that take ``coords``
+        and read by latitude-weighted losses.
+    structure : seqattn.nn.Structure, default None
+        The tokens' pairwise structure (atoms' positions, graphs' pair codes), passed to
+        models as ``structure=``.
+    """
+
     inputs: np.ndarray
     targets: np.ndarray
     key_padding_mask: np.ndarray = None
@@ -113,7 +132,25 @@ def _steps(total, size):
 class ArrayBatches:
     """Mini-batches of ``batch_size`` samples from whole arrays, in a new order each epoch when
     ``shuffle``; the order of epoch e depends on (seed, e) only, so training is reproducible
-    and a resumed run sees the same batches as an uninterrupted one."""
+    and a resumed run sees the same batches as an uninterrupted one.
+
+    Parameters
+    ----------
+    inputs : array_like, shape (S, N, F), or (S, N) of int
+        All S samples' tokens (memory-mapped arrays are read a batch at a time).
+    targets : array_like, shape (S, ...)
+        The samples' targets, NaN where missing.
+    key_padding_mask : array_like of bool, shape (S, N), default None
+        True at padded tokens; None: no padding.
+    coords : dict of str to array_like, default None
+        Per-token coordinates, name -> (S, N); None: none.
+    batch_size : int, default 32
+        Samples per batch (the last batch may be smaller).
+    shuffle : bool, default True
+        Draw a new order of the samples each epoch.
+    seed : int, default 0
+        Seed of the epochs' orders.
+    """
 
     def __init__(self, inputs, targets, key_padding_mask=None, coords=None, batch_size=32,
                  shuffle=True, seed=0):
@@ -157,7 +194,16 @@ class ArrayBatches:
 
 class IterableBatches:
     """A user's iterable (or callable returning one) seen through the interface of
-    :class:`ArrayBatches`; ``name`` ("data", "validation") names it in errors."""
+    :class:`ArrayBatches`; ``name`` ("data", "validation") names it in errors.
+
+    Parameters
+    ----------
+    source : iterable, or callable returning an iterable
+        Yields the batches of an epoch, in any form the module docstring lists; an object with
+        an ``epoch(e)`` method gives epoch e's batches from it.
+    name : str, default "data"
+        What the error messages call the source.
+    """
 
     def __init__(self, source, name="data"):
         self.source, self.name = source, name

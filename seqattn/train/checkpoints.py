@@ -38,14 +38,44 @@ def _dropouts(model):
 
 def has_checkpoint(path):
     """Whether ``path`` holds a checkpoint that training can resume from (or held one before a
-    save there was interrupted)."""
+    save there was interrupted).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint folder.
+
+    Returns
+    -------
+    bool
+    """
     path = Path(path)
     return any((folder / STATE).exists() for folder in (path, previous_folder(path)))
 
 
 def save_checkpoint(path, model, optimizer, epoch, history=None, early_stopping=None,
                     extra=None):
-    """Write the checkpoint folder ``path`` after ``epoch`` completed epochs, in one commit."""
+    """Write the checkpoint folder ``path`` after ``epoch`` completed epochs, in one commit.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint folder; an earlier checkpoint there is replaced whole.
+    model : seqattn.nn.Module
+        The model being trained. Its weights are the folder's ``seqattn.load`` weights unless
+        ``early_stopping`` holds best weights, which then take their place (the last weights
+        are kept beside them for resuming).
+    optimizer : optimizer
+        Its settings and arrays (``state_dict()``) are stored.
+    epoch : int
+        Completed epochs.
+    history : dict or None, default None
+        The losses per epoch so far, stored as JSON.
+    early_stopping : EarlyStopping or None, default None
+        Its state and best weights are stored.
+    extra : dict or None, default None
+        Further JSON-serialisable state to store (read back from ``load_checkpoint``'s result).
+    """
     best = None if early_stopping is None else early_stopping.best_weights
     optimizer_state = optimizer.state_dict()
     files = {OPTIMIZER: arrays_bytes(optimizer_state["arrays"]),
@@ -90,7 +120,24 @@ def load_checkpoint(path, model, optimizer=None, early_stopping=None):
     """Load a checkpoint into ``model`` to continue training: the last epoch's weights (not the
     best ones: ``seqattn.load(path)`` gives those), and ``optimizer`` and ``early_stopping``
     states; returns the state.json contents (``epoch``, ``history``, ...). Every file is
-    verified against its checksum before anything is loaded."""
+    verified against its checksum before anything is loaded.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint folder that :func:`save_checkpoint` wrote.
+    model : seqattn.nn.Module
+        Receives the last epoch's weights (and its dropout layers' random states).
+    optimizer : optimizer or None, default None
+        Receives the stored optimizer state; None leaves it out.
+    early_stopping : EarlyStopping or None, default None
+        Receives the stored early-stopping state and best weights; None leaves them out.
+
+    Returns
+    -------
+    dict
+        The stored state: ``epoch``, ``history``, ``extra`` and the rest of state.json.
+    """
     path = Path(path)
     if not has_checkpoint(path):
         raise FileNotFoundError(f"{path} holds no training checkpoint (no {STATE})")

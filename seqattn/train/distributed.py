@@ -37,7 +37,16 @@ def _mpi():
 
 
 class DataParallel:
-    """Replicas on the ranks of `comm` (default: MPI.COMM_WORLD); see the module docstring."""
+    """Replicas on the ranks of `comm` (default: MPI.COMM_WORLD); see the module docstring.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm or None, default None
+        The ranks that train together; None: ``MPI.COMM_WORLD``.
+    bucket_bytes : int, default 25 MiB
+        Gradients are summed across the ranks in messages of at most this many bytes (a
+        larger gradient travels alone).
+    """
 
     def __init__(self, comm=None, bucket_bytes=BUCKET_BYTES):
         if not isinstance(bucket_bytes, (int, np.integer)) or bucket_bytes < 1:

@@ -36,7 +36,19 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class FitState:
-    """What callbacks see after each epoch; setting ``stop_training`` ends the run."""
+    """What callbacks see after each epoch; setting ``stop_training`` ends the run.
+
+    ``fit`` builds it; ``epoch`` holds the epochs completed and ``stop_training`` starts False.
+
+    Parameters
+    ----------
+    model : seqattn.nn.Module
+        The model being trained.
+    optimizer : optimizer
+        Its optimizer.
+    history : dict of str to list of float
+        The losses and metrics per epoch so far.
+    """
 
     def __init__(self, model, optimizer, history):
         self.model, self.optimizer, self.history = model, optimizer, history
@@ -101,10 +113,31 @@ def _batch_loss(model, loss, batch, where, pass_coords):
 
 def evaluate(model, loss, data, metrics=None, batch_size=32, distributed=None):
     """Mean loss (weighted exactly as one big batch would be) and metrics over ``data`` (as
-    ``fit``'s ``validation``), in evaluation mode. ``metrics``: name -> f(pred, target) on host
-    arrays, averaged over samples. An iterable with ``epoch(e)`` is read as ``epoch(0)``, so
-    every evaluation sees the same order. With ``distributed`` (as in :func:`fit`) each rank
-    evaluates its share of the batches and every rank returns the totals over all of them."""
+    ``fit``'s ``validation``), in evaluation mode. An iterable with ``epoch(e)`` is read as
+    ``epoch(0)``, so every evaluation sees the same order.
+
+    Parameters
+    ----------
+    model : seqattn.nn.Module
+        The model to evaluate (put in evaluation mode for the call, on this thread only).
+    loss : loss module
+        The loss, e.g. :class:`MSELoss`.
+    data : tuple of arrays, or iterable of batches, or callable returning one
+        A tuple (inputs, targets[, key_padding_mask]) cut into batches in order, or batches in
+        any form :func:`fit` takes.
+    metrics : dict of str to callable, default None
+        name -> f(pred, target) on host arrays, averaged over samples; None: the loss only.
+    batch_size : int, default 32
+        Samples per batch when ``data`` is a tuple of arrays.
+    distributed : None, bool, mpi4py communicator or DataParallel, default None
+        As in :func:`fit`: each rank evaluates its share of the batches and every rank returns
+        the totals over all of them.
+
+    Returns
+    -------
+    dict of str to float
+        ``"loss"`` and each metric's mean.
+    """
     batches = as_batches(data, batch_size=batch_size, shuffle=False, name="validation")
     parallel = DataParallel.from_argument(distributed)
     pass_coords = takes_coords(model)

@@ -40,7 +40,19 @@ class EnergyForceLoss(PropertyLoss):
     values + ``classes_weight`` * cross entropy of class targets, each a mean over the known
     (non-NaN) targets of its kind, on the dicts of normalized arrays that
     :class:`seqattn.adapters.MoleculeAdapter` batches carry and molecule models predict
-    (``"structure"``, ``"forces"``, ``"atoms"``, ...)."""
+    (``"structure"``, ``"forces"``, ``"atoms"``, ...).
+
+    Parameters
+    ----------
+    energy_weight : float, default 1.0
+        Weight of the per-structure values' MSE (the energy per atom).
+    forces_weight : float, default 10.0
+        Weight of the force components' MSE.
+    atoms_weight : float, default 1.0
+        Weight of the per-atom values' MSE.
+    classes_weight : float, default 1.0
+        Weight of the class targets' cross entropy.
+    """
 
     def __init__(self, energy_weight=1.0, forces_weight=10.0, atoms_weight=1.0,
                  classes_weight=1.0):

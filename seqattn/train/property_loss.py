@@ -64,6 +64,15 @@ class PropertyLoss:
     (pred - target) / n_atoms, so large structures do not dominate; an intensive one (pooled by
     a mean) as it is. Which is which is the model's ``config.structure_pooling``, as
     ``MoleculeAdapter.model_config`` set it from the targets' declared kinds.
+
+    Parameters
+    ----------
+    values_weight : float, default 1.0
+        Weight of the per-structure values' MSE.
+    atoms_weight : float, default 1.0
+        Weight of the per-atom values' MSE.
+    classes_weight : float, default 1.0
+        Weight of the class targets' cross entropy.
     """
 
     skips_nan = True

@@ -8,7 +8,19 @@ import math
 
 class WarmupCosine:
     """Linear warmup from lr / warmup_steps to lr over ``warmup_steps``, then a cosine decay to
-    ``min_lr`` at ``total_steps`` (held there afterwards)."""
+    ``min_lr`` at ``total_steps`` (held there afterwards).
+
+    Parameters
+    ----------
+    lr : float
+        The peak learning rate, reached at the end of the warmup.
+    warmup_steps : int
+        Optimizer steps of the warmup, 0 <= warmup_steps < total_steps (0: no warmup).
+    total_steps : int
+        The step at which the decay reaches ``min_lr``.
+    min_lr : float, default 0.0
+        The learning rate at and after ``total_steps``.
+    """
 
     def __init__(self, lr, warmup_steps, total_steps, min_lr=0.0):
         if not 0 <= warmup_steps < total_steps:
@@ -26,10 +38,27 @@ class WarmupCosine:
 
 def warmup_and_decay(lr, epochs, steps_per_epoch, *, warmup=0.05, final=0.1):
     """The schedule recommended when in doubt: a linear warmup over the first `warmup` fraction
-    of the run (at least one step), then a cosine decay that reaches ``final * lr`` at the end of the run.
+    of the run (at least one step), then a cosine decay that reaches ``final * lr`` at the end
+    of the run.
 
-    `steps_per_epoch` is a number or the training batches themselves (their ``len``). Pass the
-    result as ``fit(..., schedule=...)`` with the same `lr` given to the optimizer.
+    Pass the result as ``fit(..., schedule=...)`` with the same `lr` given to the optimizer.
+
+    Parameters
+    ----------
+    lr : float
+        The peak learning rate.
+    epochs : int
+        Epochs of the run.
+    steps_per_epoch : int or sized
+        Optimizer steps per epoch, or the training batches themselves (their ``len``).
+    warmup : float, default 0.05
+        The fraction of the run's steps spent warming up, 0 <= warmup < 1.
+    final : float, default 0.1
+        The learning rate at the end of the run, as a fraction of ``lr``, 0 <= final <= 1.
+
+    Returns
+    -------
+    WarmupCosine
     """
     if not isinstance(steps_per_epoch, (int, float)):
         steps_per_epoch = len(steps_per_epoch)
@@ -45,7 +74,17 @@ def warmup_and_decay(lr, epochs, steps_per_epoch, *, warmup=0.05, final=0.1):
 
 
 class StepDecay:
-    """lr * gamma ** (step // step_size), as torch's StepLR counted in optimizer steps."""
+    """lr * gamma ** (step // step_size), as torch's StepLR counted in optimizer steps.
+
+    Parameters
+    ----------
+    lr : float
+        The learning rate of the first ``step_size`` steps.
+    step_size : int
+        Optimizer steps between two decays, at least 1.
+    gamma : float, default 0.1
+        The factor applied at each decay.
+    """
 
     def __init__(self, lr, step_size, gamma=0.1):
         if step_size < 1:

@@ -90,7 +90,24 @@ def from_ase(structures, energy="energy", forces="forces"):
 
 def read_structures(path, index=":", format=None, energy="energy", forces="forces"):
     """The structures Dataset of a file that ``ase.io.read`` reads: ``from_ase(ase.io.read(path,
-    index, format))``; `index` selects frames as ASE does (``":"`` every frame, ``"-1"`` the
-    last), `format` is ASE's name of the format (None: from the file's name)."""
+    index, format))``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (an extended XYZ, a trajectory, any format ASE reads).
+    index : str or int, default ":"
+        The frames, as ASE selects them (``":"`` every frame, ``"-1"`` the last).
+    format : str or None, default None
+        ASE's name of the format; None: from the file's name.
+    energy, forces : str or None, default "energy", "forces"
+        Names of the variables that take each structure's energy and forces from its
+        calculator, as in :func:`from_ase`; None leaves the variable out.
+
+    Returns
+    -------
+    xarray.Dataset
+        The structures Dataset, as :func:`from_ase` returns it.
+    """
     ase = _ase()
     return from_ase(ase.io.read(path, index=index, format=format), energy=energy, forces=forces)

@@ -8,6 +8,18 @@ from .sequences import from_sequences
 
 @dataclass(frozen=True)
 class FastaRecord:
+    """One record of a FASTA file, as :func:`read_fasta` yields it.
+
+    Parameters
+    ----------
+    name : str
+        The header's first word.
+    description : str
+        The whole header line after ">".
+    sequence : str
+        The record's sequence lines joined, as written (case kept).
+    """
+
     name: str  # the header's first word
     description: str  # the whole header line after ">"
     sequence: str
@@ -22,7 +34,18 @@ def _open_text(path):
 def read_fasta(path):
     """Yield the :class:`FastaRecord` of a FASTA file (plain or gzip) one by one, streaming.
     Windows line ends and blank lines are accepted; a record with no sequence lines is yielded
-    with an empty sequence (:func:`from_sequences` then says so)."""
+    with an empty sequence (:func:`from_sequences` then says so).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The FASTA file, plain or gzip-compressed (detected by its magic bytes).
+
+    Yields
+    ------
+    FastaRecord
+        The records in file order.
+    """
     with _open_text(path) as f:
         header, lines = None, []
         for number, line in enumerate(f, 1):
@@ -51,7 +74,8 @@ def open_fasta(path, empty="error", **options):
     Parameters
     ----------
     path : str or path-like
-    empty : {"error", "skip"}
+        The FASTA file, plain or gzip-compressed (detected by its magic bytes).
+    empty : {"error", "skip"}, default "error"
         What a record without bases does: an error naming it, or it is dropped.
     **options
         Passed to :func:`seqattn.readers.from_sequences` (``position_dim``, ``variable``).
@@ -67,7 +91,22 @@ def open_fasta(path, empty="error", **options):
 def from_faidx(path, regions, **options):
     """The genome Dataset of `regions` ``[(chrom, start, end), ...]`` (0-based half-open) of an
     indexed FASTA, read with pyfaidx (``pip install seqattn[genome]``); records are named
-    ``chrom:start-end``."""
+    ``chrom:start-end``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The FASTA file (pyfaidx reads or builds its ``.fai`` index).
+    regions : iterable of (str, int, int)
+        ``(chrom, start, end)``, 0-based half-open.
+    **options
+        Passed to :func:`seqattn.readers.from_sequences` (``position_dim``, ``variable``).
+
+    Returns
+    -------
+    xarray.Dataset
+        The genome Dataset of the regions.
+    """
     try:
         import pyfaidx
     except ImportError:

@@ -53,7 +53,22 @@ def _dataset(sizes, source, target, edge_data, nodes, graphs, node_names=None):
 def graph_dataset(adjacency, nodes=None, graphs=None):
     """The Dataset of one graph or a list of graphs given as adjacency matrices (N_g, N_g)
     (scipy.sparse or dense; entry (i, j) the weight of edge i -> j, stored in ``weight``).
-    ``nodes``: name -> array over all nodes, graph after graph; ``graphs``: name -> (G,) array."""
+
+    Parameters
+    ----------
+    adjacency : scipy.sparse matrix or array_like, shape (N_g, N_g), or a list or tuple of them
+        One graph, or G graphs; entry (i, j) nonzero for an edge i -> j of that weight.
+    nodes : dict of str to array_like, default None
+        Node variables, name -> array of shape (N,) or (N, F) over all N nodes, graph after
+        graph (features, targets, masks).
+    graphs : dict of str to array_like, default None
+        Graph-level variables, name -> array of shape (G,) or (G, F).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``node``, ``edge`` and ``graph`` (see the module docstring).
+    """
     matrices = [as_adjacency(a, f"adjacency[{g}]") for g, a in enumerate(_as_list(adjacency))]
     sizes = [m.shape[0] for m in matrices]
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
@@ -72,7 +87,25 @@ def from_networkx(graphs, node_features=(), edge_features=(), graph_data=None):
     node order (their labels kept in the ``node_name`` coordinate); ``node_features`` and
     ``edge_features`` name node and edge attributes to copy (every node or edge must have
     them; an edge attribute named ``weight`` is missing-as-1, as networkx reads it); an
-    undirected graph's edges appear in both directions."""
+    undirected graph's edges appear in both directions.
+
+    Parameters
+    ----------
+    graphs : networkx.Graph, or a list or tuple of them
+        One graph or G graphs, directed or not.
+    node_features : sequence of str, default ()
+        Node attributes to copy into node variables of those names.
+    edge_features : sequence of str, default ()
+        Edge attributes to copy into edge variables of those names.
+    graph_data : dict of str to array_like, default None
+        Graph-level variables, name -> array of shape (G,) or (G, F).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``node``, ``edge`` and ``graph`` (see the module docstring), with the nodes'
+        labels in the ``node_name`` coordinate.
+    """
     graphs = _as_list(graphs)
     sizes, names, source, target = [], [], [], []
     node_values = {name: [] for name in node_features}

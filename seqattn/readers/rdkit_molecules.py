@@ -62,22 +62,35 @@ def from_rdkit(mols, *, properties=(), conformers="auto", seed=0, add_hydrogens=
 
     Parameters
     ----------
-    mols : an iterable of ``rdkit.Chem.Mol`` (a list, an ``SDMolSupplier``); None entries (what
-        RDKit gives for unreadable records) are failures. The molecules are not modified.
-    properties : names of RDKit molecule properties (SDF fields) read as numbers, one
-        (molecule,) variable each, NaN where a molecule lacks it; or a mapping name ->
-        per-molecule values (one per input molecule, in their order).
-    conformers : ``"auto"`` a molecule's 3-D conformer (its default one) when it has one, else
-        an ETKDG embedding (a 2-D conformer counts as none); ``"embed"`` embed every molecule;
+    mols : iterable of rdkit.Chem.Mol
+        A list, an ``SDMolSupplier``; None entries (what RDKit gives for unreadable records)
+        are failures. The molecules are not modified.
+    properties : sequence of str, or mapping of str to array_like, default ()
+        Names of RDKit molecule properties (SDF fields) read as numbers, one (molecule,)
+        variable each, NaN where a molecule lacks it; or a mapping name -> per-molecule values
+        (one per input molecule, in their order).
+    conformers : {"auto", "embed", "given"}, default "auto"
+        ``"auto"`` a molecule's 3-D conformer (its default one) when it has one, else an ETKDG
+        embedding (a 2-D conformer counts as none); ``"embed"`` embed every molecule;
         ``"given"`` every molecule must have a 3-D conformer.
-    seed : the ETKDG random seed (a non-negative integer).
-    add_hydrogens : add the implicit hydrogens as atoms (placed on the given conformer, or
-        embedded with the rest).
-    atom_features : names from :data:`ATOM_FEATURES`, one variable each (module docstring).
-    on_failure : ``"raise"`` a molecule that cannot be used (unreadable, a dummy atom whose
-        atomic number 0 would read as padding, non-finite coordinates, an embedding that fails
-        or a missing conformer with ``conformers="given"``) is an error naming its index and
+    seed : int, default 0
+        The ETKDG random seed (a non-negative integer).
+    add_hydrogens : bool, default False
+        Add the implicit hydrogens as atoms (placed on the given conformer, or embedded with
+        the rest).
+    atom_features : sequence of str, default ()
+        Names from :data:`ATOM_FEATURES`, one (molecule, atom) variable each (module
+        docstring).
+    on_failure : {"raise", "drop"}, default "raise"
+        ``"raise"`` a molecule that cannot be used (unreadable, a dummy atom whose atomic
+        number 0 would read as padding, non-finite coordinates, an embedding that fails or a
+        missing conformer with ``conformers="given"``) is an error naming its index and
         SMILES; ``"drop"`` it is left out with a warning that names it.
+
+    Returns
+    -------
+    xarray.Dataset
+        The molecule Dataset (module docstring).
     """
     Chem, _ = _rdkit()
     mols = list(mols)
@@ -90,7 +103,30 @@ def from_smiles(smiles, *, properties=(), seed=0, add_hydrogens=False, atom_feat
                 on_failure="raise"):
     """The molecule Dataset of SMILES strings, with ETKDG conformers; the options are those of
     :func:`from_rdkit` (``properties`` here a mapping name -> per-molecule values). A SMILES
-    that RDKit cannot parse is a failure, raised or dropped by ``on_failure``."""
+    that RDKit cannot parse is a failure, raised or dropped by ``on_failure``.
+
+    Parameters
+    ----------
+    smiles : sequence of str
+        The molecules' SMILES (a single string is refused: pass a list).
+    properties : mapping of str to array_like, default ()
+        name -> per-molecule values, one per SMILES in their order; one (molecule,) variable
+        each.
+    seed : int, default 0
+        The ETKDG random seed (a non-negative integer).
+    add_hydrogens : bool, default False
+        Add the implicit hydrogens as atoms, embedded with the rest.
+    atom_features : sequence of str, default ()
+        Names from :data:`ATOM_FEATURES`, one (molecule, atom) variable each.
+    on_failure : {"raise", "drop"}, default "raise"
+        What a molecule that cannot be used does: an error naming it, or it is left out with a
+        warning (as in :func:`from_rdkit`).
+
+    Returns
+    -------
+    xarray.Dataset
+        The molecule Dataset (module docstring).
+    """
     Chem, _ = _rdkit()
     if isinstance(smiles, str):
         raise TypeError(f"smiles must be a sequence of SMILES strings, got the single string "

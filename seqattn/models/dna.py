@@ -33,7 +33,16 @@ class StrandSymmetric(Module):
     the reverse strand applies (``GenomeAdapter.complement``). ``R`` reverses per-token outputs
     (B, N, F_out) back to the forward strand; per-sequence outputs (B, F_out) need no ``R``. A
     masked base inside a sequence (``ambiguous="mask"``) keeps symmetry as long as it is not
-    the last one; use ``ambiguous="token"`` for exact symmetry with trailing N. CPU only."""
+    the last one; use ``ambiguous="token"`` for exact symmetry with trailing N. CPU only.
+
+    Parameters
+    ----------
+    model : seqattn.nn.Module
+        The model run on both strands, e.g. a :class:`TokenModel` or :class:`SequenceModel`.
+    complement : array_like of int, shape (V,)
+        The permutation of token ids or one-hot columns that the reverse strand applies (its
+        own inverse), e.g. ``GenomeAdapter.complement``.
+    """
 
     def __init__(self, model, complement):
         super().__init__()

@@ -49,7 +49,27 @@ class GraphModelConfig(EncoderConfig):
     """``in_features`` node features per node, then the encodings (module docstring);
     ``task`` "node" or "graph" (pooled by ``pooling`` as in SequenceModel); ``out_features``
     values or class logits per node or graph. Node order carries no meaning, so ``positions``
-    defaults to "none"."""
+    defaults to "none".
+
+    Parameters
+    ----------
+    task : str, default 'node'
+        ``"node"``: outputs per node (N -> N); ``"graph"``: outputs per graph (N -> 1).
+    out_features : int, default 1
+        Outputs per node or per graph (target features, or classes).
+    pooling : str, default 'mean'
+        For ``task="graph"``, how the nodes are pooled, as in
+        :class:`~seqattn.models.SequenceModelConfig`: ``"mean"``, ``"cls"`` or
+        ``"attention"``.
+    max_degree : int, default None
+        In- and out-degree embeddings, degrees clipped at this value; None: none.
+    laplacian : int, default 0
+        k, the Laplacian eigenvector positions per node (0: none).
+    random_walk : int, default 0
+        K, the random-walk return probabilities per node, after 1 .. K steps (0: none).
+    positions : str, default 'none'
+        As in :class:`~seqattn.models.EncoderConfig`; a node's index means nothing, so none.
+    """
 
     task: str = "node"
     out_features: int = 1
@@ -69,7 +89,13 @@ class GraphModelConfig(EncoderConfig):
 class GraphModel(Module):
     """inputs (B, N, F) node features -> (B, N, out_features) per node (task "node") or
     (B, out_features) per graph (task "graph"); ``coords`` hold the node encodings (names in
-    the module docstring, (B, N) each, NaN at padding), ``structure`` the pair codes."""
+    the module docstring, (B, N) each, NaN at padding), ``structure`` the pair codes.
+
+    Parameters
+    ----------
+    config : GraphModelConfig
+        The model's sizes, task and node encodings (``in_features`` required).
+    """
 
     def __init__(self, config):
         super().__init__()

@@ -53,7 +53,52 @@ class MoleculeModelConfig:
     forces are continuous as atoms cross it). In periodic cells the cutoff must be below half
     the smallest distance between lattice planes, so each neighbour counts once.
     ``force_step`` (Angstrom) is the largest displacement of the central difference that
-    trains on forces (see :mod:`seqattn.train.force_matching`)."""
+    trains on forces (see :mod:`seqattn.train.force_matching`).
+
+    Parameters
+    ----------
+    num_types : int
+        Atom types (elements), at least 1.
+    in_features : int, default None
+        Features per atom token; None: ``num_types`` (a one-hot row per type).
+    structure_outputs : int, default 1
+        Per-structure values (output 0 is the energy when ``forces``).
+    atom_outputs : int, default 0
+        Per-atom values.
+    structure_pooling : tuple of str, default None
+        ``"sum"`` (extensive) or ``"mean"`` (intensive) for each per-structure value; None:
+        all ``"sum"``.
+    structure_classes : tuple of int, default ()
+        Classes (at least 2) of each per-structure class target.
+    atom_classes : tuple of int, default ()
+        Classes (at least 2) of each per-atom class target.
+    forces : bool, default True
+        Predict forces as the negative gradient of output 0 with respect to the positions.
+    d_model : int, default 64
+        Width of every atom token inside the encoder.
+    nhead : int, default 4
+        Attention heads per layer.
+    num_layers : int, default 2
+        Pre-norm encoder layers.
+    dim_feedforward : int, default 128
+        Width of each layer's feed-forward block.
+    activation : str, default 'gelu'
+        The feed-forward activation: ``"gelu"``, ``"relu"`` or ``"silu"``.
+    bins : int, default 64
+        Values of each distance table on [0, ``r_max``].
+    r_max : float, default 6.0
+        The distance tables' range, in Angstrom.
+    cutoff : float, default 5.0
+        Keys farther than this (Angstrom) are hidden; None: no cutoff.
+    smooth_cutoff : bool, default True
+        Fade keys out continuously towards ``cutoff``.
+    force_step : float, default 1e-3
+        The largest displacement (Angstrom) of the central difference that trains on forces.
+    dtype : str, default 'float32'
+        ``"float32"`` or ``"float64"``, for parameters and activations.
+    seed : int, default 0
+        Seed of the initial weights.
+    """
 
     num_types: int
     in_features: int = None
@@ -183,7 +228,14 @@ class MoleculeModel(Module):
     """tokens (B, N, F) and a :class:`Structure` (positions (B, N, 3), types (B, N), cell) ->
     (per-structure outputs (B, structure_outputs + sum(structure_classes)), per-atom outputs
     (B, N, atom_outputs + sum(atom_classes)) or None: values first, then the classes' logits).
-    :meth:`predict` splits them and adds the forces (B, N, 3) = -d(output 0)/d positions."""
+    :meth:`predict` splits them and adds the forces (B, N, 3) = -d(output 0)/d positions.
+
+    Parameters
+    ----------
+    config : MoleculeModelConfig
+        The atom types, the outputs and the encoder's sizes and distance tables (checked
+        here).
+    """
 
     def __init__(self, config):
         super().__init__()

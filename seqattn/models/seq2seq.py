@@ -54,7 +54,13 @@ class Seq2SeqConfig(EncoderConfig):
 
 class Seq2SeqModel(Module):
     """src (B, M, F) or ids (B, M), targets (B, N', F') or ids (B, N') -> (B, N', F') values or
-    (B, N', V) logits."""
+    (B, N', V) logits.
+
+    Parameters
+    ----------
+    config : Seq2SeqConfig
+        The encoder's and decoder's sizes and the targets' form (checked here).
+    """
 
     teacher_forced = True  # fit calls model(inputs, targets, ...)
 

@@ -40,7 +40,13 @@ class SequenceModel(Module):
     """inputs (B, N, F) or ids (B, N) -> (B, out_features): the encoder, a pooling head
     (``pooling``: 'mean' over unpadded tokens, 'cls' class token, 'attention'), a linear head.
     With ``linear`` a linear map of the inputs' mean over unpadded tokens is added to the head's
-    outputs (:mod:`seqattn.models.linear_path`)."""
+    outputs (:mod:`seqattn.models.linear_path`).
+
+    Parameters
+    ----------
+    config : SequenceModelConfig
+        The encoder, the pooling, the head's outputs per sequence and the linear path.
+    """
 
     def __init__(self, config):
         super().__init__()

@@ -40,7 +40,13 @@ class TokenModel(Module):
     per-token head. ``coords`` are the batch's per-token coordinates (name -> (B, N)), which
     the config's ``coordinates`` encodings read; ``structure`` (a :class:`seqattn.nn.Structure`)
     feeds the config's structured biases. With ``linear`` a linear map of each token's own
-    inputs is added to the head's outputs (:mod:`seqattn.models.linear_path`)."""
+    inputs is added to the head's outputs (:mod:`seqattn.models.linear_path`).
+
+    Parameters
+    ----------
+    config : TokenModelConfig
+        The encoder, the head's outputs per token and the linear path.
+    """
 
     def __init__(self, config):
         super().__init__()

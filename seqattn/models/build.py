@@ -18,7 +18,21 @@ MODELS = ((ComplexModelConfig, ComplexModel), (GraphModelConfig, GraphModel),
 
 
 def build(config):
-    """The model for `config` (one of the task model configs)."""
+    """The model for `config` (one of the task model configs).
+
+    Parameters
+    ----------
+    config : dataclass
+        A task model config (TokenModelConfig, SequenceModelConfig, Seq2SeqConfig,
+        GraphModelConfig, MoleculeModelConfig or ComplexModelConfig): what
+        ``adapter.model_config(...)`` returns, or one built by hand.
+
+    Returns
+    -------
+    seqattn.nn.Module
+        The model of that config's class, e.g. a :class:`TokenModel` for a
+        :class:`TokenModelConfig`.
+    """
     for config_class, model_class in MODELS:
         if isinstance(config, config_class):
             return model_class(config)

@@ -23,14 +23,38 @@ _LETTER_OF_CODE.update({c + SOFT: l.lower() for c, l in enumerate(LETTERS)})
 
 
 def reverse_complement(sequence):
-    """The reverse complement of a DNA string (IUPAC codes complemented, case kept)."""
+    """The reverse complement of a DNA string (IUPAC codes complemented, case kept).
+
+    Parameters
+    ----------
+    sequence : str
+        DNA letters (A, C, G, T, N and the other IUPAC codes, upper or lower case).
+
+    Returns
+    -------
+    str
+        The reverse complement.
+    """
     table = str.maketrans({**COMPLEMENT, **{k.lower(): v.lower() for k, v in COMPLEMENT.items()}})
     return sequence.translate(table)[::-1]
 
 
 def codes_of(sequence, record="sequence"):
     """uint8 codes (L,) of a DNA string; an invalid character is a ValueError naming `record`
-    and the 0-based position."""
+    and the 0-based position.
+
+    Parameters
+    ----------
+    sequence : str, length L
+        DNA letters (upper case, or lower case for soft-masked bases).
+    record : str, default "sequence"
+        The record's name, for the error message.
+
+    Returns
+    -------
+    numpy.ndarray of uint8, shape (L,)
+        The codes (module docstring).
+    """
     try:
         raw = np.frombuffer(sequence.encode("ascii"), np.uint8)
     except UnicodeEncodeError as e:
@@ -48,7 +72,18 @@ def _invalid(record, position, character):
 
 
 def letters_of(codes):
-    """The DNA string of uint8 codes (the inverse of :func:`codes_of`); padding is dropped."""
+    """The DNA string of uint8 codes (the inverse of :func:`codes_of`); padding is dropped.
+
+    Parameters
+    ----------
+    codes : array_like of uint8, shape (L,)
+        Base codes (module docstring); 255 is padding.
+
+    Returns
+    -------
+    str
+        The letters, lower case for soft-masked bases.
+    """
     return "".join(_LETTER_OF_CODE[int(c)] for c in np.asarray(codes) if c != PAD)
 
 
@@ -59,7 +94,21 @@ def plain(value):
 
 def as_codes(values, name=None):
     """uint8 codes of an array of base letters (str/bytes) or of codes; an invalid element is a
-    ValueError naming its record and position (`name(index)` says where an element is)."""
+    ValueError naming its record and position (`name(index)` says where an element is).
+
+    Parameters
+    ----------
+    values : array_like of str, bytes or int, any shape
+        One letter per element, or codes (module docstring).
+    name : callable or None, default None
+        ``name(index)`` says where the element at that index tuple is, for the error message;
+        None: its position along the last axis.
+
+    Returns
+    -------
+    numpy.ndarray of uint8, the shape of ``values``
+        The codes.
+    """
     values = np.asarray(values)
     if values.dtype.kind in "USO":
         text = values.astype(str)

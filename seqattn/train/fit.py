@@ -232,32 +232,67 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
 
     Parameters
     ----------
-    data, validation : a tuple of arrays (inputs, targets[, key_padding_mask]) cut into
-        mini-batches of ``batch_size`` (shuffled per epoch from ``seed`` when ``shuffle``), or
-        batches from elsewhere (see ``seqattn.train.batches`` for every form): a list, an
-        adapter iterator (``ForecastWindows``; a ``BatchIterator``'s batches paired with
-        targets), anything with ``epoch(e)`` (read for epoch e, so a resumed run sees the
-        batches an uninterrupted one sees), a callable returning a fresh iterable each epoch,
-        or a generator, which serves one epoch only (epoch 2 is an error that says so).
-    metrics : name -> f(pred, target) on host arrays, computed on the validation data.
-    schedule : step -> learning rate (``WarmupCosine``, ``StepDecay``), evaluated at the
-        optimizer's step count before every step.
-    clip_grad_norm : scale gradients whose global L2 norm exceeds this value.
-    early_stopping : an :class:`EarlyStopping`; its best weights are restored at the end.
-    callbacks : callables ``f(state)`` run after each epoch with a :class:`FitState`.
-    checkpoint : a folder written after every epoch. ``seqattn.load(checkpoint)`` gives the
-        model as fit would return it at that point (with early stopping's best weights when
-        it keeps some); with ``resume`` an existing checkpoint there is loaded first and
-        training continues from its last epoch, ending exactly where an uninterrupted run ends.
-    progress : on a terminal a bar per epoch, elsewhere one line per epoch; False: silent.
-    distributed : None (one process), True (data-parallel over MPI.COMM_WORLD when run as
+    model : seqattn.nn.Module
+        The model to train, in place.
+    loss : loss module
+        The loss, e.g. :class:`MSELoss` or :class:`CrossEntropyLoss`.
+    optimizer : optimizer
+        Its optimizer over ``model.parameters()``, e.g. :class:`AdamW`.
+    data, validation : tuple of arrays, or iterable of batches, or callable returning one
+        A tuple of arrays (inputs, targets[, key_padding_mask]) cut into mini-batches of
+        ``batch_size`` (shuffled per epoch from ``seed`` when ``shuffle``), or batches from
+        elsewhere (see ``seqattn.train.batches`` for every form): a list, an adapter iterator
+        (``ForecastWindows``; a ``BatchIterator``'s batches paired with targets), anything with
+        ``epoch(e)`` (read for epoch e, so a resumed run sees the batches an uninterrupted one
+        sees), a callable returning a fresh iterable each epoch, or a generator, which serves
+        one epoch only (epoch 2 is an error that says so). ``validation`` defaults to None (no
+        validation) and is read in order.
+    epochs : int, default 1
+        Epochs to train (in all, counting those a resumed checkpoint holds).
+    batch_size : int, default 32
+        Samples per batch when ``data`` (or ``validation``) is a tuple of arrays.
+    shuffle : bool, default True
+        Draw a new order of the samples of a tuple of arrays each epoch.
+    seed : int, default 0
+        Seed of those orders.
+    metrics : dict of str to callable, default None
+        name -> f(pred, target) on host arrays, computed on the validation data.
+    schedule : callable, default None
+        step -> learning rate (``WarmupCosine``, ``StepDecay``), evaluated at the optimizer's
+        step count before every step; None keeps the optimizer's own.
+    clip_grad_norm : float, default None
+        Scale gradients whose global L2 norm exceeds this value; None: no clipping.
+    early_stopping : EarlyStopping, default None
+        Stops the run when the value it monitors (``val_loss`` by default) stops improving;
+        its best weights are restored at the end.
+    callbacks : sequence of callable, default ()
+        ``f(state)`` run after each epoch with a :class:`FitState`.
+    checkpoint : str or os.PathLike, default None
+        A folder written after every epoch. ``seqattn.load(checkpoint)`` gives the model as fit
+        would return it at that point (with early stopping's best weights when it keeps some).
+    resume : bool, default False
+        With ``checkpoint``, load an existing checkpoint there first and continue from its
+        last epoch, ending exactly where an uninterrupted run ends.
+    progress : bool, default True
+        On a terminal a bar per epoch, elsewhere one line per epoch; False: silent.
+    distributed : None, bool, mpi4py communicator or DataParallel, default None
+        None (one process), True (data-parallel over MPI.COMM_WORLD when run as
         ``mpiexec -n 4 python script.py``), an mpi4py communicator, or a
         :class:`~seqattn.train.DataParallel`; see :mod:`seqattn.train.distributed`. Each step
         is then the one a single process makes on the union of the ranks' batches; rank 0
         alone writes checkpoints and shows progress.
 
-    Raises :class:`NonFiniteLossError` when the loss or the gradients stop being finite; the
-    step that made them is not applied and no checkpoint is written.
+    Returns
+    -------
+    dict of str to list of float
+        The history: ``loss``, ``lr``, and with ``validation`` ``val_loss`` and
+        ``val_<metric>``, one entry per epoch.
+
+    Raises
+    ------
+    NonFiniteLossError
+        When the loss or the gradients stop being finite; the step that made them is not
+        applied and no checkpoint is written.
     """
     batches = as_batches(data, batch_size=batch_size, shuffle=shuffle, seed=seed)
     if validation is not None:

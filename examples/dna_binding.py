@@ -1,6 +1,7 @@
 """Which factor bound here? Oct4 vs Mafk ChIP-seq peaks (200 bp) told apart by a strand-symmetric
-Transformer on k-mer tokens, against GC content and 4-mer logistic regression, with in-silico
-mutagenesis checked against the factors' JASPAR motifs.
+Transformer on k-mer tokens, against the baselines of seqattn.baselines on the same tokens
+(logistic regression on the k-mer frequencies, nearest neighbour), with in-silico mutagenesis
+checked against the factors' JASPAR motifs.
 
 Data: the peak sequences janggu ships as package resources (``sample.fa``: 3,897 Oct4 peaks,
 ``sample2.fa``: 3,900 Mafk peaks; held out: ``sample_test.fa`` / ``sample2_test.fa``, 100 each).
@@ -11,12 +12,13 @@ read by path)::
     pip install scikit-learn pyjaspar matplotlib
 
 Protocol: the training files are split into training and validation (stratified, seeded); every
-choice (the k-mer size among ``--candidates``, the epoch, the baselines' regularisation, the
-decision thresholds) is made on validation data; the test files are scored once, at the end.
+choice (the k-mer size among ``--candidates``, the epoch, the baselines' regularisation) is made
+on validation data; the test files are scored once, at the end, by ``seqattn.evaluate``.
 The peaks are one genome Dataset (``seqattn.readers``) with each peak's ``factor`` (the target,
 two classes) and ``part``; the model goes through the adapter protocol (fit on the training
-part, batches with reverse-complement augmentation, ``seqattn.predict`` for the probabilities).
-Reported: AUROC and accuracy on the test files for the model and both baselines; a figure of
+part, batches with reverse-complement augmentation, ``seqattn.evaluate`` for the scores).
+Reported: AUROC, accuracy and log loss on the test files for the model and the baselines
+(fitted on the training part's batches, their penalties chosen on validation); a figure of
 the mutagenesis maps of a few test sequences; and the motif check: in each attributed test
 sequence, the window the model finds most important (for the log-odds of Mafk) is scored with
 the JASPAR matrix of the sequence's factor (POU5F1 for Oct4, MAFK for Mafk; log-odds, best
@@ -102,68 +104,6 @@ def load(config):
     ds = from_sequences(records)
     ds["factor"] = ("record", np.array(factors, dtype=object))
     return ds.assign_coords(part=("record", np.array(parts, dtype=object)))
-
-
-def is_mafk(ds):
-    return (ds["factor"] == "Mafk").values
-
-
-# ---- baselines -----------------------------------------------------------------------------
-
-
-def gc_content(ds):
-    codes = ds["sequence"].values
-    return (np.isin(codes % SOFT, (1, 2)) & (codes != PAD)).sum(axis=1) / \
-        (codes != PAD).sum(axis=1)
-
-
-def kmer_counts(ds, k=4):
-    """(records, 4**k) counts of the k-mers without ambiguous bases."""
-    batch = GenomeAdapter(tokens="ids", k=k).fit(ds).encode(ds)
-    ids = np.where(batch.key_padding_mask, 4 ** k, batch.tokens)
-    counts = np.zeros((len(ids), 4 ** k + 1))
-    np.add.at(counts, (np.arange(len(ids))[:, None], ids), 1)
-    return counts[:, :-1]
-
-
-def threshold_on(scores, labels):
-    """The threshold on `scores` with the best accuracy on these (validation) labels."""
-    candidates = np.unique(scores)
-    accuracy = [((scores > t) == labels).mean() for t in candidates]
-    return candidates[int(np.argmax(accuracy))]
-
-
-def baselines(ds):
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
-
-    train, val, test = (ds.isel(record=ds.part.values == p) for p in ("train", "validation",
-                                                                     "test"))
-    y_train, y_val, y_test = is_mafk(train), is_mafk(val), is_mafk(test)
-    out = {}
-    sign = 1.0 if roc_auc_score(y_train, gc_content(train)) >= 0.5 else -1.0
-    gc_val, gc_test = sign * gc_content(val), sign * gc_content(test)
-    out["GC content"] = score(gc_test, y_test, threshold_on(gc_val, y_val))
-    features = {name: kmer_counts(d) for name, d in (("train", train), ("val", val),
-                                                       ("test", test))}
-    best = None
-    for c in (0.01, 0.1, 1.0):
-        lr = LogisticRegression(C=c, max_iter=2000).fit(features["train"], y_train)
-        auc = roc_auc_score(y_val, lr.decision_function(features["val"]))
-        if best is None or auc > best[0]:
-            best = (auc, lr)
-    lr = best[1]
-    out["4-mer logistic regression"] = score(lr.decision_function(features["test"]), y_test,
-                                             threshold_on(lr.decision_function(features["val"]),
-                                                          y_val))
-    return out
-
-
-def score(scores, labels, threshold):
-    from sklearn.metrics import roc_auc_score
-
-    return {"auroc": float(roc_auc_score(labels, scores)),
-            "accuracy": float(((scores > threshold) == labels).mean())}
 
 
 # ---- the model -----------------------------------------------------------------------------
@@ -313,21 +253,17 @@ def main(argv=None, config=None, progress=True):
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     ds = load(config)
-    results = {"baselines": baselines(ds), "validation_auroc": {}}
+    results = {"validation_auroc": {}}
     best = None
     for k in config.candidates:
         model, adapter, val_auroc = train(config, ds, k, progress)
         results["validation_auroc"][f"k={k}"] = val_auroc
         if best is None or val_auroc > best[2]:
             best = (model, adapter, val_auroc, k)
-    model, adapter, _, k = best
-    out_of_training = ds.isel(record=ds.part.values != "train")
-    predicted = seqattn.predict(model, out_of_training, adapter)
-    mafk = predicted["factor_probability"].sel({"class": "Mafk"}).values
-    val, test = (out_of_training.part.values == p for p in ("validation", "test"))
-    labels = is_mafk(out_of_training)
-    results["model"] = score(mafk[test], labels[test], threshold_on(mafk[val], labels[val]))
-    results["model"]["k"] = k
+    model, adapter, _, results["k"] = best
+    results["scores"] = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
+                                         train=ds.part == "train",
+                                         validation=ds.part == "validation")
     results["motifs"], maps = motif_check(model, adapter, ds, config,
                                           np.random.default_rng(config.seed))
     figure(maps, out / "dna_binding_mutagenesis.png", config.n_figure)
@@ -339,11 +275,9 @@ def main(argv=None, config=None, progress=True):
 def report(results, ds):
     parts, counts = np.unique(ds.part.values.astype(str), return_counts=True)
     sizes = ", ".join(f"{name} {n}" for name, n in zip(parts, counts))
-    print(f"\nsequences: {sizes}; test AUROC / accuracy:")
-    rows = dict(results["baselines"])
-    rows[f"seqattn (k={results['model']['k']}, strand-symmetric)"] = results["model"]
-    for name, row in rows.items():
-        print(f"  {name:40s} {row['auroc']:.3f}  {row['accuracy']:.3f}")
+    print(f"\nsequences: {sizes}; the test files' scores (model: k={results['k']}, "
+          "strand-symmetric; the baselines on its tokens):")
+    print(seqattn.evaluation.table(results["scores"]).to_string(float_format="%.3f"))
     print("validation AUROC per candidate:", {k: round(v, 3)
                                               for k, v in results["validation_auroc"].items()})
     print("motif check (JASPAR log-odds, best strand and offset within k bases):")

@@ -14,11 +14,12 @@ mavenn is imported; the file is read by path)::
 Protocol: the sequences are one residue Dataset (``seqattn.readers.residues``, RNA alphabet)
 with the score ``y`` and the ``part`` each belongs to; the model goes through the adapter
 protocol (``ResidueAdapter`` fitted on the training part, ``model_config``, batches,
-``seqattn.predict``). The baselines are ridge regressions on the model's own inputs: additive
-(one-hot nucleotides, MAVE-NN's additive model) and pairwise (plus one-hot pairs of
-nucleotides at every two positions, the standard epistatic baseline); their regularisation and
-the model's epoch are chosen on validation data; the test part is scored once. Reported: R^2
-and Spearman's rho on the test part; a figure of the predicted single-mutant map of the
+``seqattn.evaluate``). The baselines are those of ``seqattn.baselines`` on the model's own
+inputs, among them ridge regressions additive (one-hot nucleotides, MAVE-NN's additive model)
+and pairwise (plus one-hot pairs of nucleotides at every two positions, the standard epistatic
+baseline); their regularisation and the model's epoch are chosen on validation data; the test
+part is scored once. Reported: R^2 and Spearman's rho on the test part; a figure of the
+predicted single-mutant map of the
 consensus site CAG|GUAAGU next to the measured one (the variants the library holds: near the
 consensus the assay is at its ceiling, PSI about 100%, so the measured cells differ by noise
 and the predicted map is what shows which positions matter).
@@ -28,7 +29,6 @@ and the predicted map is what shows which positions matter).
 """
 import argparse
 import importlib.util
-import itertools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +45,6 @@ from seqattn.readers.residues import from_mutations, from_residues
 from seqattn.train import AdamW, EarlyStopping, MSELoss, fit
 
 CONSENSUS = "CAGGUAAGU"  # positions -3 .. +6 of the 5' splice site
-PARTS = ("training", "validation", "test")
 
 
 @dataclass
@@ -87,40 +86,10 @@ def r2(predicted, measured):
                  / ((measured - measured.mean()) ** 2).sum())
 
 
-def score(predicted, measured):
+def spearman(measured, predicted):
     from scipy.stats import spearmanr
 
-    return {"r2": r2(predicted, measured), "spearman": float(spearmanr(predicted, measured)[0])}
-
-
-# ---- baselines -----------------------------------------------------------------------------
-
-
-def features(ds, pairwise):
-    """One-hot nucleotides (records, L * 4), with `pairwise` also one-hot pairs of nucleotides
-    at every two positions (records, L (L - 1) / 2 * 16)."""
-    codes = ds["sequence"].values
-    columns = [np.eye(4)[codes].reshape(len(codes), -1)]
-    if pairwise:
-        for i, j in itertools.combinations(range(codes.shape[1]), 2):
-            columns.append(np.eye(16)[codes[:, i] * 4 + codes[:, j]])
-    return np.hstack(columns)
-
-
-def baselines(ds):
-    from sklearn.linear_model import Ridge
-
-    y = ds["y"].values
-    part = {p: ds["part"].values == p for p in PARTS}
-    out = {}
-    for name, pairwise in (("additive (ridge)", False), ("pairwise (ridge)", True)):
-        X = features(ds, pairwise)
-        fits = [Ridge(alpha=alpha).fit(X[part["training"]], y[part["training"]])
-                for alpha in (0.1, 1.0, 10.0, 100.0, 1000.0)]
-        best = max(fits, key=lambda m: r2(m.predict(X[part["validation"]]),
-                                          y[part["validation"]]))
-        out[name] = score(best.predict(X[part["test"]]), y[part["test"]])
-    return out
+    return float(spearmanr(predicted, measured)[0])
 
 
 # ---- the model -----------------------------------------------------------------------------
@@ -198,11 +167,10 @@ def main(argv=None, config=None, progress=True):
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     ds = load()
-    results = {"baselines": baselines(ds)}
     model, adapter = train(config, ds, progress)
-    test = ds.part == "test"
-    predicted = seqattn.predict(model, ds, adapter, where=test)["y"].values
-    results["model"] = score(predicted, ds["y"].values[test.values])
+    results = {"scores": seqattn.evaluate(
+        model, ds, adapter, where=ds.part == "test", train=ds.part == "training",
+        validation=ds.part == "validation", metrics={"spearman": spearman}, batch_size=1024)}
     predicted_map, measured_map = consensus_maps(model, adapter, ds)
     worst = predicted_map.stack(cell=("position", "residue")).sortby(
         predicted_map.stack(cell=("position", "residue")))[:3]
@@ -220,11 +188,8 @@ def main(argv=None, config=None, progress=True):
 def report(results, ds):
     parts, counts = np.unique(ds.part.values.astype(str), return_counts=True)
     print("\nsites: " + ", ".join(f"{p} {n}" for p, n in zip(parts, counts))
-          + "; test R^2 / Spearman:")
-    rows = {**results["baselines"], "seqattn (Transformer, per-nucleotide tokens)":
-            results["model"]}
-    for name, row in rows.items():
-        print(f"  {name:45s} {row['r2']:.3f}  {row['spearman']:.3f}")
+          + "; the test part's scores (model: Transformer on per-nucleotide tokens):")
+    print(seqattn.evaluation.table(results["scores"]).to_string(float_format="%.3f"))
     consensus = results["consensus"]
     print(f"single mutants of {CONSENSUS}: {consensus['measured_cells']} cells measured (spread "
           f"{consensus['measured_spread']:.3f}: the assay's ceiling); most damaging predicted: "

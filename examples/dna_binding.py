@@ -41,7 +41,7 @@ from seqattn.adapters import GenomeAdapter
 from seqattn.adapters.genome_variants import mutagenesis
 from seqattn.models import StrandSymmetric, build
 from seqattn.readers import from_sequences, read_fasta
-from seqattn.readers.dna_codes import PAD, SOFT
+from seqattn.readers.dna_codes import SOFT
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, fit
 
 FACTORS = {"Oct4": ("sample.fa", "sample_test.fa", "POU5F1"),

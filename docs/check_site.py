@@ -99,6 +99,7 @@ def check_page(page):
         path = target[0]
         try:
             with Image.open(path) as image:
+                image.load()  # decode it all: opening reads the header only
                 if image.size[0] * image.size[1] <= 1:
                     problems.append(f"{page}: image {source} is empty")
         except (OSError, ValueError) as error:
@@ -116,13 +117,28 @@ def blank(png):
         return spread < 5 or other < 0.005 * grey.size[0] * grey.size[1]
 
 
-def screenshot(browser, page, out):
+def flat(png):
+    """A screenshot of an image with at most two grey levels: Chromium's background and the
+    flat box it draws where an image it could not decode should be. A figure drawn with
+    antialiasing has many."""
+    with Image.open(png) as image:
+        return len(image.convert("L").getcolors(256)) <= 2
+
+
+def screenshot(browser, page, out, figure=False):
     command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                "--window-size=1280,1600", f"--screenshot={out}", page.resolve().as_uri()]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if done.returncode != 0 or not out.exists():
         return [f"{page}: chromium could not render it ({done.stderr.strip()[-300:]})"]
-    return [f"{page}: the screenshot {out} is blank"] if blank(out) else []
+    if blank(out) or (figure and flat(out)):
+        return [f"{page}: the screenshot {out} is blank"]
+    return []
+
+
+def find_browser():
+    """The path of the first Chromium found on PATH, or None."""
+    return next((shutil.which(name) for name in BROWSERS if shutil.which(name)), None)
 
 
 def images_of(page):
@@ -137,15 +153,16 @@ def images_of(page):
 
 def browse(browser, site, pages):
     """Screenshots of each page and of each image it shows, opened in Chromium: a page that
-    does not render, or a figure Chromium cannot draw (it shows a broken-image icon on an
-    empty background instead), leaves a blank screenshot."""
+    does not render, or a figure Chromium cannot draw (a broken-image icon, or a flat box for a
+    file cut short), leaves a blank screenshot."""
+    site = site.resolve()
     shots = site / "_screenshots"
     shots.mkdir(exist_ok=True)
     problems = []
     for page in pages:
         for shown in [page, *(image for image in images_of(page) if image.exists())]:
-            name = shown.relative_to(site).as_posix().replace("/", "_")
-            problems += screenshot(browser, shown, shots / f"{name}.png")
+            name = shown.resolve().relative_to(site).as_posix().replace("/", "_")
+            problems += screenshot(browser, shown, shots / f"{name}.png", figure=shown != page)
     return problems
 
 
@@ -164,7 +181,7 @@ def main(argv=None):
         problems.append(f"{pages[2]}: no gallery page shows a figure "
                         f"(docs/_gallery_outputs holds none)")
     if args.browser:
-        browser = next((shutil.which(name) for name in BROWSERS if shutil.which(name)), None)
+        browser = find_browser()
         if browser is None:
             problems.append("no Chromium found: apt-get install chromium")
         else:

@@ -65,19 +65,61 @@ def test_the_site_check_finds_a_broken_link_and_a_missing_image(tmp_path):
     assert any("#nowhere" in p for p in problems)
 
 
+def test_the_site_check_finds_a_figure_cut_short(tmp_path):
+    """A PNG whose header is whole but whose pixels are cut short opens (Pillow reads the
+    header only) and Chromium draws its first rows; the check decodes it whole."""
+    from PIL import Image
+    Image.effect_noise((200, 200), 40).save(tmp_path / "figure.png")
+    (tmp_path / "page.html").write_text('<img src="figure.png">')
+    assert check_site.check_page(tmp_path / "page.html") == []
+    whole = (tmp_path / "figure.png").read_bytes()
+    (tmp_path / "figure.png").write_bytes(whole[:len(whole) // 2])
+    problems = check_site.check_page(tmp_path / "page.html")
+    assert len(problems) == 1 and "truncated" in problems[0], problems
+
+
+def tiny_site(root, gallery_page):
+    """The four pages check_site.py opens, each with something to see; `gallery_page` is the
+    gallery page's HTML."""
+    page = '<h1>seqattn</h1><div style="background:#2a6;width:900px;height:700px"></div>'
+    for path in ("index.html", "user_guide/vectors.html", "api/generated/seqattn.nn.Linear.html"):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(page)
+    (root / "gallery").mkdir()
+    (root / "gallery" / "example.html").write_text(page + gallery_page)
+
+
 def test_ci_requires_a_gallery_page_with_a_figure(tmp_path):
     """`check_site.py --gallery-figures` (CI's check) fails on a site whose gallery shows no
     figure, and passes once a gallery page shows one."""
-    for page in ("index.html", "user_guide/vectors.html", "gallery/example.html",
-                 "api/generated/seqattn.nn.Linear.html"):
-        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / page).write_text("<p>text</p>")
+    tiny_site(tmp_path, "")
     assert check_site.main([str(tmp_path), "--gallery-figures"]) == 1
     assert check_site.main([str(tmp_path)]) == 0
     from PIL import Image
     Image.new("RGB", (4, 4), "red").save(tmp_path / "gallery" / "figure.png")
     (tmp_path / "gallery" / "example.html").write_text('<img src="figure.png">')
     assert check_site.main([str(tmp_path), "--gallery-figures"]) == 0
+
+
+def test_the_browser_check_opens_the_figures_and_finds_one_it_cannot_draw(tmp_path, monkeypatch):
+    """In Chromium (CI installs it): a site whose figure draws passes, given as a relative path
+    as CI gives it; the same figure cut short fails."""
+    browser = check_site.find_browser()
+    if browser is None:
+        pytest.skip("no Chromium here (CI installs Debian's chromium)")
+    from PIL import Image, ImageDraw
+    site = tmp_path / "site"
+    tiny_site(site, '<img src="figure.png">')
+    figure = Image.new("RGB", (400, 300), "white")
+    ImageDraw.Draw(figure).line([(0, 300), (400, 0)], fill="navy", width=8)
+    figure.save(site / "gallery" / "figure.png")
+    monkeypatch.chdir(tmp_path)
+    assert check_site.main(["site", "--browser", "--gallery-figures"]) == 0
+    assert (site / "_screenshots" / "gallery_figure.png.png").exists()
+    whole = (site / "gallery" / "figure.png").read_bytes()
+    (site / "gallery" / "figure.png").write_bytes(whole[:60])
+    problems = check_site.browse(browser, site, check_site.pick_pages(site))
+    assert len(problems) == 1 and "figure.png" in problems[0], problems
 
 
 def test_every_public_name_has_an_api_page(built_site):

@@ -5,13 +5,24 @@ The statistics live in an xarray Dataset: one data variable per normalized varia
 ``("stat", *per_dims)`` and ``stat = ["mean", "std"]``. Keeping them as xarray objects means
 applying them aligns on coordinates (a statistic per pressure level meets the right level even in
 a window that holds only some levels).
+
+Coordinates are matched, not merely aligned: a numeric value of a ``per_dims`` coordinate meets
+the fitted value within :data:`MATCH_TOLERANCE` of the fitted values' spacing (a level written
+as 850.0000001, or stored as float32, still meets 850); a value that meets none (a level fit never
+saw), a label that differs, or a dim without coordinates whose size differs, is refused with an
+error naming the coordinate and the value, never normalized into NaN.
 """
 
 import dask
 import numpy as np
 import xarray as xr
 
+from .coords import as_float, is_label
+
 STATS = ("mean", "std")
+# How far (relative to the spacing of the fitted values) a per_dims coordinate value may lie from
+# the fitted one it stands for.
+MATCH_TOLERANCE = 1e-6
 
 
 class Normalizer:
@@ -32,6 +43,16 @@ class Normalizer:
                 raise ValueError(f"variable {name!r} is not in the dataset "
                                  f"(it has {sorted(map(str, ds.data_vars))})")
             da = ds[name]
+            empty = [d for d in da.dims if da.sizes[d] == 0]
+            if empty:
+                raise ValueError(f"variable {name!r} has no values to fit statistics on: dims "
+                                 f"{empty} have size 0; select data with at least one sample")
+            for d in per_dims:
+                _require_distinct(da, d, name)
+            if da.dtype == np.float16:  # its squares overflow past 256: count in float32
+                da = da.astype(np.float32)
+            elif da.dtype.kind in "iub":  # statistics of counts keep every digit
+                da = da.astype(np.float64)
             over = [d for d in da.dims if d not in per_dims]
             lazy[name] = (da.mean(over, skipna=True), da.std(over, skipna=True))
         (computed,) = dask.compute(lazy)
@@ -49,16 +70,40 @@ class Normalizer:
     def variables(self):
         return list(self.stats.data_vars)
 
-    def _pair(self, name):
-        s = self.stats[name]
+    def _pair(self, name, da):
+        s = self._matched(self.stats[name], da, name)
         return s.sel(stat="mean", drop=True), s.sel(stat="std", drop=True)
+
+    def check(self, ds):
+        """Raise the error :meth:`apply` would: a ``per_dims`` coordinate value of `ds` that has
+        no statistics (see the module docstring)."""
+        for name in self.variables:
+            if name in ds.data_vars:
+                self._matched(self.stats[name], ds[name], name)
+
+    def _matched(self, stats, da, name):
+        """`stats` of variable `name` on `da`'s coordinates along the dims they share."""
+        for dim in stats.dims:
+            if dim == "stat" or dim not in da.dims:
+                continue
+            if dim not in stats.coords or dim not in da.coords:
+                if stats.sizes[dim] != da.sizes[dim]:
+                    raise ValueError(f"variable {name!r} has {da.sizes[dim]} entries along "
+                                     f"{dim!r}, but its statistics per {dim!r} were fitted on "
+                                     f"{stats.sizes[dim]}; give {dim!r} a coordinate or the "
+                                     "same size as at fit")
+                continue
+            index = _match_index(np.asarray(stats[dim].values), np.asarray(da[dim].values),
+                                 dim, name)
+            stats = stats.isel({dim: index}).assign_coords({dim: da[dim].values})
+        return stats
 
     def apply(self, ds):
         """A new Dataset with every variable that has statistics normalized."""
         out = ds.copy()
         for name in self.variables:
             if name in ds.data_vars:
-                mean, std = self._pair(name)
+                mean, std = self._pair(name, ds[name])
                 out[name] = ((ds[name] - mean) / std).assign_attrs(ds[name].attrs)
         return out
 
@@ -67,7 +112,7 @@ class Normalizer:
         out = ds.copy()
         for name in self.variables:
             if name in ds.data_vars:
-                mean, std = self._pair(name)
+                mean, std = self._pair(name, ds[name])
                 out[name] = (ds[name] * std + mean).assign_attrs(ds[name].attrs)
         return out
 
@@ -77,7 +122,7 @@ class Normalizer:
         out = ds.copy()
         for name in self.variables:
             if name in ds.data_vars:
-                _, std = self._pair(name)
+                _, std = self._pair(name, ds[name])
                 out[name] = (ds[name] * std).assign_attrs(ds[name].attrs)
         return out
 
@@ -93,3 +138,47 @@ class Normalizer:
         dtypes = d.get("dtypes", {})
         return cls(stats.assign({name: stats[name].astype(dtype)
                                  for name, dtype in dtypes.items()}))
+
+
+def _match_index(fitted, given, dim, name):
+    """For each of coordinate `dim`'s `given` values, the index of the `fitted` value it stands
+    for: equal labels or times, numbers within MATCH_TOLERANCE of the fitted spacing."""
+    if fitted.shape == given.shape and np.array_equal(fitted, given):
+        return np.arange(given.size)
+    exact = is_label(fitted) or is_label(given) or fitted.dtype.kind not in "iuf" \
+        or given.dtype.kind not in "iuf"
+    if exact:
+        index = {value: i for i, value in enumerate(fitted.tolist())}
+        found = [index.get(value, -1) for value in given.tolist()]
+        distance = np.where(np.array(found) < 0, np.inf, 0.0)
+        found, tolerance = np.array(found, dtype=np.int64), 0.0
+    else:
+        f, g = as_float(fitted), as_float(given)
+        spacing = np.diff(np.unique(f))
+        scale = spacing.min() if spacing.size else max(abs(f[0]), 1.0)
+        tolerance = MATCH_TOLERANCE * scale
+        gaps = np.abs(g[:, None] - f[None, :])
+        found = gaps.argmin(axis=1) if f.size else np.zeros(g.size, np.int64)
+        distance = gaps.min(axis=1) if f.size else np.full(g.size, np.inf)
+    unmatched = ~(distance <= tolerance)
+    if unmatched.any():
+        value = given[np.argmax(unmatched)].item()
+        shown = fitted.tolist() if fitted.size <= 12 else f"{fitted.size} values"
+        within = "" if exact else (f" (within {MATCH_TOLERANCE:g} of their spacing, "
+                                   f"{tolerance:.3g})")
+        raise ValueError(f"coordinate {dim!r} = {value!r} has no statistics of variable {name!r}: "
+                         f"fit saw {dim!r} = {shown}{within}; select the {dim} values fit saw "
+                         f"or refit on data that has this one")
+    return found
+
+
+def _require_distinct(da, dim, name):
+    """A per_dims coordinate names each statistic: a value it repeats would name two."""
+    if dim not in da.coords or da[dim].ndim != 1:
+        return
+    values = da[dim].to_index()
+    if values.has_duplicates:
+        repeated = values[values.duplicated()][0]
+        raise ValueError(f"coordinate {dim!r} of variable {name!r} repeats the value "
+                         f"{repeated}; per_dims={dim!r} keeps a statistic per {dim} value, so "
+                         "they must be distinct (drop or merge the repeated entries)")

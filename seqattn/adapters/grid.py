@@ -30,7 +30,8 @@ import numpy as np
 import xarray as xr
 
 from ..data.batch import Batch
-from ..data.checks import require_dims, require_monotonic, require_positive_sizes, require_variables
+from ..data.checks import (require_dims, require_monotonic, require_positive_sizes,
+                           require_samples, require_variables)
 from ..data.coords import (as_float, calendar_features, canonical_names, is_time, patch_centres,
                            time_calendar, to_utc)
 from ..data.normalize import Normalizer
@@ -170,11 +171,13 @@ class GridAdapter(WindowedAdapter):
             if extra:
                 raise ValueError(f"variables {extra} have no normalization statistics; "
                                  "refit the adapter on data that has them")
+            self.normalizer.check(ds)
         for name in self.variables:
             lacking = [d for d in self.token_dims if d not in ds[name].dims]
             if lacking:
                 raise ValueError(f"variable {name!r} lacks patch dim(s) {lacking}; make them "
                                  "channel dims or select variables that have them")
+        require_samples(ds, self.sample_dims(ds))
         for d in self.token_dims:
             require_monotonic(ds, d)
             self.check_window(d, ds.sizes[d])

@@ -33,9 +33,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..data.batch import Batch, Template
 from ..data.blend import Blender, taper
-from ..data.checks import require_dims, require_monotonic, require_variables
+from ..data.checks import require_dims, require_monotonic, require_samples, require_variables
 from ..data.coords import (as_float, calendar_features, canonical_names, even_step, is_time,
-                           times_from_seconds, to_utc, whole_steps)
+                           time_calendar, times_from_seconds, to_utc, whole_steps)
 from .frame_features import frame_features as as_frame_features
 from ..data.normalize import STATS, Normalizer
 from ..data.stitch import PutBack
@@ -227,6 +227,7 @@ class SignalAdapter(WindowedAdapter):
             if extra:
                 raise ValueError(f"variables {extra} have no normalization statistics; "
                                  "refit the adapter on data that has them")
+            self.normalizer.check(ds)
         for name in self.variables:
             if self.time_dim not in ds[name].dims:
                 raise ValueError(f"variable {name!r} lacks the time dim {self.time_dim!r}")
@@ -234,6 +235,7 @@ class SignalAdapter(WindowedAdapter):
             raise ValueError(f"the dataset has 0 steps along time_dim {self.time_dim!r}; "
                              "expected at least one frame's worth (window="
                              f"{self.window!r})")
+        require_samples(ds, self.sample_dims(ds))
         frame = self.resolve_frame(ds)
         if self.frame is not None and self.frame != frame:
             raise ValueError(f"window/hop are {frame} steps on this data but were "
@@ -378,11 +380,11 @@ class SignalAdapter(WindowedAdapter):
         if self.validity_channel:
             channels += [np.isfinite(p).mean(axis=-1, keepdims=True).astype(self.dtype)
                          for p in pieces]
-        times = self._frame_times(coords, n, padded)
+        starts, centres, calendar = self._frame_times(coords, n, padded)
         if self.calendar:
-            channels.append(calendar_features(times[0]).astype(self.dtype))
+            channels.append(calendar_features(starts, calendar=calendar).astype(self.dtype))
         return Batch(tokens=np.concatenate(channels, axis=-1), key_padding_mask=~valid.any(-1),
-                     valid=valid, coords=self._token_coords(coords, times[1], n, b),
+                     valid=valid, coords=self._token_coords(coords, centres, n, b),
                      placement=placement)
 
     def _features(self, name, frames, channels, sizes):
@@ -408,20 +410,23 @@ class SignalAdapter(WindowedAdapter):
         return features
 
     def _frame_times(self, coords, n, padded):
-        """(first step, centre) of every frame, as coordinate values and as float64."""
+        """(first step, centre) of every frame as float64 (seconds since 1970-01-01 for
+        times, counted in their calendar), and the times' cftime calendar (None otherwise)."""
         window, hop = self.frame
         t = coords.get(self.time_dim)
         if t is None:
-            return None, None
-        if padded > t.shape[1]:
-            # extend the coordinate at its own step so padded frames still get times
-            step = t[:, -1:] - t[:, -2:-1] if t.shape[1] > 1 else np.ones_like(t[:, :1])
-            extra = t[:, -1:] + step * np.arange(1, padded - t.shape[1] + 1)
-            t = np.concatenate([t, extra], axis=1)
-        starts = t[:, : (n - 1) * hop + 1: hop]
+            return None, None, None
         f = as_float(t)
+        if padded > f.shape[1]:
+            # extend the coordinate at its own step so padded frames still get times; a series
+            # of one step has none, so it takes the step of the rate fit saw (or 1)
+            step = (f[:, -1:] - f[:, -2:-1] if f.shape[1] > 1
+                    else np.full((f.shape[0], 1), 1.0 / self.rate if self.rate else 1.0))
+            f = np.concatenate([f, f[:, -1:] + step * np.arange(1, padded - f.shape[1] + 1)],
+                               axis=1)
+        starts = f[:, : (n - 1) * hop + 1: hop]
         centres = sliding_window_view(f, window, axis=1)[:, ::hop].mean(axis=-1)
-        return starts, centres
+        return starts, centres, time_calendar(t)
 
     def _token_coords(self, coords, centres, n, batch):
         """(B, N) float64: the frame centres along the time dim, the sample's coordinate along

@@ -283,5 +283,7 @@ def check_model_reads(model, adapter):
 
 
 def _finite(ds):
-    """`ds` with inf as missing (NaN), as encoding treats it; `ds` itself is not changed."""
-    return ds.where(np.isfinite(ds))
+    """`ds` with inf as missing (NaN), as encoding treats it; `ds` itself is not changed.
+    Integer variables hold no inf and stay integers (a where would make small ones float32)."""
+    return ds.assign({name: da.where(np.isfinite(da)) for name, da in ds.data_vars.items()
+                      if da.dtype.kind in "fc"})

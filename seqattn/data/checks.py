@@ -38,3 +38,27 @@ def require_positive_sizes(sizes, role):
     for d, s in sizes.items():
         if not isinstance(s, (int, np.integer)) or s < 1:
             raise ValueError(f"{role}[{d!r}] = {s!r}; expected a positive integer")
+
+
+def require_samples(ds, sample_dims):
+    """Every sample dim must hold at least one sample (an empty selection has nothing to encode)."""
+    for d in sample_dims:
+        if ds.sizes[d] == 0:
+            raise ValueError(f"sample dim {d!r} has 0 entries in the dataset; expected at least "
+                             "one sample (check the selection that made it)")
+
+
+def require_increasing(ds, dim, role):
+    """Coordinate `dim` must increase strictly for `role` to step forward along it (a repeated
+    or earlier time would make a lead of zero or negative duration)."""
+    if dim not in ds.coords or ds[dim].ndim != 1 or ds.sizes[dim] < 2:
+        return
+    values = np.asarray(ds[dim].values)
+    if is_label(values):
+        return
+    step = np.diff(as_float(values))
+    if not np.all(step > 0):
+        i = int(np.argmax(~(step > 0)))
+        raise ValueError(f"coordinate {dim!r} does not increase strictly: {values[i]} at "
+                         f"index {i} is followed by {values[i + 1]}; {role} step forward "
+                         f"along it, so sort it (ds.sortby({dim!r})) and drop repeated values")

@@ -85,7 +85,7 @@ import xarray as xr
 
 from ..data.batch import Batch, Placement, Template
 from ..data.batching import normalized
-from ..data.checks import require_dims, require_variables
+from ..data.checks import require_dims, require_increasing, require_variables
 from ..data.coords import as_float, even_step, require_numeric_axis, to_utc, token_coordinates, \
     whole_steps
 from ..data.persistence import Persistable
@@ -345,6 +345,7 @@ class ForecastWindows(Adapter, Persistable):
             raise ValueError(f"time_dim {self.time_dim!r} is a patch or channel dim of the "
                              f"adapter (its sample dims are {sample_dims}); forecasts step along "
                              "a sample dim")
+        require_increasing(ds, self.time_dim, "forecasts")
         taken = [d for d in (HISTORY, LEAD) if d in ds.dims]
         if taken:
             raise ValueError(f"the dataset has dim(s) {taken}, names ForecastWindows gives to the "
@@ -610,7 +611,8 @@ class TargetPutBack(PutBack):
     """PutBack for forecast batches: what is put back stands for the targets, so the batch's
     targets (and their validity) take the place of its inputs. A token is left out (NaN) only
     when it has neither a valid input nor a valid target: its targets decode exactly, and
-    predictions past the data's end (all targets NaN) survive ``mask_missing=False``.
+    predictions past the data's end (all targets NaN) survive ``mask_missing=False``. Values
+    given for a sample without any valid input token are NaN: it had nothing to predict from.
 
     With `increments` the values are changes from the batch's ``target_base`` (the source
     cells in physical units; NaN where missing): the result is ``values * scale * std + base``,
@@ -637,6 +639,10 @@ class TargetPutBack(PutBack):
                                  f"(B, N) = {batch.targets.shape[:2]}, the batch's tokens")
             if getattr(self.adapter, "variables_as", "channels") == "tokens":
                 values = values[:, self._token_rows(values.shape[1], names)]
+            # a sample without a valid input token had nothing to predict from
+            blind = batch.key_padding_mask.all(axis=1)
+            if blind.any():
+                values = np.where(blind[:, None, None], np.nan, values)
         if self.lead_scales is not None:  # starts[:, 0] is each sample's lead index
             values = values * self.lead_scales[batch.placement.starts[:, 0]][:, None, None]
         arrays = self.adapter.decode_samples(as_targets, values, names, mask)

@@ -101,10 +101,11 @@ def run_child(job, argv, cache_dir, output, helper):
 
 
 def ir_kernel_modules():
-    """Modules whose kernels are written in LLVM IR: those importing llvm_vectors."""
-    import seqattn.kernels.cpu as cpu
-
-    root = os.path.dirname(cpu.__file__)
+    """Modules whose kernels are written in LLVM IR: those importing llvm_vectors (read from
+    the sources beside this script: run from the repository's root, ``benchmarks/`` and not
+    the root is on the import path)."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "seqattn",
+                        "kernels", "cpu")
     found = set()
     for folder, _, files in os.walk(root):
         for name in files:
@@ -221,11 +222,11 @@ def main():
         output = os.path.join(folder, "records.json")
         cold = run_child(job, script_argv, cache, output, args.helper)
         warm = run_child(job, script_argv, cache, output, args.helper)
-    report(cold, warm, args.top)
-    print(f"uptime after: {open('/proc/loadavg').read().split()[:3]}")
-    if args.json:
+    if args.json:  # before the report, so that the records outlive a failure in it
         with open(args.json, "w") as f:
             json.dump(dict(cold=cold, warm=warm), f)
+    report(cold, warm, args.top)
+    print(f"uptime after: {open('/proc/loadavg').read().split()[:3]}")
 
 
 if __name__ == "__main__":

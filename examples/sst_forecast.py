@@ -9,9 +9,14 @@ xarray; iris is not needed). Land cells are NaN; they become masks, never values
     (3 x 6 cell patches, periodic in longitude, statistics of the training months only, sin/cos
     of the day of year) -> ForecastWindows (the last 3 months as inputs, one month ahead,
     increments: predicting zero is persistence; in memory) -> TokenModel that encodes each patch's
-    latitude and longitude -> fit (early stopping on the validation months) ->
-    seqattn.predict -> RMSE over ocean cells on the test months against persistence (this
-    month's field) and climatology (the training months' mean for the calendar month).
+    latitude and longitude, with or without a linear path started from ridge on each patch's
+    inputs (seqattn.baselines.warm_start: the model starts as that ridge and learns the
+    residual), the two chosen by seqattn.train.select on the validation months -> fit (early
+    stopping on the validation months) ->
+    seqattn.predict -> seqattn.evaluate: RMSE over ocean cells on the test months against the
+    forecasting baselines of seqattn.baselines on the model's own inputs (persistence,
+    climatology with annual harmonics, ridge on each patch's history), fitted on the training
+    months with their choices made on the validation months.
 
 The time axis holds monthly means, whose months differ in length (28-31 days); forecast leads
 need an evenly spaced axis, so the times are re-stamped at the mean month length from the first
@@ -31,8 +36,10 @@ import xarray as xr
 
 import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
+from seqattn.baselines import TokenFeatures, warm_start
 from seqattn.models import build
 from seqattn.train import AdamW, EarlyStopping, MSELoss, WarmupCosine, fit
+from seqattn.train.select import select
 
 MEAN_MONTH = np.timedelta64(int(365.2425 / 12 * 86400), "s")
 
@@ -93,71 +100,63 @@ def split(ds, config):
             ds.isel(time=slice(b - before, None)))
 
 
-def train(config, train_ds, val_ds, progress=True):
+def forecast_set_up(config, train_ds):
     adapter = GridAdapter(["sst"], {"lat": config.patch[0], "lon": config.patch[1]},
                           periodic=["lon"], calendar=True)
-    windows = ForecastWindows(adapter, leads=[1], history=config.history, increments=True,
-                              in_memory=True).fit(train_ds)
+    return ForecastWindows(adapter, leads=[1], history=config.history, increments=True,
+                           in_memory=True).fit(train_ds)
+
+
+def train(config, windows, train_ds, val_ds, linear, progress=True):
+    """A model trained on `train_ds` (early stopping on `val_ds`); with `linear`, its linear
+    path started from ridge on each patch's inputs (penalty chosen on `val_ds`)."""
     training = windows.batches(train_ds, batch_size=config.batch_size, shuffle=True,
                                seed=config.seed)
     validation = windows.batches(val_ds, batch_size=config.batch_size)
     model = build(windows.model_config(
         d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
         dim_feedforward=config.dim_feedforward, positions="none", coordinates=["latlon"],
-        seed=config.seed))
+        linear=linear, seed=config.seed))
+    if linear:
+        warm_start(model, TokenFeatures().fit(training, validation))
     steps = config.epochs * len(training)
     schedule = WarmupCosine(config.lr, max(1, steps // 20), steps, min_lr=config.lr / 20)
-    history = fit(model, MSELoss(skip_nan=True),
-                  AdamW(model, lr=config.lr, weight_decay=config.weight_decay), training,
-                  validation=validation, epochs=config.epochs, seed=config.seed,
-                  schedule=schedule, clip_grad_norm=1.0,
-                  early_stopping=EarlyStopping(patience=config.patience), progress=progress)
-    return windows, model, history
+    fit(model, MSELoss(skip_nan=True),
+        AdamW(model, lr=config.lr, weight_decay=config.weight_decay), training,
+        validation=validation, epochs=config.epochs, seed=config.seed,
+        schedule=schedule, clip_grad_norm=1.0,
+        early_stopping=EarlyStopping(patience=config.patience), progress=progress)
+    return model
 
 
-def climatology_of(train_ds):
-    """The training months' mean field for each calendar month: (month, lat, lon)."""
-    return train_ds["sst"].groupby("time.month").mean("time")
-
-
-def skill(forecasts, truth):
-    """RMSE [K] over ocean cells on the valid times every forecast has, per forecast."""
-    errors = {name: f - truth for name, f in forecasts.items()}
-    common = np.all([np.isfinite(e.values) for e in errors.values()], axis=0)
-    row = {name: float(np.sqrt(np.mean(e.values[common] ** 2))) for name, e in errors.items()}
-    row["n_months"] = int(common.any(axis=(1, 2)).sum())
-    return row
-
-
-def plot(path, forecasts, truth):
-    """The last test month: the analysis and each forecast's error."""
+def plot(path, forecast, truth):
+    """The last test month: the analysis and the model's error."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     when = truth["time"].values[-1]
-    fig, axes = plt.subplots(len(forecasts) + 1, 1, figsize=(12, 1.6 * (len(forecasts) + 1)),
-                             constrained_layout=True, sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(12, 3.2), constrained_layout=True, sharex=True)
     field = truth.sel(time=when)
     image = axes[0].pcolormesh(field["lon"], field["lat"], field, shading="nearest")
     fig.colorbar(image, ax=axes[0], label="K")
     axes[0].set_title(f"OSTIA analysis, month centred near {str(when)[:10]}")
-    for ax, (name, f) in zip(axes[1:], forecasts.items()):
-        error = f.sel(time=when) - field
-        image = ax.pcolormesh(error["lon"], error["lat"], error, vmin=-1.5, vmax=1.5,
-                              cmap="RdBu_r", shading="nearest")
-        rmse = float(np.sqrt(np.nanmean(error.values ** 2)))
-        ax.set_title(f"{name} one month ahead minus analysis (RMSE {rmse:.2f} K)")
-        fig.colorbar(image, ax=ax, label="K")
+    error = forecast.sel(time=when) - field
+    image = axes[1].pcolormesh(error["lon"], error["lat"], error, vmin=-1.5, vmax=1.5,
+                               cmap="RdBu_r", shading="nearest")
+    rmse = float(np.sqrt(np.nanmean(error.values ** 2)))
+    axes[1].set_title(f"seqattn one month ahead minus analysis (RMSE {rmse:.2f} K)")
+    fig.colorbar(image, ax=axes[1], label="K")
     axes[-1].set_xlabel("longitude [deg E]")
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
 def main(argv=None, config=None, progress=True):
-    """Run the pipeline; returns a dict with ``scores`` (RMSE per forecast), ``forecast``
-    (the model's Dataset), ``history`` and ``seconds``."""
+    """Run the pipeline; returns a dict with ``scores`` (seqattn.evaluate's Dataset: the
+    model's and the baselines' RMSE), ``choice`` (seqattn.train.select's Selection: the
+    validation table), ``forecast`` (the model's Dataset) and ``seconds``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run (under 90 s)")
     parser.add_argument("--plot", metavar="PATH", help="save a figure (needs matplotlib)")
@@ -167,28 +166,35 @@ def main(argv=None, config=None, progress=True):
 
     ds = read_sst(ostia_path())
     train_ds, val_ds, test_ds = split(ds, config)
-    windows, model, history = train(config, train_ds, val_ds, progress)
+    windows = forecast_set_up(config, train_ds)
+    choice = select({"attention": False, "attention + linear path from ridge": True},
+                    train=lambda linear: train(config, windows, train_ds, val_ds, linear,
+                                               progress),
+                    score=lambda model: seqattn.evaluate(model, val_ds, windows, baselines=False,
+                                                         batch_size=config.batch_size),
+                    metric="rmse")
+    model = choice.model
     predicted = seqattn.predict(model, test_ds, windows, batch_size=config.batch_size)
-    model_forecast = predicted["sst"].isel(lead=0)
-    truth = test_ds["sst"].isel(time=slice(config.history + 1, None))
-    months = truth["time"].dt.month
-    climatology = climatology_of(train_ds).sel(month=months).drop_vars("month")
-    forecasts = {"seqattn": model_forecast.sel(time=truth["time"]),
-                 "persistence": test_ds["sst"].shift(time=1).sel(time=truth["time"]),
-                 "climatology": climatology}
-    scores = skill(forecasts, truth)
-    print(f"trained on {train_ds.sizes['time']} months, early-stopped after "
-          f"{len(history['loss'])} epochs on {config.validation_months} months; tested on "
-          f"{scores['n_months']} months ({str(truth.time.values[0])[:7]} .. "
-          f"{str(truth.time.values[-1])[:7]})")
-    print("RMSE of next month's SST over ocean cells [K]:")
-    print("  " + "  ".join(f"{name} {scores[name]:.3f}" for name in forecasts))
+    # the baselines are fitted on the training months and choose on the validation months
+    scores = seqattn.evaluate(model, ds, windows, where=ds.time.isin(test_ds.time),
+                              train=ds.time.isin(train_ds.time),
+                              validation=ds.time.isin(val_ds.time),
+                              batch_size=config.batch_size)
+    tested = predicted["time"].values[np.isfinite(predicted["sst"]).any(("lat", "lon")).values[0]]
+    print(f"trained on {train_ds.sizes['time']} months; validation RMSE [K] on "
+          f"{config.validation_months} months: " + ", ".join(
+              f"{c} {v:.3f}" for c, v in zip(choice.table.candidate.values,
+                                             choice.table.rmse.values))
+          + f"; chosen: {choice.name}; tested on {len(tested)} months "
+          f"({str(tested[0])[:7]} .. {str(tested[-1])[:7]})")
+    print("next month's SST over ocean cells [K]:")
+    print(seqattn.evaluation.table(scores).to_string(float_format="%.3f"))
     if args.plot:
-        plot(args.plot, forecasts, truth)
+        plot(args.plot, predicted["sst"].isel(lead=0), test_ds["sst"])
         print(f"figure saved to {args.plot}")
     seconds = time.perf_counter() - start
     print(f"total {seconds:.0f} s")
-    return {"scores": scores, "forecast": predicted, "history": history, "seconds": seconds}
+    return {"scores": scores, "choice": choice, "forecast": predicted, "seconds": seconds}
 
 
 if __name__ == "__main__":

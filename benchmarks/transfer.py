@@ -39,8 +39,6 @@ import numpy as np
 import seqattn
 from seqattn.baselines import LabelPropagation, NodeFeatures
 from seqattn.evaluation import HIGHER_IS_BETTER
-from seqattn.models import build
-from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, fit
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -141,32 +139,11 @@ def neighbour_codes(adapter, ds, adjacency):
     return tuple(int(c) for c in found)
 
 
-def train_graph_model(module, ds, attention, weight_bins, seed, config):
-    """The example's node_predictions, keeping the model and adapter for seqattn.evaluate: the
-    same adapter, model, optimizer, epochs and early stopping (on the validation nodes)."""
-    from seqattn.adapters import GraphAdapter
-
-    adapter = GraphAdapter(["degrees"], attention=attention, max_distance=config.max_distance,
-                           directed=config.directed, edge_weight="weight",
-                           edge_weight_bins=weight_bins, laplacian=config.laplacian,
-                           random_walk=config.random_walk)
-    adapter.fit(ds, targets="cell_type", where=ds.train)
-    model = build(adapter.model_config(
-        d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
-        dim_feedforward=config.dim_feedforward, dropout=config.dropout, seed=seed))
-    fit(model, CrossEntropyLoss(), AdamW(model, lr=config.lr, weight_decay=0.01),
-        adapter.batches(ds, where=ds.train, shuffle=True, seed=seed),
-        validation=adapter.batches(ds, where=ds.validation),
-        epochs=config.epochs, early_stopping=EarlyStopping(patience=config.patience),
-        progress=False)
-    return model, adapter
-
-
 def graphs(quick=False, seeds=None):
     """The connectome recipe (its configuration candidates chosen per seed on the validation
     neurons by the example's own criterion) on the right mushroom body; test accuracy against
     NodeFeatures and LabelPropagation fitted on the training neurons (their choices on the
-    validation neurons), plus the example's own logistic regression on degrees."""
+    validation neurons)."""
     module = example("connectome_cell_types")
     config = module.ExampleConfig(**(module.QUICK if quick else {}))
     adjacency, labels = right_connectome(module)
@@ -178,7 +155,7 @@ def graphs(quick=False, seeds=None):
         candidates = {}
         for attention in config.attentions:
             for bins in config.weight_bins:
-                model, adapter = train_graph_model(module, ds, attention, bins, seed, config)
+                model, adapter = module.node_model(ds, attention, bins, seed, config)
                 predictions = seqattn.predict(model, ds, adapter)
                 candidates[attention, bins] = (module.validation_score(predictions, ds,
                                                                        "cell_type"),
@@ -194,9 +171,6 @@ def graphs(quick=False, seeds=None):
         model_scores.append(accuracy.pop("model"))
         for name, value in accuracy.items():
             baseline_scores.setdefault(name, []).append(value)
-        own = module.baselines(adjacency, labels, degrees, split, seed)
-        baseline_scores.setdefault("logistic regression on degrees (example's)", []).append(
-            own["logistic regression (degrees)"])
         chosen_configs.append(chosen)
         print(f"graphs seed {seed}: chosen {chosen}; test accuracy seqattn "
               f"{model_scores[-1]:.3f}, " + ", ".join(
@@ -212,19 +186,6 @@ def graphs(quick=False, seeds=None):
 SERIES_SETS = ("ArrowHead", "BasicMotions", "ItalyPowerDemand")
 QUICK_SERIES_SETS = ("ItalyPowerDemand",)
 SERIES_SEEDS = (0, 1, 2)
-
-
-def one_dataset(parts):
-    """{part: Dataset (sample, time, channel)} as one Dataset, NaN-padded to the longest time,
-    with a ``part`` coordinate on ``sample``: the shape seqattn.evaluate selects from."""
-    import xarray as xr
-
-    length = max(ds.sizes["time"] for ds in parts.values())
-    padded = [ds.reindex(time=np.arange(length)).assign_coords(
-        part=("sample", np.full(ds.sizes["sample"], name, dtype=object)))
-        for name, ds in parts.items()]
-    ds = xr.concat(padded, dim="sample")
-    return ds.assign_coords(sample=np.arange(ds.sizes["sample"]))
 
 
 def series_frames(module):
@@ -244,7 +205,7 @@ def series_seed(module, train_all, test, seed, quick=False):
                                   seed=seed)
     train, validation = module.split_validation(train_all, config.validation_fraction, seed)
     model, adapter = module.train_model(train, validation, series_frames(module), config)
-    ds = one_dataset({"train": train, "validation": validation, "test": test})
+    ds = module.joined({"train": train, "validation": validation, "test": test})
     scores = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
                               train=ds.part == "train", validation=ds.part == "validation")
     return {"model": model, "adapter": adapter, "ds": ds, "scores": scores}

@@ -46,3 +46,10 @@ def test_the_two_set_up_commands_are_unchanged_and_ci_runs_the_test_command():
     pytest_line = next(line for line in ci.splitlines() if "python -m pytest" in line)
     assert re.search(r"NUMBA_ENABLE_CUDASIM=1 +python -m pytest -q -n auto --dist loadfile "
                      r"\|\| status=\$\?$", pytest_line), pytest_line
+
+
+def test_the_links_into_the_repository_reach_files():
+    targets = re.findall(r"\]\(([^)#]+)\)", README.read_text())
+    assert len(targets) > 10
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert missing == []

@@ -1,5 +1,6 @@
 """The hydration free energy example (FreeSolv): the fixed split, the baselines against hand
-computations from the CSV, and the quick mode's model beating both baselines."""
+computations from the CSV, and the quick mode's model beating both of them and the strongest
+baseline of seqattn.baselines on its inputs."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -7,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from seqattn.evaluation import strongest_baseline
 
 pytest.importorskip("rdkit")
 pytestmark = pytest.mark.skipif(
@@ -69,7 +72,13 @@ def test_ridge_alpha_is_chosen_on_validation_never_on_test(parts, baselines):
     assert example.baselines(train, validation, scrambled, CONFIG)["alpha"] == baselines["alpha"]
 
 
-def test_quick_run_beats_the_mean_predictor_and_ridge():
+def test_quick_run_beats_the_strongest_library_baseline_the_mean_predictor_and_ridge():
     results = example.main(["--quick"])
+    scores = results["scores"]
+    assert int(scores.n) == 128
+    rmse = scores.rmse.to_series()
+    assert any(name.startswith("element") for name in rmse.index), rmse
+    assert rmse["model"] < rmse[strongest_baseline(scores)], rmse
+    assert rmse["model"] == rmse.min(), rmse
     assert results["seqattn"] < results["mean predictor"]
     assert results["seqattn"] < results["ridge"]

@@ -2,7 +2,7 @@
 larval mushroom body far better than label propagation and exactly as well as the strongest
 node baseline seqattn.evaluate fits on the same splits and inputs, logistic regression on the
 node features (degrees, Laplacian and random-walk positions): 1.000, 1.000 and 0.976 on seeds
-0-2, the same neurons right. That tie at the ceiling (one test neuron on one seed) is asserted
+0-2 for both. That tie at the ceiling (one test neuron on one seed) is asserted
 as a tie, not a win. The karate club is reported against the same baselines (there label
 propagation and the node logistic score 1.000, seqattn 0.889)."""
 import sys

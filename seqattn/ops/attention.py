@@ -28,6 +28,18 @@ def _attention_kernels(call):
     return kernels_for(call.device, "attention")
 
 
+def _short_sequence_kernels(call):
+    """attention_small.py's kernels where they serve ``call`` (on the CPU, no structured bias,
+    the longest length times the head dim at most its MAX_LENGTH_TIMES_HEAD_DIM), else None:
+    there a task per (batch, head) over whole rows beats the tiled kernel, which then does not
+    compile at all."""
+    if call.device != CPU or call.distance.has or call.pair.mode:
+        return None
+    small = kernels_for(CPU, "attention_small")
+    N, M, D = call.q.shape[2], call.k.shape[2], call.q.shape[3]
+    return small if max(N, M) * D <= small.MAX_LENGTH_TIMES_HEAD_DIM else None
+
+
 def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, bias=None,
               alibi_slopes=None, window=None, scale=None, distance_bias=None, pair_bias=None,
               return_lse=False):
@@ -83,7 +95,8 @@ def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, b
     B, H, Hkv, N, M, D = shapes_of(call)
     out = empty_like_on(call.device, (B, H, N, D), call.q.dtype)
     lse = empty_like_on(call.device, (B, H, N), call.q.dtype)
-    _attention_kernels(call).attention_forward(out, lse, call)
+    kernels = _short_sequence_kernels(call) or _attention_kernels(call)
+    kernels.attention_forward(out, lse, call)
     return (out, lse) if return_lse else out
 
 
@@ -184,10 +197,14 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mas
     dq = empty_like_on(call.device, (B, H, N, D), dtype)
     dk = empty_like_on(call.device, (B, Hkv, M, D), dtype)
     dv = empty_like_on(call.device, (B, Hkv, M, D), dtype)
-    structured = kernels.StructuredGrads(*_structured_outputs(call))
-    # Only the GPU has a faster, non-deterministic order of summation to choose.
-    options = {"deterministic": bool(deterministic)} if call.device == CUDA else {}
-    kernels.attention_backward(dq, dk, dv, structured, dout, out, lse, call, **options)
+    short = _short_sequence_kernels(call)
+    if short is not None:  # deterministic whatever the flag: each task owns its outputs
+        short.attention_backward(dq, dk, dv, dout, out, lse, call)
+    else:
+        structured = kernels.StructuredGrads(*_structured_outputs(call))
+        # Only the GPU has a faster, non-deterministic order of summation to choose.
+        options = {"deterministic": bool(deterministic)} if call.device == CUDA else {}
+        kernels.attention_backward(dq, dk, dv, structured, dout, out, lse, call, **options)
     dbias = None
     if bias_requires_grad:
         dbias = empty_like_on(call.device, tuple(call.bias.shape), dtype)

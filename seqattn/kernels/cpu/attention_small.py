@@ -1,0 +1,239 @@
+"""Fused attention for short sequences on the CPU: one task per (batch, head), whole rows.
+
+Legend: q (B, H, N, D); k, v (B, Hkv, M, D); query head h reads key/value head h // (H // Hkv);
+off = M - N aligns the last query with the last key. Arguments are an ``AttentionCall`` already
+checked by ``seqattn.ops.attention_inputs``.
+
+At the lengths small models train on (tens to a few hundred tokens, head dims of 4-16), the
+tiled kernel of attention.py spends its time on what makes it fast at long sequences: panels of
+k and v prepared per call, query blocks and key blocks, strips of rows. Here a task takes one
+(batch, head) whole, with k and v transposed into (D, M) rows of its own, so that every product
+runs along the keys (contiguous, vectorised) and a query's row of scores is complete at once:
+an exact softmax (max, exp and sum over the row), no online rescaling. The same numbers come
+out (the same masks, band, biases, scale, lse saved per row), within rounding.
+
+Forward, per query row i: s = scale q_i k^T over the keys its band lets it see; the dense
+score modifications (bias, ALiBi, band, attn_mask, key padding); m = max s, p = exp(s - m),
+out_i = (p v) / sum p, lse_i = m + log(sum p). A row that sees no key gets zeros and -inf.
+
+Backward, one task per (batch, kv head) so that the query heads sharing k and v add their dK and
+dV into the task's own rows (no two tasks write the same memory: deterministic). Per query row:
+p = exp(s - lse_i) recomputed, dP = dout_i v^T, dS = p (dP - delta_i) with delta_i = dout_i . out_i,
+dq_i = scale dS k, dK += scale dS^T q_i, dV += p^T dout_i.
+
+The structured biases (distances, pair codes) are not computed here: the op
+(``seqattn.ops.attention``) sends those calls, and the longer sequences
+(MAX_LENGTH_TIMES_HEAD_DIM), to attention.py.
+"""
+import numpy as np
+from numba import njit, prange
+
+from .float32_math import FASTMATH
+from .softmax_rows import exp_shifted, row_max, softmax_grad_row
+from .threads import sized_kernel
+
+NEG_INF = -np.inf
+
+# This path serves calls whose longest length (N or M) times the head dim D is at most this
+# (benchmarks/attention_short.py, one thread: a forward and backward with padding masks ran
+# faster here than on the tiled kernel up to N 8-16 at D 16 and N 16-24 at D 8).
+MAX_LENGTH_TIMES_HEAD_DIM = 192
+
+# Multiply-adds of q k^T a thread must have before a launch takes it, as attention.py's GRAIN.
+GRAIN = 2 ** 20
+
+
+def _score_work(out, lse, q, k, *rest):
+    B, H, N, D = q.shape
+    return B * H * N * k.shape[2] * D
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _transpose_into(xt, x):
+    """xt (D, M) = x (M, D) transposed."""
+    for j in range(x.shape[0]):
+        for d in range(x.shape[1]):
+            xt[d, j] = x[j, d]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _scores(s, q_row, kt, lo, scale):
+    """s[c] = scale * q_row . k[lo + c] for the len(s) keys from lo (kt is k transposed)."""
+    s[:] = 0
+    width = s.shape[0]
+    for d in range(q_row.shape[0]):
+        qd = q_row[d] * scale
+        # a slice, not kt[d, lo + c]: an index that may be negative wraps around, and that
+        # check per element kept the loop off the vector path (2.3x slower, measured)
+        keys = kt[d][lo:lo + width]
+        for c in range(width):
+            s[c] += qd * keys[c]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _modify_row(s, b, h, i, lo, off, bias, attn_mask, key_padding_mask, alibi_slopes,
+                has_bias, has_mask, has_kpm, has_alibi):
+    """Add the dense bias and ALiBi to the scores s of query i (keys lo..), and set the keys
+    the masks hide to -inf; the band was applied by choosing lo and len(s)."""
+    width = s.shape[0]
+    if has_bias:
+        # A dim of size 1 broadcasts: index 0 there.
+        brow = bias[b if bias.shape[0] > 1 else 0, h if bias.shape[1] > 1 else 0,
+                    i if bias.shape[2] > 1 else 0]
+        if brow.shape[0] > 1:
+            for c in range(width):
+                s[c] += brow[lo + c]
+        else:
+            for c in range(width):
+                s[c] += brow[0]
+    if has_alibi:
+        slope = alibi_slopes[h]
+        for c in range(width):
+            s[c] -= slope * abs(i + off - lo - c)
+    if has_mask:
+        mrow = attn_mask[b if attn_mask.shape[0] > 1 else 0,
+                         h if attn_mask.shape[1] > 1 else 0,
+                         i if attn_mask.shape[2] > 1 else 0]
+        for c in range(width):
+            if not mrow[lo + c if mrow.shape[0] > 1 else 0]:
+                s[c] = NEG_INF
+    if has_kpm:
+        padded = key_padding_mask[b][lo:lo + width]
+        for c in range(width):
+            if padded[c]:
+                s[c] = NEG_INF
+
+
+@njit(cache=True)
+def _band(i, off, left, right, M):
+    """[lo, hi): the keys query i may see through the band (causal and window)."""
+    return max(0, i + off - left), min(M, i + off + right + 1)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _weighted_rows(out_row, p, vt, lo, factor):
+    """out_row[d] = factor * sum over c of p[c] v[lo + c, d] (vt is v transposed)."""
+    width = p.shape[0]
+    for d in range(out_row.shape[0]):
+        keys = vt[d][lo:lo + width]
+        total = out_row.dtype.type(0)
+        for c in range(width):
+            total += p[c] * keys[c]
+        out_row[d] = total * factor
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _add_outer(xt, lo, weights, row, factor):
+    """xt[d, lo + c] += factor * row[d] * weights[c]: a rank-one update of transposed rows."""
+    width = weights.shape[0]
+    for d in range(row.shape[0]):
+        rd = row[d] * factor
+        keys = xt[d][lo:lo + width]
+        for c in range(width):
+            keys[c] += rd * weights[c]
+
+
+@sized_kernel(GRAIN, work=_score_work)
+def _forward_tasks(out, lse, q, k, v, scale, bias, attn_mask, key_padding_mask, alibi_slopes,
+                   left, right, has_bias, has_mask, has_kpm, has_alibi):
+    B, H, N, D = q.shape
+    Hkv, M = k.shape[1], k.shape[2]
+    group, off = H // Hkv, M - N
+    one = q.dtype.type(1)
+    for task in prange(B * H):
+        b, h = task // H, task % H
+        hk = h // group
+        kt = np.empty((D, M), q.dtype)
+        vt = np.empty((D, M), q.dtype)
+        _transpose_into(kt, k[b, hk])
+        _transpose_into(vt, v[b, hk])
+        s_buf = np.empty(M, q.dtype)
+        for i in range(N):
+            lo, hi = _band(i, off, left, right, M)
+            out_row = out[b, h, i]
+            lse[b, h, i] = NEG_INF
+            out_row[:] = 0
+            if hi <= lo:
+                continue
+            s = s_buf[:hi - lo]
+            _scores(s, q[b, h, i], kt, lo, scale)
+            _modify_row(s, b, h, i, lo, off, bias, attn_mask, key_padding_mask, alibi_slopes,
+                        has_bias, has_mask, has_kpm, has_alibi)
+            m = row_max(s)
+            if m == NEG_INF:
+                continue
+            total = exp_shifted(s, m)  # s holds exp(s - m) from here
+            _weighted_rows(out_row, s, vt, lo, one / total)
+            lse[b, h, i] = m + np.log(total)
+
+
+@sized_kernel(GRAIN, work=lambda dq, dk, dv, dout, out, lse, q, k, *rest: _score_work(
+    dq, lse, q, k))
+def _backward_tasks(dq, dk, dv, dout, out, lse, q, k, v, scale, bias, attn_mask,
+                    key_padding_mask, alibi_slopes, left, right, has_bias, has_mask, has_kpm,
+                    has_alibi):
+    B, H, N, D = q.shape
+    Hkv, M = k.shape[1], k.shape[2]
+    group, off = H // Hkv, M - N
+    one = q.dtype.type(1)
+    for task in prange(B * Hkv):
+        b, hk = task // Hkv, task % Hkv
+        kt = np.empty((D, M), q.dtype)
+        vt = np.empty((D, M), q.dtype)
+        _transpose_into(kt, k[b, hk])
+        _transpose_into(vt, v[b, hk])
+        dkt = np.zeros((D, M), q.dtype)
+        dvt = np.zeros((D, M), q.dtype)
+        p_buf = np.empty(M, q.dtype)
+        ds_buf = np.empty(M, q.dtype)
+        for h in range(hk * group, (hk + 1) * group):
+            for i in range(N):
+                lo, hi = _band(i, off, left, right, M)
+                dq_row = dq[b, h, i]
+                dq_row[:] = 0
+                row_lse = lse[b, h, i]
+                if hi <= lo or row_lse == NEG_INF:  # the row saw no key: no gradient
+                    continue
+                p, ds = p_buf[:hi - lo], ds_buf[:hi - lo]
+                q_row, dout_row, out_row = q[b, h, i], dout[b, h, i], out[b, h, i]
+                # forward: s = scale q_i k^T, modified
+                _scores(p, q_row, kt, lo, scale)
+                _modify_row(p, b, h, i, lo, off, bias, attn_mask, key_padding_mask,
+                            alibi_slopes, has_bias, has_mask, has_kpm, has_alibi)
+                # forward: p = exp(s - m) / sum = exp(s - lse)
+                exp_shifted(p, row_lse)
+                # forward: out_i = p v  ->  dV += p^T dout_i, dP = dout_i v^T
+                _add_outer(dvt, lo, p, dout_row, one)
+                _scores(ds, dout_row, vt, lo, one)
+                delta = dout_row.dtype.type(0)
+                for d in range(D):
+                    delta += dout_row[d] * out_row[d]
+                # softmax: dS = p (dP - delta)
+                softmax_grad_row(ds, p, delta)
+                # forward: s = scale q_i k^T  ->  dq_i = scale dS k, dK += scale dS^T q_i
+                _weighted_rows(dq_row, ds, kt, lo, scale)
+                _add_outer(dkt, lo, ds, q_row, scale)
+        _transpose_into(dk[b, hk], dkt)
+        _transpose_into(dv[b, hk], dvt)
+
+
+def _mods(call):
+    return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes, call.left,
+            call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi)
+
+
+def _scale(call):
+    return call.q.dtype.type(call.scale)
+
+
+def attention_forward(out, lse, call):
+    """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call without structured
+    biases."""
+    _forward_tasks(out, lse, call.q, call.k, call.v, _scale(call), *_mods(call))
+
+
+def attention_backward(dq, dk, dv, dout, out, lse, call):
+    """Fill dq, dk, dv for a prepared call without structured biases, given the forward's out
+    and lse (all C-contiguous)."""
+    _backward_tasks(dq, dk, dv, dout, out, lse, call.q, call.k, call.v, _scale(call),
+                    *_mods(call))

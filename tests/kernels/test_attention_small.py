@@ -1,0 +1,178 @@
+"""The short-sequence attention kernels (kernels/cpu/attention_small.py) against the NumPy
+reference, finite differences and the tiled kernel, and the op's choice between the two."""
+import numpy as np
+import pytest
+
+import seqattn
+from attention_cases import (CASES, Case, backward_inputs, check_backward, check_forward,
+                             finite_difference_check)
+from seqattn.kernels.cpu import attention as tiled
+from seqattn.kernels.cpu import attention_small as short
+from seqattn.ops.attention import AttentionGradients
+from seqattn.ops.attention_inputs import prepare_attention
+
+DTYPES = [np.float32, np.float64]
+# cases whose structured biases this path leaves to the tiled kernel: none of CASES has one
+PLAIN_CASES = CASES
+
+
+def short_attention(q, k, v, return_lse=False, **opts):
+    """``seqattn.attention`` on the short-sequence kernel, whatever the lengths."""
+    call = prepare_attention(q, k, v, **opts)
+    B, H, N, D = q.shape
+    out, lse = np.empty((B, H, N, D), q.dtype), np.empty((B, H, N), q.dtype)
+    short.attention_forward(out, lse, call)
+    return (out, lse) if return_lse else out
+
+
+def short_backward(dout, q, k, v, out, lse, bias_requires_grad=False, **opts):
+    """``seqattn.attention_backward`` on the short-sequence kernel; the bias gradient, which
+    the op takes from the tiled kernel's own pass on either path, from there."""
+    call = prepare_attention(q, k, v, **opts)
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    short.attention_backward(dq, dk, dv, dout, out, lse, call)
+    dbias = None
+    if bias_requires_grad:
+        dbias = np.empty(call.bias.shape, q.dtype)
+        tiled.attention_bias_grad(dbias, dout, out, lse, call)
+        dbias = dbias.reshape(call.bias_shape)
+    return AttentionGradients(dq, dk, dv, dbias)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("case", PLAIN_CASES, ids=str)
+def test_forward_matches_reference(case, dtype):
+    check_forward(short_attention, case, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("case", PLAIN_CASES, ids=str)
+def test_backward_matches_reference(case, dtype):
+    check_backward(short_attention, short_backward, case, dtype)
+
+
+FD_CASES = [c for c in CASES if c.name in ("basic", "cross_shorter_keys_causal", "gqa_2_groups",
+                                           "mqa_one_kv_head", "key_padding", "alibi", "window",
+                                           "everything")]
+
+
+@pytest.mark.parametrize("case", FD_CASES, ids=str)
+def test_backward_matches_finite_differences(case):
+    finite_difference_check(short_attention, short_backward, case)
+
+
+TRAINING_SHAPE = Case("training", B=6, H=4, Hkv=4, N=12, M=12, D=8, key_padding="some")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_matches_the_tiled_kernel(dtype):
+    """The same numbers as the tiled kernel, within the rounding of a different order of sums
+    (a float32 result compared with float32 slack, a float64 one with float64)."""
+    dout, q, k, v, opts = backward_inputs(TRAINING_SHAPE, dtype)
+    call = prepare_attention(q, k, v, **opts)
+    outputs = {}
+    for name, module in (("short", short), ("tiled", tiled)):
+        out, lse = np.empty_like(q), np.empty(q.shape[:3], dtype)
+        dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+        module.attention_forward(out, lse, call)
+        if module is short:
+            module.attention_backward(dq, dk, dv, dout, out, lse, call)
+        else:
+            module.attention_backward(dq, dk, dv, tiled.StructuredGrads(None, None, None, None),
+                                      dout, out, lse, call)
+        outputs[name] = dict(out=out, lse=lse, dq=dq, dk=dk, dv=dv)
+    tol = 50 * np.finfo(dtype).eps
+    for name in ("out", "lse", "dq", "dk", "dv"):
+        np.testing.assert_allclose(outputs["short"][name], outputs["tiled"][name], rtol=tol,
+                                   atol=tol, err_msg=f"{name}: short and tiled kernels differ")
+
+
+def test_empty_rows_give_zeros_and_zero_gradients():
+    case = Case("all_keys_padded", B=2, key_padding="empty_row")
+    dout, q, k, v, opts = backward_inputs(case, np.float32)
+    out, lse = short_attention(q, k, v, return_lse=True, **opts)
+    assert np.all(out[0] == 0), "a row with nothing to attend to must return zeros"
+    assert np.all(np.isneginf(lse[0])), "its lse must be -inf"
+    assert np.all(np.isfinite(lse[1])), "batch 1 sees keys: finite lse"
+    dq, dk, dv, _ = short_backward(dout, q, k, v, out, lse, **opts)
+    for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert np.all(g[0] == 0), f"{name} must be zero when nothing is attended"
+        assert np.any(g[1] != 0), f"{name} of batch 1 must not be zero"
+
+
+def test_ragged_lengths_equal_the_truncated_sequences():
+    """With a padding mask, each sequence's outputs and gradients on its own tokens are those
+    of the sequence cut to its length (with no loss on the padded queries); the padded keys get
+    no dk, dv, however large their values (they would dominate every row if the mask were
+    ignored)."""
+    rng = np.random.default_rng(5)
+    B, H, N, D = 3, 2, 11, 8
+    lengths = [11, 6, 1]
+    q, k, v, dout = (rng.standard_normal((B, H, N, D)).astype(np.float64) for _ in range(4))
+    mask = np.arange(N)[None, :] >= np.array(lengths)[:, None]
+    k[mask[:, None, :, None].repeat(H, 1).repeat(D, 3)] = 1e3
+    # the padded queries still see the real keys: no loss on them, so dk, dv come from the
+    # real queries alone
+    dout[mask[:, None, :, None].repeat(H, 1).repeat(D, 3)] = 0
+    out, lse = short_attention(q, k, v, return_lse=True, key_padding_mask=mask)
+    dq, dk, dv, _ = short_backward(dout, q, k, v, out, lse, key_padding_mask=mask)
+    for b, n in enumerate(lengths):
+        cut = (slice(b, b + 1), slice(None), slice(0, n))
+        want_out, want_lse = short_attention(q[cut], k[cut], v[cut], return_lse=True)
+        want = short_backward(dout[cut], q[cut], k[cut], v[cut], want_out, want_lse)
+        np.testing.assert_allclose(out[cut], want_out, rtol=1e-12, atol=1e-12,
+                                   err_msg=f"out of sequence {b}")
+        for name, got, expected in zip(("dq", "dk", "dv"), (dq, dk, dv), want[:3]):
+            np.testing.assert_allclose(got[cut], expected, rtol=1e-12, atol=1e-12,
+                                       err_msg=f"{name} of sequence {b}")
+        assert np.all(dk[b, :, n:] == 0) and np.all(dv[b, :, n:] == 0), (
+            f"padded keys of sequence {b} must get no gradient")
+
+
+def test_inputs_are_not_modified_and_results_are_reproducible():
+    dout, q, k, v, opts = backward_inputs(TRAINING_SHAPE, np.float32)
+    copies = [a.copy() for a in (dout, q, k, v, opts["key_padding_mask"])]
+    first = short_attention(q, k, v, return_lse=True, **opts)
+    first_grads = short_backward(dout, q, k, v, *first, **opts)
+    second = short_attention(q, k, v, return_lse=True, **opts)
+    second_grads = short_backward(dout, q, k, v, *second, **opts)
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), (*first, *first_grads[:3]),
+                          (*second, *second_grads[:3])):
+        assert np.array_equal(a, b), f"{name} differs between two identical calls"
+    for name, before, after in zip(("dout", "q", "k", "v", "key_padding_mask"), copies,
+                                   (dout, q, k, v, opts["key_padding_mask"])):
+        assert np.array_equal(before, after), f"{name} was modified"
+
+
+def _op_results(case):
+    dout, q, k, v, opts = backward_inputs(case, np.float32)
+    out, lse = seqattn.attention(q, k, v, return_lse=True, **opts)
+    grads = seqattn.attention_backward(dout, q, k, v, out, lse, **opts)
+    return (out, lse, *grads[:3]), (dout, q, k, v, opts)
+
+
+def _kernel_results(module, dout, q, k, v, opts):
+    call = prepare_attention(q, k, v, **opts)
+    out, lse = np.empty_like(q), np.empty(q.shape[:3], q.dtype)
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    module.attention_forward(out, lse, call)
+    if module is short:
+        module.attention_backward(dq, dk, dv, dout, out, lse, call)
+    else:
+        module.attention_backward(dq, dk, dv, tiled.StructuredGrads(None, None, None, None),
+                                  dout, out, lse, call)
+    return out, lse, dq, dk, dv
+
+
+@pytest.mark.parametrize("N, D, expected", [(24, 8, short), (12, 16, short), (25, 8, tiled),
+                                            (13, 16, tiled)],
+                         ids=["short_d8", "short_d16", "tiled_d8", "tiled_d16"])
+def test_the_op_runs_the_short_kernel_up_to_its_limit(N, D, expected):
+    """seqattn.attention and attention_backward give the bits of the short kernel while the
+    longest length times D is at most MAX_LENGTH_TIMES_HEAD_DIM, of the tiled one beyond."""
+    assert (N * D <= short.MAX_LENGTH_TIMES_HEAD_DIM) == (expected is short)
+    case = Case("limit", B=2, H=2, Hkv=2, N=N, M=N, D=D, key_padding="some")
+    got, inputs = _op_results(case)
+    want = _kernel_results(expected, *inputs)
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), got, want):
+        assert np.array_equal(a, b), f"{name}: the op did not run the {expected.__name__} kernel"

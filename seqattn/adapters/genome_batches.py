@@ -146,9 +146,13 @@ class GenomeBatches(Batches):
         spec, per_base, values = self.targets
         raw = values[at]
         if spec.kind == "classes":
-            classes = class_indices(spec, raw)
-            return (np.where(base_exists, classes, MISSING_CLASS) if per_base else classes), None
-        raw = np.asarray(raw, np.float32)
+            if not per_base:
+                return class_indices(spec, raw), None
+            # a label past a record's end is no label (fit never saw it either)
+            classes = np.full(raw.shape, MISSING_CLASS, dtype=np.int64)
+            classes[base_exists] = class_indices(spec, raw[base_exists])
+            return classes, None
+        raw = np.asarray(raw, self.adapter.dtype)  # the tokens' float dtype
         valid = np.isfinite(raw) & (base_exists if per_base else True)
         return np.where(valid, raw, 0)[..., None], valid[..., None]
 

@@ -54,10 +54,14 @@ class Normalizer:
             elif da.dtype.kind in "iub":  # statistics of counts keep every digit
                 da = da.astype(np.float64)
             over = [d for d in da.dims if d not in per_dims]
-            lazy[name] = (da.mean(over, skipna=True), da.std(over, skipna=True))
+            lazy[name] = (da.mean(over, skipna=True), da.std(over, skipna=True),
+                          np.isinf(da).any() if da.dtype.kind == "f" else False)
         (computed,) = dask.compute(lazy)
         stats = {}
-        for name, (mean, std) in computed.items():
+        for name, (mean, std, infinite) in computed.items():
+            if bool(infinite):
+                raise ValueError(f"variable {name!r} holds an infinite value; expected finite "
+                                 "values, NaN where one is missing")
             if not np.isfinite(mean.values).any():
                 raise ValueError(f"variable {name!r} is all NaN, so it has no statistics; drop it "
                                  "or fill it before fitting")

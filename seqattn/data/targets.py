@@ -93,6 +93,9 @@ def describe_targets(da, name):
         if da.dtype.kind not in "f":
             raise TypeError(f"target {name!r} has dtype {da.dtype}; expected float values or "
                             "class labels (integers, bools or strings)")
+        if da.size and not np.isfinite(np.asarray(da.values)).any():
+            raise ValueError(f"target {name!r} has no finite value in the samples fit saw, so "
+                             "a model would learn from nothing; fit on samples with targets")
         return TargetSpec(name, "values", None, _json_attrs(da.attrs))
     classes = declared_classes(da)
     if classes is None:

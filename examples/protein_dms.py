@@ -150,8 +150,9 @@ def load(name, subsample=None, seed=0):
     wild_type = wild_type_of(table["x"], table["dist"].to_numpy())
     if subsample is not None:
         rng = np.random.default_rng(seed)
-        keep = np.concatenate([rng.choice(np.flatnonzero(table["set"] == part), size, False)
-                               for part, size in zip(PARTS, subsample)])
+        members = [np.flatnonzero(table["set"] == part) for part in PARTS]
+        keep = np.concatenate([rng.choice(m, min(size, len(m)), False)
+                               for m, size in zip(members, subsample)])
         table = table.iloc[np.sort(keep)]
     ds = from_residues(list(table["x"]), alphabet=PROTEIN,
                        names=[f"variant{i}" for i in table.index])
@@ -235,19 +236,31 @@ def features(ds, wild_codes, pairwise):
 
 
 def baselines(ds, wild_codes, parts):
-    """Test scores of the additive and pairwise ridge models, penalties chosen on validation."""
+    """Test scores of the additive and pairwise ridge models. The penalty is chosen on
+    validation, for the pairwise model with the pair columns' own scale (a scale s is a penalty
+    alpha / s^2 on them), so that it can shrink the pairs harder than the mutations."""
+    from scipy import sparse
     from sklearn.linear_model import Ridge
 
     y = ds["y"].values
     weight = ds["weight"].values if "weight" in ds else np.ones(len(y))
+    train, valid, test = (parts[p] for p in PARTS)
+    additive = features(ds, wild_codes, pairwise=False)
+    pairwise = features(ds, wild_codes, pairwise=True)  # the additive columns come first
     out = {}
-    for name, pairwise in (("additive (ridge)", False), ("pairwise (ridge)", True)):
-        X = features(ds, wild_codes, pairwise)
-        train, valid, test = (parts[p] for p in PARTS)
-        fits = [Ridge(alpha=alpha).fit(X[train], y[train], sample_weight=weight[train])
-                for alpha in (0.1, 1.0, 10.0, 100.0, 1000.0)]
-        best = max(fits, key=lambda m: r2(m.predict(X[valid]), y[valid]))
-        out[name] = {**score(best.predict(X[test]), y[test]), "alpha": best.alpha}
+    for name, X, scales in (("additive (ridge)", additive, (1.0,)),
+                            ("pairwise (ridge)", pairwise, (1.0, 0.3, 0.1))):
+        fits = []
+        for scale in scales:
+            column_scale = np.where(np.arange(X.shape[1]) < additive.shape[1], 1.0, scale)
+            scaled = (X @ sparse.diags(column_scale)).tocsr()
+            for alpha in (0.1, 1.0, 10.0, 100.0, 1000.0):
+                model = Ridge(alpha=alpha).fit(scaled[train], y[train],
+                                               sample_weight=weight[train])
+                fits.append((r2(model.predict(scaled[valid]), y[valid]), alpha, scale,
+                             model.predict(scaled[test])))
+        _, alpha, scale, predicted = max(fits, key=lambda f: f[0])
+        out[name] = {**score(predicted, y[test]), "alpha": alpha, "pair_scale": scale}
     return out
 
 

@@ -12,7 +12,8 @@ Variants of one wild type (a deep mutational scan) can instead be read as *mutat
 order, its id ``1 + position * alphabet.size + residue code`` (each mutation its own token, so
 an embedding of it is that mutation's effect, and attention between the tokens is where
 mutations combine). A scan's variants then cost a few tokens each instead of the whole
-sequence.
+sequence. Every batch has as many mutation slots as the most mutated variant ``fit`` saw
+(padding masked), so batches and predictions line up; a variant with more is refused.
 """
 import numpy as np
 
@@ -63,6 +64,7 @@ class ResidueAdapter(GenomeAdapter):
             raise ValueError(f"wild_type={wild_type!r}; expected the wild type's {self.alphabet} "
                              "string, of which every record is a variant")
         self.wild_type = wild_type
+        self.max_mutations = 0  # the most mutations of a variant fit saw
         self._wild_codes = None if wild_type is None else self.letters.codes(
             wild_type, record="wild_type")
 
@@ -115,6 +117,9 @@ class ResidueAdapter(GenomeAdapter):
             self._fitted = False
             raise ValueError("mutation tokens (wild_type=...) predict one value per variant; "
                              "targets per residue need the residue tokens (wild_type=None)")
+        if self.wild_type is not None:  # every batch gets this many mutation slots
+            codes = ds[self.variable].transpose(..., self.position_dim).values
+            self.max_mutations = int((codes != self._wild_codes).sum(axis=-1).max(initial=0))
 
     def read_codes(self, values, name=None):
         values = np.asarray(values)
@@ -154,7 +159,13 @@ class ResidueAdapter(GenomeAdapter):
                                           lambda index: where(*index))
         changed = codes != self._wild_codes
         counts = changed.sum(axis=1)
-        slots = int(counts.max(initial=0))
+        slots = self.max_mutations
+        if (counts > slots).any():
+            b = int(np.argmax(counts > slots))
+            raise ValueError(f"{where(b, np.flatnonzero(changed[b])[slots])}: the variant has "
+                             f"{counts[b]} mutations, the adapter was fitted on variants with at "
+                             f"most {slots}; fit it on data that holds such variants (batches "
+                             "have as many mutation tokens as fit saw)")
         # (B, slots) the mutated positions, ascending, then unmutated ones past each count
         position = np.argsort(~changed, axis=1, kind="stable")[:, :slots]
         exists = np.arange(slots) < counts[:, None]
@@ -166,8 +177,10 @@ class ResidueAdapter(GenomeAdapter):
         valid = np.concatenate([np.ones((len(codes), 1), bool), exists], axis=1)
         padding_mask = ~valid
         padding_mask[:, 1:] |= masked[rows, position]
-        tokens = token_ids if self.tokens == "ids" else (
-            np.eye(self.vocab_size, dtype=self.dtype)[token_ids] * ~padding_mask[..., None])
+        if self.tokens == "ids":
+            return Tokenized(token_ids, padding_mask, valid[..., None], first)
+        tokens = np.zeros(token_ids.shape + (self.vocab_size,), self.dtype)
+        np.put_along_axis(tokens, token_ids[..., None], ~padding_mask[..., None], axis=-1)
         return Tokenized(tokens, padding_mask, valid[..., None], first)
 
     def batches(self, ds, *, reverse_complement=False, **options):
@@ -179,3 +192,10 @@ class ResidueAdapter(GenomeAdapter):
 
     def reverse_complement(self, batch, which=None):
         raise self._no_strand()
+
+    def get_state(self):
+        return {**super().get_state(), "max_mutations": self.max_mutations}
+
+    def set_state(self, state):
+        super().set_state(state)
+        self.max_mutations = int(state.get("max_mutations", 0))

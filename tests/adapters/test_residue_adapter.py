@@ -122,6 +122,15 @@ def test_mutation_tokens_are_the_wild_type_then_each_mutation_in_position_order(
     with pytest.raises(ValueError, match=r"record 'L4\*:K2A', position 3: a stop with "
                                          r"stop='error'"):
         ResidueAdapter(stop="error", wild_type="MKVL").fit(ds).encode(ds)
+    singles = from_mutations("MKVL", ["K2A", "V3L:L4A", "WT"])
+    fitted = ResidueAdapter(tokens="ids", wild_type="MKVL").fit(ds)
+    assert fitted.max_mutations == 2  # every batch: the wild type's token and 2 slots
+    for batch in fitted.batches(singles, batch_size=1):
+        assert batch.tokens.shape == (1, 3)
+    with pytest.raises(ValueError, match=r"record 'M1A:K2A:V3C', position 2: the variant has 3 "
+                                         r"mutations, the adapter was fitted on variants with "
+                                         r"at most 2"):
+        fitted.encode(from_mutations("MKVL", ["M1A:K2A:V3C"]))
 
 
 def test_mutation_tokens_learn_an_epistatic_scan_and_survive_save_load(tmp_path):

@@ -1,11 +1,11 @@
 """The examples' tests leave their printed tables and figures for the gallery when
-SEQATTN_GALLERY_OUTPUTS names a folder (tests/helpers/gallery_outputs.py; .ci/run sets it and
+SEQATTN_GALLERY_OUTPUTS names a folder (tests/helpers/example_outputs.py; .ci/run sets it and
 builds the documentation after the tests)."""
 import argparse
 
 import pytest
 
-from gallery_outputs import ExampleRecorder, outputs_folder
+from example_outputs import ExampleRecorder, outputs_folder
 
 
 @pytest.hookimpl(hookwrapper=True)

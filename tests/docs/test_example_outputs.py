@@ -1,12 +1,12 @@
 """The examples' tests keep what an example printed and drew for the gallery
-(tests/helpers/gallery_outputs.py), on a stand-in example script."""
+(tests/helpers/example_outputs.py), on a stand-in example script."""
 import argparse
 import importlib.util
 import textwrap
 
 import pytest
 
-import gallery_outputs
+import example_outputs
 
 SCRIPT = textwrap.dedent('''
     """A stand-in example."""
@@ -36,7 +36,7 @@ def example(tmp_path, monkeypatch):
     folder = tmp_path / "examples"
     folder.mkdir()
     (folder / "standin.py").write_text(SCRIPT)
-    monkeypatch.setattr(gallery_outputs, "EXAMPLES", folder)
+    monkeypatch.setattr(example_outputs, "EXAMPLES", folder)
     spec = importlib.util.spec_from_file_location("standin", folder / "standin.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -45,7 +45,7 @@ def example(tmp_path, monkeypatch):
 
 @pytest.fixture
 def recorder(tmp_path, capsys, monkeypatch):
-    recorder = gallery_outputs.ExampleRecorder(capsys, tmp_path / "scratch")
+    recorder = example_outputs.ExampleRecorder(capsys, tmp_path / "scratch")
     (tmp_path / "scratch").mkdir()
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args",
                         lambda parser, args=None, namespace=None:
@@ -86,7 +86,7 @@ def test_a_failed_run_and_other_parsers_leave_nothing(example, recorder, tmp_pat
 
 
 def test_the_outputs_folder_comes_from_the_environment(monkeypatch, tmp_path):
-    monkeypatch.delenv(gallery_outputs.ENVIRONMENT, raising=False)
-    assert gallery_outputs.outputs_folder() is None
-    monkeypatch.setenv(gallery_outputs.ENVIRONMENT, str(tmp_path))
-    assert gallery_outputs.outputs_folder() == tmp_path.resolve()
+    monkeypatch.delenv(example_outputs.ENVIRONMENT, raising=False)
+    assert example_outputs.outputs_folder() is None
+    monkeypatch.setenv(example_outputs.ENVIRONMENT, str(tmp_path))
+    assert example_outputs.outputs_folder() == tmp_path.resolve()

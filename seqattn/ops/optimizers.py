@@ -78,9 +78,7 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, *, step, lr, betas=(0.9, 0.999),
     grad_scale : float, default 1.0
         Multiplies the gradient first (gradient clipping's factor).
     """
-    if not isinstance(step, (int, np.integer)) or step < 1:
-        raise ValueError(f"step must be the step number 1, 2, ... (bias correction divides by "
-                         f"1 - beta ** step), got {step!r}")
+    _check_step(step)
     device = backend_of(param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
     arrays = [_updatable_flat(device, n, x, param)
               for n, x in (("param", param), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq),
@@ -91,6 +89,102 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, *, step, lr, betas=(0.9, 0.999),
             *arrays, float(lr), beta1, beta2, float(eps), float(weight_decay),
             bool(decoupled_weight_decay), 1.0 - beta1 ** step, 1.0 - beta2 ** step,
             float(grad_scale))
+
+
+def _check_step(step):
+    if not isinstance(step, (int, np.integer)) or step < 1:
+        raise ValueError(f"step must be the step number 1, 2, ... (bias correction divides by "
+                         f"1 - beta ** step), got {step!r}")
+
+
+class AdamManyParameters:
+    """Adam (or AdamW) steps of many parameters in one CPU launch, instead of one per parameter.
+
+    Built once for a set of parameters and their state arrays (NumPy, one float dtype,
+    C-contiguous), which it checks and whose addresses it keeps, with references to the arrays
+    so that they stay alive; :meth:`holds` says whether it still serves a given set. Each
+    :meth:`step` checks only the gradients, which may be new arrays every step. The results
+    have the bits of :func:`adam_step` on each parameter.
+
+    Parameters
+    ----------
+    params, exp_avgs, exp_avg_sqs : lists of arrays
+        The parameters and their running mean and mean square, updated in place by each step.
+    """
+
+    def __init__(self, params, exp_avgs, exp_avg_sqs):
+        kernels = kernels_for(CPU, "optimizers")
+        self.arrays = tuple(list(a) for a in (params, exp_avgs, exp_avg_sqs))
+        if not params:
+            raise ValueError("AdamManyParameters got no parameters")
+        self.dtype = np.dtype(params[0].dtype)
+        for i, arrays in enumerate(zip(*self.arrays)):
+            for name, x in zip(("params", "exp_avgs", "exp_avg_sqs"), arrays):
+                self._check(f"{name}[{i}]", x, arrays[0])
+        # empty parameters have nothing to update: no row of the table
+        self.rows = [i for i, p in enumerate(params) if p.size]
+        self.sizes = np.array([params[i].size for i in self.rows], np.int64)
+        self.addresses = np.zeros((len(self.rows), 4), np.int64)
+        for column, arrays in zip((kernels.PARAM, kernels.EXP_AVG, kernels.EXP_AVG_SQ),
+                                  self.arrays):
+            self.addresses[:, column] = [_address(arrays[i]) for i in self.rows]
+        self.pieces = np.array([(t, start, min(start + kernels.PIECE, size))
+                                for t, size in enumerate(self.sizes)
+                                for start in range(0, int(size), kernels.PIECE)],
+                               np.int64).reshape(-1, 3)
+        self.elements = int(self.sizes.sum())
+        self.grad_column = kernels.GRAD
+        self.like = np.empty(1, self.dtype)  # types the kernel's pointers: one signature per dtype
+
+    def _check(self, name, x, param):
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{name} is a {type(x).__name__}; expected a NumPy array (the one "
+                            "launch runs on the CPU)")
+        if np.dtype(x.dtype) != self.dtype:
+            raise TypeError(f"{name} has dtype {x.dtype}; expected {self.dtype} like params[0]")
+        if x.shape != param.shape:
+            raise ValueError(f"{name} has shape {x.shape}; expected its parameter's "
+                             f"{param.shape}")
+        if not x.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous: the kernel reads it as one flat "
+                             "array")
+
+    def holds(self, params, exp_avgs, exp_avg_sqs):
+        """Whether these are the very arrays it was built for (none replaced since)."""
+        return all(len(mine) == len(theirs) and all(a is b for a, b in zip(mine, theirs))
+                   for mine, theirs in zip(self.arrays, (params, exp_avgs, exp_avg_sqs)))
+
+    def takes(self, grads):
+        """Whether ``grads`` fit the one launch: NumPy arrays of the parameters' dtype and
+        shapes, C-contiguous (others go through :func:`adam_step` one by one)."""
+        return len(grads) == len(self.arrays[0]) and all(
+            isinstance(g, np.ndarray) and g.dtype == self.dtype and g.shape == p.shape
+            and g.flags.c_contiguous for g, p in zip(grads, self.arrays[0]))
+
+    def step(self, grads, *, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+             decoupled_weight_decay=False, grad_scale=1.0):
+        """In place: Adam step number ``step`` of every parameter, given their ``grads`` (a
+        list in the parameters' order); the options are those of :func:`adam_step`."""
+        _check_step(step)
+        params = self.arrays[0]
+        if len(grads) != len(params):
+            raise ValueError(f"got {len(grads)} gradients for {len(params)} parameters")
+        if not self.takes(grads):  # find the one to name
+            for i, (g, p) in enumerate(zip(grads, params)):
+                self._check(f"grads[{i}]", g, p)
+        self.addresses[:, self.grad_column] = [_address(grads[i]) for i in self.rows]
+        beta1, beta2 = (float(b) for b in betas)
+        if self.elements:
+            kernels_for(CPU, "optimizers")._adam_update_many(
+                self.pieces, self.addresses, self.sizes, self.like, self.elements,
+                float(lr), beta1, beta2, float(eps), float(weight_decay),
+                bool(decoupled_weight_decay), 1.0 - beta1 ** step, 1.0 - beta2 ** step,
+                float(grad_scale))
+
+
+def _address(x):
+    """The address of a NumPy array's first element."""
+    return x.__array_interface__["data"][0]
 
 
 def sum_of_squares(arrays):

@@ -12,6 +12,7 @@ from .. import ops
 from ..nn.module import Module
 from ..nn.placement import moved
 from ..backend import CPU, device_of
+from ..ops.optimizers import AdamManyParameters
 
 
 def _named_parameters(params):
@@ -143,10 +144,40 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        self._many = None  # the one-launch update, built at the first step (_together)
         super().__init__(params, lr)
 
     def hyperparameters(self):
         return {"betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
+
+    def step(self, grad_scale=1.0):
+        """Update every parameter from its gradient times ``grad_scale`` (a clipping factor):
+        in one launch where parameters, states and gradients are NumPy arrays of one float
+        dtype (C-contiguous), else one per parameter; the same bits either way."""
+        together = self._together()
+        grads = [p.grad for _, p in self.params]
+        if together is None or not together.takes(grads):
+            return super().step(grad_scale)
+        self.steps += 1
+        together.step(grads, step=self.steps, lr=self.lr,
+                      betas=self.betas, eps=self.eps, weight_decay=self.weight_decay,
+                      decoupled_weight_decay=self.decoupled, grad_scale=grad_scale)
+
+    def _together(self):
+        """The one-launch update of all parameters (built again when a parameter or a state
+        array was replaced: a moved model, a loaded state), or None where it does not apply."""
+        arrays = ([p.data for _, p in self.params],
+                  [self.state[name]["exp_avg"] for name, _ in self.params],
+                  [self.state[name]["exp_avg_sq"] for name, _ in self.params])
+        if self._many is not None and self._many.holds(*arrays):
+            return self._many
+        dtype = arrays[0][0].dtype
+        if not all(isinstance(x, np.ndarray) and x.dtype == dtype and x.flags.c_contiguous
+                   for group in arrays for x in group):
+            self._many = None
+            return None
+        self._many = AdamManyParameters(*arrays)
+        return self._many
 
     def _update(self, p, state, grad_scale):
         ops.adam_step(p.data, p.grad, state["exp_avg"], state["exp_avg_sq"], step=self.steps,

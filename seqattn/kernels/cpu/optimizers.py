@@ -4,11 +4,17 @@ gradient clipping needs.
 Shapes: param, grad and the state arrays (velocity; Adam's first and second moments) are flat
 (P,) views of one parameter. ``grad_scale`` multiplies the gradient before anything else (the
 clipping factor), so clipping never rewrites the gradients. The formulas are torch.optim's.
+
+:func:`_adam_update_many` updates every parameter of a model in one launch: the arrays are named
+by their addresses in a table (so one compiled kernel serves any number of parameters), and the
+work is split into pieces of at most PIECE elements of one parameter each. Each element goes
+through the same :func:`_adam_element` as in :func:`adam_update`: the same bits either way.
 """
 import math
 
 import numpy as np
-from numba import prange
+from numba import carray, njit, prange, types
+from numba.extending import intrinsic
 
 from .threads import sized_kernel
 
@@ -28,20 +34,72 @@ def sgd_update(param, velocity, grad, lr, momentum, weight_decay, nesterov, grad
         param[i] -= lr * g
 
 
+@njit(inline="always")
+def _adam_element(param, exp_avg, exp_avg_sq, grad, i, lr, beta1, beta2, eps, weight_decay,
+                  decoupled, step_size, sqrt_correction2, grad_scale):
+    g = grad[i] * grad_scale
+    if decoupled:
+        param[i] *= 1.0 - lr * weight_decay  # AdamW: decay the weight, not the gradient
+    else:
+        g += weight_decay * param[i]  # Adam: L2 penalty folded into the gradient
+    exp_avg[i] = beta1 * exp_avg[i] + (1.0 - beta1) * g
+    exp_avg_sq[i] = beta2 * exp_avg_sq[i] + (1.0 - beta2) * g * g
+    param[i] -= step_size * exp_avg[i] / (math.sqrt(exp_avg_sq[i]) / sqrt_correction2 + eps)
+
+
 @sized_kernel(GRAIN)
 def adam_update(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, eps, weight_decay,
                 decoupled, bias_correction1, bias_correction2, grad_scale):
     step_size = lr / bias_correction1
     sqrt_correction2 = math.sqrt(bias_correction2)
     for i in prange(param.size):
-        g = grad[i] * grad_scale
-        if decoupled:
-            param[i] *= 1.0 - lr * weight_decay  # AdamW: decay the weight, not the gradient
-        else:
-            g += weight_decay * param[i]  # Adam: L2 penalty folded into the gradient
-        exp_avg[i] = beta1 * exp_avg[i] + (1.0 - beta1) * g
-        exp_avg_sq[i] = beta2 * exp_avg_sq[i] + (1.0 - beta2) * g * g
-        param[i] -= step_size * exp_avg[i] / (math.sqrt(exp_avg_sq[i]) / sqrt_correction2 + eps)
+        _adam_element(param, exp_avg, exp_avg_sq, grad, i, lr, beta1, beta2, eps, weight_decay,
+                      decoupled, step_size, sqrt_correction2, grad_scale)
+
+
+# Elements per piece of _adam_update_many's work: whole parameters below it, so a small model's
+# update is one piece per parameter; a thread takes a piece at a time.
+PIECE = GRAIN
+# Columns of _adam_update_many's address table.
+PARAM, EXP_AVG, EXP_AVG_SQ, GRAD = range(4)
+
+
+@intrinsic
+def _pointer_at(typingctx, address, like):
+    """The integer ``address`` as a pointer to elements of ``like``'s dtype."""
+    if not isinstance(like, types.Array) or not isinstance(address, types.Integer):
+        return None
+    pointer = types.CPointer(like.dtype)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(pointer))
+    return pointer(address, like), codegen
+
+
+@njit(inline="always")
+def _array_at(addresses, t, column, size, like):
+    return carray(_pointer_at(addresses[t, column], like), size)
+
+
+@sized_kernel(GRAIN, work=lambda pieces, addresses, sizes, like, elements, *options: elements)
+def _adam_update_many(pieces, addresses, sizes, like, elements, lr, beta1, beta2, eps,
+                     weight_decay, decoupled, bias_correction1, bias_correction2, grad_scale):
+    """adam_update of every parameter t in one launch (CPU only: the GPU's launches take
+    their arrays one by one; hence private, called by seqattn.ops.optimizers). addresses (T, 4) int64: the data of
+    param, exp_avg, exp_avg_sq and grad of parameter t (C-contiguous, of ``like``'s dtype, as
+    many elements as sizes[t], alive for the call); pieces (S, 3) int64: (t, start, stop) of
+    each piece of the work; elements: their total (the launch's size)."""
+    step_size = lr / bias_correction1
+    sqrt_correction2 = math.sqrt(bias_correction2)
+    for s in prange(pieces.shape[0]):
+        t, start, stop = pieces[s, 0], pieces[s, 1], pieces[s, 2]
+        param = _array_at(addresses, t, PARAM, sizes[t], like)
+        exp_avg = _array_at(addresses, t, EXP_AVG, sizes[t], like)
+        exp_avg_sq = _array_at(addresses, t, EXP_AVG_SQ, sizes[t], like)
+        grad = _array_at(addresses, t, GRAD, sizes[t], like)
+        for i in range(start, stop):
+            _adam_element(param, exp_avg, exp_avg_sq, grad, i, lr, beta1, beta2, eps,
+                          weight_decay, decoupled, step_size, sqrt_correction2, grad_scale)
 
 
 @sized_kernel(GRAIN)

@@ -45,6 +45,10 @@ def backend_of(**arrays):
     return found.pop() if found else CPU
 
 
+# (device, family) -> kernel module: every op launch asks, so the answer is kept
+_KERNEL_MODULES = {}
+
+
 def kernels_for(device, family):
     """The kernel module ``seqattn.kernels.<device>.<family>``, imported on first use.
 
@@ -56,7 +60,11 @@ def kernels_for(device, family):
         from .first_run import watch_compilation
 
         watch_compilation(event)
-    return importlib.import_module(f"seqattn.kernels.{device}.{family}")
+    module = _KERNEL_MODULES.get((device, family))
+    if module is None:
+        module = importlib.import_module(f"seqattn.kernels.{device}.{family}")
+        _KERNEL_MODULES[device, family] = module
+    return module
 
 
 def empty_like_on(device, shape, dtype):

@@ -10,10 +10,11 @@ The seqattn path:
     seqattn.predict: the predicted digit and its probabilities on the test Dataset's sample dim.
 
 A stratified quarter of the images is the test set, read once for the final table; a fifth of
-the rest validates. The patch size is chosen on the validation images, as is the inverse
-regularization strength C of the logistic regression baseline (then refitted on training and
-validation images). The 1-nearest-neighbour baseline (Euclidean) remembers training and
-validation images alike.
+the rest validates. The patch size is chosen on the validation images. ``seqattn.evaluate``
+scores the model on the test images against the baselines of ``seqattn.baselines`` on the
+model's own patch tokens (logistic regression on the pixels of every patch in place and on
+pooled features, the k nearest training images), fitted on the training images with their
+penalty and k chosen on the validation images.
 
 Run ``python examples/digits.py [--quick]``.
 """
@@ -24,11 +25,7 @@ import time
 import numpy as np
 import xarray as xr
 from sklearn.datasets import load_digits
-from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 import seqattn
 from seqattn.adapters import GridAdapter
@@ -57,11 +54,11 @@ class ExampleConfig:
 QUICK = dict(patches=(4,))
 
 
-def as_dataset(images, labels):
+def as_dataset(images, labels, index):
+    """The images `index` of scikit-learn's set, on a ``sample`` dim holding that index."""
     return xr.Dataset({"image": (("sample", "y", "x"), images.astype(np.float64)),
                        "label": ("sample", labels)},
-                      coords={"sample": np.arange(len(images)), "y": np.arange(8),
-                              "x": np.arange(8)})
+                      coords={"sample": index, "y": np.arange(8), "x": np.arange(8)})
 
 
 def splits(config):
@@ -71,7 +68,7 @@ def splits(config):
                                   stratify=digits.target, random_state=config.seed)
     train, validation = train_test_split(rest, test_size=config.validation_fraction,
                                          stratify=digits.target[rest], random_state=config.seed)
-    return [as_dataset(digits.images[i], digits.target[i]) for i in (train, validation, test)]
+    return [as_dataset(digits.images[i], digits.target[i], i) for i in (train, validation, test)]
 
 
 def accuracy(model, ds, adapter):
@@ -97,21 +94,6 @@ def train_model(train, validation, patch, config):
     return model, adapter
 
 
-def baselines(train, validation, test, seed):
-    """Test accuracy of logistic regression (C chosen on validation) and of 1-NN."""
-    def pixels(ds):
-        return ds["image"].values.reshape(ds.sizes["sample"], -1), ds["label"].values
-
-    (x, y), (xv, yv), (xt, yt) = pixels(train), pixels(validation), pixels(test)
-    logistic = lambda c: make_pipeline(StandardScaler(),
-                                       LogisticRegression(C=c, max_iter=2000, random_state=seed))
-    best_c = max((0.01, 0.1, 1.0, 10.0), key=lambda c: logistic(c).fit(x, y).score(xv, yv))
-    xa, ya = np.concatenate([x, xv]), np.concatenate([y, yv])
-    return {"logistic regression": logistic(best_c).fit(xa, ya).score(xt, yt),
-            "1-NN": KNeighborsClassifier(n_neighbors=1).fit(xa, ya).score(xt, yt),
-            "C": best_c}
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one patch size (CI)")
@@ -126,12 +108,16 @@ def main(argv=None):
         print(f"patch {patch} x {patch}: validation accuracy {candidates[patch][0]:.3f}")
     patch = max(candidates, key=lambda p: candidates[p][0])
     _, model, adapter = candidates[patch]
-    results = {"seqattn": accuracy(model, test, adapter), "patch": patch,
-               "seconds": time.perf_counter() - start}
-    results.update(baselines(train, validation, test, config.seed))
-    print(f"test accuracy: seqattn ({patch} x {patch} patches) {results['seqattn']:.3f}, "
-          f"logistic regression (C={results['C']}) {results['logistic regression']:.3f}, "
-          f"1-NN {results['1-NN']:.3f}  (seqattn {results['seconds']:.0f} s)")
+    seconds = time.perf_counter() - start
+    ds = xr.concat([train, validation, test], dim="sample")
+    scores = seqattn.evaluate(model, ds, adapter, where=ds.sample.isin(test.sample),
+                              train=ds.sample.isin(train.sample),
+                              validation=ds.sample.isin(validation.sample))
+    results = {"scores": scores, "seqattn": float(scores.accuracy.sel(predictor="model")),
+               "patch": patch, "seconds": seconds}
+    print(f"test scores ({test.sizes['sample']} images; model: seqattn on {patch} x {patch} "
+          f"patches, trained in {seconds:.0f} s):")
+    print(seqattn.evaluation.table(scores).to_string(float_format="%.3f"))
     return results
 
 

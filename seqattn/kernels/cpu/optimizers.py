@@ -97,9 +97,21 @@ def _adam_update_many(pieces, addresses, sizes, like, elements, lr, beta1, beta2
         exp_avg = _array_at(addresses, t, EXP_AVG, sizes[t], like)
         exp_avg_sq = _array_at(addresses, t, EXP_AVG_SQ, sizes[t], like)
         grad = _array_at(addresses, t, GRAD, sizes[t], like)
-        for i in range(start, stop):
-            _adam_element(param, exp_avg, exp_avg_sq, grad, i, lr, beta1, beta2, eps,
-                          weight_decay, decoupled, step_size, sqrt_correction2, grad_scale)
+        _adam_range(param, exp_avg, exp_avg_sq, grad, start, stop, lr, beta1, beta2, eps,
+                    weight_decay, decoupled, step_size, sqrt_correction2, grad_scale)
+
+
+@njit(cache=True)
+def _adam_range(param, exp_avg, exp_avg_sq, grad, start, stop, lr, beta1, beta2, eps,
+                weight_decay, decoupled, step_size, sqrt_correction2, grad_scale):
+    """_adam_element for the elements [start, stop), on views that start there: an index
+    start + i, which Numba cannot prove non-negative, gets a wraparound check per element that
+    kept the loop off the vector path (3.5x slower, measured)."""
+    param, exp_avg = param[start:stop], exp_avg[start:stop]
+    exp_avg_sq, grad = exp_avg_sq[start:stop], grad[start:stop]
+    for i in range(stop - start):
+        _adam_element(param, exp_avg, exp_avg_sq, grad, i, lr, beta1, beta2, eps,
+                      weight_decay, decoupled, step_size, sqrt_correction2, grad_scale)
 
 
 @sized_kernel(GRAIN)

@@ -23,6 +23,7 @@ SCRIPT = textwrap.dedent('''
         print("score 0.75 against 0.50")
         if args.plot:
             Path(args.plot).write_bytes(b"plot")
+            print(f"figure saved to {args.plot}")
         if args.out:
             Path(args.out, "parity.png").write_bytes(b"parity")
         return args
@@ -59,7 +60,8 @@ def test_a_run_leaves_its_printed_text_and_its_figure(example, recorder, tmp_pat
     assert args.plot == str(tmp_path / "scratch" / "standin.png")  # the test gave no --plot
     recorder.publish(tmp_path / "site")
     kept = tmp_path / "site" / "standin"
-    assert (kept / "output.txt").read_text() == "score 0.75 against 0.50\n"
+    assert (kept / "output.txt").read_text() == ("score 0.75 against 0.50\n"
+                                                 "figure saved to standin.png\n")
     assert (kept / "standin.png").read_bytes() == b"plot"
     assert sorted(p.name for p in kept.iterdir()) == ["output.txt", "standin.png"]
 

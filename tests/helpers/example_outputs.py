@@ -88,9 +88,11 @@ class ExampleRecorder:
             target = folder / name
             target.mkdir(parents=True, exist_ok=True)
             figures = self.figures(options)
+            printed = out
             for figure in figures:
                 write_atomically(target / figure.name, figure.read_bytes())
-            write_atomically(target / "output.txt", out.encode())
+                printed = printed.replace(str(figure), figure.name)  # not the test's scratch path
+            write_atomically(target / "output.txt", printed.encode())
             kept = {figure.name for figure in figures}
             for stale in target.glob("*.png"):
                 if stale.name not in kept:

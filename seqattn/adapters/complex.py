@@ -7,6 +7,13 @@ any other element); a pocket atom's is the one-hot of its element among ``pocket
 and of its residue among ``residues`` (each with an "other" column). Element indices are the
 atom types of the distance tables. A value target is standardized with the mean and standard
 deviation of the complexes ``fit`` saw (stored with the adapter) and put back in its units.
+
+For the model's linear path (:class:`seqattn.models.ComplexModelConfig`): ``group`` names a
+per-complex coordinate (a protein target) whose values ``fit`` records, one weight set each;
+``fingerprint_bits`` > 0 adds the ligand's Morgan fingerprint, computed by RDKit from the
+``smiles`` coordinate and split over the pose's atoms through ``ligand_smiles_atom`` (each bit
+shared evenly by the atoms whose environments set it, so that a sum over the atoms gives the
+fingerprint).
 """
 import numpy as np
 import xarray as xr
@@ -28,6 +35,7 @@ POCKET_ELEMENTS = ("C", "N", "O", "S")
 RESIDUES = ("ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS",
             "MET", "PHE", "PRO", "SER", "THR", "TRP", "TYR", "VAL", "HOH")
 VARIABLES = ("ligand_element", "ligand_xyz", "pocket_element", "pocket_residue", "pocket_xyz")
+FINGERPRINT_VARIABLES = ("smiles", "ligand_smiles_atom")
 
 
 def _indices(names, vocabulary):
@@ -36,6 +44,26 @@ def _indices(names, vocabulary):
     flat = np.asarray(names).ravel()
     out = np.array([-1 if n == "" else lookup.get(str(n), len(vocabulary)) for n in flat])
     return out.reshape(np.shape(names))
+
+
+def fingerprint_shares(smiles, atoms, bits, radius):
+    """(len(atoms), bits): each atom's share of the Morgan fingerprint of `smiles`, the atoms
+    given by their indices in its RDKit molecule; the column sums are the fingerprint."""
+    from rdkit import Chem
+    from rdkit.Chem import rdFingerprintGenerator
+
+    mol = Chem.MolFromSmiles(str(smiles))
+    if mol is None:
+        raise ValueError(f"RDKit cannot read the SMILES {smiles!r}")
+    output = rdFingerprintGenerator.AdditionalOutput()
+    output.AllocateBitInfoMap()
+    rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=bits).GetFingerprintAsNumPy(
+        mol, additionalOutput=output)
+    shares = np.zeros((mol.GetNumAtoms(), bits))
+    for bit, environments in output.GetBitInfoMap().items():
+        for atom, _ in environments:
+            shares[atom, bit] += 1.0 / len(environments)
+    return shares[np.asarray(atoms)]
 
 
 def _one_hot(index, width):
@@ -70,10 +98,18 @@ class ComplexAdapter(Adapter, Persistable):
         Pocket residue names with their own feature column.
     dtype : str
         The tokens' and targets' float dtype.
+    group : str or None
+        A per-complex coordinate (e.g. ``"target"``) whose values get their own linear path.
+    fingerprint_bits : int
+        Morgan fingerprint bits for the linear path (0: none; needs ``smiles`` and
+        ``ligand_smiles_atom``, which the readers give).
+    fingerprint_radius : int
+        The fingerprint's radius in bonds.
     """
 
     def __init__(self, *, ligand_elements=LIGAND_ELEMENTS, pocket_elements=POCKET_ELEMENTS,
-                 residues=RESIDUES, dtype="float32"):
+                 residues=RESIDUES, dtype="float32", group=None, fingerprint_bits=0,
+                 fingerprint_radius=2):
         for name, value in (("ligand_elements", ligand_elements),
                             ("pocket_elements", pocket_elements), ("residues", residues)):
             if isinstance(value, str) or not len(value) or len(set(value)) != len(value):
@@ -82,7 +118,19 @@ class ComplexAdapter(Adapter, Persistable):
         self.pocket_elements = tuple(pocket_elements)
         self.residues = tuple(residues)
         self.dtype = np.dtype(dtype)
+        for name, value, least in (("fingerprint_bits", fingerprint_bits, 0),
+                                   ("fingerprint_radius", fingerprint_radius, 0)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or value < least:
+                raise ValueError(f"{name} = {value!r}; expected a whole number >= {least}")
+        if group is not None and not isinstance(group, str):
+            raise ValueError(f"group = {group!r}; expected the name of a per-complex coordinate "
+                             "or None")
+        self.group = group
+        self.fingerprint_bits = int(fingerprint_bits)
+        self.fingerprint_radius = int(fingerprint_radius)
         self.target_scale = {}
+        self.groups = ()
 
     @property
     def fitted(self):
@@ -118,6 +166,16 @@ class ComplexAdapter(Adapter, Persistable):
         empty = np.flatnonzero((np.asarray(ds["ligand_element"].values) != "").sum(axis=1) == 0)
         if empty.size:
             raise ValueError(f"complexes {empty[:5].tolist()} have no ligand atom")
+        needed = ([self.group] if self.group is not None else []) \
+            + (list(FINGERPRINT_VARIABLES) if self.fingerprint_bits else [])
+        for name in needed:
+            if name not in ds.variables:
+                raise ValueError(f"{name!r} is not in the complex Dataset (a variable or "
+                                 f"coordinate); group = {self.group!r} and fingerprint_bits = "
+                                 f"{self.fingerprint_bits} need it (the readers give smiles and "
+                                 "ligand_smiles_atom)")
+            if ds[name].dims[0] != COMPLEX:
+                raise ValueError(f"{name} has dims {ds[name].dims}; expected {COMPLEX!r} first")
 
     # ---- fitted state ----------------------------------------------------------------------
 
@@ -141,13 +199,30 @@ class ComplexAdapter(Adapter, Persistable):
                                  "fit saw")
             scale = {"mean": float(values.mean()), "std": float(values.std() or 1.0)}
         self.target_specs, self.target_scale = (spec,), scale
+        self.groups = () if self.group is None else \
+            tuple(sorted({str(v) for v in np.asarray(ds[self.group].values)}))
 
     def get_state(self):
-        return {**super().get_state(), "target_scale": self.target_scale}
+        return {**super().get_state(), "target_scale": self.target_scale,
+                "groups": list(self.groups)}
 
     def set_state(self, state):
         super().set_state(state)
         self.target_scale = dict(state.get("target_scale", {}))
+        self.groups = tuple(state.get("groups", ()))
+
+    def _group_index(self, ds):
+        """Each complex's index among the fitted groups (all 0 without a group)."""
+        if self.group is None:
+            return np.zeros(ds.sizes[COMPLEX], dtype=np.int64)
+        lookup = {g: i for i, g in enumerate(self.groups)}
+        names = [str(v) for v in np.asarray(ds[self.group].values)]
+        unknown = sorted(set(names) - set(lookup))
+        if unknown:
+            raise ValueError(f"group {self.group!r} has values {unknown[:5]} that fit did not "
+                             f"see (it saw {list(self.groups)}); its linear path has no weights "
+                             "for them")
+        return np.asarray([lookup[n] for n in names], dtype=np.int64)
 
     # ---- batches -----------------------------------------------------------------------------
 
@@ -182,16 +257,30 @@ class ComplexAdapter(Adapter, Persistable):
         tokens = _one_hot(ligand, self.ligand_types).astype(self.dtype)
         pocket_tokens = np.concatenate([_one_hot(pocket, self.pocket_types),
                                         _one_hot(residue, len(self.residues) + 1)], axis=-1)
+        group = _one_hot(np.where(mask, -1, self._group_index(part)[:, None]),
+                         max(len(self.groups), 1))
         structure = ComplexStructure(
             positions=np.nan_to_num(part["ligand_xyz"].values[:, :n]).astype(self.dtype),
             types=np.maximum(ligand, 0).astype(np.int32),
             key_positions=np.nan_to_num(part["pocket_xyz"].values[:, :m]).astype(self.dtype),
-            key_types=np.maximum(pocket, 0).astype(np.int32),
-            pocket_tokens=pocket_tokens.astype(self.dtype), pocket_mask=pocket_mask)
+            key_types=(np.maximum(pocket, 0) + self.ligand_types).astype(np.int32),
+            pocket_tokens=pocket_tokens.astype(self.dtype), pocket_mask=pocket_mask,
+            group=group.astype(self.dtype),
+            fingerprint=self._fingerprints(part, n) if self.fingerprint_bits else None)
         targets = None if spec is None else self._encode_targets(part[spec.name].values, spec)
         return Batch(tokens=tokens, key_padding_mask=mask, valid=~mask[..., None],
                      coords={}, placement=np.asarray(indices), targets=targets,
                      structure=structure)
+
+    def _fingerprints(self, part, n):
+        """(B, n, fingerprint_bits): each ligand atom's shares of its fingerprint's bits."""
+        out = np.zeros((part.sizes[COMPLEX], n, self.fingerprint_bits), dtype=self.dtype)
+        order = np.asarray(part["ligand_smiles_atom"].values)[:, :n]
+        for i, smiles in enumerate(np.asarray(part["smiles"].values)):
+            atoms = order[i][order[i] >= 0]
+            out[i, :len(atoms)] = fingerprint_shares(smiles, atoms, self.fingerprint_bits,
+                                                     self.fingerprint_radius)
+        return out
 
     def _encode_targets(self, values, spec):
         if spec.kind == "classes":
@@ -231,7 +320,21 @@ class ComplexAdapter(Adapter, Persistable):
         return ComplexModelConfig(
             ligand_features=self.ligand_types, pocket_features=self.pocket_types
             + len(self.residues) + 1, ligand_types=self.ligand_types,
-            pocket_types=self.pocket_types, out_features=out, dtype=self.dtype.name, **options)
+            pocket_types=self.pocket_types, out_features=out, dtype=self.dtype.name,
+            fingerprint_bits=self.fingerprint_bits, groups=max(len(self.groups), 1), **options)
+
+    def set_linear_path(self, model, coefficients, intercepts):
+        """Set `model`'s linear path to per-group linear models in the target's units, e.g.
+        ridge regressions on the fingerprint: ``coefficients`` (groups, fingerprint_bits) and
+        ``intercepts`` (groups,), the groups in the order of ``self.groups``."""
+        self.require_fitted("set_linear_path")
+        scale = self.target_scale
+        if not scale:
+            raise ValueError("set_linear_path needs a value target (the linear models predict it)")
+        coefficients = np.asarray(coefficients, dtype=np.float64)
+        intercepts = np.asarray(intercepts, dtype=np.float64)
+        model.set_linear_path(coefficients / scale["std"],
+                              (intercepts - scale["mean"]) / scale["std"])
 
     def predict(self, model, ds, *, where=None, batch_size=64):
         """`model`'s predictions for the complexes `where` selects, on ``ds``'s complex dim."""

@@ -10,6 +10,16 @@ O(N^2 + N M) for N ligand and M pocket atoms and holds no N x M matrix: the fuse
 kernels compute the biases from positions tile by tile. A linear head gives per-atom values;
 the complex's value is their mean (``pooling="mean"``) or sum over the ligand's atoms, and
 :meth:`ComplexModel.contributions` returns the per-atom terms of that mean or sum.
+
+With ``fingerprint_bits`` > 0 or ``groups`` > 1 a linear path is added to the attention's
+output: per group (a protein target), an offset plus a linear function of the ligand's Morgan
+fingerprint. The fingerprint arrives split over the atoms that set its bits (each bit's share
+of every atom, summing over the atoms to the bit), so the path is a sum of per-atom terms too
+and the contributions still add up to the prediction (a group's offset is shared evenly by the
+ligand's atoms). The per-group ridge regression on fingerprints, the strongest simple method on
+small affinity sets, is then one setting of this model (:meth:`ComplexModel.set_linear_path`);
+the attention head starts at zero so that the model starts as that linear model and attention
+learns what it leaves (the contacts with the pocket).
 """
 from dataclasses import dataclass
 
@@ -29,11 +39,16 @@ POOLINGS = ("mean", "sum")
 class ComplexStructure(Structure):
     """A batch of complexes: the ligand atoms are the queries (``positions`` (B, N, 3),
     ``types`` (B, N) ligand element indices), the pocket atoms the keys (``key_positions``
-    (B, M, 3), ``key_types`` (B, M) pocket element indices), with the pocket's token features
-    ``pocket_tokens`` (B, M, Fp) and ``pocket_mask`` (B, M) (True = no atom)."""
+    (B, M, 3), ``key_types`` (B, M) pocket element indices counted after the ligand's, as the
+    cross-attention's table numbers them), with the pocket's token features ``pocket_tokens``
+    (B, M, Fp) and ``pocket_mask`` (B, M) (True = no atom). For the linear path: ``group``
+    (B, N, G), the one-hot of each complex's group on its atoms (0 at padded atoms), and
+    ``fingerprint`` (B, N, F), each atom's shares of the fingerprint's bits."""
 
     pocket_tokens: object = None
     pocket_mask: object = None
+    group: object = None
+    fingerprint: object = None
 
 
 @dataclass
@@ -41,7 +56,8 @@ class ComplexModelConfig:
     """Sizes come from :meth:`seqattn.adapters.ComplexAdapter.model_config`: the ligand's and
     pocket's token widths and numbers of element types; ``out_features`` values per complex.
     ``bins`` distance-table values on [0, ``r_max``] Angstrom; ``cutoff`` hides pocket atoms
-    farther than it from a ligand atom."""
+    farther than it from a ligand atom. ``fingerprint_bits`` (0: none) and ``groups`` size the
+    linear path (see the module docstring); it serves one output value."""
 
     ligand_features: int
     pocket_features: int
@@ -57,16 +73,30 @@ class ComplexModelConfig:
     bins: int = 32
     r_max: float = 8.0
     cutoff: float = 8.0
+    fingerprint_bits: int = 0
+    groups: int = 1
     dtype: str = "float32"
     seed: int = 0
+
+    @property
+    def linear_path(self):
+        return self.fingerprint_bits > 0 or self.groups > 1
 
     def check(self):
         for name in ("ligand_features", "pocket_features", "ligand_types", "pocket_types",
                      "out_features", "d_model", "nhead", "num_layers", "dim_feedforward",
-                     "bins"):
+                     "bins", "groups"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} = {value!r}; expected a positive integer")
+        bits = self.fingerprint_bits
+        if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or bits < 0:
+            raise ValueError(f"fingerprint_bits = {bits!r}; expected 0 (no fingerprint path) or "
+                             "a positive number of bits")
+        if self.linear_path and self.out_features != 1:
+            raise ValueError(f"out_features = {self.out_features} with a linear path "
+                             f"(fingerprint_bits = {bits}, groups = {self.groups}); the linear "
+                             "path serves one value per complex")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling = {self.pooling!r}; expected one of {POOLINGS}")
         for name in ("r_max", "cutoff"):
@@ -124,17 +154,56 @@ class ComplexModel(Module):
                                   for _ in range(config.num_layers)])
         self.norm_out = LayerNorm(config.d_model, dtype=dtype)
         self.head = Linear(config.d_model, config.out_features, dtype=dtype, seed=rng)
+        if config.linear_path:
+            # the model starts as its linear path; attention learns the residual
+            self.head.weight.data[...] = 0
+            self.head.bias.data[...] = 0
+            self.offset = Linear(config.groups, 1, bias=False, dtype=dtype, seed=rng)
+            self.offset.weight.data[...] = 0
+        if config.fingerprint_bits:
+            self.fingerprint = Linear(config.fingerprint_bits, config.groups, bias=False,
+                                      dtype=dtype, seed=rng)
+            self.fingerprint.weight.data[...] = 0
 
-    def _structures(self, structure):
-        """The self-attention's structure (ligand only) and the cross-attention's (pocket
-        types after the ligand's in one table)."""
+    def set_linear_path(self, weights, offsets):
+        """Set the linear path to per-group linear models in the model's output units:
+        ``weights`` (groups, fingerprint_bits) and ``offsets`` (groups,)."""
+        c = self.config
+        if not c.linear_path:
+            raise ValueError("this model has no linear path; build it with fingerprint_bits > 0 "
+                             "or groups > 1")
+        offsets = np.asarray(offsets, dtype=np.float64)
+        if offsets.shape != (c.groups,):
+            raise ValueError(f"offsets has shape {offsets.shape}; expected ({c.groups},)")
+        self.offset.weight.data = moved(offsets[None].astype(self.dtype), self.device)
+        if c.fingerprint_bits:
+            weights = np.asarray(weights, dtype=np.float64)
+            if weights.shape != (c.groups, c.fingerprint_bits):
+                raise ValueError(f"weights has shape {weights.shape}; expected (groups, "
+                                 f"fingerprint_bits) = ({c.groups}, {c.fingerprint_bits})")
+            self.fingerprint.weight.data = moved(np.ascontiguousarray(
+                weights.astype(self.dtype)), self.device)
+
+    @staticmethod
+    def _structures(structure):
+        """The self-attention's structure (ligand only) and the cross-attention's."""
         ligand = Structure(positions=structure.positions, types=structure.types)
-        key_types = structure.key_types
-        shifted = moved(moved(key_types, "cpu") + self.config.ligand_types, self.device) \
-            if key_types is not None else None
         cross = Structure(positions=structure.positions, key_positions=structure.key_positions,
-                          types=structure.types, key_types=shifted)
+                          types=structure.types, key_types=structure.key_types)
         return ligand, cross
+
+    def _linear_terms(self, structure, share):
+        """The linear path's per-atom terms (B, N, 1): fingerprint shares times the complex's
+        group weights, plus the group's offset times each atom's `share` (1 / atoms)."""
+        for name in ("group",) + (("fingerprint",) if self.config.fingerprint_bits else ()):
+            if getattr(structure, name) is None:
+                raise ValueError(f"structure.{name} is None, but this model has a linear path; "
+                                 "build the adapter with the same fingerprint_bits and group")
+        terms = autodiff.multiply(self.offset(structure.group), share)
+        if self.config.fingerprint_bits:
+            chosen = autodiff.multiply(self.fingerprint(structure.fingerprint), structure.group)
+            terms = autodiff.add(terms, autodiff.reduce_sum(chosen, axis=2, keepdims=True))
+        return terms
 
     def contributions(self, inputs, key_padding_mask=None, structure=None):
         """Per-atom terms (B, N, out_features) whose sum over a complex's atoms is its output
@@ -153,10 +222,14 @@ class ComplexModel(Module):
         per_atom = self.head(self.norm_out(x))
         present = ~moved(key_padding_mask, "cpu")
         weight = present.astype(np.dtype(self.config.dtype))
-        if self.config.pooling == "mean":
-            weight = weight / np.maximum(weight.sum(axis=1, keepdims=True), 1)
-        return autodiff.multiply(per_atom, moved(np.ascontiguousarray(weight[..., None]),
-                                                 self.device))
+        share = weight / np.maximum(weight.sum(axis=1, keepdims=True), 1)
+        pooled = share if self.config.pooling == "mean" else weight
+        terms = autodiff.multiply(per_atom, moved(np.ascontiguousarray(pooled[..., None]),
+                                                  self.device))
+        if not self.config.linear_path:
+            return terms
+        return autodiff.add(terms, self._linear_terms(
+            structure, moved(np.ascontiguousarray(share[..., None]), self.device)))
 
     def forward(self, inputs, key_padding_mask=None, structure=None):
         return autodiff.reduce_sum(self.contributions(inputs, key_padding_mask, structure),

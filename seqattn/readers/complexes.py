@@ -9,6 +9,9 @@ several complexes. The Dataset::
     pocket_element (complex, pocket_atom)   element symbols of the pocket's heavy atoms, ""
     pocket_residue (complex, pocket_atom)   residue names (ALA, ..., HOH), "" past the last
     pocket_xyz     (complex, pocket_atom, xyz)
+    ligand_smiles_atom (complex, ligand_atom)  each atom's index in the RDKit molecule of the
+                   ``smiles`` coordinate, -1 past the last atom (only where the source has bonds:
+                   it lets the adapter compute fingerprints on the pose's atoms)
     <values>       (complex,)               measured labels (an affinity, a class)
 
 and per-complex coordinates (the target, the ligand's SMILES, the published split, a docking
@@ -35,7 +38,39 @@ def _pocket_within(pocket_xyz, ligand_xyz, cutoff):
     return np.flatnonzero(gap.min(axis=1) <= cutoff)
 
 
-def complexes_from_atoms(ligands, pockets, values=None, coords=None, pocket_cutoff=POCKET_CUTOFF):
+def smiles_atom_indices(smiles, elements, bonds):
+    """Each pose atom's index in ``Chem.MolFromSmiles(smiles)``, found by matching the bond
+    graphs (docking tools may reorder a ligand's atoms)."""
+    from rdkit import Chem
+
+    template = Chem.MolFromSmiles(smiles)
+    if template is None:
+        raise ValueError(f"RDKit cannot read the SMILES {smiles!r}")
+    pose = Chem.RWMol()
+    for element in elements:
+        pose.AddAtom(Chem.Atom(str(element)))
+    for a, b in bonds:
+        pose.AddBond(int(a), int(b), Chem.BondType.SINGLE)
+    plain = Chem.RWMol(template)
+    for atom in plain.GetAtoms():
+        atom.SetIsAromatic(False)
+        atom.SetFormalCharge(0)
+    for bond in plain.GetBonds():
+        bond.SetBondType(Chem.BondType.SINGLE)
+        bond.SetIsAromatic(False)
+    for mol in (pose, plain):
+        mol.UpdatePropertyCache(strict=False)
+        Chem.FastFindRings(mol)
+    match = plain.GetSubstructMatch(pose)
+    if len(match) != len(elements) or template.GetNumAtoms() != len(elements) \
+            or template.GetNumBonds() != len(bonds):
+        raise ValueError(f"the pose's {len(elements)} atoms and {len(bonds)} bonds are not the "
+                         f"heavy-atom graph of {smiles!r}; expected the same molecule")
+    return np.asarray(match, dtype=np.int64)
+
+
+def complexes_from_atoms(ligands, pockets, values=None, coords=None, pocket_cutoff=POCKET_CUTOFF,
+                         smiles_atoms=None):
     """The complex Dataset from per-complex atoms.
 
     Parameters
@@ -46,6 +81,8 @@ def complexes_from_atoms(ligands, pockets, values=None, coords=None, pocket_cuto
     values : dict name -> (n_complexes,) labels, optional.
     coords : dict name -> (n_complexes,) per-complex coordinates (target, smiles, ...).
     pocket_cutoff : float, Angstrom.
+    smiles_atoms : list of (n,) int per complex, optional: each ligand atom's index in the
+        molecule of the complex's ``smiles`` coordinate (stored as ``ligand_smiles_atom``).
     """
     if len(ligands) != len(pockets):
         raise ValueError(f"ligands has {len(ligands)} complexes but pockets has {len(pockets)}")
@@ -54,6 +91,9 @@ def complexes_from_atoms(ligands, pockets, values=None, coords=None, pocket_cuto
     if not pocket_cutoff > 0:
         raise ValueError(f"pocket_cutoff = {pocket_cutoff!r}; expected a positive distance in "
                          "Angstrom")
+    if smiles_atoms is not None and len(smiles_atoms) != len(ligands):
+        raise ValueError(f"smiles_atoms has {len(smiles_atoms)} complexes but ligands has "
+                         f"{len(ligands)}")
     cut = []
     for i, ((elements, xyz), pocket) in enumerate(zip(ligands, pockets)):
         xyz = np.asarray(xyz, dtype=np.float64).reshape(-1, 3)
@@ -84,6 +124,14 @@ def complexes_from_atoms(ligands, pockets, values=None, coords=None, pocket_cuto
             "pocket_element": (("complex", "pocket_atom"), pocket_element),
             "pocket_residue": (("complex", "pocket_atom"), pocket_residue),
             "pocket_xyz": (("complex", "pocket_atom", "xyz"), pocket_xyz, {"units": "Angstrom"})}
+    if smiles_atoms is not None:
+        order = np.full((count, n), -1, dtype=np.int32)
+        for i, index in enumerate(smiles_atoms):
+            if len(index) != len(cut[i][0]):
+                raise ValueError(f"complex {i}: smiles_atoms has {len(index)} indices for "
+                                 f"{len(cut[i][0])} ligand atoms; expected one per atom")
+            order[i, :len(index)] = index
+        data["ligand_smiles_atom"] = (("complex", "ligand_atom"), order)
     for name, value in (values or {}).items():
         data[name] = ("complex", np.asarray(value))
     coordinates = {"xyz": ["x", "y", "z"]}
@@ -101,7 +149,7 @@ def read_docked_complexes(folder, targets=None, pocket_cutoff=POCKET_CUTOFF):
     folder = Path(folder)
     if targets is None:
         targets = sorted(p.name[:-len("_pocket.json")] for p in folder.glob("*_pocket.json"))
-    ligands, pockets, rows = [], [], []
+    ligands, pockets, rows, order = [], [], [], []
     for target in targets:
         pocket_path, poses_path = folder / f"{target}_pocket.json", folder / f"{target}.jsonl"
         for path in (pocket_path, poses_path):
@@ -114,6 +162,7 @@ def read_docked_complexes(folder, targets=None, pocket_cutoff=POCKET_CUTOFF):
             if line.strip():
                 pose = json.loads(line)
                 ligands.append((pose["element"], pose["xyz"]))
+                order.append(smiles_atom_indices(pose["smiles"], pose["element"], pose["bonds"]))
                 pockets.append(pocket)
                 rows.append((target, pose["smiles"], pose["split"], pose["vina"],
                              pose["y"] + 9.0))
@@ -123,7 +172,7 @@ def read_docked_complexes(folder, targets=None, pocket_cutoff=POCKET_CUTOFF):
     ds = complexes_from_atoms(ligands, pockets, values={"affinity": affinity.astype(np.float32)},
                               coords={"target": target, "smiles": smiles, "split": split,
                                       "vina": vina.astype(np.float32)},
-                              pocket_cutoff=pocket_cutoff)
+                              pocket_cutoff=pocket_cutoff, smiles_atoms=order)
     ds["affinity"].attrs.update(units="-log10(M)", long_name="pKi or pEC50")
     ds["vina"].attrs.update(units="kcal/mol")
     return ds
@@ -156,7 +205,8 @@ def _receptor_atoms(path):
 
 def read_complex(receptor, ligand, pocket_cutoff=POCKET_CUTOFF, values=None):
     """Complexes of one receptor (a PDB or PDBQT file) with the poses in `ligand` (an SD file;
-    each molecule in it is one complex). `values`: name -> one label per pose, optional."""
+    each molecule in it is one complex), with each ligand's SMILES as a coordinate. `values`:
+    name -> one label per pose, optional."""
     from rdkit import Chem
 
     elements, residues, xyz = _receptor_atoms(receptor)
@@ -166,7 +216,13 @@ def read_complex(receptor, ligand, pocket_cutoff=POCKET_CUTOFF, values=None):
                          "file with 3-D poses")
     pocket = {"element": elements, "xyz": xyz, "residue": residues}
     names = [m.GetProp("_Name") if m.HasProp("_Name") else "" for m in poses]
+    elements = [[a.GetSymbol() for a in m.GetAtoms()] for m in poses]
+    smiles = [Chem.MolToSmiles(m) for m in poses]
+    order = [smiles_atom_indices(s, e, [(b.GetBeginAtomIdx(), b.GetEndAtomIdx())
+                                        for b in m.GetBonds()])
+             for s, e, m in zip(smiles, elements, poses)]
     return complexes_from_atoms(
-        [([a.GetSymbol() for a in m.GetAtoms()], m.GetConformer().GetPositions()) for m in poses],
-        [pocket] * len(poses), values=values, coords={"ligand": np.asarray(names)},
-        pocket_cutoff=pocket_cutoff)
+        [(e, m.GetConformer().GetPositions()) for e, m in zip(elements, poses)],
+        [pocket] * len(poses), values=values,
+        coords={"ligand": np.asarray(names), "smiles": np.asarray(smiles)},
+        pocket_cutoff=pocket_cutoff, smiles_atoms=order)

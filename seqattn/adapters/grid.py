@@ -33,7 +33,7 @@ from ..data.batch import Batch
 from ..data.checks import (require_dims, require_monotonic, require_positive_sizes,
                            require_samples, require_variables)
 from ..data.coords import (as_float, calendar_features, canonical_names, is_time, patch_centres,
-                           time_calendar, to_utc)
+                           time_calendar, to_utc, with_year_fraction, year_calendar)
 from ..data.normalize import Normalizer
 from ..data.stitch import PutBack
 from .windowed import IDENTITY, WindowedAdapter, _finite, removed_arguments
@@ -354,7 +354,9 @@ class GridAdapter(WindowedAdapter):
                                         int(np.prod(n)))[None].repeat(batch, axis=0)
         n_tokens = int(np.prod(n)) * (len(self.variables) if self.variables_as == "tokens" else 1)
         out["position"] = np.tile(np.arange(n_tokens, dtype=np.float64), (batch, 1))
-        return canonical_names(out, {self.time_dim: "time", self.lat: "lat", self.lon: "lon"})
+        out = canonical_names(out, {self.time_dim: "time", self.lat: "lat", self.lon: "lon"})
+        return with_year_fraction(out, out.get(self.time_dim),
+                                  year_calendar(coords.get(self.time_dim)))
 
     def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
         """Inverse of :meth:`encode_samples`: ``{variable: (B, *window sizes of its dims)}``.

@@ -35,7 +35,8 @@ from ..data.batch import Batch, Template
 from ..data.blend import Blender, taper
 from ..data.checks import require_dims, require_monotonic, require_samples, require_variables
 from ..data.coords import (as_float, calendar_features, canonical_names, even_step, is_time,
-                           time_calendar, times_from_seconds, to_utc, whole_steps)
+                           times_from_seconds, to_utc, whole_steps, with_year_fraction,
+                           year_calendar)
 from .frame_features import frame_features as as_frame_features
 from ..data.normalize import STATS, Normalizer
 from ..data.stitch import PutBack
@@ -384,7 +385,7 @@ class SignalAdapter(WindowedAdapter):
         if self.calendar:
             channels.append(calendar_features(starts, calendar=calendar).astype(self.dtype))
         return Batch(tokens=np.concatenate(channels, axis=-1), key_padding_mask=~valid.any(-1),
-                     valid=valid, coords=self._token_coords(coords, centres, n, b),
+                     valid=valid, coords=self._token_coords(coords, centres, calendar, n, b),
                      placement=placement)
 
     def _features(self, name, frames, channels, sizes):
@@ -411,7 +412,7 @@ class SignalAdapter(WindowedAdapter):
 
     def _frame_times(self, coords, n, padded):
         """(first step, centre) of every frame as float64 (seconds since 1970-01-01 for
-        times, counted in their calendar), and the times' cftime calendar (None otherwise)."""
+        times, counted in their calendar), and the calendar of their years (None: numbers)."""
         window, hop = self.frame
         t = coords.get(self.time_dim)
         if t is None:
@@ -426,17 +427,18 @@ class SignalAdapter(WindowedAdapter):
                                axis=1)
         starts = f[:, : (n - 1) * hop + 1: hop]
         centres = sliding_window_view(f, window, axis=1)[:, ::hop].mean(axis=-1)
-        return starts, centres, time_calendar(t)
+        return starts, centres, year_calendar(t)
 
-    def _token_coords(self, coords, centres, n, batch):
-        """(B, N) float64: the frame centres along the time dim, the sample's coordinate along
-        sample dims, `position` the frame's index in the sequence."""
+    def _token_coords(self, coords, centres, calendar, n, batch):
+        """(B, N) float64: the frame centres along the time dim (and the part of their year
+        they have passed, for cftime times of `calendar`), the sample's coordinate along sample
+        dims, `position` the frame's index in the sequence."""
         out = {} if centres is None else {self.time_dim: centres}
         for d, v in coords.items():
             if d != self.time_dim and np.ndim(v) == 1:
                 out[d] = np.repeat(as_float(v)[:, None], n, axis=1)
         out["position"] = np.tile(np.arange(n, dtype=np.float64), (batch, 1))
-        return canonical_names(out, {self.time_dim: "time"})
+        return with_year_fraction(canonical_names(out, {self.time_dim: "time"}), centres, calendar)
 
     def decode_samples(self, batch, values=None, variables=None, mask_missing=True):
         """Inverse of :meth:`encode_samples`: ``{variable: (B, *window sizes of its dims)}``;

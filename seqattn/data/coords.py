@@ -13,19 +13,21 @@ Two kinds of coordinates need care before that:
 
 Times may also be cftime datetimes (the noleap, 360_day, ... calendars of climate-model
 output): they count seconds since 1970-01-01 in their own calendar, and their year has that
-calendar's length (365 days in noleap, 360 in 360_day), wherever datetime64 times are accepted.
+calendar's length (365 days in noleap, 360 in 360_day, each year's own in the calendars with
+leap years, datetime64's proleptic Gregorian one among them), wherever datetime64 times are
+accepted; batches carry the part of its year each token's time has passed as
+``coords["year_fraction"]`` (:func:`with_year_fraction`).
 """
 import datetime
 
 import numpy as np
 import pandas as pd
 
-from ..nn.positional.calendar import DAYS_PER_YEAR, calendar_phases, circular_features
+from ..models.coordinates import YEAR_DAYS as CALENDAR_YEAR_DAYS
+from ..models.coordinates import year_fractions
+from ..nn.positional.calendar import calendar_phases, circular_features
 
-# Days in a year of each cftime calendar; the Gregorian ones use the mean year, as datetime64 does.
-CALENDAR_YEAR_DAYS = {"noleap": 365.0, "365_day": 365.0, "360_day": 360.0, "all_leap": 366.0,
-                      "366_day": 366.0, "julian": 365.25, "standard": DAYS_PER_YEAR,
-                      "gregorian": DAYS_PER_YEAR, "proleptic_gregorian": DAYS_PER_YEAR}
+DATETIME64_CALENDAR = "proleptic_gregorian"  # NumPy's datetime64 extends Gregorian years back
 
 
 def is_cftime(values):
@@ -183,16 +185,38 @@ def patch_centres(values, patch, circular=False):
 
 def calendar_features(times, calendar=None):
     """sin/cos of hour of day and of day of year, in the order (sin day, sin year, cos day,
-    cos year), for `times` as datetime64, cftime datetimes (a year of their calendar's length)
-    or float seconds since 1970-01-01 (UTC; counted in the cftime `calendar` when given, as
-    :func:`as_float` counts them): (..., 4) float64."""
+    cos year), for `times` as datetime64, cftime datetimes (the year of their calendar, each
+    year's own length where it has leap years) or float seconds since 1970-01-01 (UTC; counted
+    in the cftime `calendar` when given, as :func:`as_float` counts them, else datetime64's
+    proleptic Gregorian years): (..., 4) float64."""
     if is_cftime(times):
         calendar = cftime_calendar(times)
     if calendar is not None and calendar not in CALENDAR_YEAR_DAYS:
         raise ValueError(f"calendar must be one of {sorted(CALENDAR_YEAR_DAYS)}; got "
                          f"{calendar!r}")
-    year = DAYS_PER_YEAR if calendar is None else CALENDAR_YEAR_DAYS[calendar]
-    return circular_features(calendar_phases(as_float(times), days_per_year=year))
+    seconds = as_float(times)
+    phases = calendar_phases(seconds)
+    phases[..., 1] = year_fractions(seconds, calendar or DATETIME64_CALENDAR)
+    return circular_features(phases)
+
+
+def year_calendar(values):
+    """The calendar whose years times `values` count in: their cftime calendar, the proleptic
+    Gregorian one for datetime64; None for numbers (or `values` None), which have no year."""
+    if values is None:
+        return None
+    if np.issubdtype(np.asarray(values).dtype, np.datetime64):
+        return DATETIME64_CALENDAR
+    return time_calendar(values)
+
+
+def with_year_fraction(coords, seconds, calendar):
+    """`coords` (per-token) with ``year_fraction``, the part of its year each token's time
+    (`seconds`, as in ``coords["time"]``) has passed in `calendar` (:func:`year_calendar`; None:
+    the coordinate holds numbers, not times, and `coords` are returned as they are)."""
+    if calendar is None or seconds is None:
+        return coords
+    return {**coords, "year_fraction": year_fractions(seconds, calendar)}
 
 
 def whole_steps(value, ds, dim, name):

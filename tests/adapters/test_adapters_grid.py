@@ -19,7 +19,7 @@ def test_layout_of_tokens_and_features():
     np.testing.assert_array_equal(batch.tokens[1, 1, :6],
                                   ds.t.values[1, 0:2, 3:6].astype(np.float32).ravel())
     np.testing.assert_allclose(batch.coords["lat"][0], [160 / 3, 160 / 3, -160 / 3, -160 / 3])
-    assert set(batch.coords) == {"lat", "lon", "time", "position"}
+    assert set(batch.coords) == {"lat", "lon", "time", "position", "year_fraction"}
     np.testing.assert_array_equal(batch.coords["position"], [[0, 1, 2, 3]] * 2)
 
 

@@ -84,8 +84,9 @@ def test_calendar_features_on_a_grid_follow_the_sample_time():
     day_sin, year_sin, day_cos, year_cos = np.moveaxis(batch.tokens[:, 0, -4:], -1, 0)
     np.testing.assert_allclose(day_sin, [0, 1, 0, -1], atol=1e-12)
     np.testing.assert_allclose(day_cos, [1, 0, -1, 0], atol=1e-12)
-    days = (ds.time.values - np.datetime64(0, "s")) / np.timedelta64(1, "D")
-    year = 2 * np.pi * (days % 365.2425) / 365.2425
+    # the day of year counts in 2020's own 366 days (datetime64 years are Gregorian)
+    days = (ds.time.values - np.datetime64("2020-01-01")) / np.timedelta64(1, "D")
+    year = 2 * np.pi * days / 366
     np.testing.assert_allclose(year_sin, np.sin(year), atol=1e-12)
     np.testing.assert_allclose(year_cos, np.cos(year), atol=1e-12)
     assert (batch.tokens[:, 1:, -4:] == batch.tokens[:, :1, -4:]).all()  # one time per sample
@@ -111,7 +112,7 @@ def test_every_token_carries_its_position_and_forecast_batches_their_lead():
     ds = make_grid(time=3, lat=4, lon=4)
     batch = next(iter(forecast_batches(ds, GridAdapter(["t"], {"lat": 2, "lon": 2}),
                                        leads=["6h"], batch_size=None)))
-    assert set(batch.coords) == {"lat", "lon", "time", "lead", "position"}
+    assert set(batch.coords) == {"lat", "lon", "time", "lead", "position", "year_fraction"}
     assert all(c.shape == batch.key_padding_mask.shape and c.dtype == np.float64
                for c in batch.coords.values())
     np.testing.assert_array_equal(batch.coords["position"][1], [0, 1, 2, 3])

@@ -19,10 +19,11 @@ import time
 import numba
 import numpy as np
 
-from seqattn.kernels.cpu import (activations, attention, dropout, elementwise, heads,
-                                 layer_norm, linear, optimizers, reductions)
+from seqattn.kernels.cpu import (activations, attention, attention_small, dropout, elementwise,
+                                 heads, layer_norm, linear, optimizers, reductions)
 from seqattn.kernels.cpu.gemm.blas_library import LIBRARY, single_threaded_blas
 from seqattn.ops.attention_inputs import prepare_attention
+from seqattn.ops.optimizers import AdamManyParameters
 
 
 def _pointwise(kernel, inputs):
@@ -139,12 +140,47 @@ def _attention(backward):
     return make
 
 
+def _adam_many(n, rng, size=1024):
+    """n elements in parameters of ``size`` elements, updated in one launch."""
+    params = [rng.standard_normal(size, dtype=np.float32) for _ in range(max(1, n // size))]
+    many = AdamManyParameters(params, [np.zeros_like(p) for p in params],
+                              [np.ones_like(p) for p in params])
+    grads = [rng.standard_normal(size, dtype=np.float32) for _ in params]
+    many.step(grads, step=1, lr=1e-3)  # fills the gradients' column of the address table
+    kernel = optimizers._adam_update_many
+    return kernel, lambda threads: kernel.run(
+        threads, many.pieces, many.addresses, many.sizes, many.like, many.elements, 1e-3, 0.9,
+        0.999, 1e-8, 0.01, True, 0.1, 0.001, 1.0)
+
+
+def _short_attention(backward):
+    def make(n, rng, B=16, H=4, D=8):
+        """n multiply-adds of q k^T: B H N N D, with the many short (batch, head) tasks of a
+        small model."""
+        N = max(1, int((n / (B * H * D)) ** 0.5))
+        q, k, v = (rng.standard_normal((B, H, N, D), dtype=np.float32) for _ in range(3))
+        call = prepare_attention(q, k, v)
+        out, lse = np.empty_like(q), np.empty((B, H, N), np.float32)
+        attention_small.attention_forward(out, lse, call)
+        dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+        mods = attention_small._mods(call)
+        scale = np.float32(call.scale)
+        if backward:
+            kernel = attention_small._backward_tasks
+            return kernel, lambda threads: kernel.run(threads, dq, dk, dv, out, out, lse, q, k,
+                                                      v, scale, *mods)
+        kernel = attention_small._forward_tasks
+        return kernel, lambda threads: kernel.run(threads, out, lse, q, k, v, scale, *mods)
+    return make
+
+
 FAMILIES = {
     "add": _pointwise(elementwise._add_same_size, 2),
     "add_into": _pointwise(elementwise.add_into, 1),
     "gelu": _gelu,
     "dropout": _dropout,
     "adam": _adam,
+    "adam_many": _adam_many,
     "layer_norm": _layer_norm_forward,
     "layer_norm_backward": _layer_norm_backward,
     "sum_over_rows": _sum_over_rows,
@@ -153,6 +189,8 @@ FAMILIES = {
     "linear_backward": _linear(backward=True),
     "attention": _attention(backward=False),
     "attention_backward": _attention(backward=True),
+    "attention_short": _short_attention(backward=False),
+    "attention_short_backward": _short_attention(backward=True),
 }
 
 

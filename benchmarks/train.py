@@ -20,7 +20,8 @@ as before small launches ran serial. ``--hog`` keeps one core busy with another 
 meanwhile.
 
     python benchmarks/train.py                  # the grid, 2 threads, 20 alternating repeats
-    python benchmarks/train.py --threads 1      # both sides serial (a machine others load)
+    python benchmarks/train.py --threads 1      # both sides serial, timed in CPU seconds of
+                                                # the thread (a machine others load)
     python benchmarks/train.py --repeats 5 --only "token d64"   # a smoke run of some rows
     python benchmarks/train.py --thread-choices --hog
 """
@@ -43,7 +44,7 @@ from seqattn.models import SequenceModel, SequenceModelConfig, TokenModel, Token
 from seqattn.train import AdamW, MSELoss, clip_factor, global_grad_norm
 
 # (model, d_model, layers, heads, N, batch): the examples' sizes; the first row is the one this
-# benchmark timed alone before the grid (BENCHMARKS.md, "Training")
+# benchmark timed alone before the grid (issue 44)
 GRID = [
     ("token", 64, 2, 4, 64, 16),
     ("token", 16, 1, 2, 32, 64),
@@ -166,7 +167,7 @@ def hog_one_core(enabled):
         hog.join()
 
 
-def median_seconds(steps, repeats, seed=0):
+def median_seconds(steps, repeats, clock=time.perf_counter, seed=0):
     """Median seconds per call of each step. The steps alternate, so that load from other users
     of a shared machine falls on all alike, in an order shuffled each round: a step that runs
     right after torch's pays for torch's OpenMP threads still spinning on both cores (12 % more
@@ -180,9 +181,9 @@ def median_seconds(steps, repeats, seed=0):
     for _ in range(repeats):
         rng.shuffle(order)
         for index in order:
-            start = time.perf_counter()
+            start = clock()
             steps[index]()
-            times[index].append(time.perf_counter() - start)
+            times[index].append(clock() - start)
     return [statistics.median(spent) for spent in times]
 
 
@@ -236,6 +237,9 @@ def main():
                         help="also time seqattn blind to other processes and with every "
                              "launch on all threads")
     parser.add_argument("--hog", action="store_true", help="keep one core busy meanwhile")
+    parser.add_argument("--wall", action="store_true",
+                        help="time wall seconds on one thread too (default there: CPU time of "
+                             "the calling thread)")
     args = parser.parse_args()
 
     import numba
@@ -245,17 +249,24 @@ def main():
     numba.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
     rows = [row for row in GRID if args.only is None or args.only in row_name(row)]
+    # On one thread both sides run all their work on the calling thread: its CPU time is the
+    # step's, undisturbed by other processes on a machine busier than its cores (--wall: wall
+    # time all the same).
+    cpu_clock = args.threads == 1 and not args.wall and not args.hog
+    clock = time.thread_time if cpu_clock else time.perf_counter
     load_before = os.getloadavg()[0]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"{args.threads} threads, torch {torch.__version__}, BLAS {LIBRARY}"
           + ("; another process spinning on one core" if args.hog else ""))
     print(f"pre-norm GELU encoder, FFN 2 d_model, padding masks, float32; MSE + clipping + "
-          f"AdamW; median ms of {args.repeats} alternating steps; ratio = torch ms / seqattn "
+          f"AdamW; median ms ({'CPU time' if cpu_clock else 'wall'}) of {args.repeats} "
+          f"alternating steps; ratio = torch ms / seqattn "
           "ms (above 1: seqattn faster)")
     with threadpool_limits(args.threads), hog_one_core(args.hog):
         for row in rows:
             steps, first_loss = contenders(row, args.thread_choices)
-            medians = dict(zip(steps, median_seconds(list(steps.values()), args.repeats)))
+            medians = dict(zip(steps, median_seconds(list(steps.values()), args.repeats,
+                                                     clock)))
             others = "".join(f"; {name} {1e3 * t:.2f} ms ({medians['torch'] / t:.2f}x)"
                              for name, t in medians.items() if name not in ("seqattn", "torch"))
             print(f"{row_name(row):32} seqattn {1e3 * medians['seqattn']:8.2f} ms  torch "

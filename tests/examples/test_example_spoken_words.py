@@ -1,8 +1,14 @@
 """The spoken-words example: its recordings split by accent, and its quick mode, where seqattn on
 25 ms log-mel frames (computed inside the SignalAdapter, tested against scipy in
-test_adapters_signal.py) beats classifiers of time-averaged spectra on accents it never heard."""
+test_adapters_signal.py) beats the nearest neighbours seqattn.evaluate fits on those frames
+pooled over time, on accents it never heard, and only ties the library's logistic regression
+on the pooled frames (mean, spread, extremes per band): quick test accuracy 0.950 for both, and
+the logistic regression's log loss is lower (0.148 against 0.229). That is asserted as a tie
+and the log loss reported, not asserted away."""
 import sys
 from pathlib import Path
+
+from seqattn.evaluation import strongest_baseline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
@@ -18,7 +24,12 @@ def test_recordings_split_by_accent_cover_every_word():
         assert ds["time"].attrs["units"] == "s" and ds["time"].values[1] == 1 / 8000
 
 
-def test_quick_run_beats_time_averaged_spectra():
+def test_quick_run_ties_the_strongest_library_baseline():
     results = spoken_words.main(["--quick"])
-    assert results["seqattn"] > results["logistic regression"]
-    assert results["seqattn"] > results["1-NN"]
+    scores = results["scores"]
+    assert int(scores.n) == 60
+    accuracy = scores.accuracy.to_series()
+    assert "pooled logistic" in accuracy.index, accuracy
+    assert accuracy["model"] >= accuracy[strongest_baseline(scores, "accuracy")], accuracy
+    neighbours = [name for name in accuracy.index if name.endswith("nearest neighbour")]
+    assert len(neighbours) == 1 and accuracy["model"] > accuracy[neighbours[0]], accuracy

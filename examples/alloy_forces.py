@@ -29,6 +29,10 @@ in w too); it sees every periodic image within its cutoff (ASE's neighbour list)
 supercells), force weight (0 to 10) and ridge strength are chosen on validation, reported
 three ways: by the model's criterion (each MAE over the mean predictor's, summed: "the pair
 potential"), the same at the model's cutoff, and by the validation energy MAE alone.
+``seqattn.evaluate`` adds, for the energies, the baselines of ``seqattn.baselines`` on the
+model's own inputs (ridge on element counts, ridge on the atoms' pooled features, the nearest
+training structure), fitted on the training structures with their choices made on validation,
+scored with the model on the same test structures (eV per structure).
 
 Protocol: structures are split into training, validation and test sets (seeded). Every choice
 is made on validation data: the model's epochs (early stopping per stage), its training
@@ -72,6 +76,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
 import seqattn
 from seqattn.adapters import MoleculeAdapter
@@ -390,6 +395,11 @@ def main(argv=None, config=None, progress=True):
                                     np.concatenate([f.ravel()
                                                     for f in baselines["baseline"][1]]))},
                 out / "alloy_forces_parity.png")
+    part = {name: xr.DataArray(np.isin(np.arange(len(structures)), nodes), dims="molecule")
+            for name, nodes in parts.items()}
+    results["scores"] = seqattn.evaluate(model, ds, adapter, where=part["test"],
+                                         train=part["train"], validation=part["validation"],
+                                         targets="energy", batch_size=config.batch_size)
     results["seconds"] = time.perf_counter() - started
     report(results)
     return results
@@ -409,6 +419,8 @@ def report(results):
         row = results[name]
         print(f"{name} chosen on validation: cutoff {row['cutoff']} A, force weight "
               f"{row['force_weight']}, ridge {row['ridge']}")
+    print("test energies (eV per structure) against the baselines of seqattn.baselines:")
+    print(seqattn.evaluation.table(results["scores"]).to_string(float_format="%.3f"))
     print(f"{results['seconds']:.0f} s")
 
 

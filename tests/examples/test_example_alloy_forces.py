@@ -1,11 +1,13 @@
 """examples/alloy_forces.py in its quick configuration: EMT energies and forces of Cu-Au
-clusters and supercells, the model against the fitted pair potentials on the test structures;
-the pair potential's forces against finite differences of its energy."""
+clusters and supercells, the model against the fitted pair potentials on the test structures
+and, for the energies, against the strongest baseline of seqattn.baselines; the pair
+potential's forces against finite differences of its energy."""
 import math
 
 import numpy as np
 import pytest
 
+from seqattn.evaluation import strongest_baseline
 from test_examples import load_example
 from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
 
@@ -36,6 +38,13 @@ def test_alloy_forces_quick_beats_the_pair_potential(tmp_path):
     assert model["force_mae"] < MARGIN * for_energies["force_mae"], results
     assert best["energy_mae"] < results["mean_predictor_validation"]["energy_mae"], results
     assert (tmp_path / "alloy_forces_parity.png").stat().st_size > 0
+    scores = results["scores"]
+    assert int(scores.n) == results["sizes"]["test"]
+    assert any(name.startswith("element counts") for name in scores.predictor.values)
+    for metric in ("rmse", "mae"):
+        values = scores[metric].to_series()
+        assert values["model"] < values[strongest_baseline(scores, metric)], (metric, values)
+        assert values["model"] == values.min(), (metric, values)
 
 
 def test_the_pair_potential_gives_forces_that_are_minus_its_energy_gradient():

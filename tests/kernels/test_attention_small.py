@@ -176,3 +176,23 @@ def test_the_op_runs_the_short_kernel_up_to_its_limit(N, D, expected):
     want = _kernel_results(expected, *inputs)
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), got, want):
         assert np.array_equal(a, b), f"{name}: the op did not run the {expected.__name__} kernel"
+
+
+def test_the_parallel_version_gives_the_serial_bits():
+    """Each (batch, head) task owns its outputs, so the kernels compiled with prange give the
+    bits of their serial copies (which the small launches of the other tests run)."""
+    dout, q, k, v, opts = backward_inputs(Case("parallel", B=3, H=4, Hkv=2, N=9, M=11, D=8,
+                                               causal=True, key_padding="some"), np.float32)
+    call = prepare_attention(q, k, v, **opts)
+    mods, scale = short._mods(call), np.float32(call.scale)
+    results = {}
+    for version in ("serial", "parallel"):
+        out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
+        dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+        getattr(short._forward_tasks, version)(out, lse, q, k, v, scale, *mods)
+        getattr(short._backward_tasks, version)(dq, dk, dv, dout, out, lse, q, k, v, scale,
+                                                *mods)
+        results[version] = (out, lse, dq, dk, dv)
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), results["serial"],
+                          results["parallel"]):
+        assert np.array_equal(a, b), f"{name}: the parallel version differs from the serial"

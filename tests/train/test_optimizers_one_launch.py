@@ -107,3 +107,25 @@ def test_bad_gradients_are_named():
         many.step(grads, step=0, lr=1e-3)
     with pytest.raises(TypeError, match=r"exp_avgs\[0\] has dtype float64"):
         AdamManyParameters(params, [p.astype(np.float64) for p in params], params)
+
+
+def test_the_parallel_version_gives_the_serial_bits():
+    """Each piece of work updates elements no other piece touches, so the kernel compiled
+    with prange gives the bits of its serial copy (which the small tests above run)."""
+    results = []
+    for version in ("serial", "parallel"):
+        params = [p.data.copy() for _, p in _params(np.float32)]
+        many = AdamManyParameters(params, [np.zeros_like(p) for p in params],
+                                  [np.zeros_like(p) for p in params])
+        grads = [np.random.default_rng(4).standard_normal(p.shape).astype(np.float32)
+                 for p in params]
+        many.addresses[:, cpu_optimizers.GRAD] = [grads[i].__array_interface__["data"][0]
+                                                  for i in many.rows]
+        getattr(cpu_optimizers._adam_update_many, version)(
+            many.pieces, many.addresses, many.sizes, many.like, many.elements, 1e-2, 0.9, 0.999,
+            1e-8, 0.01, True, 0.1, 0.001, 0.5)
+        results.append(params)
+    start = [p.data for _, p in _params(np.float32)]
+    for i, (a, b, before) in enumerate(zip(*results, start)):
+        assert np.array_equal(a, b), f"params[{i}]: the parallel version differs"
+        assert before.size == 0 or not np.array_equal(a, before), f"params[{i}] not updated"

@@ -17,9 +17,11 @@ score modifications (bias, ALiBi, band, attn_mask, key padding); m = max s, p = 
 out_i = (p v) / sum p, lse_i = m + log(sum p). A row that sees no key gets zeros and -inf.
 
 Backward, one task per (batch, kv head) so that the query heads sharing k and v add their dK and
-dV into the task's own rows (no two tasks write the same memory: deterministic). Per query row:
-p = exp(s - lse_i) recomputed, dP = dout_i v^T, dS = p (dP - delta_i) with delta_i = dout_i . out_i,
-dq_i = scale dS k, dK += scale dS^T q_i, dV += p^T dout_i.
+dV into the task's own rows (no two tasks write the same memory: deterministic), in blocks of
+BLOCK query rows. Per query row: p = exp(s - lse_i) recomputed, dP = dout_i v^T,
+dS = p (dP - delta_i) with delta_i = dout_i . out_i, dq_i = scale dS k, dK += scale dS^T q_i,
+dV += p^T dout_i; the products over the keys of a block's rows share each pass over k, v, dK
+and dV.
 
 The structured biases (distances, pair codes) are not computed here: the op
 (``seqattn.ops.attention``) sends those calls, and the longer sequences
@@ -122,17 +124,6 @@ def _weighted_rows(out_row, p, vt, lo, factor):
         out_row[d] = total * factor
 
 
-@njit(cache=True, fastmath=FASTMATH)
-def _add_outer(xt, lo, weights, row, factor):
-    """xt[d, lo + c] += factor * row[d] * weights[c]: a rank-one update of transposed rows."""
-    width = weights.shape[0]
-    for d in range(row.shape[0]):
-        rd = row[d] * factor
-        keys = xt[d][lo:lo + width]
-        for c in range(width):
-            keys[c] += rd * weights[c]
-
-
 @sized_kernel(GRAIN, work=_score_work)
 def _forward_tasks(out, lse, q, k, v, scale, bias, attn_mask, key_padding_mask, alibi_slopes,
                    left, right, has_bias, has_mask, has_kpm, has_alibi):
@@ -167,6 +158,59 @@ def _forward_tasks(out, lse, q, k, v, scale, bias, attn_mask, key_padding_mask, 
             lse[b, h, i] = m + np.log(total)
 
 
+# Query rows the backward takes together: dK and dV are read and written once per block, not
+# once per row (the backward ran 1.6-2.5x slower than the forward row by row).
+BLOCK = 4
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _add_outers(xt, lo, w0, w1, w2, w3, rows, factor):
+    """xt[d, lo + c] += factor * sum over r of rows[r, d] w_r[c]: the rank-one updates of a
+    block's four rows in one pass over the transposed rows of xt."""
+    width = w0.shape[0]
+    for d in range(rows.shape[1]):
+        f0, f1 = rows[0, d] * factor, rows[1, d] * factor
+        f2, f3 = rows[2, d] * factor, rows[3, d] * factor
+        keys = xt[d][lo:lo + width]
+        for c in range(width):
+            keys[c] += f0 * w0[c] + f1 * w1[c] + f2 * w2[c] + f3 * w3[c]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _products(s0, s1, s2, s3, rows, xt, lo):
+    """s_r[c] = rows[r] . x[lo + c] for the four rows of a block (xt is x transposed)."""
+    width = s0.shape[0]
+    s0[:] = 0
+    s1[:] = 0
+    s2[:] = 0
+    s3[:] = 0
+    for d in range(rows.shape[1]):
+        g0, g1, g2, g3 = rows[0, d], rows[1, d], rows[2, d], rows[3, d]
+        keys = xt[d][lo:lo + width]
+        for c in range(width):
+            s0[c] += g0 * keys[c]
+            s1[c] += g1 * keys[c]
+            s2[c] += g2 * keys[c]
+            s3[c] += g3 * keys[c]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _weighted_sums(out, s0, s1, s2, s3, xt, lo, factor):
+    """out[r, d] = factor * sum over c of s_r[c] x[lo + c, d] for the four rows of a block."""
+    width = s0.shape[0]
+    zero = out.dtype.type(0)
+    for d in range(out.shape[1]):
+        keys = xt[d][lo:lo + width]
+        t0 = t1 = t2 = t3 = zero
+        for c in range(width):
+            t0 += s0[c] * keys[c]
+            t1 += s1[c] * keys[c]
+            t2 += s2[c] * keys[c]
+            t3 += s3[c] * keys[c]
+        out[0, d], out[1, d] = t0 * factor, t1 * factor
+        out[2, d], out[3, d] = t2 * factor, t3 * factor
+
+
 @sized_kernel(GRAIN, work=lambda dq, dk, dv, dout, out, lse, q, k, *rest: _score_work(
     dq, lse, q, k))
 def _backward_tasks(dq, dk, dv, dout, out, lse, q, k, v, scale, bias, attn_mask,
@@ -184,35 +228,62 @@ def _backward_tasks(dq, dk, dv, dout, out, lse, q, k, v, scale, bias, attn_mask,
         _transpose_into(vt, v[b, hk])
         dkt = np.zeros((D, M), q.dtype)
         dvt = np.zeros((D, M), q.dtype)
-        p_buf = np.empty(M, q.dtype)
-        ds_buf = np.empty(M, q.dtype)
+        p_buf = np.empty((BLOCK, M), q.dtype)
+        ds_buf = np.empty((BLOCK, M), q.dtype)
+        # the block's rows of q, dout and dq; rows past N or that saw no key stay zero
+        q_rows = np.empty((BLOCK, D), q.dtype)
+        dout_rows = np.empty((BLOCK, D), q.dtype)
+        dq_rows = np.empty((BLOCK, D), q.dtype)
         for h in range(hk * group, (hk + 1) * group):
-            for i in range(N):
-                lo, hi = _band(i, off, left, right, M)
-                dq_row = dq[b, h, i]
-                dq_row[:] = 0
-                row_lse = lse[b, h, i]
-                if hi <= lo or row_lse == NEG_INF:  # the row saw no key: no gradient
-                    continue
-                p, ds = p_buf[:hi - lo], ds_buf[:hi - lo]
-                q_row, dout_row, out_row = q[b, h, i], dout[b, h, i], out[b, h, i]
-                # forward: s = scale q_i k^T, modified
-                _scores(p, q_row, kt, lo, scale)
-                _modify_row(p, b, h, i, lo, off, bias, attn_mask, key_padding_mask,
-                            alibi_slopes, has_bias, has_mask, has_kpm, has_alibi)
-                # forward: p = exp(s - m) / sum = exp(s - lse)
-                exp_shifted(p, row_lse)
+            for i0 in range(0, N, BLOCK):
+                rows = min(BLOCK, N - i0)
+                # the rows' bands move right with i: the block sees the first row's start to
+                # the last row's end, and each row masks the keys outside its own band
+                lo = _band(i0, off, left, right, M)[0]
+                hi = _band(i0 + rows - 1, off, left, right, M)[1]
+                width = max(hi - lo, 0)
+                q_rows[:] = 0
+                dout_rows[:] = 0
+                for r in range(BLOCK):
+                    p, ds = p_buf[r][:width], ds_buf[r][:width]
+                    p[:] = 0
+                    ds[:] = 0
+                    if r >= rows:
+                        continue
+                    i = i0 + r
+                    row_lo, row_hi = _band(i, off, left, right, M)
+                    row_lse = lse[b, h, i]
+                    if row_hi <= row_lo or row_lse == NEG_INF:  # saw no key: no gradient
+                        continue
+                    q_rows[r] = q[b, h, i]
+                    dout_rows[r] = dout[b, h, i]
+                    # forward: s = scale q_i k^T, modified, outside the row's band -inf
+                    _scores(p, q_rows[r], kt, lo, scale)
+                    _modify_row(p, b, h, i, lo, off, bias, attn_mask, key_padding_mask,
+                                alibi_slopes, has_bias, has_mask, has_kpm, has_alibi)
+                    p[:row_lo - lo] = NEG_INF
+                    p[row_hi - lo:] = NEG_INF
+                    # forward: p = exp(s - m) / sum = exp(s - lse)
+                    exp_shifted(p, row_lse)
+                p0, p1, p2, p3 = (p_buf[0][:width], p_buf[1][:width], p_buf[2][:width],
+                                  p_buf[3][:width])
+                ds0, ds1, ds2, ds3 = (ds_buf[0][:width], ds_buf[1][:width],
+                                      ds_buf[2][:width], ds_buf[3][:width])
                 # forward: out_i = p v  ->  dV += p^T dout_i, dP = dout_i v^T
-                _add_outer(dvt, lo, p, dout_row, one)
-                _scores(ds, dout_row, vt, lo, one)
-                delta = dout_row.dtype.type(0)
-                for d in range(D):
-                    delta += dout_row[d] * out_row[d]
-                # softmax: dS = p (dP - delta)
-                softmax_grad_row(ds, p, delta)
+                _add_outers(dvt, lo, p0, p1, p2, p3, dout_rows, one)
+                _products(ds0, ds1, ds2, ds3, dout_rows, vt, lo)
+                for r in range(rows):
+                    delta = dout_rows.dtype.type(0)
+                    out_row = out[b, h, i0 + r]
+                    for d in range(D):
+                        delta += dout_rows[r, d] * out_row[d]
+                    # softmax: dS = p (dP - delta)
+                    softmax_grad_row(ds_buf[r][:width], p_buf[r][:width], delta)
                 # forward: s = scale q_i k^T  ->  dq_i = scale dS k, dK += scale dS^T q_i
-                _weighted_rows(dq_row, ds, kt, lo, scale)
-                _add_outer(dkt, lo, ds, q_row, scale)
+                _weighted_sums(dq_rows, ds0, ds1, ds2, ds3, kt, lo, scale)
+                _add_outers(dkt, lo, ds0, ds1, ds2, ds3, q_rows, scale)
+                for r in range(rows):
+                    dq[b, h, i0 + r] = dq_rows[r]
         _transpose_into(dk[b, hk], dkt)
         _transpose_into(dv[b, hk], dvt)
 

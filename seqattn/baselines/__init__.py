@@ -68,15 +68,18 @@ def for_batch(batch):
 
 
 def _lead_maps(baseline):
-    """{lead: (weight, bias)} of a fitted LeadRidge on the flattened inputs and the hour's sine
-    and cosine once (LeadRidge puts them beside every token: their weights add up)."""
-    if not baseline.flatten:
-        raise ValueError("this LeadRidge regressed per token (its inputs passed max_features); "
-                         "the lead linear path maps the flattened inputs")
+    """{lead: (weight, bias)} of a fitted LeadRidge. Flattened: on the flattened inputs and the
+    hour's sine and cosine once (LeadRidge puts them beside every token: their weights add up).
+    Per token: on the token's inputs and the hour's sine and cosine (zero weights where the
+    ridge had no hour)."""
     maps = {}
     for lead, fit in baseline.models.items():
         weight, bias = fit.raw()
         extra = 2 if baseline.time_of_day and baseline.hour_inputs else 0
+        if not baseline.flatten:
+            maps[lead] = (np.concatenate([weight, np.zeros((len(weight), 2 - extra))], axis=1),
+                          bias)
+            continue
         per_token = weight.reshape(len(weight), baseline.n_tokens, -1)
         hour = per_token[:, :, per_token.shape[2] - extra:].sum(axis=1) if extra \
             else np.zeros((len(weight), 2))
@@ -85,15 +88,30 @@ def _lead_maps(baseline):
     return maps
 
 
+def _start_from_lead_ridge(model, baseline):
+    from ..models.linear_path import LeadLinearPath, LeadTokenLinearPath, start_from_leads
+
+    path = getattr(model, "linear", None)
+    if baseline.flatten and isinstance(path, LeadTokenLinearPath):
+        raise ValueError("this LeadRidge regressed the flattened inputs; the model's lead linear "
+                         "path maps each token's own inputs: build it with linear_tokens=N "
+                         f"(N = {baseline.n_tokens}), or fit LeadRidge with a smaller "
+                         "max_features")
+    if not baseline.flatten and isinstance(path, LeadLinearPath):
+        raise ValueError("this LeadRidge regressed per token (its inputs passed max_features); "
+                         "the model's lead linear path maps the flattened inputs: build it "
+                         "without linear_tokens")
+    start_from_leads(model, _lead_maps(baseline))
+
+
 def warm_start(model, baseline):
     """Start `model`'s linear path at the fitted linear `baseline` (TokenFeatures for a
     TokenModel, ``PooledFeatures(statistics=("mean",))`` for a SequenceModel, LeadRidge for a
-    TokenModel with ``linear_leads``) with the head zeroed: the model predicts what the
-    baseline does and training learns the residual."""
+    TokenModel with ``linear_leads``: with ``linear_tokens`` where the ridge flattened the
+    inputs, without where it regressed per token) with the head zeroed: the model predicts
+    what the baseline does and training learns the residual."""
     if isinstance(baseline, LeadRidge) and baseline.chosen is not None:
-        from ..models.linear_path import start_from_leads
-
-        start_from_leads(model, _lead_maps(baseline))
+        _start_from_lead_ridge(model, baseline)
         return model
     if not isinstance(baseline, LinearBaseline) or baseline.chosen is None:
         raise ValueError(f"baseline is {baseline!r}; expected a fitted TokenFeatures or "

@@ -9,10 +9,12 @@ model's function class then contains ridge or logistic regression on those input
 starts at zero, so an untrained model is the model without it; ``start_from_linear`` instead
 starts it from a fitted linear baseline with the head zeroed, so training learns the residual
 (:func:`seqattn.baselines.warm_start`); an optimizer given :func:`residual_parameters` keeps
-it there and trains the residual only. For forecasts, ``linear_leads`` (with
-``linear_tokens``) makes the TokenModel's path one linear map per lead of the whole sample
-(:class:`LeadLinearPath`), the function class of ridge per lead. Off by default: see
-CHANGELOG.md for what was measured.
+it there and trains the residual only. For forecasts, ``linear_leads`` makes the TokenModel's
+path one linear map per lead: with ``linear_tokens`` of the whole sample
+(:class:`LeadLinearPath`), without it of each token's own inputs, shared by the tokens
+(:class:`LeadTokenLinearPath`); these are the function classes of
+:class:`seqattn.baselines.LeadRidge` flattened and per token, which can start them. Off by
+default: see CHANGELOG.md for what was measured.
 """
 import numpy as np
 
@@ -62,6 +64,26 @@ class LinearPath(Module):
 DAY = 86400.0
 
 
+def lead_index(leads, coords):
+    """Each sample's position (B,) in `leads`, read from its first token's ``coords["lead"]``."""
+    if coords is None or "lead" not in coords or "time" not in coords:
+        raise ValueError("the lead linear path reads coords['lead'] and coords['time'] "
+                         "(forecast batches); this call has "
+                         f"{None if coords is None else sorted(coords)}")
+    lead = np.asarray(coords["lead"], np.float64)[:, 0]
+    index = np.array([leads.index(x) if x in leads else -1 for x in lead])
+    if (index < 0).any():
+        raise ValueError(f"lead {lead[index < 0][0]:g} is not one of the path's leads "
+                         f"{list(leads)} (linear_leads in the model's config)")
+    return index
+
+
+def _check_lead(leads, lead):
+    if float(lead) not in leads:
+        raise ValueError(f"lead {lead:g} is not one of the path's leads {list(leads)}")
+    return leads.index(float(lead))
+
+
 class LeadLinearPath(Module):
     """Forecasts: inputs (B, N, F) -> (B, N, out), one linear map per lead of every input of the
     sample (the N * F values flattened, the sine and cosine of the initial time's hour from
@@ -79,24 +101,12 @@ class LeadLinearPath(Module):
                           bias=False, dtype=dtype, seed=0)
         self.map.weight.data[...] = 0
 
-    def lead_index(self, coords):
-        if coords is None or "lead" not in coords or "time" not in coords:
-            raise ValueError("the lead linear path reads coords['lead'] and coords['time'] "
-                             "(forecast batches); this call has "
-                             f"{None if coords is None else sorted(coords)}")
-        lead = np.asarray(coords["lead"], np.float64)[:, 0]
-        index = np.array([self.leads.index(x) if x in self.leads else -1 for x in lead])
-        if (index < 0).any():
-            raise ValueError(f"lead {lead[index < 0][0]:g} is not one of the path's leads "
-                             f"{list(self.leads)} (linear_leads in the model's config)")
-        return index
-
     def forward(self, inputs, key_padding_mask=None, coords=None):
         B, N = int(inputs.shape[0]), int(inputs.shape[1])
         if N != self.n_tokens:
             raise ValueError(f"inputs have {N} tokens; the lead linear path was built for "
                              f"linear_tokens = {self.n_tokens}")
-        index = self.lead_index(coords)
+        index = lead_index(self.leads, coords)
         phase = np.nan_to_num(2 * np.pi * (np.asarray(coords["time"], np.float64)[:, 0] % DAY)
                               / DAY)
         hour = np.stack([np.sin(phase), np.cos(phase), np.ones(B)], axis=1).astype(inputs.dtype)
@@ -112,28 +122,71 @@ class LeadLinearPath(Module):
     def set_lead(self, lead, weight, bias):
         """Take the fitted map of `lead`: `weight` (N * out, N * F + 2) on the flattened inputs
         with the hour's sine and cosine, `bias` (N * out,)."""
-        if float(lead) not in self.leads:
-            raise ValueError(f"lead {lead:g} is not one of the path's leads {list(self.leads)}")
+        position = _check_lead(self.leads, lead)
         expected = (self.n_tokens * self.out_features, self.width - 1)
         if np.shape(weight) != expected or np.shape(bias) != expected[:1]:
             raise ValueError(f"weight has shape {np.shape(weight)} and bias {np.shape(bias)}; "
                              f"lead {lead:g}'s block expects {expected} and {expected[:1]}")
-        rows = self.leads.index(float(lead)) * expected[0]
+        rows = position * expected[0]
         self.map.weight.data[rows:rows + expected[0], :-1] = weight
         self.map.weight.data[rows:rows + expected[0], -1] = bias
 
 
+class LeadTokenLinearPath(Module):
+    """Forecasts: inputs (B, N, F) -> (B, N, out), per token one linear map per lead of the
+    token's own inputs and the sine and cosine of its initial time's hour (``coords["time"]``
+    in seconds), the same maps for every token; the lead read from ``coords["lead"]`` (one of
+    `leads`). Its function class is that of :class:`seqattn.baselines.LeadRidge` when that
+    regresses per token ("lead token ridge"), which can start it."""
+
+    def __init__(self, in_features, out_features, leads, dtype):
+        super().__init__()
+        self.out_features = int(out_features)
+        self.leads = tuple(float(lead) for lead in leads)
+        self.width = int(in_features) + 2  # inputs, sin and cos of the hour
+        self.map = Linear(self.width, len(self.leads) * self.out_features, dtype=dtype, seed=0)
+        for _, parameter in self.map.named_parameters():
+            parameter.data[...] = 0
+
+    def forward(self, inputs, key_padding_mask=None, coords=None):
+        B, N = int(inputs.shape[0]), int(inputs.shape[1])
+        index = lead_index(self.leads, coords)
+        phase = np.nan_to_num(2 * np.pi * (np.asarray(coords["time"], np.float64) % DAY) / DAY)
+        hour = np.stack([np.sin(phase), np.cos(phase)], axis=2).astype(inputs.dtype)
+        own = autodiff.concat([inputs, hour], axis=2)
+        # every lead's map on each token, then the sample's own lead kept (a one-hot weight)
+        every = autodiff.reshape(self.map(own), (B, N, len(self.leads), self.out_features))
+        chosen = np.zeros((B, N, len(self.leads), self.out_features), inputs.dtype)
+        chosen[np.arange(B), :, index] = 1
+        return autodiff.reduce_sum(autodiff.multiply(every, chosen), axis=2)
+
+    def set_lead(self, lead, weight, bias):
+        """Take the fitted map of `lead`: `weight` (out, F + 2) on a token's inputs with the
+        hour's sine and cosine, `bias` (out,)."""
+        position = _check_lead(self.leads, lead)
+        expected = (self.out_features, self.width)
+        if np.shape(weight) != expected or np.shape(bias) != expected[:1]:
+            raise ValueError(f"weight has shape {np.shape(weight)} and bias {np.shape(bias)}; "
+                             f"lead {lead:g}'s map on each token expects {expected} and "
+                             f"{expected[:1]}")
+        rows = slice(position * expected[0], (position + 1) * expected[0])
+        self.map.weight.data[rows] = weight
+        self.map.bias.data[rows] = bias
+
+
 def linear_path(config):
-    """The config's LinearPath (or LeadLinearPath with ``linear_leads``), or None when
-    ``config.linear`` is off."""
+    """The config's LinearPath (with ``linear_leads``: LeadLinearPath given ``linear_tokens``,
+    else LeadTokenLinearPath), or None when ``config.linear`` is off."""
     if not config.linear:
         return None
     dtype = np.dtype(config.dtype).type
     if getattr(config, "linear_leads", None):
-        if config.in_features is None or not config.linear_tokens:
-            raise ValueError("linear_leads needs float tokens (in_features) and linear_tokens, "
-                             f"the number of tokens per sample; got in_features="
-                             f"{config.in_features!r}, linear_tokens={config.linear_tokens!r}")
+        if config.in_features is None:
+            raise ValueError("linear_leads needs float tokens (in_features); got in_features="
+                             f"{config.in_features!r} (vocab_size={config.vocab_size!r})")
+        if not config.linear_tokens:
+            return LeadTokenLinearPath(config.in_features, config.out_features,
+                                       config.linear_leads, dtype)
         return LeadLinearPath(config.linear_tokens, config.in_features, config.out_features,
                               config.linear_leads, dtype)
     return LinearPath(config.in_features, config.vocab_size, config.out_features, dtype)
@@ -145,11 +198,11 @@ def _zero_head(model):
 
 
 def start_from_leads(model, maps):
-    """Start `model` (with a LeadLinearPath) at the per-lead linear maps ``{lead: (weight,
-    bias)}`` (see :meth:`LeadLinearPath.set_lead`), the head zeroed."""
-    if not isinstance(getattr(model, "linear", None), LeadLinearPath):
+    """Start `model` (with a LeadLinearPath or LeadTokenLinearPath) at the per-lead linear maps
+    ``{lead: (weight, bias)}`` (see their ``set_lead``), the head zeroed."""
+    if not isinstance(getattr(model, "linear", None), (LeadLinearPath, LeadTokenLinearPath)):
         raise ValueError(f"{type(model).__name__} has no lead linear path; build it with "
-                         "linear=True, linear_leads=... and linear_tokens=... in its config")
+                         "linear=True and linear_leads=... in its config")
     missing = set(model.linear.leads) - {float(lead) for lead in maps}
     if missing:
         raise ValueError(f"maps has no map for leads {sorted(missing)}; the path has "

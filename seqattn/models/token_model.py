@@ -23,10 +23,12 @@ class TokenModelConfig(EncoderConfig):
         Add a linear map of each token's own inputs to the head's outputs, so that the model's
         function class contains ridge on those inputs (:mod:`seqattn.models.linear_path`).
     linear_leads : tuple, default None
-        Forecasts: with ``linear``, the leads (``coords["lead"]``'s values) of a path that maps
-        every input of the sample, one map per lead (ridge per lead's function class).
+        Forecasts: with ``linear``, the leads (``coords["lead"]``'s values) of a path with one
+        map per lead (the function class of :class:`seqattn.baselines.LeadRidge`).
     linear_tokens : int, default None
-        Tokens per sample, for ``linear_leads``.
+        With ``linear_leads``: the tokens per sample, for a path that maps every input of the
+        sample (LeadRidge flattened); None: each token's own inputs, the same maps for every
+        token (LeadRidge per token, "lead token ridge").
     """
 
     out_features: int = 1

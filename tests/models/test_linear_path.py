@@ -129,3 +129,68 @@ def test_residual_training_leaves_the_started_path_where_it_was():
         (X, RNG.normal(size=(3, 5, 2))), epochs=2, progress=False)
     np.testing.assert_array_equal(model.linear.map.weight.data, weight)
     assert np.abs(model.head.weight.data).max() > 0, "the residual was trained"
+
+
+def lead_token_model():
+    """The per-token lead path: no linear_tokens."""
+    return TokenModel(TokenModelConfig(in_features=3, out_features=2, linear=True,
+                                       linear_leads=LEADS, **TINY))
+
+
+def test_lead_token_linear_path_gradients():
+    model = lead_token_model()
+    for _, parameter in model.linear.named_parameters():
+        parameter.data[...] = RNG.normal(size=parameter.data.shape)
+    model.head.weight.data[...] = RNG.normal(size=model.head.weight.data.shape)
+    coords = lead_coords()
+    check_module_gradients(model, lambda x: model(x, None, coords=coords),
+                           lambda d: {"x": model.backward(d)}, {"x": RNG.normal(size=(3, 4, 3))})
+
+
+def test_lead_token_linear_path_applies_its_leads_map_to_every_token():
+    from seqattn.models.linear_path import start_from_leads
+
+    model = lead_token_model()
+    assert np.abs(model(X[:, :4, :3], None, coords=lead_coords())).max() > 0, "a live head"
+    maps = {lead: (RNG.normal(size=(2, 5)), RNG.normal(size=2)) for lead in LEADS}
+    start_from_leads(model, maps)
+    x = RNG.normal(size=(3, 4, 3))
+    coords = lead_coords()
+    coords["time"][:, 2] += 3 * 3600.0  # each token's own hour, not the first token's
+    phase = 2 * np.pi * coords["time"] / 86400.0
+    features = np.concatenate([x, np.sin(phase)[..., None], np.cos(phase)[..., None]], axis=2)
+    expected = [features[b] @ maps[lead][0].T + maps[lead][1]
+                for b, lead in enumerate((LEADS[0], LEADS[1], LEADS[0]))]
+    np.testing.assert_allclose(model(x, None, coords=coords), np.stack(expected), rtol=1e-10)
+
+
+def test_lead_token_linear_path_refuses_a_map_of_the_wrong_shape_and_lead():
+    from seqattn.models.linear_path import start_from_leads
+
+    with pytest.raises(ValueError, match=r"weight has shape \(2, 3\).*expects \(2, 5\)"):
+        start_from_leads(lead_token_model(), {lead: (np.zeros((2, 3)), np.zeros(2))
+                                              for lead in LEADS})
+    with pytest.raises(ValueError, match=r"maps has no map for leads \[7200.0\]"):
+        start_from_leads(lead_token_model(), {LEADS[0]: (np.zeros((2, 5)), np.zeros(2))})
+
+
+def test_a_forecast_model_started_from_lead_token_ridge_predicts_what_it_does():
+    from baseline_batches import forecast_batch
+    from seqattn.baselines import LeadRidge, warm_start
+
+    values = RNG.normal(size=(80, 4, 3))
+    leads = np.where(np.arange(80) % 2, 2, 1)
+    hours = np.arange(80) * 5.0
+    targets = values[..., :2] * leads[:, None, None] + np.cos(2 * np.pi * hours / 24)[
+        :, None, None] + 0.1 * RNG.normal(size=(80, 4, 2))
+    data = forecast_batch(values, targets, hours, leads)
+    # 4 tokens x 5 inputs pass max_features: the ridge regresses each token on its own inputs
+    baseline = LeadRidge(max_features=8).fit([data], [data])
+    assert baseline.name == "lead token ridge"
+    model = warm_start(lead_token_model(), baseline)
+    np.testing.assert_allclose(model(data.tokens.astype(np.float64), None, coords=data.coords),
+                               baseline.predict(data), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="build it with linear_tokens=N"):
+        warm_start(lead_token_model(), LeadRidge().fit([data], [data]))
+    with pytest.raises(ValueError, match="build it without linear_tokens"):
+        warm_start(lead_model(), baseline)

@@ -47,7 +47,8 @@ from numba import njit, prange
 from .gemm.amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_configuration,
                         tile_release)
 from .attention_bias import (LANES, DistanceArgs, PairArgs, add_distance_bias, add_pair_bias,
-                             distance_args, distance_bias_grads, pair_args, pair_bias_grads)
+                             distance_args, distance_bias_grads, has_distance, has_pair,
+                             pair_args, pair_bias_grads)
 from .gemm.bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, exp_split_probabilities,
                           keys_as_columns_serial, pairs_as_depth, product_32x32,
                           rows_as_depth_serial, split_columns, split_probabilities, split_rows,
@@ -64,13 +65,12 @@ from .workspace import scratch
 from ..structured_bias_math import NO_PAIR
 
 NEG_INF = -np.inf
-# Tile sizes, measured on the 2-core Zen 4 machine with BLAS products (BENCHMARKS.md): a 256 x 512
-# float32 score tile (512 KiB) stays in L2; 64 x 512 was 20 % slower. With register_gemm on the
-# Intel Xeon, 128-512 rows x 256-512 keys were within 5 % of each other; 1024 keys were slower.
-# On Zen 4 (32 KiB L1d, 1 MiB L2, where the backward's two 256 x 512 tiles take all of L2) the
-# backward's 128 x 512, 256 x 256 and 128 x 256 tiles were within 3 % of 256 x 512 (N 4096 D 64,
-# and B 8 H 8 N 1024 D 32; 1 thread, CPU time, medians of 7 alternating rounds, 2026-12-02):
-# no cache size calls for another tile on either kind, so the sizes are the same on both.
+# Tile sizes, measured with benchmarks/attention.py on Zen 4 and on the Intel Xeon: a 256 x 512
+# float32 score tile (512 KiB) stays in L2, and smaller tiles were slower; with register_gemm,
+# 128-512 rows x 256-512 keys ran alike on the Intel Xeon, and 1024 keys slower. On Zen 4
+# (32 KiB L1d, 1 MiB L2, where the backward's two 256 x 512 tiles take all of L2) the
+# backward's smaller tiles ran alike too: no cache size calls for another tile on either kind,
+# so the sizes are the same on both.
 # float64 products still call BLAS, hence single_threaded_blas around the launches.
 BLOCK_Q = 256
 BLOCK_K = 512
@@ -101,14 +101,11 @@ FORWARD_BLOCK_Q = forward_block_q(L2_BYTES)
 # (same method as above); the strip's scores are written once and read twice from L2 there.
 STRIP_ROWS = 24
 # The forward's products run on AMX tiles where the CPU has them (bf16x3_gemm.py), in strips of
-# two tile rows, where they were measured faster than the register kernel (2 threads, wall,
-# Intel Xeon, Sapphire Rapids class, tiles against registers in alternating calls, operands in
-# scratch buffers, BENCHMARKS.md): B 1 H 8 N 4096 D 128 1.40x; N 1024 D 128 1.26x. A strip's
-# products are short at small D and few keys, and the tiles' fixed costs per strip (stores,
-# the split of P, a row-max pass) weigh more. Since the exp and the split of P are one pass and
-# each worker splits its own operands: N 512 D 64 1.16-1.42x (causal and not; 0.85x before),
-# N 1024 D 64 1.21-1.28x; D 32 (the encoder's heads) B 8 H 8 N 1024 1.05-1.09x, N 512
-# 1.05-1.15x, N 256 0.86-0.94x; N 256 D 64 0.95-1.08x; D 128 N 128 0.97x, N 256 1.02-1.18x.
+# two tile rows, where they were measured faster than the register kernel (benchmarks/attention.py
+# on the Intel Xeon, Sapphire Rapids class, tiles against registers in alternating calls):
+# from 512 keys at a head dim of 32 or more, and at any length from a head dim of 128. A
+# strip's products are short at small D and few keys, and the tiles' fixed costs per strip
+# (stores, the split of P, a row-max pass) weigh more there.
 FORWARD_ON_TILES = AMX_BF16
 TILE_STRIP = 2 * TILE_ROWS
 TILES_MIN_HEAD_DIM = 32
@@ -142,7 +139,7 @@ MIN_BLOCK_Q = 32
 # Tasks per thread wanted before query blocks are made smaller, so no thread idles.
 TASKS_PER_THREAD = 4
 # Multiply-adds of the score products (B H N M D) that pay for one more thread
-# (benchmarks/small_launches.py, BENCHMARKS.md): a smaller launch runs serial on the calling
+# (benchmarks/small_launches.py): a smaller launch runs serial on the calling
 # thread, so it does not wait for a thread that another process has pushed off its core.
 GRAIN = 2 ** 20
 # Elements of dout per thread of the backward's row deltas (an elementwise pass over memory).
@@ -195,8 +192,8 @@ def _band_only(mods):
     """Whether the band is the only score modification (none of the biases and masks)."""
     has_bias, has_mask, has_kpm, has_alibi = mods[6:STRUCTURED_AT]
     distance, pair = _structured_biases(mods)
-    return not (has_bias or has_mask or has_kpm or has_alibi or distance.has
-                or pair.mode != NO_PAIR)
+    return not (has_bias or has_mask or has_kpm or has_alibi or has_distance(distance)
+                or has_pair(pair))
 
 
 @njit(cache=True)
@@ -213,13 +210,11 @@ def _modify_scores(s, b, h, i0, j0, off, mods):
         has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
     distance, pair = _structured_biases(mods)
     rows, cols = s.shape
-    if distance.has:
-        add_distance_bias(s, b, h, i0, j0, distance)
-    if pair.mode != NO_PAIR:
-        add_pair_bias(s, b, h, i0, j0, pair)
+    add_distance_bias(s, b, h, i0, j0, distance)  # each compiles to nothing where absent
+    add_pair_bias(s, b, h, i0, j0, pair)
     inside_band = _inside_band(rows, cols, i0, j0, off, left, right)
     if inside_band and not (has_bias or has_mask or has_kpm or has_alibi):
-        return distance.has or pair.mode != NO_PAIR
+        return has_distance(distance) or has_pair(pair)
     for r in range(rows):
         i = i0 + r
         row = s[r]
@@ -595,10 +590,9 @@ def _structured_grads(ds, b, h, i0, j0, mods, task_grads):
     where h % group picks the head's slot (LANES: copies summed by the launcher)."""
     distance, pair = _structured_biases(mods)
     dtable, dpair, dx, dy = task_grads
-    if distance.has:
-        distance_bias_grads(ds, b, h, i0, j0, distance, dtable[h % dtable.shape[0]], dx, dy)
-    if pair.mode != NO_PAIR:
-        pair_bias_grads(ds, b, i0, j0, pair, dpair[h % dpair.shape[0]])
+    # each compiles to nothing where the call has no such bias
+    distance_bias_grads(ds, b, h, i0, j0, distance, dtable[h % dtable.shape[0]], dx, dy)
+    pair_bias_grads(ds, b, i0, j0, pair, dpair[h % dpair.shape[0]])
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -722,10 +716,21 @@ def _backward_key_chunk(dq_part, dk, dv, task_grads, dout, lse, delta, q, k, v, 
             transpose(dk[b, hk, j0:j1], dk_t[:, :cols])
             transpose(dv[b, hk, j0:j1], dv_t[:, :cols])
         else:
-            dk[b, hk, j0:j1] = dk_blk
-            dv[b, hk, j0:j1] = dv_blk
+            _copy_rows(dk[b, hk, j0:j1], dk_blk)
+            _copy_rows(dv[b, hk, j0:j1], dv_blk)
     if tiles is not None:
         tile_release()
+
+
+@njit(cache=True)
+def _copy_rows(dst, src):
+    """dst = src, two arrays of one 2-D shape, element by element: a slice assignment from an
+    array (``dst[:] = src``) compiles Numba's shape-mismatch message, string formatting that
+    every kernel inlining it paid for again in its compile time (benchmarks/compile_profile.py)."""
+    for r in range(dst.shape[0]):
+        dst_row, src_row = dst[r], src[r]
+        for c in range(dst.shape[1]):
+            dst_row[c] = src_row[c]
 
 
 @njit(cache=True)
@@ -780,7 +785,7 @@ def _dq_on_tiles(dq_part_rows, dq_rows, ds_terms, ds_buf, width, first, stop, k_
     aligned and whole strips."""
     rows, D = dq_part_rows.shape
     _split_window_rows(ds_terms, ds_buf, rows, width, first, stop)
-    dq_rows[:rows] = dq_part_rows
+    _copy_rows(dq_rows[:rows], dq_part_rows)
     steps = k_depth.shape[2]
     k_at = j0 // TILE_DEPTH * TILE_ELEMENTS
     for r in range(0, rows, TILE_STRIP):
@@ -789,7 +794,7 @@ def _dq_on_tiles(dq_part_rows, dq_rows, ds_terms, ds_buf, width, first, stop, k_
                           ds_terms.shape[2] * 2, k_depth,
                           k_at + d // TILE_ROWS * steps * TILE_ELEMENTS, steps * TILE_ELEMENTS,
                           width // TILE_DEPTH)
-    dq_part_rows[:] = dq_rows[:rows]
+    _copy_rows(dq_part_rows, dq_rows[:rows])
 
 
 @njit(cache=True)

@@ -13,6 +13,14 @@ loops here (``*_loops``), which look each entry up with a scalar load. The relat
 form needs no lookup when the key positions are consecutive (the default): a row's codes are
 then one run of the table, clamped at both ends.
 
+Whether a call has each bias is decided when Numba compiles, not at run time: an absent bias's
+kernel form carries None in its flag (``has`` of :class:`DistanceArgs`, ``mode`` of
+:class:`PairArgs`), and the public functions here (:func:`add_distance_bias`,
+:func:`distance_bias_grads`, :func:`add_pair_bias`, :func:`pair_bias_grads`, :func:`has_distance`,
+:func:`has_pair`) then compile to nothing. Attention without a structured bias compiles none of
+this file's code, and a model with one bias compiles only that bias's code
+(``benchmarks/compile_profile.py``).
+
 Gradients go into buffers owned by one backward task each (no two tasks write the same memory,
 so the result is deterministic): dtable (LANES, P, C) and dpair (LANES, C) for this head, dx (3, N)
 and dy (3, M) for this batch. The table gradients are scatter-adds, and neighbouring keys often
@@ -61,23 +69,26 @@ PairArgs = namedtuple("PairArgs",
 
 
 def distance_args(distance, dtype):
-    """A DistanceCall's kernel form, its scalars in the kernel's float dtype."""
+    """A DistanceCall's kernel form, its scalars in the kernel's float dtype; ``has`` True, or
+    None where the call has no distance bias (a kernel then compiles none of its code)."""
     f = np.dtype(dtype).type
     C = distance.table.shape[2]
     cutoff = distance.cutoff
-    return DistanceArgs(distance.has, distance.x, distance.y, distance.table, distance.types_q,
-                        distance.types_k, distance.n_types, distance.has_types, distance.cell,
-                        distance.inv_cell, distance.images, distance.periodic,
+    return DistanceArgs(True if distance.has else None, distance.x, distance.y, distance.table,
+                        distance.types_q, distance.types_k, distance.n_types, distance.has_types,
+                        distance.cell, distance.inv_cell, distance.images, distance.periodic,
                         f((C - 1) / distance.r_max), f(C - 1), f(cutoff), distance.smooth,
                         f(np.pi / (2 * cutoff)), f(0), f(0.5), f(1), f(2))
 
 
 def pair_args(pair):
-    """A PairCall's kernel form; consecutive_keys: key positions step by one along each row
+    """A PairCall's kernel form, its mode None where the call has no pair bias (a kernel then
+    compiles none of its code); consecutive_keys: key positions step by one along each row
     (the relative form's default), so a row's relative codes are one run of the table."""
     consecutive = bool(np.all(np.diff(pair.key_positions, axis=1) == 1))
-    return PairArgs(pair.mode, pair.codes, pair.query_positions, pair.key_positions, pair.table,
-                    pair.max_offset, consecutive)
+    return PairArgs(None if pair.mode == sbm.NO_PAIR else pair.mode, pair.codes,
+                    pair.query_positions, pair.key_positions, pair.table, pair.max_offset,
+                    consecutive)
 
 
 def _in_registers_or_loops(in_registers, loops):
@@ -309,7 +320,7 @@ def _open_case(dist):
 # --- Distance biases, any case.
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def add_distance_bias(s, b, h, i0, j0, dist):
+def _add_distance_bias(s, b, h, i0, j0, dist):
     """s[r, c] += f_h(d(i0 + r, j0 + c)); -inf beyond the cutoff or for NaN positions."""
     rows, cols = s.shape
     xq, yk = dist.x[b], dist.y[b]
@@ -338,7 +349,7 @@ def add_distance_bias(s, b, h, i0, j0, dist):
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
+def _distance_bias_grads(ds, b, h, i0, j0, dist, dtab, dx, dy):
     """From dS = dL/dscore of a tile: dtab (LANES, P, C) += dS d f/d table (key c into copy
     c % LANES), dx (3, N) += dS df/dx_i, dy (3, M) += dS df/dy_j. Hidden pairs have dS = 0
     exactly."""
@@ -513,7 +524,7 @@ def _relative_runs_grads(ds, query_positions, first_key, max_offset, dtab):
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def add_pair_bias(s, b, h, i0, j0, pair):
+def _add_pair_bias(s, b, h, i0, j0, pair):
     """s[r, c] += table[h, code]; a negative code hides the key (-inf)."""
     rows, cols = s.shape
     tab = pair.table[h]
@@ -534,7 +545,7 @@ def add_pair_bias(s, b, h, i0, j0, pair):
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def pair_bias_grads(ds, b, i0, j0, pair, dtab):
+def _pair_bias_grads(ds, b, i0, j0, pair, dtab):
     """dtab (LANES, C) += dS summed per code, spread over the LANES copies (forward: score +=
     table[h, code])."""
     rows, cols = ds.shape
@@ -552,3 +563,59 @@ def pair_bias_grads(ds, b, i0, j0, pair, dtab):
         for c in range(cols):
             code = _relative_code(query_positions[r], keys[c], pair.max_offset)
             dtab[c & LANE_MASK, code] += ds[r, c]
+
+
+# --- The entry points of attention.py: each compiles to its bias's code where the call has that
+# bias (its flag field holds a value) and to nothing where the flag is None.
+
+def _flag_is_none(args, flag):
+    """Whether the field ``flag`` of the kernel-form namedtuple type ``args`` is None."""
+    return isinstance(args.types[args.fields.index(flag)], types.NoneType)
+
+
+def _where_present(flag, present):
+    """A function for @njit code that runs ``present`` (same arguments) where its kernel-form
+    argument (the namedtuple with a ``flag`` field) has that field set, and nothing where it is
+    None; the choice is made once per signature, at compile time."""
+    def run(*args):
+        raise NotImplementedError("callable from @njit code only")
+
+    # not cache=True, as in _in_registers_or_loops
+    @overload(run)
+    def _choose(*args):
+        bias_args = [a for a in args if isinstance(a, types.BaseNamedTuple) and flag in a.fields]
+        if _flag_is_none(bias_args[0], flag):
+            return lambda *args: None
+        return lambda *args: present(*args)
+    return run
+
+
+def _flag_set(flag):
+    """A function for @njit code: whether the kernel-form argument's ``flag`` field holds a
+    value, as a constant of the signature."""
+    def run(args):
+        raise NotImplementedError("callable from @njit code only")
+
+    @overload(run)
+    def _choose(args):
+        present = not _flag_is_none(args, flag)
+        return lambda args: present
+    return run
+
+
+add_distance_bias = _where_present("has", _add_distance_bias)
+add_distance_bias.__doc__ = """s[r, c] += f_h(d(i0 + r, j0 + c)) (see _add_distance_bias), or
+nothing where the call has no distance bias: (s, b, h, i0, j0, dist)."""
+distance_bias_grads = _where_present("has", _distance_bias_grads)
+distance_bias_grads.__doc__ = """The distance bias's gradients from a dS tile (see
+_distance_bias_grads), or nothing without one: (ds, b, h, i0, j0, dist, dtab, dx, dy)."""
+add_pair_bias = _where_present("mode", _add_pair_bias)
+add_pair_bias.__doc__ = """s[r, c] += table[h, code] (see _add_pair_bias), or nothing where the
+call has no pair bias: (s, b, h, i0, j0, pair)."""
+pair_bias_grads = _where_present("mode", _pair_bias_grads)
+pair_bias_grads.__doc__ = """The pair bias's table gradient from a dS tile (see
+_pair_bias_grads), or nothing without one: (ds, b, i0, j0, pair, dtab)."""
+has_distance = _flag_set("has")
+has_distance.__doc__ = "Whether the call has a distance bias (DistanceArgs), when compiled."
+has_pair = _flag_set("mode")
+has_pair.__doc__ = "Whether the call has a pair bias (PairArgs), when compiled."

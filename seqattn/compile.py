@@ -12,8 +12,9 @@ as many at once as there are cores, since Numba compiles on one thread per proce
     python -m seqattn.compile --processes 1   # one job at a time
     python -m seqattn.compile --list          # the jobs, without compiling
 
-A first run that skips this step compiles as it goes (saying so, with a progress bar): it hands
-the attention backward to one helper process (:func:`start_helper`) while it compiles the rest.
+A first run that skips this step compiles as it goes (saying so, with a progress bar): when it
+compiles the tiled attention forward, it hands the tiled backward to one helper process
+(:func:`start_helper`) while it compiles the rest.
 Set ``SEQATTN_COMPILE_HELPER=0`` to keep every compilation in the calling process.
 """
 import argparse
@@ -25,7 +26,11 @@ import time
 
 import numpy as np
 
-# The attention backward's launches, which the helper process compiles on a first run.
+# The compilation at whose start a first run starts the helper: the tiled attention forward's
+# (its serial, parallel or AMX version), which every run that trains through the tiled
+# backward compiles first; a run whose attention takes another kernel starts no helper.
+HELPER_AFTER = "seqattn.kernels.cpu.attention._forward_tasks"
+# The tiled attention backward's launches, which the helper process compiles on a first run.
 BACKWARD_KERNELS = ("seqattn.kernels.cpu.attention._backward_tasks",
                     "seqattn.kernels.cpu.attention._row_delta_rows")
 HELPER_SWITCH = "SEQATTN_COMPILE_HELPER"
@@ -33,29 +38,47 @@ HELPER_SWITCH = "SEQATTN_COMPILE_HELPER"
 HELPER_LOCK_SECONDS = 900
 
 
-def _qkv(rng, dtype=np.float32):
-    return [rng.standard_normal((1, 2, 16, 8)).astype(dtype) for _ in range(3)]
+# Sequence lengths of the attention jobs: ops.attention may run short sequences through a kernel
+# of their own and long ones through the tiled kernel of kernels/cpu/attention.py; the jobs
+# take one of each, and the helper the long one (the tiled backward is the one it compiles).
+SHORT, LONG = 16, 320
 
 
-def attention_backward_job():
-    """The fused attention backward (float32).
+def _qkv(rng, length, dtype=np.float32):
+    return [rng.standard_normal((1, 2, length, 8)).astype(dtype) for _ in range(3)]
+
+
+def tiled_backward_job():
+    """The tiled attention backward (float32): what the helper process compiles.
 
     From made-up saved outputs: its signature is the one every model's call has (absent
     options are placeholders, attention_inputs.py)."""
     from .ops import attention_backward
 
-    q, k, v = _qkv(np.random.default_rng(0))
+    q, k, v = _qkv(np.random.default_rng(0), LONG)
+    out, lse = np.zeros_like(q), np.zeros(q.shape[:3], np.float32)
+    attention_backward(q, q, k, v, out, lse)
+
+
+def attention_backward_job():
+    """The fused attention backward (float32), for short and for long sequences."""
+    from .ops import attention_backward
+
+    tiled_backward_job()
+    q, k, v = _qkv(np.random.default_rng(0), SHORT)
     out, lse = np.zeros_like(q), np.zeros(q.shape[:3], np.float32)
     attention_backward(q, q, k, v, out, lse)
 
 
 def attention_forward_job():
-    """The fused attention forward and the attention weights (float32)."""
+    """The fused attention forward and the attention weights (float32), for short and for
+    long sequences."""
     from .ops import attention, attention_weights
 
-    q, k, v = _qkv(np.random.default_rng(0))
-    attention(q, k, v)
-    attention_weights(q, k)
+    for length in (SHORT, LONG):
+        q, k, v = _qkv(np.random.default_rng(0), length)
+        attention(q, k, v)
+        attention_weights(q, k)
 
 
 def _steps(model, loss, inputs, targets):
@@ -95,7 +118,10 @@ def sequence_model_job():
 JOBS = {"attention-backward": attention_backward_job,
         "attention-forward": attention_forward_job,
         "token-model": token_model_job,
-        "sequence-model": sequence_model_job}
+        "sequence-model": sequence_model_job,
+        "tiled-backward": tiled_backward_job}
+# Jobs that only the helper runs (compile_all's jobs include what they compile).
+HELPER_JOBS = ("tiled-backward",)
 
 
 def compile_parallel_twins():
@@ -133,8 +159,9 @@ def compile_all(processes=None, parallel_twins=True, progress=True):
 
     processes = processes or os.cpu_count() or 1
     started = time.perf_counter()
-    waiting, running, failed = list(JOBS), {}, {}
-    with tqdm(total=len(JOBS), desc="compiling seqattn's kernels", unit="job",
+    waiting = [name for name in JOBS if name not in HELPER_JOBS]
+    running, failed = {}, {}
+    with tqdm(total=len(waiting), desc="compiling seqattn's kernels", unit="job",
               disable=not progress, file=sys.stderr) as bar:
         while waiting or running:
             while waiting and len(running) < processes:
@@ -178,7 +205,7 @@ def _helper_running(lock):
 
 
 def start_helper(on_wait=None):
-    """On a first run: compile the attention backward in a helper process (once per cache
+    """On a first run: compile the tiled attention backward in a helper process (once per cache
     folder at a time, a lock file says one is at it) while this process compiles the rest, and
     have this process's first backward launch wait for it (kernels/compiled_elsewhere.py).
     ``on_wait()`` is called when that launch starts waiting. Does nothing where
@@ -199,7 +226,7 @@ def start_helper(on_wait=None):
             descriptor = None
         if descriptor is not None:
             process = subprocess.Popen(
-                [sys.executable, "-m", "seqattn.compile", "--job", "attention-backward",
+                [sys.executable, "-m", "seqattn.compile", "--job", "tiled-backward",
                  "--serial-only", "--lock", lock],
                 env=dict(os.environ, **{HELPER_SWITCH: "0"}), stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True)

@@ -7,7 +7,8 @@ which would otherwise look like a hang. Numba announces each compilation it make
 says once, on stderr, what is happening, and then counts the kernels compiled (a tqdm bar that
 names the one being compiled, on a terminal). A run whose kernels all come from the cache shows
 nothing.
-The first CPU compilation also starts the helper process of :func:`seqattn.compile.start_helper`.
+The first compilation of the tiled attention forward also starts the helper process of
+:func:`seqattn.compile.start_helper`, which compiles the tiled backward meanwhile.
 """
 import atexit
 import os
@@ -38,6 +39,7 @@ class CompileNotice(event.Listener):
         self.start_helper = start_helper
         self.compiled = 0
         self.started = self.last_line = None
+        self._helper_asked = False
         # Seconds spent compiling: outermost compilations only (a kernel compiles its callees).
         self.seconds = 0.0
         self._depth = 0
@@ -47,7 +49,7 @@ class CompileNotice(event.Listener):
     def _print(self, line):
         print(line, file=self.stream or sys.stderr, flush=True)
 
-    def _begin(self, on_cuda):
+    def _begin(self):
         stream = self.stream or sys.stderr
         self.started = self.last_line = time.perf_counter()
         self._print(NOTICE)
@@ -57,13 +59,18 @@ class CompileNotice(event.Listener):
             self.bar = tqdm(desc="compiling", file=stream, leave=True, dynamic_ncols=True,
                             bar_format="{desc}: {n_fmt} kernels [{elapsed}{postfix}]")
         atexit.register(self.close)
-        if self.start_helper and not on_cuda:
-            from .compile import start_helper
 
-            try:
-                start_helper(on_wait=lambda: self._show(WAITING))
-            except OSError:  # a cache folder it cannot write to: compile here, as without it
-                pass
+    def _maybe_start_helper(self, name):
+        """Start the helper at the tiled forward's compilation (compile.HELPER_AFTER), once."""
+        from .compile import HELPER_AFTER, start_helper
+
+        if not self.start_helper or self._helper_asked or not name.startswith(HELPER_AFTER):
+            return
+        self._helper_asked = True
+        try:
+            start_helper(on_wait=lambda: self._show(WAITING))
+        except OSError:  # a cache folder it cannot write to: compile here, as without it
+            pass
 
     def _show(self, what):
         if self.bar is not None:
@@ -77,7 +84,8 @@ class CompileNotice(event.Listener):
         if not name.startswith("seqattn."):
             return
         if self.started is None:
-            self._begin(type(dispatcher).__module__.startswith("numba.cuda"))
+            self._begin()
+        self._maybe_start_helper(name)
         if self._depth == 0:
             self._outer_start = time.perf_counter()
         self._depth += 1

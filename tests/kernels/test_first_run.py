@@ -88,10 +88,7 @@ class _Stream(io.StringIO):
 def _compile_events(notice, names):
     """What Numba tells a listener when it compiles functions of these modules, one by one."""
     for module in names:
-        func = types.SimpleNamespace(__module__=module, __qualname__="kernel")
-        ev = types.SimpleNamespace(data={"dispatcher": types.SimpleNamespace(py_func=func)})
-        notice.on_start(ev)
-        notice.on_end(ev)
+        _compile_named(notice, module, "kernel")
 
 
 def test_the_notice_counts_seqattn_kernels_only_on_a_bar_or_in_lines():
@@ -105,6 +102,30 @@ def test_the_notice_counts_seqattn_kernels_only_on_a_bar_or_in_lines():
         assert shown.count(NOTICE) == 1 and notice.compiled == 2
         expected = "compiling: 2 kernels" if terminal else "seqattn: 2 kernels compiled in"
         assert expected in shown, shown
+
+
+def test_the_helper_starts_at_the_tiled_forward_only_once(monkeypatch):
+    import seqattn.compile
+
+    started = []
+    monkeypatch.setattr(seqattn.compile, "start_helper", lambda on_wait: started.append(1))
+    notice = CompileNotice(_Stream(False), start_helper=True)
+    for module, name in [("seqattn.kernels.cpu.linear", "_linear_forward_serial"),
+                         ("seqattn.kernels.cpu.attention_small", "_forward_tasks"),
+                         ("seqattn.kernels.cpu.attention", "_backward_tasks_serial")]:
+        _compile_named(notice, module, name)
+    assert started == [], "a helper for a run that has not compiled the tiled forward"
+    for name in ("_forward_tasks_serial", "_forward_tasks"):
+        _compile_named(notice, "seqattn.kernels.cpu.attention", name)
+    assert started == [1]
+    notice.close()
+
+
+def _compile_named(notice, module, qualname):
+    func = types.SimpleNamespace(__module__=module, __qualname__=qualname)
+    ev = types.SimpleNamespace(data={"dispatcher": types.SimpleNamespace(py_func=func)})
+    notice.on_start(ev)
+    notice.on_end(ev)
 
 
 def test_nothing_is_shown_without_a_seqattn_compilation():

@@ -18,9 +18,15 @@ class EarlyStopping:
         ``"min"`` when lower is better, ``"max"`` when higher is.
     min_delta : float, default 0.0
         The least change that counts as an improvement.
+    include_start : bool, default False
+        Score the model as ``fit`` receives it on the validation data before the first epoch
+        (as epoch -1), so that a model started at a fitted baseline
+        (:func:`seqattn.baselines.warm_start`) is kept when no epoch beats it. Needs a
+        validation value to monitor.
     """
 
-    def __init__(self, patience=5, monitor="val_loss", mode="min", min_delta=0.0):
+    def __init__(self, patience=5, monitor="val_loss", mode="min", min_delta=0.0,
+                 include_start=False):
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
@@ -28,7 +34,12 @@ class EarlyStopping:
         if not min_delta >= 0:
             raise ValueError(f"min_delta must be >= 0 (the improvement that counts), got "
                              f"{min_delta!r}")
+        if include_start and not monitor.startswith("val_"):
+            raise ValueError(f"include_start scores the model on the validation data before "
+                             f"training, but monitor={monitor!r} is not a validation value "
+                             "('val_loss', 'val_<metric>')")
         self.patience, self.monitor, self.mode, self.min_delta = patience, monitor, mode, min_delta
+        self.include_start = bool(include_start)
         self.best = math.inf if mode == "min" else -math.inf
         self.best_epoch = None
         self.wait = 0

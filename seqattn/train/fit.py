@@ -264,7 +264,9 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
         Scale gradients whose global L2 norm exceeds this value; None: no clipping.
     early_stopping : EarlyStopping, default None
         Stops the run when the value it monitors (``val_loss`` by default) stops improving;
-        its best weights are restored at the end.
+        its best weights are restored at the end. With its ``include_start`` the model as
+        given is scored on ``validation`` first (epoch -1 to the stopper; not in the history)
+        and kept if no epoch beats it.
     callbacks : sequence of callable, default ()
         ``f(state)`` run after each epoch with a :class:`FitState`.
     checkpoint : str or os.PathLike, default None
@@ -309,6 +311,12 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
     if parallel is not None:
         parallel.broadcast_parameters(model)
     fit_state = FitState(model, optimizer, history)
+    if early_stopping is not None and early_stopping.include_start and start_epoch == 0:
+        if validation is None:
+            raise ValueError("early_stopping has include_start, which scores the model on the "
+                             "validation data before training; pass validation=...")
+        before = evaluate(model, loss, validation, metrics, batch_size, parallel)
+        early_stopping.update(-1, {f"val_{k}": v for k, v in before.items()}, model)
     model.train()
     for epoch in range(start_epoch, epochs):
         epoch_batches = batches.epoch(epoch) if parallel is None \

@@ -1,5 +1,5 @@
 """Where the short-sequence attention (kernels/cpu/attention_small.py) stops beating the tiled one
-(kernels/cpu/attention.py): the evidence for attention_small.MAX_LENGTH.
+(kernels/cpu/attention.py): the evidence for attention_small.MAX_LENGTH_TIMES_HEAD_DIM.
 
 For the head dims and batch x heads of the small models the examples train, and lengths from 8
 to 512, times a forward plus backward of each kernel on the same prepared call (a padding mask
@@ -23,7 +23,7 @@ import numpy as np
 
 # (batch, heads, head dim): the models of benchmarks/train.py
 SHAPES = [(16, 4, 16), (64, 2, 8), (128, 4, 8), (16, 2, 8)]
-LENGTHS = [8, 16, 24, 32, 48, 64, 128, 256, 512]
+LENGTHS = [8, 16, 24, 32, 48, 64, 128]
 
 
 def inputs(B, H, N, D, seed=0):
@@ -100,7 +100,8 @@ def main():
           f"{args.threads} threads, torch {torch.__version__}; float32, padding masks; "
           f"forward + backward, median us ({'CPU' if args.threads == 1 else 'wall'}) of "
           f"{args.repeats} alternating rounds; "
-          f"attention_small.MAX_LENGTH = {attention_small.MAX_LENGTH}")
+          f"the op runs the short kernel (*) where N * D <= "
+          f"{attention_small.MAX_LENGTH_TIMES_HEAD_DIM}")
     print(f"{'B H D':>10} {'N':>5} {'short':>9} {'tiled':>9} {'torch':>9} "
           f"{'tiled/short':>12} {'torch/short':>12} {'torch/tiled':>12}")
     clock = time.thread_time if args.threads == 1 else time.perf_counter
@@ -112,7 +113,8 @@ def main():
                 short, tiled, peer = medians(
                     [kernel_step(attention_small, *arrays), kernel_step(attention, *arrays),
                      torch_step(*arrays)], args.repeats, clock)
-                print(f"{B:>4} {H} {D:>2} {N:>5} {1e6 * short:9.1f} {1e6 * tiled:9.1f} "
+                chosen = "*" if N * D <= attention_small.MAX_LENGTH_TIMES_HEAD_DIM else " "
+                print(f"{B:>4} {H} {D:>2} {N:>4}{chosen} {1e6 * short:9.1f} {1e6 * tiled:9.1f} "
                       f"{1e6 * peer:9.1f} {tiled / short:12.2f} {peer / short:12.2f} "
                       f"{peer / tiled:12.2f}", flush=True)
     print(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")

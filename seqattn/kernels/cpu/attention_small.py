@@ -4,15 +4,16 @@ Legend: q (B, H, N, D); k, v (B, Hkv, M, D); query head h reads key/value head h
 off = M - N aligns the last query with the last key. Arguments are an ``AttentionCall`` already
 checked by ``seqattn.ops.attention_inputs``.
 
-At the lengths small models train on (tens to a few hundred tokens, head dims of 4-16), the
-tiled kernel of attention.py spends its time on what makes it fast at long sequences: panels of
-k and v prepared per call, query blocks and key blocks, strips of rows. Here a task takes one
+At the shortest lengths small models train on (a few dozen tokens at most, head dims of 4-16),
+the tiled kernel of attention.py spends its time on what makes it fast at long sequences: panels
+of k and v prepared per call, query blocks and key blocks, strips of rows. Here a task takes one
 (batch, head) whole, with k and v transposed into (D, M) rows of its own, so that every product
 runs along the keys (contiguous, vectorised) and a query's row of scores is complete at once:
 an exact softmax (max, exp and sum over the row), no online rescaling. The same numbers come
 out (the same masks, band, biases, scale, lse saved per row), within rounding.
 
-Forward, per query row i: s = scale q_i k^T over the keys its band lets it see; the dense
+Forward, in blocks of BLOCK query rows whose products share each pass over k and v; per query
+row i: s = scale q_i k^T over the keys its band lets it see; the dense
 score modifications (bias, ALiBi, band, attn_mask, key padding); m = max s, p = exp(s - m),
 out_i = (p v) / sum p, lse_i = m + log(sum p). A row that sees no key gets zeros and -inf.
 

@@ -38,7 +38,9 @@ class Stitcher:
             dtype = t.var_dtypes[name]
             values = blender.result()
             if np.issubdtype(dtype, np.floating):
-                values = values.astype(dtype)
+                # float16 data stay float32: their 3 digits would round the normalized values
+                # before the statistics scale them back
+                values = values.astype(np.promote_types(dtype, np.float32))
             data[name] = xr.Variable(t.var_dims[name], values, t.var_attrs[name])
         return xr.Dataset(data, coords=t.coords.coords, attrs=t.coords.attrs)
 

@@ -8,7 +8,7 @@ at fault - exactly when the case must be refused."""
 import numpy as np
 import pytest
 import xarray as xr
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from molecule_helpers import make_structures
@@ -68,6 +68,14 @@ def setup(ds):
     return adapter, targets
 
 
+def one_infinite_charge():
+    """Charges as a per-atom target, finite but for one +inf."""
+    ds = make_structures(sizes=(2, 3), charges=True)
+    charge = ds["charge"].values.copy()
+    charge[1, 0] = np.inf
+    return ds.assign(charge=ds["charge"].copy(data=charge))
+
+
 class PositionsModel:
     """Per-atom outputs that are known functions of each atom: forces = its position."""
 
@@ -78,6 +86,7 @@ class PositionsModel:
 
 @settings(max_examples=100, deadline=None)
 @given(structures())
+@example(one_infinite_charge())
 def test_molecule_round_trip_or_named_error(ds):
     before = ds.copy(deep=True)
     adapter, targets = setup(ds)
@@ -86,6 +95,8 @@ def test_molecule_round_trip_or_named_error(ds):
         with pytest.raises((ValueError, TypeError)) as refused:
             adapter.fit(ds, targets=targets)
         assert_names(refused.value, *names)
+        if names == ["charge"] and np.isinf(ds["charge"].values).any():
+            assert "finite" in str(refused.value)  # said as such, not "all NaN"
         return
     adapter.fit(ds, targets=targets)
     batch = adapter.encode(ds)

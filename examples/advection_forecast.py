@@ -8,14 +8,18 @@ lat/lon grid and held as an xarray Dataset; then:
 
     simulate -> split in time (train | validation | test) -> GridAdapter (patches, statistics
     of the training period only) + ForecastWindows (history, leads, increments scaled per lead:
-    predicting zero is persistence) -> TokenModel encoding each patch's latitude/longitude and
-    the lead, with a linear path from each patch's inputs started at ridge regression on them
-    (seqattn.baselines.warm_start: the model starts as that ridge and learns the residual) ->
-    fit on the windows' batches (latitude-weighted MSE, AdamW, warmup-cosine) -> seqattn.predict
-    over the test period: a Dataset on the original coordinates, in ppb -> seqattn.evaluate:
-    latitude-weighted RMSE per lead of the model and of the baselines of seqattn.baselines on
-    the same inputs (persistence, climatology, ridge on each patch's history per lead), fitted
-    on the training period with their choices made on the validation period.
+    predicting zero is persistence) -> the baselines of seqattn.baselines on the same inputs
+    (persistence, climatology, ridge on each patch's history per lead: "lead token ridge"),
+    fitted on the training period with their choices made on the validation period ->
+    TokenModel encoding each patch's latitude/longitude and the lead, with a linear path of
+    each patch's inputs, one map per lead, started at that fitted ridge
+    (seqattn.baselines.warm_start: the model starts as the ridge, and attention, its output
+    projection zeroed, learns the residual; the path stays fixed) -> fit on the windows'
+    batches (latitude-weighted MSE, AdamW, warmup-cosine, early stopping on validation that
+    scores the start too, so the model never ends worse there than the ridge) ->
+    seqattn.predict over the test period: a Dataset on the original coordinates, in ppb ->
+    seqattn.evaluate: latitude-weighted RMSE per lead of the model and of those same fitted
+    baselines.
 
 Run ``python examples/advection_forecast.py [--quick] [--epochs N] [--plot out.png] [--save DIR]``.
 """
@@ -30,9 +34,10 @@ from scipy.ndimage import map_coordinates
 
 import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
-from seqattn.baselines import TokenFeatures, warm_start
+from seqattn.baselines import LeadRidge, for_batch, warm_start
 from seqattn.models import build
-from seqattn.train import AdamW, LatitudeWeightedMSELoss, WarmupCosine, fit
+from seqattn.models.linear_path import residual_parameters
+from seqattn.train import AdamW, EarlyStopping, LatitudeWeightedMSELoss, WarmupCosine, fit
 
 EARTH_RADIUS = 6.371e6  # m
 SECONDS_PER_HOUR = 3600.0
@@ -64,6 +69,7 @@ class ExampleConfig:
     num_layers: int = 2
     dim_feedforward: int = 128
     epochs: int = 40
+    patience: int = 8             # epochs without a better validation loss before stopping
     batch_size: int = 16
     lr: float = 3e-3
     warmup_fraction: float = 0.1
@@ -215,22 +221,41 @@ def split_in_time(ds, train_fraction, validation_fraction):
         position >= end
 
 
-def build_model(config, windows):
+def lead_seconds(windows):
+    """The fitted windows' leads as ``coords["lead"]`` holds them: seconds."""
+    return tuple(float(lead / np.timedelta64(1, "s")) for lead in windows.lead_values)
+
+
+def build_model(config, windows, ridge=None):
     """Tokens are patches located by their centre's latitude and longitude (Fourier features
     of the point on the unit sphere: no seam at the date line, no crowding at the poles; the
     wind depends on both), so no sequence positions; ``lead`` lets one model serve every lead.
-    Its sizes come from the fitted windows."""
+    With ``config.linear`` a linear path with one map per lead has the function class of the
+    fitted `ridge` (a LeadRidge): each patch's own inputs where it regressed per token (the
+    grid is too large to flatten), all the sample's where it flattened them. Its sizes come
+    from the fitted windows."""
+    flattened = config.linear and ridge.flatten
     return build(windows.model_config(
         d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
         dim_feedforward=config.dim_feedforward, positions="none",
         coordinates=["latlon", "lead"], num_frequencies=config.fourier_frequencies,
-        linear=config.linear, seed=config.seed))
+        linear=config.linear, linear_leads=lead_seconds(windows) if config.linear else None,
+        linear_tokens=ridge.n_tokens if flattened else None, seed=config.seed))
+
+
+def fit_baselines(windows, ds, train_part, valid_part, batch_size):
+    """The baselines of seqattn.baselines for these batches (persistence, climatology, ridge
+    per lead), fitted on `train_part` with their choices made on `valid_part`."""
+    training = windows.batches(ds, where=train_part, batch_size=batch_size)
+    validation = windows.batches(ds, where=valid_part, batch_size=batch_size)
+    return [baseline.fit(training, validation) for baseline in for_batch(next(iter(training)))]
 
 
 def train(config, ds, train_part, valid_part, progress=True):
-    """The forecast set-up (adapter statistics from the `train_part` times only), the model,
-    history. With ``config.linear`` the model's linear path starts at ridge on each patch's
-    inputs, fitted on `train_part` with its penalty chosen on `valid_part`.
+    """The forecast set-up (adapter statistics from the `train_part` times only), the fitted
+    baselines, the model, history. With ``config.linear`` the model's linear path starts at
+    the fitted ridge per lead and stays there: training moves the attention residual only,
+    and early stopping on `valid_part` keeps the start when no epoch beats it.
 
     The targets are increments, the change from the last input step (normalized), so a model
     that predicts zero change is persistence."""
@@ -241,24 +266,34 @@ def train(config, ds, train_part, valid_part, progress=True):
                                   ds, where=train_part)
     batches = windows.batches(ds, where=train_part, batch_size=config.batch_size, shuffle=True,
                               seed=config.seed)
-    model = build_model(config, windows)
+    validation = windows.batches(ds, where=valid_part, batch_size=config.batch_size)
+    baselines = fit_baselines(windows, ds, train_part, valid_part, config.batch_size)
+    ridge = next(b for b in baselines if isinstance(b, LeadRidge))
+    model = build_model(config, windows, ridge)
+    trained = model.named_parameters()
     if config.linear:
-        warm_start(model, TokenFeatures().fit(batches, windows.batches(
-            ds, where=valid_part, batch_size=config.batch_size)))
+        warm_start(model, ridge)
+        # weight decay would shrink the fitted maps: they stay as fitted
+        trained = residual_parameters(model)
     steps = config.epochs * len(batches)
     schedule = WarmupCosine(config.lr, max(1, int(config.warmup_fraction * steps)), steps,
                             min_lr=config.lr / 20)
-    history = fit(model, LatitudeWeightedMSELoss(), AdamW(model, lr=config.lr), batches,
-                  epochs=config.epochs, seed=config.seed, schedule=schedule,
-                  clip_grad_norm=1.0, progress=False,
-                  callbacks=[print_epoch] if progress else ())
-    return windows, model, history
+    stopping = EarlyStopping(patience=config.patience, include_start=True)
+    history = fit(model, LatitudeWeightedMSELoss(), AdamW(trained, lr=config.lr), batches,
+                  validation=validation, epochs=config.epochs, seed=config.seed,
+                  schedule=schedule, clip_grad_norm=1.0, progress=False,
+                  early_stopping=stopping, callbacks=[print_epoch] if progress else ())
+    if progress:
+        kept = "the start" if stopping.best_epoch == -1 else f"epoch {stopping.best_epoch + 1}"
+        print(f"kept {kept} (validation loss {stopping.best:.4f})")
+    return windows, baselines, model, history
 
 
 def print_epoch(state):
     """One line per epoch (fit's own progress bars flood a log that is not a terminal)."""
-    print(f"epoch {state.epoch:>3}: training loss {state.history['loss'][-1]:.4f} "
-          f"(normalized increments), lr {state.history['lr'][-1]:.2e}", flush=True)
+    print(f"epoch {state.epoch:>3}: training loss {state.history['loss'][-1]:.4f}, validation "
+          f"{state.history['val_loss'][-1]:.4f} (normalized increments), lr "
+          f"{state.history['lr'][-1]:.2e}", flush=True)
 
 
 # ---- skill -------------------------------------------------------------------------------------
@@ -320,14 +355,13 @@ def main(argv=None, config=None, progress=True):
     ds = simulate(config)
     train_part, valid_part, test_part = split_in_time(ds, config.train_fraction,
                                                       config.validation_fraction)
-    windows, model, history = train(config, ds, train_part, valid_part, progress)
+    windows, baselines, model, history = train(config, ds, train_part, valid_part, progress)
     # every initial time of the test period with a full history there, in physical units on
     # (lead, valid time, lat, lon)
     predicted = seqattn.predict(model, ds, windows, where=test_part,
                                 batch_size=config.batch_size)
-    scores = seqattn.evaluate(model, ds, windows, where=test_part, train=train_part,
-                              validation=valid_part, weights=np.cos(np.deg2rad(ds.lat)),
-                              batch_size=config.batch_size)
+    scores = seqattn.evaluate(model, ds, windows, where=test_part, baselines=baselines,
+                              weights=np.cos(np.deg2rad(ds.lat)), batch_size=config.batch_size)
     print(f"trained on {span(ds, train_part)} (normalization and baselines from those times "
           f"only); baselines' choices on {span(ds, valid_part)}; scored on {span(ds, test_part)}")
     print("latitude-weighted scores of tracer [ppb] per lead (rmse_skill: against the "

@@ -1,7 +1,6 @@
 """The example pipelines run end to end in a tiny configuration (their full runs are the
 project's main job, not tests)."""
 import importlib.util
-import math
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +27,14 @@ def test_advection_forecast_runs_end_to_end(tmp_path):
     result = example.main(["--save", str(tmp_path)], config=config, progress=False)
 
     scores = result["scores"]
-    assert sorted(scores) == ["12h", "6h"]
-    for lead, row in scores.items():
-        for name in ("model", "persistence", "climatology", "model/persistence"):
-            assert math.isfinite(row[name]) and row[name] >= 0, (lead, name, row)
-        assert row["n_forecasts"] > 0
+    assert (scores.lead.values / np.timedelta64(1, "h")).tolist() == [6, 12]
+    predictors = scores.predictor.values.tolist()
+    assert predictors[0] == "model"
+    assert {"persistence", "climatology"} <= set(predictors[1:]), predictors
+    rmse = scores.rmse.transpose("predictor", "lead").values
+    assert np.isfinite(rmse).all() and (rmse >= 0).all(), scores.rmse.to_pandas()
+    assert np.isfinite(scores.rmse_skill.sel(predictor="model")).all(), scores.rmse_skill.values
+    assert (scores.n > 0).all(), scores.n.values
     loss = result["history"]["loss"]
     assert loss[-1] < loss[0], loss
 
@@ -41,12 +43,21 @@ def test_advection_forecast_runs_end_to_end(tmp_path):
         np.testing.assert_array_equal(predicted[dim].values, truth[dim].values, err_msg=dim)
     assert predicted["tracer"].dims == ("lead", "time", "lat", "lon")
     assert predicted["tracer"].attrs["units"] == truth["tracer"].attrs["units"]
-    # every valid time with a full history is forecast, and only those are
-    forecast_times = np.isfinite(predicted["tracer"]).all(("lat", "lon")).sum("time")
-    assert forecast_times.values.tolist() == [row["n_forecasts"] for row in scores.values()]
+    # every initial time of the test period with its history there is forecast at each lead
+    # whose valid time is in the data, and only those; each of their cells is scored
+    _, _, test = example.split_in_time(truth, config.train_fraction, config.validation_fraction)
+    forecast = np.isfinite(predicted["tracer"]).all(("lat", "lon"))
+    expected = [int(test.sum()) - config.history - lead for lead in config.leads]
+    assert forecast.sum("time").values.tolist() == expected
+    first_test_time = truth.time.values[test.values][0]
+    for lead in predicted.lead.values:
+        valid = predicted.time.values[forecast.sel(lead=lead).values]
+        assert (valid - lead >= first_test_time).all(), lead
+    cells = truth.sizes["lat"] * truth.sizes["lon"]
+    np.testing.assert_array_equal(forecast.sum("time").values * cells, scores.n.values)
 
-    # the saved model and set-up forecast the same Dataset identically
+    # the saved model and set-up forecast the test period identically
     model = seqattn.load(tmp_path / "model")
     windows = seqattn.load(tmp_path / "windows")
-    again = seqattn.predict(model, truth, windows, batch_size=config.batch_size)
+    again = seqattn.predict(model, truth, windows, where=test, batch_size=config.batch_size)
     np.testing.assert_array_equal(again["tracer"].values, predicted["tracer"].values)

@@ -158,15 +158,15 @@ def _match_index(fitted, given, dim, name):
         found, tolerance = np.array(found, dtype=np.int64), 0.0
     else:
         f, g = as_float(fitted), as_float(given)
-        spacing = np.diff(np.unique(f))
+        spacing = np.diff(np.unique(f))  # fit refuses empty dims: f holds a value at least
         scale = spacing.min() if spacing.size else max(abs(f[0]), 1.0)
         tolerance = MATCH_TOLERANCE * scale
         gaps = np.abs(g[:, None] - f[None, :])
-        found = gaps.argmin(axis=1) if f.size else np.zeros(g.size, np.int64)
-        distance = gaps.min(axis=1) if f.size else np.full(g.size, np.inf)
+        found, distance = gaps.argmin(axis=1), gaps.min(axis=1, initial=np.inf)
     unmatched = ~(distance <= tolerance)
     if unmatched.any():
-        value = given[np.argmax(unmatched)].item()
+        value = given[np.argmax(unmatched)]
+        value = value.item() if isinstance(value, np.generic) else value
         shown = fitted.tolist() if fitted.size <= 12 else f"{fitted.size} values"
         within = "" if exact else (f" (within {MATCH_TOLERANCE:g} of their spacing, "
                                    f"{tolerance:.3g})")

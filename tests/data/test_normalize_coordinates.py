@@ -84,8 +84,9 @@ def test_labels_match_exactly_and_unlabelled_dims_by_size():
     normalizer = Normalizer.fit(ds, ["x"], per_dims=("station",))
     np.testing.assert_allclose(normalizer.apply(ds.isel(station=[2, 0]))["x"].values,
                                normalizer.apply(ds)["x"].values[:, [2, 0]])
-    with pytest.raises(ValueError, match="coordinate 'station' = 'd' has no statistics"):
-        normalizer.apply(ds.assign_coords(station=["a", "b", "d"]))
+    for labels in (["a", "b", "d"], np.array(["a", "b", "d"], dtype=object)):
+        with pytest.raises(ValueError, match="coordinate 'station' = 'd' has no statistics"):
+            normalizer.apply(ds.assign_coords(station=labels))
     bare = Normalizer.fit(ds.drop_vars("station"), ["x"], per_dims=("station",))
     with pytest.raises(ValueError, match="'x' has 2 entries along 'station', but its statistics "
                                          "per 'station' were fitted on 3"):

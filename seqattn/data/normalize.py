@@ -97,9 +97,11 @@ class Normalizer:
                                      f"{stats.sizes[dim]}; give {dim!r} a coordinate or the "
                                      "same size as at fit")
                 continue
-            index = _match_index(np.asarray(stats[dim].values), np.asarray(da[dim].values),
-                                 dim, name)
-            stats = stats.isel({dim: index}).assign_coords({dim: da[dim].values})
+            fitted, given = np.asarray(stats[dim].values), np.asarray(da[dim].values)
+            if fitted.shape == given.shape and np.array_equal(fitted, given):
+                continue  # the data hold the fitted values themselves: nothing to match
+            index = _match_index(fitted, given, dim, name)
+            stats = stats.isel({dim: index}).assign_coords({dim: given})
         return stats
 
     def apply(self, ds):
@@ -147,8 +149,6 @@ class Normalizer:
 def _match_index(fitted, given, dim, name):
     """For each of coordinate `dim`'s `given` values, the index of the `fitted` value it stands
     for: equal labels or times, numbers within MATCH_TOLERANCE of the fitted spacing."""
-    if fitted.shape == given.shape and np.array_equal(fitted, given):
-        return np.arange(given.size)
     exact = is_label(fitted) or is_label(given) or fitted.dtype.kind not in "iuf" \
         or given.dtype.kind not in "iuf"
     if exact:

@@ -23,7 +23,8 @@ Splits (the test part is scored once, everything else is chosen on validation):
   mutant and ``few_doubles`` double mutants drawn at random (seeded); a fifth of those doubles
   is the validation part, the rest and all singles the training part; the test part is the
   published test part's double mutants, none of which is trained on. For GB1, which has no
-  single mutants, this is training on 2% of the doubles.
+  single mutants, this is training on 2% of the doubles. On these few data the model's width
+  (``few_widths``) is chosen on validation too.
 
 Protocol: the variants are one residue Dataset (``from_residues``, protein alphabet, stops as
 a token) with ``y``, the ``part`` and the coordinate ``mutations`` (``Q2A:Y3C``); the model
@@ -48,7 +49,7 @@ import argparse
 import importlib.util
 import resource
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,7 @@ class ExampleConfig:
     few_epochs: int = 40
     few_patience: int = 5
     few_batch_size: int = 64
+    few_widths: tuple = (16, 32)  # d_model candidates on few data, chosen on validation
     subsample: tuple = None     # (training, validation, test) variants drawn per part
     seed: int = 0
 
@@ -296,6 +298,12 @@ def train(config, ds, wild_type, parts, few, progress):
     return model, adapter
 
 
+def validation_r2(model, adapter, ds, parts):
+    valid = xr.DataArray(parts["validation"], dims="record")
+    return r2(seqattn.predict(model, ds, adapter, where=valid)["y"].values,
+              ds["y"].values[parts["validation"]])
+
+
 # ---- the single-mutant maps ----------------------------------------------------------------
 
 
@@ -388,7 +396,14 @@ def main(argv=None, config=None, progress=True):
         few = split != "published"
         row = {"sizes": {p: int(parts[p].sum()) for p in PARTS},
                "baselines": baselines(ds, PROTEIN.codes(wild_type), parts)}
-        model, adapter = train(config, ds, wild_type, parts, few, progress)
+        if few:
+            candidates = [train(replace(config, d_model=width, dim_feedforward=2 * width), ds,
+                                wild_type, parts, few, progress)
+                          for width in config.few_widths]
+            model, adapter = max(candidates, key=lambda c: validation_r2(*c, ds, parts))
+        else:
+            model, adapter = train(config, ds, wild_type, parts, few, progress)
+        row["d_model"] = model.config.d_model
         test = xr.DataArray(parts["test"], dims="record")
         predicted = seqattn.predict(model, ds, adapter, where=test)["y"]
         row["model"] = score(predicted.values, ds["y"].values[parts["test"]])
@@ -411,7 +426,8 @@ def report(results, scan):
     print(f"\n{scan.protein}: {results['variants']} variants; test R^2 / Spearman")
     for split in SPLITS:
         row = results[split]
-        print(f"{split} (" + ", ".join(f"{p} {n}" for p, n in row["sizes"].items()) + "):")
+        print(f"{split} (" + ", ".join(f"{p} {n}" for p, n in row["sizes"].items())
+              + f"; model d_model {row['d_model']}):")
         for name, values in {**row["baselines"],
                              "seqattn (Transformer, mutation tokens)": row["model"]}.items():
             print(f"  {name:45s} {values['r2']:.3f}  {values['spearman']:.3f}")

@@ -112,6 +112,7 @@ def test_quick_run_beats_the_ridge_models_on_both_splits(example, tmp_path):
     assert results["published"]["sizes"] == {"training": 12000, "validation": 3000,
                                              "test": 4000}
     assert results["singles + few doubles"]["sizes"]["training"] == 1600
+    assert results["singles + few doubles"]["d_model"] in example.QUICK.few_widths
     # GB1 measured no single mutant: the map's measured panel is the doubles' mean per mutation
     assert results["map"]["cells"] == 55 * 19 and results["map"]["spearman"] > 0.5
     assert (tmp_path / "protein_dms_gb1_single_mutants.png").stat().st_size > 0

@@ -59,10 +59,54 @@ MODEL = "model"
 def evaluate(model, ds, adapter, *, where=None, targets=None, metrics=None, baselines=True,
              train=None, validation=None, by=("lead",), weights=None, batch_size=64):
     """Scores of `model` and the baselines on the samples `where` selects (see the module
-    docstring), as a Dataset. `metrics` adds name -> f(target, prediction) (values: 1-D arrays
-    in physical units; classes: class indices (R,) and probabilities (R, C)); `train` and
-    `validation` select the samples the baselines are fitted and chosen on; `weights` weights
-    the values (see the module docstring)."""
+    docstring), as a Dataset.
+
+    Parameters
+    ----------
+    model : seqattn.nn.Module
+        The trained model, called on the adapter's batches (built from
+        ``adapter.model_config(...)``).
+    ds : xarray.Dataset
+        The source data, holding the evaluated samples and, for baselines to fit, the
+        training and validation samples.
+    adapter : object
+        The fitted adapter that made the model's batches (its ``batches`` and ``decode``).
+    where : selection, optional
+        The samples to score, as ``adapter.batches(ds, where=...)`` takes them (a boolean
+        DataArray, a dict, labels or indices: :mod:`seqattn.data.protocol`); default all.
+    targets : str, optional
+        The target group to score where the adapter's batches carry several (a
+        MoleculeAdapter's, e.g. ``"solubility"``); passed to ``adapter.batches``.
+    metrics : dict, optional
+        More metrics, name -> ``f(target, prediction)`` returning a float: for values, 1-D
+        arrays of the scored values in physical units; for classes, the class indices (R,)
+        and the probabilities (R, C) of the R labelled samples or tokens.
+    baselines : bool or list of seqattn.baselines.Baseline, default True
+        True: the families that fit the task (:func:`seqattn.baselines.for_batch`), fitted
+        here; False or None: the model alone; a list: those baselines, the fitted ones used
+        as they are and the others fitted here.
+    train : selection, optional
+        The samples the baselines are fitted on; needed, with `validation`, when any
+        baseline is to be fitted.
+    validation : selection, optional
+        The samples on which the baselines make their choices (penalty, k).
+    by : tuple of str, default ('lead',)
+        Dims of the decoded targets kept in the value scores (one score per coordinate);
+        each absent dim is ignored. Not used for classes.
+    weights : xarray.DataArray, optional
+        Weights >= 0 of the values in ``rmse``, ``mae``, ``bias`` and ``r2``, on some of the
+        decoded targets' dims (e.g. ``np.cos(np.deg2rad(ds.lat))``); default: equal.
+    batch_size : int, default 64
+        Samples per batch for the model's and the baselines' calls.
+
+    Returns
+    -------
+    xarray.Dataset
+        One variable per metric on a ``predictor`` dim (``"model"`` first), with the ``by``
+        dims (values) or a ``class`` dim for ``recall`` (classes), a ``target`` dim for
+        several value targets; ``n``, the number of values or samples scored; ``chosen``,
+        what each baseline chose on validation, as JSON.
+    """
     if weights is not None and not isinstance(weights, xr.DataArray):
         raise TypeError(f"weights is a {type(weights).__name__}; expected an xarray.DataArray "
                         "on dims of the decoded targets, e.g. np.cos(np.deg2rad(ds.lat))")
@@ -358,15 +402,41 @@ def _class_scores(adapter, batches, views, outputs, layout, metrics, decodable):
 
 def table(scores):
     """The scores as a pandas DataFrame: one row per predictor (and lead, target), one column
-    per metric; printable in a notebook or a terminal."""
+    per metric; printable in a notebook or a terminal.
+
+    Parameters
+    ----------
+    scores : xarray.Dataset
+        What :func:`evaluate` returned. ``chosen``, ``n`` and the per-class ``recall`` are
+        left out.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by predictor (and the scores' other dims), one column per metric.
+    """
     metrics = [v for v in scores.data_vars if v not in ("chosen", "n")
                and CLASS_DIM not in scores[v].dims]
     return scores[metrics].to_dataframe()[metrics]
 
 
 def strongest_baseline(scores, metric=None):
-    """The name of the baseline with the best `metric` (default: rmse for values, log loss for
-    classes), averaged over leads and targets."""
+    """The name of the baseline with the best `metric`, averaged over leads and targets.
+
+    Parameters
+    ----------
+    scores : xarray.Dataset
+        What :func:`evaluate` returned, with at least one baseline.
+    metric : str, optional
+        The metric to rank by; higher is better for ``accuracy``, ``balanced_accuracy``,
+        ``auroc``, ``r2``, ``rmse_skill`` and ``recall``, lower for the others. Default:
+        ``rmse`` for values, ``log_loss`` for classes.
+
+    Returns
+    -------
+    str
+        The baseline's name on the ``predictor`` dim.
+    """
     metric = metric or ("rmse" if "rmse" in scores else "log_loss")
     baselines = scores[metric].sel(predictor=scores.predictor.values[1:])
     if baselines.sizes["predictor"] == 0:

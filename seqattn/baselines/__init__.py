@@ -44,7 +44,21 @@ def _reads_bases(batch):
 
 
 def for_batch(batch):
-    """Unfitted baselines that fit the task of `batch` (a training batch with targets)."""
+    """Unfitted baselines that fit the task of `batch`, the families that
+    :func:`seqattn.evaluate` fits with ``baselines=True``.
+
+    Parameters
+    ----------
+    batch : seqattn.data.Batch
+        A training batch with targets; its targets' layout (:func:`layout_of`), coordinates
+        (``lead``, ``time``), structure (``pair_codes``, ``types``) and tokens decide the
+        families (see the module docstring).
+
+    Returns
+    -------
+    list of Baseline
+        The baselines, not yet fitted.
+    """
     layout = layout_of(batch)
     structure = batch.structure
     if layout.per_token:
@@ -109,7 +123,22 @@ def warm_start(model, baseline):
     TokenModel, ``PooledFeatures(statistics=("mean",))`` for a SequenceModel, LeadRidge for a
     TokenModel with ``linear_leads``: with ``linear_tokens`` where the ridge flattened the
     inputs, without where it regressed per token) with the head zeroed: the model predicts
-    what the baseline does and training learns the residual."""
+    what the baseline does and training learns the residual.
+
+    Parameters
+    ----------
+    model : seqattn.models.TokenModel or seqattn.models.SequenceModel
+        A model built with a linear path (``linear=True``, or ``linear_leads``) whose inputs
+        are the baseline's features.
+    baseline : TokenFeatures, PooledFeatures or LeadRidge
+        The fitted baseline; a PooledFeatures pools the mean only
+        (``statistics=("mean",)``).
+
+    Returns
+    -------
+    seqattn.models.TokenModel or seqattn.models.SequenceModel
+        `model` itself, its linear path set and its head zeroed.
+    """
     if isinstance(baseline, LeadRidge) and baseline.chosen is not None:
         _start_from_lead_ridge(model, baseline)
         return model

@@ -33,8 +33,19 @@ from ..data.targets import MISSING_CLASS
 
 @dataclass(frozen=True)
 class Layout:
-    """The task of a batch: ``per_token`` (N -> N) or not (N -> 1), ``classes`` or values, and
-    ``n_outputs`` (target features, or classes)."""
+    """The task of a batch, as :func:`layout_of` reads it off the batch's targets.
+
+    Parameters
+    ----------
+    per_token : bool
+        True for a target per token (N -> N: targets (B, N) classes or (B, N, Ft) values),
+        False for one per sample (N -> 1: targets (B,) classes, (B,) or (B, Ft) values).
+    classes : bool
+        True for class targets (integer indices), False for values (floats).
+    n_outputs : int
+        The number of outputs per token or sample: the target features Ft for values, the
+        number of classes C for classes.
+    """
 
     per_token: bool
     classes: bool
@@ -101,8 +112,22 @@ def group_view(batch, group):
 
 def layout_of(batch, n_classes=None):
     """The :class:`Layout` of `batch`'s targets (of its one group holding known targets, when
-    they are a dict); `n_classes` (default: the largest label seen plus one) sizes the logits
-    of a classification."""
+    they are a dict).
+
+    Parameters
+    ----------
+    batch : seqattn.data.Batch
+        A batch made with targets: class indices (B,) or (B, N), or values (B,), (B, Ft) or
+        (B, N, Ft); B samples, N tokens, Ft target features.
+    n_classes : int, optional
+        The number of classes of a classification, which sizes its logits. Default: the
+        largest label in `batch` plus one (at least 2).
+
+    Returns
+    -------
+    Layout
+        Whether the targets are per token, classes or values, and how many outputs.
+    """
     batch = group_view(batch, target_group([batch]))
     targets = batch.targets
     if targets is None:
@@ -151,7 +176,14 @@ def target_matrix(batch, layout):
 
 class Baseline:
     """Base of every baseline: ``fit(train, validation)`` then ``predict(batch)`` (see the
-    module docstring). ``name`` labels it in evaluation tables."""
+    module docstring). ``name`` labels it in evaluation tables.
+
+    A subclass defines ``_fit(train, validation)``, which fits on the training batches,
+    makes its choice on the validation batches and returns what it chose, and
+    ``_predict(batch)``, which returns outputs in the model's layout. After ``fit``,
+    ``chosen`` holds that choice with every candidate's validation score, ``layout`` the
+    task (:class:`Layout`) and ``group`` the target group read (None for array targets).
+    """
 
     name = "baseline"
     chosen = None  # what fit chose on validation, with every candidate's validation score
@@ -159,6 +191,25 @@ class Baseline:
     group = None  # the target group fit read (dict targets), else None
 
     def fit(self, train, validation, *, n_classes=None):
+        """Fit on the training batches, choosing the penalty (or other choice) on the
+        validation batches.
+
+        Parameters
+        ----------
+        train : iterable of seqattn.data.Batch
+            The training batches with targets, as the adapter gives them to the model (a
+            ``Batches`` is read at epoch 0).
+        validation : iterable of seqattn.data.Batch
+            The validation batches with targets, on which the choice is made.
+        n_classes : int, optional
+            The number of classes of a classification (default: the largest training label
+            plus one).
+
+        Returns
+        -------
+        Baseline
+            The baseline itself, fitted.
+        """
         train, validation = as_list(train, "train"), as_list(validation, "validation")
         self.group = target_group(train)
         train = [group_view(b, self.group) for b in train]
@@ -171,6 +222,21 @@ class Baseline:
         raise NotImplementedError(f"{type(self).__name__} must define _fit(train, validation)")
 
     def predict(self, batch):
+        """The outputs a model reading `batch` would give.
+
+        Parameters
+        ----------
+        batch : seqattn.data.Batch
+            A batch of the same adapter as the training batches (its targets are not read).
+
+        Returns
+        -------
+        numpy.ndarray or dict
+            Values (B, N, Ft) per token or (B, Ft) per sample, in the targets' normalized
+            units, or class logits (B, N, C) or (B, C); for targets in groups, a dict of the
+            group's output key (``"<x>_logits"`` for a class group ``"<x>_classes"``) to
+            that array.
+        """
         if self.chosen is None:
             raise ValueError(f"{type(self).__name__}.predict needs fit(train, validation) first")
         out = self._predict(batch)

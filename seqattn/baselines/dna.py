@@ -62,7 +62,18 @@ def kmer_frequencies(codes, k, strand_symmetric):
 
 
 class KmerCounts(LinearBaseline):
-    """k-mer frequencies per sample; k among ``kmer_sizes`` and the penalty on validation."""
+    """Logistic (classes) or ridge (values) regression on each sample's k-mer frequencies,
+    for targets per sequence (N -> 1); k among ``kmer_sizes`` and the penalty chosen on
+    validation. Reads single-base tokens (see the module docstring).
+
+    Parameters
+    ----------
+    kmer_sizes : tuple of int, default (3, 4, 5, 6)
+        The candidate k-mer lengths k (4 ** k features each).
+    strand_symmetric : bool, default False
+        Count a k-mer and its reverse complement as one (for sequences read on either
+        strand).
+    """
 
     def __init__(self, kmer_sizes=KMER_SIZES, strand_symmetric=False):
         self.kmer_sizes = tuple(kmer_sizes)

@@ -66,6 +66,11 @@ def _require_forecast(batch, name, coords=("lead",)):
 
 
 class Persistence(Baseline):
+    """Each target channel predicted by the input value channel of the same token that
+    matched it best on the training batches, or by zero (see the module docstring); for
+    forecast batches (value targets (B, N, Ft) per token). Takes no parameters.
+    """
+
     name = "persistence"
 
     def _fit(self, train, validation):
@@ -92,6 +97,21 @@ class Persistence(Baseline):
 
 
 class Climatology(Baseline):
+    """Per lead, token and target channel, a mean plus harmonics of the valid time (``time +
+    lead``) fitted on the training batches, the number of harmonics chosen on validation
+    (see the module docstring). Reads forecast batches with ``time`` and ``lead``
+    coordinates.
+
+    Parameters
+    ----------
+    periods : tuple of float, default (365.2425 * 86400, 86400)
+        The cycles' periods, in the units of ``time`` and ``lead`` (default: a year and a
+        day, in seconds). A cycle longer than the training batches' span of valid times is
+        left out.
+    harmonics : tuple of int, default (0, 1, 2, 3)
+        The candidate numbers of harmonics per cycle (0: the mean alone).
+    """
+
     name = "climatology"
 
     def __init__(self, periods=(YEAR, DAY), harmonics=HARMONICS):
@@ -99,7 +119,20 @@ class Climatology(Baseline):
 
     def design(self, batch, harmonics):
         """(B, N, P) regressors at each token's valid time: 1, then cos and sin per period and
-        harmonic."""
+        harmonic.
+
+        Parameters
+        ----------
+        batch : seqattn.data.Batch
+            A forecast batch with ``time`` and ``lead`` coordinates (B, N).
+        harmonics : int
+            The number of harmonics per cycle kept by fit.
+
+        Returns
+        -------
+        numpy.ndarray
+            (B, N, P) with P = 1 + 2 * harmonics * the number of cycles.
+        """
         valid_time = np.asarray(batch.coords["time"]) + np.asarray(batch.coords["lead"])
         columns = [np.ones_like(valid_time)]
         for period in self.cycles:
@@ -153,6 +186,21 @@ class Climatology(Baseline):
 
 
 class LeadRidge(Baseline):
+    """Per lead, ridge regression from every input of the sample flattened to every target,
+    the penalty chosen per lead on validation (see the module docstring); for forecast
+    batches (value targets (B, N, Ft) per token, a ``lead`` coordinate).
+
+    Parameters
+    ----------
+    max_features : int, default 4096
+        The most flattened inputs (N * F, with the hour's two channels) regressed jointly;
+        past it each token's targets are regressed on that token's inputs ("lead token
+        ridge").
+    time_of_day : bool, default True
+        Add the sine and cosine of the initial time's hour to every token's inputs, where
+        the batches have a ``time`` coordinate in seconds.
+    """
+
     def __init__(self, max_features=4096, time_of_day=True):
         self.max_features, self.time_of_day = int(max_features), bool(time_of_day)
 
@@ -161,7 +209,18 @@ class LeadRidge(Baseline):
         return "lead ridge" if getattr(self, "flatten", True) else "lead token ridge"
 
     def inputs(self, batch):
-        """(B, N, F [+ 2]) the tokens, with the initial time's hour as sine and cosine."""
+        """(B, N, F [+ 2]) the tokens, with the initial time's hour as sine and cosine.
+
+        Parameters
+        ----------
+        batch : seqattn.data.Batch
+            A forecast batch, tokens (B, N, F).
+
+        Returns
+        -------
+        numpy.ndarray
+            (B, N, F + 2) with ``time_of_day`` and a ``time`` coordinate, else (B, N, F).
+        """
         tokens = np.asarray(batch.tokens, np.float64)
         if not (self.time_of_day and "time" in batch.coords):
             return tokens

@@ -49,7 +49,13 @@ def vocab_size_of(batches):
 
 
 class LinearBaseline(Baseline):
-    """Ridge (values) or logistic regression (classes) on ``features(batch)``."""
+    """Ridge (values) or logistic regression (classes) on ``features(batch)``, the penalty
+    chosen on validation; takes no parameters.
+
+    A subclass defines ``features(batch)``, (B, D) per sample or (B, N, D) per token, and may
+    learn what it needs from the training batches in ``prepare(train)``. After ``fit``,
+    ``model`` is the fitted linear map on the standardized features.
+    """
 
     kind = "linear"
 
@@ -60,7 +66,13 @@ class LinearBaseline(Baseline):
         return f"{self.kind} {'logistic' if self.layout.classes else 'ridge'}"
 
     def prepare(self, train):
-        """Learn what ``features`` needs from the training batches (a vocabulary, a width)."""
+        """Learn what ``features`` needs from the training batches (a vocabulary, a width).
+
+        Parameters
+        ----------
+        train : list of seqattn.data.Batch
+            The training batches (of the target group read, for targets in groups).
+        """
 
     def features(self, batch):
         raise NotImplementedError(f"{type(self).__name__} must define features(batch)")

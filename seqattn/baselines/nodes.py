@@ -77,6 +77,20 @@ def spectral_positions(A, present, count):
 
 
 class NodeFeatures(LinearBaseline):
+    """Ridge (values) or logistic regression (classes) per node on its inputs, degree, its
+    neighbours' mean inputs and spectral positions (see the module docstring), for targets
+    per node; the penalty chosen on validation.
+
+    Parameters
+    ----------
+    spectral : int, default 4
+        The number of Laplacian eigenvectors (smallest nonzero eigenvalues) per node; a
+        graph with fewer nodes fills the rest with zeros.
+    neighbour_codes : tuple of int, optional
+        The pair codes of ``structure.pair_codes`` (B, N, N) that mark a direct edge.
+        Default: the batch's ``placement.neighbour_codes``, else ``(1,)``.
+    """
+
     kind = "node"
 
     def __init__(self, spectral=4, neighbour_codes=None):
@@ -99,6 +113,20 @@ class NodeFeatures(LinearBaseline):
 
 
 class LabelPropagation(Baseline):
+    """The training nodes' labels spread over the normalized adjacency,
+    ``F <- alpha S F + (1 - alpha) Y``, alpha chosen on validation by log loss (see the
+    module docstring); for class targets per node, transductive.
+
+    Parameters
+    ----------
+    alphas : tuple of float, default (0.5, 0.8, 0.9, 0.99)
+        The candidate weights of the neighbours' labels against the node's own seed, each
+        in [0, 1).
+    neighbour_codes : tuple of int, optional
+        The pair codes of ``structure.pair_codes`` (B, N, N) that mark a direct edge.
+        Default: the batch's ``placement.neighbour_codes``, else ``(1,)``.
+    """
+
     name = "label propagation"
 
     def __init__(self, alphas=ALPHAS, neighbour_codes=None):

@@ -37,7 +37,19 @@ def fixed_length(batch):
 
 class PositionFeatures(LinearBaseline):
     """Ridge (values) or logistic regression (classes) on the tokens per position, with
-    `pairwise` per pair of positions too (see the module docstring)."""
+    `pairwise` per pair of positions too (see the module docstring), for targets per
+    sequence (N -> 1) of sequences of one length without padding; the penalty chosen on
+    validation.
+
+    Parameters
+    ----------
+    pairwise : bool, default False
+        False: the additive model (every position's row, N * F columns). True: the pairwise
+        model, adding the outer product of the rows of every two positions
+        (N (N - 1) / 2 * F^2 more columns).
+    max_features : int, default 4096
+        The most feature columns fit accepts; past it fit raises ValueError.
+    """
 
     def __init__(self, pairwise=False, max_features=MAX_FEATURES):
         self.pairwise, self.max_features = bool(pairwise), int(max_features)

@@ -48,6 +48,20 @@ def pooled(inputs, key_padding_mask, statistics):
 
 
 class PooledFeatures(LinearBaseline):
+    """Ridge (values) or logistic regression (classes) per sample on its inputs pooled over
+    the tokens that are not padding, for targets per sample (N -> 1); the penalty chosen on
+    validation.
+
+    Parameters
+    ----------
+    statistics : tuple of str, default ('mean', 'std', 'min', 'max')
+        The statistics of every input channel over the tokens (used in the order mean,
+        std, min, max, whatever the order given); ``"mean"`` is required. Anything but the mean alone adds the number of tokens.
+        Integer ids are pooled as their frequencies (and the number of tokens, unless
+        ``("mean",)``). ``("mean",)`` is the function class of a SequenceModel's linear
+        path, which :func:`~seqattn.baselines.warm_start` can start from it.
+    """
+
     kind = "pooled"
 
     def __init__(self, statistics=STATISTICS):
@@ -71,9 +85,20 @@ class PooledFeatures(LinearBaseline):
 
 class NearestNeighbour(Baseline):
     """The mean target (values) or the smoothed class votes (classes) of the k nearest training
-    samples, k chosen on validation among ``neighbours`` (see the module docstring). Samples
-    are compared on their flattened inputs up to ``max_features`` numbers (one-hot ids count
-    one per id), else on their pooled features."""
+    samples, k chosen on validation among ``neighbours`` (see the module docstring), for
+    targets per sample (N -> 1). Samples are compared on their flattened inputs up to
+    ``max_features`` numbers (one-hot ids count one per id), else on their pooled features.
+
+    Parameters
+    ----------
+    neighbours : tuple of int, default (1, 3, 5, 9)
+        The candidate numbers of neighbours k; one larger than the number of training
+        samples is cut to it.
+    max_features : int, default 4096
+        The widest flattened input (tokens times channels, or tokens times ids) compared as
+        it is; samples of different lengths, or wider, are compared on their pooled
+        features (for ids: their frequencies and number of tokens).
+    """
 
     def __init__(self, neighbours=NEIGHBOURS, max_features=4096):
         self.neighbours, self.max_features = tuple(neighbours), int(max_features)

@@ -20,6 +20,14 @@ def atom_types(batch):
 
 
 class ElementCounts(LinearBaseline):
+    """Ridge (values) or logistic regression (classes) per structure on its element counts,
+    for targets per structure (N -> 1); the penalty chosen on validation. Takes no
+    parameters.
+
+    The features of a structure are the count of each atom type of ``structure.types``
+    (B, N) seen in training and its number of atoms (see the module docstring).
+    """
+
     kind = "element counts"
 
     def _fit(self, train, validation):

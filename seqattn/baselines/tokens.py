@@ -9,6 +9,14 @@ from .linear import LinearBaseline, token_inputs, vocab_size_of
 
 
 class TokenFeatures(LinearBaseline):
+    """Ridge (values) or logistic regression (classes) per token on the token's own inputs,
+    for targets per token (N -> N); the penalty chosen on validation. Takes no parameters.
+
+    The features of a token are its float channels as they are (tokens (B, N, F)) or its
+    integer id one-hot (tokens (B, N); an id past the largest seen in training gets a zero
+    row); the rows are the tokens that are not padding.
+    """
+
     kind = "token"
 
     def prepare(self, train):

@@ -61,17 +61,28 @@ autoclass_content = "class"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 # numpydoc's checks, for the names whose docstrings are written in numpydoc form so far (the
-# layers of seqattn.nn and seqattn.nn.positional, the losses and optimizers, early stopping,
-# pooling and generation, every function of seqattn.ops): every parameter documented, none
-# documented that does not exist, each with a description. Extend the pattern below as more
-# of the API gains numpydoc docstrings.
+# layers of seqattn.nn and seqattn.nn.positional, every function of seqattn.ops, the
+# baselines, seqattn.evaluate, seqattn.save and seqattn.load, seqattn.graphs, the names of
+# seqattn.train, seqattn.models and seqattn.readers listed below): every parameter
+# documented, none documented that does not exist, each with a description. Extend the
+# pattern below as more of the API gains numpydoc docstrings.
 numpydoc_validation_checks = {"PR01", "PR02", "PR07", "PR10"}
 NUMPYDOC_FORM = (r"(seqattn\.nn\.[A-Z]\w*|seqattn\.nn\.positional\.\w+"
+                 r"|seqattn\.(evaluate|save|load)|seqattn\.baselines\.\w+|seqattn\.graphs\.\w+"
                  r"|seqattn\.train\.(MSELoss|MAELoss|HuberLoss|BCEWithLogitsLoss"
-                 r"|LatitudeWeightedMSELoss|CrossEntropyLoss|SGD|Adam|AdamW|EarlyStopping)"
+                 r"|LatitudeWeightedMSELoss|CrossEntropyLoss|SGD|Adam|AdamW|EarlyStopping"
+                 r"|ArrayBatches|IterableBatches|TrainingBatch|DataParallel|EnergyForceLoss"
+                 r"|FitState|NonFiniteLossError|evaluate|fit|PropertyLoss|StepDecay"
+                 r"|WarmupCosine|warmup_and_decay|has_checkpoint|load_checkpoint"
+                 r"|save_checkpoint)"
                  r"|seqattn\.train\.(clip_factor|global_grad_norm)"
                  r"|seqattn\.models\.(\w*Pooling|generate|rollout|EncoderConfig|Seq2SeqConfig"
-                 r"|SequenceEncoder)"
+                 r"|SequenceEncoder|Seq2SeqModel|GraphModel|GraphModelConfig|MoleculeModel"
+                 r"|MoleculeModelConfig|SequenceModel|SequenceModelConfig|TokenModel"
+                 r"|TokenModelConfig|StrandSymmetric|build)"
+                 r"|seqattn\.readers\.(FastaRecord|from_faidx|open_fasta|read_fasta|from_ase"
+                 r"|read_structures|from_networkx|graph_dataset|from_rdkit|from_smiles"
+                 r"|read_sdf|read_smiles)"
                  r"|seqattn\.ops\.([a-z_]+|DistanceBias|PairBias))$")
 numpydoc_validation_exclude = {rf"^(?!{NUMPYDOC_FORM})", r"^seqattn\.nn\.Module$"}
 

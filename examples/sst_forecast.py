@@ -9,10 +9,11 @@ xarray; iris is not needed). Land cells are NaN; they become masks, never values
     (3 x 6 cell patches, periodic in longitude, statistics of the training months only, sin/cos
     of the day of year) -> ForecastWindows (the last 3 months as inputs, one month ahead,
     increments: predicting zero is persistence; in memory) -> TokenModel that encodes each patch's
-    latitude and longitude, with or without a linear path started from ridge on each patch's
-    inputs (seqattn.baselines.warm_start: the model starts as that ridge and learns the
+    latitude and longitude, with or without a linear path (one map per lead of each patch's
+    inputs) started at ridge on those inputs per lead (seqattn.baselines.warm_start: the model
+    starts as the baselines' "lead token ridge", which stays fixed while the rest learns the
     residual), the two chosen by seqattn.train.select on the validation months -> fit (early
-    stopping on the validation months) ->
+    stopping on the validation months, the model as started scored too) ->
     seqattn.predict -> seqattn.evaluate: RMSE over ocean cells on the test months against the
     forecasting baselines of seqattn.baselines on the model's own inputs (persistence,
     climatology with annual harmonics, ridge on each patch's history), fitted on the training
@@ -36,8 +37,9 @@ import xarray as xr
 
 import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
-from seqattn.baselines import TokenFeatures, warm_start
+from seqattn.baselines import LeadRidge, warm_start
 from seqattn.models import build
+from seqattn.models.linear_path import residual_parameters
 from seqattn.train import AdamW, EarlyStopping, MSELoss, WarmupCosine, fit
 from seqattn.train.select import select
 
@@ -108,25 +110,38 @@ def forecast_set_up(config, train_ds):
 
 
 def train(config, windows, train_ds, val_ds, linear, progress=True):
-    """A model trained on `train_ds` (early stopping on `val_ds`); with `linear`, its linear
-    path started from ridge on each patch's inputs (penalty chosen on `val_ds`)."""
+    """A model trained on `train_ds` (early stopping on `val_ds`, the model as started scored
+    too); with `linear`, its linear path (one map per lead of each patch's inputs) started at
+    ridge on them per lead (the lead token ridge, penalty chosen on `val_ds`) and kept there
+    while the rest learns the residual."""
     training = windows.batches(train_ds, batch_size=config.batch_size, shuffle=True,
                                seed=config.seed)
     validation = windows.batches(val_ds, batch_size=config.batch_size)
+    # the ridge the baselines hold (evaluate fits the same on the same months)
+    ridge = LeadRidge().fit(training, validation) if linear else None
     model = build(windows.model_config(
         d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
         dim_feedforward=config.dim_feedforward, positions="none", coordinates=["latlon"],
-        linear=linear, seed=config.seed))
+        linear=linear, linear_leads=lead_seconds(windows) if linear else None,
+        linear_tokens=ridge.n_tokens if linear and ridge.flatten else None, seed=config.seed))
+    trained = model.named_parameters()
     if linear:
-        warm_start(model, TokenFeatures().fit(training, validation))
+        warm_start(model, ridge)
+        trained = residual_parameters(model)  # weight decay would shrink the fitted maps
     steps = config.epochs * len(training)
     schedule = WarmupCosine(config.lr, max(1, steps // 20), steps, min_lr=config.lr / 20)
     fit(model, MSELoss(skip_nan=True),
-        AdamW(model, lr=config.lr, weight_decay=config.weight_decay), training,
+        AdamW(trained, lr=config.lr, weight_decay=config.weight_decay), training,
         validation=validation, epochs=config.epochs, seed=config.seed,
         schedule=schedule, clip_grad_norm=1.0,
-        early_stopping=EarlyStopping(patience=config.patience), progress=progress)
+        early_stopping=EarlyStopping(patience=config.patience, include_start=True),
+        progress=progress)
     return model
+
+
+def lead_seconds(windows):
+    """The fitted windows' leads as ``coords["lead"]`` holds them: seconds."""
+    return tuple(float(lead / np.timedelta64(1, "s")) for lead in windows.lead_values)
 
 
 def plot(path, forecast, truth):

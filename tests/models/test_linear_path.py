@@ -194,3 +194,18 @@ def test_a_forecast_model_started_from_lead_token_ridge_predicts_what_it_does():
         warm_start(lead_token_model(), LeadRidge().fit([data], [data]))
     with pytest.raises(ValueError, match="build it without linear_tokens"):
         warm_start(lead_model(), baseline)
+
+
+def test_a_saved_lead_token_model_loads_with_its_maps(tmp_path):
+    import seqattn
+    from seqattn.models.linear_path import LeadTokenLinearPath
+
+    model = lead_token_model()
+    for _, parameter in model.named_parameters():
+        parameter.data[...] = RNG.normal(size=parameter.data.shape)
+    seqattn.save(model, tmp_path / "model")
+    loaded = seqattn.load(tmp_path / "model")
+    assert isinstance(loaded.linear, LeadTokenLinearPath) and loaded.linear.leads == LEADS
+    x = RNG.normal(size=(3, 4, 3))
+    np.testing.assert_array_equal(loaded(x, None, coords=lead_coords()),
+                                  model(x, None, coords=lead_coords()))

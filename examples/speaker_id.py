@@ -25,7 +25,8 @@ to a common length) and with dynamic time warping. The test file is read once, f
 table. The model is stored with ``seqattn.save`` and read back with
 ``seqattn.load`` before it is scored, as a user would ship it.
 
-Run ``python examples/speaker_id.py [--quick] [--sets JapaneseVowels GunPoint] [--select]``
+Run ``python examples/speaker_id.py [--quick] [--sets JapaneseVowels GunPoint] [--select]
+[--plot out.png]``
 (``--select`` prints the cross-validation of every candidate frame instead). Needs sktime's
 data files only: ``pip install --no-deps sktime`` (its package is never imported).
 """
@@ -41,6 +42,7 @@ import xarray as xr
 
 import seqattn
 from seqattn.adapters import SignalAdapter
+from seqattn.evaluation import strongest_baseline
 from seqattn.models import build
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine, fit
 
@@ -260,6 +262,36 @@ def run_set(name, config):
             "seconds": seconds}
 
 
+def plot(path, results):
+    """Test accuracy per class of each set: the model beside the library baseline of the
+    highest test accuracy (the baselines' recall per class that seqattn.evaluate scored)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 1, figsize=(10, 2.8 * len(results)), squeeze=False,
+                             constrained_layout=True)
+    for ax, (name, r) in zip(axes[:, 0], results.items()):
+        scores = r["scores"]
+        shown = ["model", strongest_baseline(scores, "accuracy")]
+        classes = [str(c) for c in scores["class"].values]
+        place = np.arange(len(classes))
+        for i, predictor in enumerate(shown):
+            recall = scores.recall.sel(predictor=predictor).values
+            accuracy = float(scores.accuracy.sel(predictor=predictor))
+            ax.bar(place + (i - 0.5) * 0.4, recall, 0.4,
+                   label=f"{predictor} (accuracy {accuracy:.3f})")
+        ax.set_xticks(place, classes)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("test accuracy")
+        ax.set_title(f"{name}: accuracy per class")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    axes[-1, 0].set_xlabel("class")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -268,6 +300,8 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--select", action="store_true",
                         help="choose each set's frames by cross-validation on its training file")
+    parser.add_argument("--plot", metavar="PATH",
+                        help="save the test accuracy per class (needs matplotlib)")
     args = parser.parse_args(argv)
     configs = {name: ExampleConfig(**(QUICK[name] if args.quick else {})) for name in args.sets}
     if args.epochs:
@@ -278,6 +312,9 @@ def main(argv=None):
     for name, r in results.items():
         print(f"{name}: test accuracy (seqattn trained and reloaded in {r['seconds']:.0f} s)")
         print("  " + ", ".join(f"{p} {r[p]:.3f}" for p in r if p not in ("scores", "seconds")))
+    if args.plot:
+        plot(args.plot, results)
+        print(f"figure saved to {args.plot}")
     return results
 
 

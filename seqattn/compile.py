@@ -42,10 +42,11 @@ HELPER_LOCK_SECONDS = 900
 # of their own and long ones through the tiled kernel of kernels/cpu/attention.py; the jobs
 # take one of each, and the helper the long one (the tiled backward is the one it compiles).
 SHORT, LONG = 16, 320
+HEAD_DIM = 8
 
 
 def _qkv(rng, length, dtype=np.float32):
-    return [rng.standard_normal((1, 2, length, 8)).astype(dtype) for _ in range(3)]
+    return [rng.standard_normal((1, 2, length, HEAD_DIM)).astype(dtype) for _ in range(3)]
 
 
 def tiled_backward_job():
@@ -71,8 +72,7 @@ def attention_backward_job():
 
 
 def attention_forward_job():
-    """The fused attention forward and the attention weights (float32), for short and for
-    long sequences."""
+    """The fused attention forward and weights (float32), for short and long sequences."""
     from .ops import attention, attention_weights
 
     for length in (SHORT, LONG):

@@ -121,6 +121,14 @@ def test_the_helper_starts_at_the_tiled_forward_only_once(monkeypatch):
     notice.close()
 
 
+def test_the_attention_jobs_reach_the_short_and_the_tiled_kernel():
+    from seqattn.compile import HEAD_DIM, LONG, SHORT
+    from seqattn.kernels.cpu.attention_small import MAX_LENGTH_TIMES_HEAD_DIM
+
+    # ops.attention's choice (_short_sequence_kernels): the helper's LONG job must be tiled
+    assert SHORT * HEAD_DIM <= MAX_LENGTH_TIMES_HEAD_DIM < LONG * HEAD_DIM
+
+
 def _compile_named(notice, module, qualname):
     func = types.SimpleNamespace(__module__=module, __qualname__=qualname)
     ev = types.SimpleNamespace(data={"dispatcher": types.SimpleNamespace(py_func=func)})

@@ -27,6 +27,19 @@ def _kernel_name(dispatcher):
     return f"{func.__module__}.{func.__qualname__}"
 
 
+def _without_structured_biases(args):
+    """Whether the argument types of a tiled attention kernel (its score modifications last,
+    attention._mods) are those of a call without structured biases: None in their flags."""
+    from numba import types
+
+    from .kernels.cpu.attention import PAIR_AT, STRUCTURED_AT
+
+    mods = args[-1] if args else None
+    return (isinstance(mods, types.BaseTuple) and len(mods) > PAIR_AT
+            and isinstance(mods[STRUCTURED_AT], types.NoneType)
+            and isinstance(mods[PAIR_AT], types.NoneType))
+
+
 class CompileNotice(event.Listener):
     """Counts compilations of seqattn functions; says so at the first, then shows progress: a
     tqdm bar on a terminal, elsewhere (a log, a pipe, where a bar's redraws would run into
@@ -60,11 +73,14 @@ class CompileNotice(event.Listener):
                             bar_format="{desc}: {n_fmt} kernels [{elapsed}{postfix}]")
         atexit.register(self.close)
 
-    def _maybe_start_helper(self, name):
-        """Start the helper at the tiled forward's compilation (compile.HELPER_AFTER), once."""
+    def _maybe_start_helper(self, name, args):
+        """Start the helper at the tiled forward's compilation (compile.HELPER_AFTER) for a
+        call without structured biases, once: the helper's backward has that call's signature
+        (a structured bias's kernels have their own, kernels/cpu/attention_bias.py)."""
         from .compile import HELPER_AFTER, start_helper
 
-        if not self.start_helper or self._helper_asked or not name.startswith(HELPER_AFTER):
+        if (not self.start_helper or self._helper_asked or not name.startswith(HELPER_AFTER)
+                or not _without_structured_biases(args)):
             return
         self._helper_asked = True
         try:
@@ -85,7 +101,7 @@ class CompileNotice(event.Listener):
             return
         if self.started is None:
             self._begin()
-        self._maybe_start_helper(name)
+        self._maybe_start_helper(name, ev.data.get("args", ()))
         if self._depth == 0:
             self._outer_start = time.perf_counter()
         self._depth += 1

@@ -110,15 +110,31 @@ def test_the_helper_starts_at_the_tiled_forward_only_once(monkeypatch):
     started = []
     monkeypatch.setattr(seqattn.compile, "start_helper", lambda on_wait: started.append(1))
     notice = CompileNotice(_Stream(False), start_helper=True)
-    for module, name in [("seqattn.kernels.cpu.linear", "_linear_forward_serial"),
-                         ("seqattn.kernels.cpu.attention_small", "_forward_tasks"),
-                         ("seqattn.kernels.cpu.attention", "_backward_tasks_serial")]:
-        _compile_named(notice, module, name)
-    assert started == [], "a helper for a run that has not compiled the tiled forward"
+    plain, with_pair = _score_modifications(pair=False), _score_modifications(pair=True)
+    for module, name, args in [
+            ("seqattn.kernels.cpu.linear", "_linear_forward_serial", ()),
+            ("seqattn.kernels.cpu.attention_small", "_forward_tasks", (plain,)),
+            ("seqattn.kernels.cpu.attention", "_backward_tasks_serial", (plain,)),
+            ("seqattn.kernels.cpu.attention", "_forward_tasks_serial", (with_pair,))]:
+        _compile_named(notice, module, name, args)
+    assert started == [], "a helper for a run whose tiled forward it does not match"
     for name in ("_forward_tasks_serial", "_forward_tasks"):
-        _compile_named(notice, "seqattn.kernels.cpu.attention", name)
+        _compile_named(notice, "seqattn.kernels.cpu.attention", name, (plain,))
     assert started == [1]
     notice.close()
+
+
+def _score_modifications(pair):
+    """The type of attention._mods(call) for a call without a distance bias, with or without
+    a pair bias (None marks an absent one)."""
+    from numba import types as nb
+
+    from seqattn.kernels.cpu.attention import PAIR_AT, STRUCTURED_AT
+
+    fields = [nb.int64] * (PAIR_AT + 7)
+    fields[STRUCTURED_AT] = nb.none
+    fields[PAIR_AT] = nb.int64 if pair else nb.none
+    return nb.Tuple(fields)
 
 
 def test_the_attention_jobs_reach_the_short_and_the_tiled_kernel():
@@ -129,9 +145,10 @@ def test_the_attention_jobs_reach_the_short_and_the_tiled_kernel():
     assert SHORT * HEAD_DIM <= MAX_LENGTH_TIMES_HEAD_DIM < LONG * HEAD_DIM
 
 
-def _compile_named(notice, module, qualname):
+def _compile_named(notice, module, qualname, args=()):
     func = types.SimpleNamespace(__module__=module, __qualname__=qualname)
-    ev = types.SimpleNamespace(data={"dispatcher": types.SimpleNamespace(py_func=func)})
+    ev = types.SimpleNamespace(data={"dispatcher": types.SimpleNamespace(py_func=func),
+                                     "args": args})
     notice.on_start(ev)
     notice.on_end(ev)
 

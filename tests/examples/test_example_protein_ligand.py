@@ -59,9 +59,33 @@ def test_baselines_never_see_the_test_labels(ds):
             y[own].mean())
 
 
-def test_the_quick_run_scores_every_predictor_on_the_test_complexes():
-    table = example.run(CONFIG)
-    assert {"seqattn", "mean per target", "vina rescaled", "fingerprint ridge",
+def test_the_linear_path_alone_is_the_fingerprint_ridge_baseline(ds):
+    train, valid, test = example.splits(ds, CONFIG)
+    y = ds["affinity"].values.astype(np.float64)
+    prints = example.fingerprints(ds["smiles"].values, bits=CONFIG.bits)
+    alphas = example.validated_alphas(prints, y, ds["target"].values, train, valid,
+                                      CONFIG.alphas)
+    both = np.concatenate([train, valid])
+    adapter, model, epochs = example.train_model(ds, both, None, "linear path", alphas, CONFIG,
+                                                 epochs=1)
+    assert epochs == 0
+    ours = example.seqattn.predict(model, ds, adapter)["affinity"].values
+    ridge = example.baselines(ds, train, valid, test, CONFIG)["fingerprint ridge"]
+    # float32 model against float64 ridge: the fingerprint's few hundred terms in float32
+    np.testing.assert_allclose(ours, ridge, rtol=0, atol=1e-4)
+
+
+def test_the_quick_run_beats_the_structure_based_baselines_and_draws_the_contributions(
+        tmp_path):
+    figure = tmp_path / "contributions.png"
+    table = example.main(["--quick", "--plot", str(figure)])
+    ours = [name for name in table if name.startswith("seqattn (")]
+    assert len(ours) == 1 and "seqattn attention only" in table
+    assert {"mean per target", "vina rescaled", "fingerprint ridge",
             "contact counts ridge"} <= set(table)
-    for name, per in table.items():
-        assert np.isfinite(per["all"][0]), name
+    rmse, rho = table[ours[0]]["all"]
+    for name in ("mean per target", "vina rescaled", "contact counts ridge"):
+        assert rmse < table[name]["all"][0], name
+    for name in ("vina rescaled", "contact counts ridge"):
+        assert rho > table[name]["all"][1], name
+    assert figure.stat().st_size > 0

@@ -11,7 +11,8 @@ lat/lon grid and held as an xarray Dataset; then:
     predicting zero is persistence) -> the baselines of seqattn.baselines on the same inputs
     (persistence, climatology, ridge on each patch's history per lead: "lead token ridge"),
     fitted on the training period with their choices made on the validation period ->
-    TokenModel encoding each patch's latitude/longitude and the lead, with a linear path of
+    TokenModel encoding each patch's latitude/longitude and the lead, each patch attending to
+    itself and its west and east neighbours (local attention), with a linear path of
     each patch's inputs, one map per lead, started at that fitted ridge
     (seqattn.baselines.warm_start: the model starts as the ridge, and attention, its output
     projection zeroed, learns the residual; the path stays fixed) -> fit on the windows'
@@ -64,6 +65,11 @@ class ExampleConfig:
     # that baseline and early stopping on validation keeps it unless an epoch beats it
     linear: bool = True
     fourier_frequencies: int = 16
+    # (left, right): each patch attends to the patches up to `left` before and `right` after
+    # it in their row-major (lat, lon) order: (1, 1) is itself and its west and east
+    # neighbours, upwind and downwind in the zonal flow (across longitude 0, the neighbour one
+    # row of patches south or north); chosen on the quick run's validation period
+    window: tuple = (1, 1)
     d_model: int = 64
     nhead: int = 4
     num_layers: int = 2
@@ -76,7 +82,8 @@ class ExampleConfig:
     seed: int = 0
 
 
-QUICK = dict(days=60, epochs=20)
+# a shorter run with a longer validation period than the full run's share, chosen on validation
+QUICK = dict(days=80, train_fraction=0.65, validation_fraction=0.15, epochs=20)
 
 
 # ---- the physics -------------------------------------------------------------------------------
@@ -230,6 +237,8 @@ def build_model(config, windows, ridge=None):
     """Tokens are patches located by their centre's latitude and longitude (Fourier features
     of the point on the unit sphere: no seam at the date line, no crowding at the poles; the
     wind depends on both), so no sequence positions; ``lead`` lets one model serve every lead.
+    Attention is local in the patches' row-major order (``config.window``): the tracer a patch
+    will hold is mostly upwind of it now, which its own inputs, all the ridge sees, miss.
     With ``config.linear`` a linear path with one map per lead has the function class of the
     fitted `ridge` (a LeadRidge): each patch's own inputs where it regressed per token (the
     grid is too large to flatten), all the sample's where it flattened them. Its sizes come
@@ -240,7 +249,8 @@ def build_model(config, windows, ridge=None):
         dim_feedforward=config.dim_feedforward, positions="none",
         coordinates=["latlon", "lead"], num_frequencies=config.fourier_frequencies,
         linear=config.linear, linear_leads=lead_seconds(windows) if config.linear else None,
-        linear_tokens=ridge.n_tokens if flattened else None, seed=config.seed))
+        linear_tokens=ridge.n_tokens if flattened else None, window=config.window,
+        seed=config.seed))
 
 
 def fit_baselines(windows, ds, train_part, valid_part, batch_size):

@@ -22,7 +22,9 @@ part is scored once. Reported: R^2 and Spearman's rho on the test part; a figure
 predicted single-mutant map of the
 consensus site CAG|GUAAGU next to the measured one (the variants the library holds: near the
 consensus the assay is at its ceiling, PSI about 100%, so the measured cells differ by noise
-and the predicted map is what shows which positions matter).
+and the predicted map is what shows which positions matter), each as a heat map above its
+in-silico mutagenesis logo (at each position the letters stacked by their effect relative to
+the position's mean, gains above the axis and losses below).
 
     python examples/splice_site_mpra.py            # full run
     python examples/splice_site_mpra.py --quick    # a small run for CI
@@ -131,27 +133,82 @@ def consensus_maps(model, adapter, ds):
     return predicted, single_mutant_map(measured, CONSENSUS, alphabet=RNA)
 
 
+LETTER_COLOURS = {"A": "tab:green", "C": "tab:blue", "G": "tab:orange", "U": "tab:red"}
+
+
+def letter(ax, text, x, bottom, height, width=0.9):
+    """Draw `text` as a glyph filling the data box [x - width/2, x + width/2] x [bottom,
+    bottom + height], the way sequence logos scale their letters."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.patches import PathPatch
+    from matplotlib.textpath import TextPath
+    from matplotlib.transforms import Affine2D
+
+    glyph = TextPath((0, 0), text, size=1, prop=FontProperties(family="DejaVu Sans",
+                                                                 weight="bold"))
+    box = glyph.get_extents()
+    fit = (Affine2D().translate(-box.x0, -box.y0).scale(width / box.width, height / box.height)
+           .translate(x - width / 2, bottom))
+    ax.add_patch(PathPatch(fit.transform_path(glyph), color=LETTER_COLOURS.get(text, "grey"),
+                           linewidth=0))
+
+
+def logo(ax, grid):
+    """An in-silico mutagenesis logo: at each position the letters stacked by their value less
+    the position's mean (over the cells it has), gains above the axis and losses below, the
+    largest farthest out. Cells without a value are left out."""
+    for x, row in enumerate(grid.values):
+        # a position without any value (nanmean would warn) draws nothing
+        effects = row - np.nanmean(row) if np.isfinite(row).any() else row
+        gains = [(e, r) for e, r in zip(effects, grid["residue"].values) if e > 0]
+        losses = [(e, r) for e, r in zip(effects, grid["residue"].values) if e < 0]
+        top = 0.0
+        for effect, residue in sorted(gains):
+            letter(ax, str(residue), x, top, effect)
+            top += effect
+        bottom = 0.0
+        for effect, residue in sorted(losses, reverse=True):
+            bottom += effect
+            letter(ax, str(residue), x, bottom, -effect)
+    # add_patch extends the data limits but leaves the view as it was
+    ax.autoscale_view()
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xlim(-0.5, len(grid) - 0.5)
+
+
 def figure(predicted, measured, path):
+    """The two single-mutant maps as heat maps above their in-silico mutagenesis logos,
+    written to `path`; returns the (closed) Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharey=True)
+    fig = plt.figure(figsize=(10, 6.4), layout="constrained")
+    axes = fig.subplots(2, 2, sharey="row")
     limits = np.nanmin([predicted.min(), measured.min()]), np.nanmax([predicted.max(),
                                                                      measured.max()])
-    for ax, (title, grid) in zip(axes, (("seqattn", predicted), ("measured", measured))):
+    ticks = range(len(CONSENSUS)), [f"{p}\n{w}" for p, w in zip([-3, -2, -1, 1, 2, 3, 4, 5, 6],
+                                                                CONSENSUS)]
+    for column, (title, grid) in enumerate((("seqattn", predicted), ("measured", measured))):
+        ax = axes[0, column]
         image = ax.imshow(grid.values.T, cmap="viridis", vmin=limits[0], vmax=limits[1],
                           aspect="auto")
-        ax.set_xticks(range(len(CONSENSUS)), [f"{p}\n{w}" for p, w in zip(
-            [-3, -2, -1, 1, 2, 3, 4, 5, 6], CONSENSUS)])
         ax.set_yticks(range(4), list(grid["residue"].values))
         ax.set_title(title)
+        ax = axes[1, column]
+        logo(ax, grid)
+        ax.set_title(f"{title}: in-silico mutagenesis logo")
+        for ax in axes[:, column]:
+            ax.set_xticks(*ticks)
+    # the logos share their row's scale, so a letter's height compares across them
+    axes[1, 0].set_ylabel("log10 PSI less\nthe position's mean")
     fig.suptitle(f"single mutants of the consensus site {CONSENSUS[:3]}|{CONSENSUS[3:]} "
                  "(blank: not in the library)")
-    fig.colorbar(image, ax=axes, label="log10 PSI")
+    fig.colorbar(image, ax=axes[0, :], label="log10 PSI")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
+    return fig
 
 
 # ---- main ----------------------------------------------------------------------------------
@@ -179,7 +236,8 @@ def main(argv=None, config=None, progress=True):
         "measured_spread": float(np.nanstd(measured_map.values)),
         "most_damaging": [f"{CONSENSUS[p - 1]}{p}{r}: {float(v):.2f}" for (p, r), v in
                           zip(worst["cell"].values, worst.values)]}
-    figure(predicted_map, measured_map, out / "splice_site_single_mutants.png")
+    results["figure"] = figure(predicted_map, measured_map,
+                               out / "splice_site_single_mutants.png")
     results["seconds"] = time.perf_counter() - started
     report(results, ds)
     return results

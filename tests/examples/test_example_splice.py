@@ -32,3 +32,12 @@ def test_splice_site_quick_beats_the_strongest_library_baseline(tmp_path):
     assert np.isfinite(scores.spearman).all()
     assert results["consensus"]["measured_cells"] > 9  # the wild type's cells and some mutants
     assert (tmp_path / "splice_site_single_mutants.png").stat().st_size > 0
+    figure = results["figure"]  # the two heat maps, their colour bar and the two logos
+    assert len(figure.axes) == 5
+    predicted_logo, measured_logo = (ax for ax in figure.axes if "logo" in ax.get_title())
+    assert len(predicted_logo.patches) == 36  # a letter for every cell of the predicted map
+    assert 0 < len(measured_logo.patches) <= results["consensus"]["measured_cells"]
+    for ax in (predicted_logo, measured_logo):  # gains above the axis, losses below, in view
+        low, high = ax.get_ylim()
+        boxes = [patch.get_path().get_extents() for patch in ax.patches]
+        assert low <= min(box.y0 for box in boxes) < 0 < max(box.y1 for box in boxes) <= high

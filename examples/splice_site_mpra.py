@@ -46,7 +46,8 @@ from seqattn.readers.mutations import mutations_between, single_mutants
 from seqattn.readers.residues import from_mutations, from_residues
 from seqattn.train import AdamW, EarlyStopping, MSELoss, fit
 
-CONSENSUS = "CAGGUAAGU"  # positions -3 .. +6 of the 5' splice site
+CONSENSUS = "CAGGUAAGU"
+SITE_POSITIONS = (-3, -2, -1, 1, 2, 3, 4, 5, 6)  # of CONSENSUS, around the exon|intron boundary
 
 
 @dataclass
@@ -188,8 +189,7 @@ def figure(predicted, measured, path):
     axes = fig.subplots(2, 2, sharey="row")
     limits = np.nanmin([predicted.min(), measured.min()]), np.nanmax([predicted.max(),
                                                                      measured.max()])
-    ticks = range(len(CONSENSUS)), [f"{p}\n{w}" for p, w in zip([-3, -2, -1, 1, 2, 3, 4, 5, 6],
-                                                                CONSENSUS)]
+    ticks = range(len(CONSENSUS)), [f"{p}\n{w}" for p, w in zip(SITE_POSITIONS, CONSENSUS)]
     for column, (title, grid) in enumerate((("seqattn", predicted), ("measured", measured))):
         ax = axes[0, column]
         image = ax.imshow(grid.values.T, cmap="viridis", vmin=limits[0], vmax=limits[1],
@@ -234,8 +234,8 @@ def main(argv=None, config=None, progress=True):
     results["consensus"] = {
         "measured_cells": int(np.isfinite(measured_map.values).sum()),
         "measured_spread": float(np.nanstd(measured_map.values)),
-        "most_damaging": [f"{CONSENSUS[p - 1]}{p}{r}: {float(v):.2f}" for (p, r), v in
-                          zip(worst["cell"].values, worst.values)]}
+        "most_damaging": [f"{CONSENSUS[p - 1]}{SITE_POSITIONS[p - 1]:+d}{r}: {float(v):.2f}"
+                          for (p, r), v in zip(worst["cell"].values, worst.values)]}
     results["figure"] = figure(predicted_map, measured_map,
                                out / "splice_site_single_mutants.png")
     results["seconds"] = time.perf_counter() - started

@@ -63,7 +63,8 @@ numpydoc_class_members_toctree = False
 # numpydoc's checks, for the names whose docstrings are written in numpydoc form so far (the
 # layers of seqattn.nn and seqattn.nn.positional, every function of seqattn.ops, the
 # baselines, seqattn.evaluate, seqattn.save and seqattn.load, seqattn.graphs, the names of
-# seqattn.train, seqattn.models and seqattn.readers listed below): every parameter
+# seqattn.train, seqattn.models, seqattn.readers, seqattn.adapters, seqattn.data and
+# seqattn.autodiff listed below, seqattn.follow_machine_load): every parameter
 # documented, none documented that does not exist, each with a description. Extend the
 # pattern below as more of the API gains numpydoc docstrings.
 numpydoc_validation_checks = {"PR01", "PR02", "PR07", "PR10"}
@@ -83,7 +84,21 @@ NUMPYDOC_FORM = (r"(seqattn\.nn\.[A-Z]\w*|seqattn\.nn\.positional\.\w+"
                  r"|seqattn\.readers\.(FastaRecord|from_faidx|open_fasta|read_fasta|from_ase"
                  r"|read_structures|from_networkx|graph_dataset|from_rdkit|from_smiles"
                  r"|read_sdf|read_smiles)"
-                 r"|seqattn\.ops\.([a-z_]+|DistanceBias|PairBias))$")
+                 r"|seqattn\.ops\.([a-z_]+|DistanceBias|PairBias|AttentionGradients"
+                 r"|DistanceBiasGradients|PairBiasGradients)"
+                 r"|seqattn\.(adapters|data)\.(Batch|BatchIterator|Normalizer|Placement|PutBack"
+                 r"|Stitcher|Template)"
+                 r"|seqattn\.adapters\.(ForecastBatches|ForecastWindows|GraphAdapter|GraphBatches"
+                 r"|GridAdapter|LogMel|MoleculeAdapter|MoleculeBatches|SignalAdapter"
+                 r"|TargetPutBack)"
+                 r"|seqattn\.readers\.(from_dataarray|to_strings|complexes_from_atoms"
+                 r"|read_complex|read_docked_complexes)"
+                 r"|seqattn\.models\.(ComplexModel|ComplexModelConfig|ComplexStructure)"
+                 r"|seqattn\.autodiff\.(Parameter|add|additive_scores|as_tensor|attention|concat"
+                 r"|divide|embedding|first_token|layer_norm|linear|masked_mean|merge_heads"
+                 r"|multiply|prepend_token|reduce_mean|reduce_sum|reshape|rms_norm|rope"
+                 r"|split_heads|stack|subtract|swiglu|take|unwrap)"
+                 r"|seqattn\.follow_machine_load)$")
 numpydoc_validation_exclude = {rf"^(?!{NUMPYDOC_FORM})", r"^seqattn\.nn\.Module$"}
 
 # No intersphinx: the build runs offline (CI and the test have no network), so links to NumPy,

@@ -106,20 +106,26 @@ class ForecastWindows(Adapter, Persistable):
     adapter : GridAdapter or SignalAdapter
         A GridAdapter whose sample dims include `time_dim`, or a SignalAdapter whose time dim is
         `time_dim`; ``fit`` fits it on the training times.
+    *args
+        Refused: the former ``ForecastWindows(ds, adapter, ...)`` form took the data first; a
+        TypeError says how to build, fit and batch instead.
     leads : int, str, timedelta or a list of them
         How far ahead each target lies: steps (int) or the time coordinate's units ("6h").
-    history : int
+    history : int, default 0
         Input steps before the initial time (the inputs are t - history .. t).
     targets : list of str, optional
         The variables to forecast (default: the adapter's variables that have `time_dim`).
-    time_dim : str
+    time_dim : str, default "time"
         The time dim the forecasts step along.
-    increments : bool
+    increments : bool, default False
         Targets as changes from the source cells (see the module docstring).
-    lead_scales : None, "rms" or list of float
+    lead_scales : None, "rms" or list of float, default None
         With increments, one scale per lead ("rms": fitted on the training samples).
-    in_memory : bool
+    in_memory : bool, default False
         Encode every sample once per batches(...) and cut batches from that.
+    **removed
+        Arguments earlier releases took (``batch_size``, ``shuffle``, ``seed``, ``drop_last``,
+        now given to ``batches``): refused with a TypeError.
     """
 
     def __init__(self, adapter, *args, leads=None, history=0, targets=None, time_dim="time",
@@ -424,7 +430,27 @@ class ForecastWindows(Adapter, Persistable):
 class ForecastBatches(Batches):
     """The batches of a fitted :class:`ForecastWindows` over a Dataset (what
     ``windows.batches(ds, ...)`` returns). Samples: rows ``(initial time, lead index, *other
-    sample dims)``, ordered by initial time first."""
+    sample dims)``, ordered by initial time first.
+
+    Parameters
+    ----------
+    windows : ForecastWindows
+        The fitted set-up: adapter, leads, history, targets.
+    ds : xarray.Dataset
+        The data the samples are read from.
+    where : dict, array-like or xarray.DataArray or None
+        Which samples to make: ``{dim: selection}``, a bare selection (along the time dim) or a
+        1-d boolean DataArray along a sample dim; a sample is made only where every step it
+        reads or predicts is selected. None: every sample.
+    batch_size : int or None
+        Samples per batch; None puts all samples in one batch.
+    shuffle : bool
+        Whether each epoch draws a new sample order.
+    seed : int or None
+        Seed of the shuffled order, which depends only on (seed, epoch).
+    drop_last : bool
+        Whether to leave out the last batch when it has fewer than `batch_size` samples.
+    """
 
     def __init__(self, windows, ds, where, batch_size, shuffle, seed, drop_last):
         super().__init__(batch_size, shuffle, seed, drop_last)
@@ -617,7 +643,24 @@ class TargetPutBack(PutBack):
     With `increments` the values are changes from the batch's ``target_base`` (the source
     cells in physical units; NaN where missing): the result is ``values * scale * std + base``,
     ``scale`` being the lead's (`lead_scales`, one per lead) or 1, so zero changes give the
-    source values exactly (persistence)."""
+    source values exactly (persistence).
+
+    Parameters
+    ----------
+    adapter : GridAdapter or SignalAdapter
+        The adapter that decodes the target tokens (the windows' target adapter).
+    template : Template
+        Coordinates and variable layout of the targets, with a lead dim.
+    variables : list of str, optional
+        The variables the values stand for; default None, the adapter's ``variables``.
+    mask_missing : bool, default True
+        Whether values where a token has neither a valid input nor a valid target become NaN.
+    increments : bool, default False
+        Whether values are changes from the batch's ``target_base`` (in units of the target's
+        std, times the lead's scale) rather than normalized values.
+    lead_scales : numpy.ndarray, optional
+        (n_leads,) scale of each lead's increments; default None (1 for every lead).
+    """
 
     def __init__(self, adapter, template, variables=None, mask_missing=True, increments=False,
                  lead_scales=None):

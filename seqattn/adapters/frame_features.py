@@ -31,7 +31,21 @@ class LogMel:
     """frames (..., window) -> (..., n_mels) ``log(mel filters @ |rfft(hann * frame)|^2 + floor)``.
 
     ``rate`` (samples per second) defaults to the one the adapter reads off the time coordinate;
-    the filters span ``fmin`` .. ``fmax`` (default rate / 2) Hz. ``floor`` keeps silence finite."""
+    the filters span ``fmin`` .. ``fmax`` (default rate / 2) Hz. ``floor`` keeps silence finite.
+
+    Parameters
+    ----------
+    n_mels : int, default 40
+        Number of mel bands, the features per frame (a positive whole number).
+    rate : float, optional
+        Samples per second; default None, the rate the adapter reads off the time coordinate.
+    fmin : float, default 0.0
+        Lowest frequency of the filters, in Hz.
+    fmax : float, optional
+        Highest frequency of the filters, in Hz; default None, half the sample rate.
+    floor : float, default 1e-6
+        Added to the band energies before the log (> 0), so that silence stays finite.
+    """
 
     dim = "mel"
 

@@ -106,15 +106,15 @@ class GraphAdapter(Persistable, Adapter):
 
     Parameters
     ----------
-    node_features : str or list of str
+    node_features : str or list of str, default ()
         Node variables (dims ``(node,)`` or ``(node, ...)``) that make the tokens; none: each
         token is a constant 1 (the structure alone).
-    attention : {"global", "edges"}
+    attention : {"global", "edges"}, default "global"
         Every node sees its whole graph with a bias per hop distance, or its neighbours only.
-    max_distance : int
+    max_distance : int, default 4
         Hop distances 1 .. max_distance get a code each ("global" attention); farther pairs
         share one.
-    directed : {False, True, "both"}
+    directed : {False, True, "both"}, default False
         How edges are read (module docstring).
     edge_weight : str, optional
         Edge variable of weights >= 0 for the random walks, the Laplacian and the weight bins.
@@ -125,12 +125,18 @@ class GraphAdapter(Persistable, Adapter):
         Edge variable of integer types 0 .. num_edge_types - 1, given together.
     max_degree : int, optional
         In- and out-degree encodings, degrees clipped at it.
-    laplacian, random_walk : int
-        Laplacian eigenvector positions and random-walk return probabilities per node.
-    validity_channel : bool
+    laplacian, random_walk : int, default 0
+        How many Laplacian eigenvector positions and random-walk return probabilities per node
+        (0: none).
+    validity_channel : bool, default False
         Accept NaN node features: 0 in the tokens, and a 0/1 presence column per feature.
     node_dim, edge_dim, graph_dim, graph_index, source, target : str
-        The Dataset's names (defaults: :mod:`seqattn.readers.graphs`'s).
+        The Dataset's names (defaults: :mod:`seqattn.readers.graphs`'s, "node", "edge",
+        "graph", "graph_index", "source", "target").
+    **removed
+        Arguments earlier releases took (``normalizer``, ``mask``, ``samples``,
+        ``variables``, ``validity_channels``): refused with a TypeError that says what replaces
+        each.
     """
 
     weight_thresholds = ()  # fitted: the edge-weight bin thresholds

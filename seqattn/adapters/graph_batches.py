@@ -49,7 +49,28 @@ class GraphSample:
 
 class GraphBatches(Batches):
     """Batches of encoded graphs, ``batch_size`` graphs each, each batch padded to its largest
-    graph; see :class:`seqattn.data.protocol.Batches` for epochs and shuffling."""
+    graph; see :class:`seqattn.data.protocol.Batches` for epochs and shuffling.
+
+    What ``GraphAdapter.batches`` returns.
+
+    Parameters
+    ----------
+    samples : list of GraphSample
+        The encoded graphs, one sample each.
+    template : Template
+        The graph Dataset's coordinates (no data variables), which placements refer to.
+    batch_size : int or None, default 32
+        Graphs per batch; None puts all graphs in one batch.
+    shuffle : bool, default False
+        Whether each epoch draws a new order of the graphs.
+    seed : int or None, default 0
+        Seed of the shuffled order, which depends only on (seed, epoch).
+    drop_last : bool, default False
+        Whether to leave out the last batch when it has fewer than `batch_size` graphs.
+    neighbour_codes : tuple of int, optional
+        The pair codes that mark a direct edge (``GraphAdapter.neighbour_codes``), passed on to
+        each batch's placement; default None.
+    """
 
     def __init__(self, samples, template, batch_size=32, shuffle=False, seed=0,
                  drop_last=False, neighbour_codes=None):

@@ -52,29 +52,32 @@ class GridAdapter(WindowedAdapter):
         static field, repeated in every sample).
     patch : dict of {str: int}
         Token dims and the patch size along each, e.g. ``{"lat": 4, "lon": 4}``.
-    channel_dims : sequence of str
+    channel_dims : sequence of str, default ()
         Dims folded into each token's features (pressure levels, a history of steps).
-    variables_as : {"channels", "tokens"}
+    variables_as : {"channels", "tokens"}, default "channels"
         Variables side by side in a token's features, or each in its own tokens.
-    per_dims : sequence of str
+    per_dims : sequence of str, default ()
         Dims with a statistic per index (a mean per pressure level).
-    periodic : sequence of str
+    periodic : sequence of str, default ()
         Patch dims that wrap around (longitude): padding wraps instead of masking.
-    lon, lat : str
+    lon, lat : str, default "lon", "lat"
         The names of the longitude and latitude coordinates (they reach models as lon, lat).
-    validity_channel : bool
+    validity_channel : bool, default True
         Add per variable the fraction of a token's cells that are valid.
-    strict : bool
+    strict : bool, default False
         Refuse a grid not divisible by the patch instead of padding and masking it.
-    dtype : str
+    dtype : str, default "float32"
         The tokens' dtype.
-    calendar : bool
+    calendar : bool, default False
         Add sin/cos of the hour of day and day of year of each token's time (``time_dim``).
-    time_dim : str
+    time_dim : str, default "time"
         The time dim (its coordinate must be datetime64 or cftime times for ``calendar``).
-    normalize : bool
+    normalize : bool, default True
         Standardize each variable by the mean and std that fit computes (False: the values as
         they are, for data already on a common scale).
+    **removed
+        Arguments earlier releases took (``normalizer=``): refused with a TypeError that says
+        what replaces them (statistics come from ``fit``).
     """
 
     def __init__(self, variables, patch, *, channel_dims=(), variables_as="channels",

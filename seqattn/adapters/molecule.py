@@ -65,20 +65,24 @@ TASKS = ("regression", "classification")
 class MoleculeAdapter(Persistable, Adapter):
     """Structures Dataset <-> atom-token batches; see the module docstring.
 
+    Targets are declared at :meth:`fit` (``targets=``; :mod:`.molecule_targets` lists the
+    kinds). Fitted state: ``atom_types``, ``layout``, ``statistics``, ``normalizer``,
+    ``feature_widths``, ``target_specs``.
+
     Parameters
     ----------
-    atom_features : sequence of str
+    atom_features : sequence of str, default ()
         Per-atom float variables (molecule, atom, ...) appended to the one-hot element in the
         tokens, normalized (a variable with extra dims gives a column per value).
     elements : sequence of int, optional
         The atomic numbers the atom types stand for, in type order; by default those of the
-        structures ``fit`` sees, sorted.
-    dtype : str
+        structures ``fit`` sees, sorted (default None).
+    dtype : str, default "float32"
         The tokens' and the structure's float type (``"float32"`` or ``"float64"``).
-
-    Targets are declared at :meth:`fit` (``targets=``; :mod:`.molecule_targets` lists the
-    kinds). Fitted state: ``atom_types``, ``layout``, ``statistics``, ``normalizer``,
-    ``feature_widths``, ``target_specs``.
+    **removed
+        Options earlier releases took (``energy``, ``forces``, ``targets``, ``layout``,
+        ``statistics``, ``normalizer``, ``feature_widths``): refused with a TypeError, since
+        targets are now declared at ``fit`` and statistics come from it.
     """
 
     def __init__(self, *, atom_features=(), elements=None, dtype="float32", **removed):
@@ -537,7 +541,23 @@ class MoleculeAdapter(Persistable, Adapter):
 
 class MoleculeBatches(Batches):
     """Batches of structures of a Dataset (each batch trimmed to its largest structure), epoch
-    by epoch (:class:`seqattn.data.protocol.Batches`); made by :meth:`MoleculeAdapter.batches`."""
+    by epoch (:class:`seqattn.data.protocol.Batches`); made by :meth:`MoleculeAdapter.batches`.
+
+    Parameters
+    ----------
+    adapter : MoleculeAdapter
+        The fitted adapter that encodes each batch's structures.
+    ds : xarray.Dataset
+        The selected structures, checked, along the molecule dim.
+    targets : list of str
+        The fitted targets each batch carries (empty: batches without targets).
+    molecule_coords : dict
+        Coordinate name -> (molecules of `ds`,) float64 values on the molecule dim, taken
+        before the selection so that a label keeps its index.
+    **options
+        ``batch_size``, ``shuffle``, ``seed`` and ``drop_last``, as for
+        :class:`seqattn.data.protocol.Batches`.
+    """
 
     def __init__(self, adapter, ds, targets, molecule_coords, **options):
         super().__init__(**options)

@@ -56,22 +56,26 @@ class SignalAdapter(WindowedAdapter):
         A frame's length: steps (int) or the time coordinate's units ("25ms", 0.025 s, "6h").
     hop : int, float, str or timedelta, optional
         The step between frames' starts (default: `window`, frames side by side).
-    time_dim : str
+    time_dim : str, default "time"
         The dim the frames are cut along.
-    channel_dims : sequence of str
+    channel_dims : sequence of str, default ()
         Dims folded into each frame's features (microphones, sensors).
-    calendar : bool
+    calendar : bool, default False
         Add sin/cos of the hour of day and day of year of each frame's first step.
-    per_dims : sequence of str
+    per_dims : sequence of str, default ()
         Dims with a statistic per index (with frame features: channel dims only).
-    validity_channel : bool
+    validity_channel : bool, default True
         Add per variable the fraction of a frame's steps that are valid.
-    dtype : str
+    dtype : str, default "float32"
         The tokens' dtype.
-    frame_features : None, "log_mel", LogMel or callable
-        Features computed from each frame's steps (see the module docstring).
-    normalize : bool
+    frame_features : None, "log_mel", LogMel or callable, default None
+        Features computed from each frame's steps (see the module docstring); None: the
+        frame's raw steps.
+    normalize : bool, default True
         Standardize values (or features) by the statistics fit computes (False: as they are).
+    **removed
+        Arguments earlier releases took (``normalizer=``): refused with a TypeError that says
+        what replaces them (statistics come from ``fit``).
     """
 
     def __init__(self, variables, window, *, hop=None, time_dim="time", channel_dims=(),

@@ -141,24 +141,80 @@ def _elementwise(a, b, multiply):
 
 
 def add(a, b):
-    """a + b for Tensors, arrays and numbers (see the module docstring for broadcasting)."""
+    """a + b for Tensors, arrays and numbers (see the module docstring for broadcasting).
+
+    Parameters
+    ----------
+    a : Tensor, array or float
+        The left operand, any shape.
+    b : Tensor, array or float
+        The right operand: a number, the same shape as `a`, or a shape that broadcasts with it
+        (on the GPU, the trailing part of `a`'s shape or the other way round).
+
+    Returns
+    -------
+    Tensor
+        a + b, of the broadcast shape; the gradient reaches whichever operands record one.
+    """
     return _elementwise(a, b, multiply=False)
 
 
 def multiply(a, b):
-    """a * b for Tensors, arrays and numbers (see the module docstring for broadcasting)."""
+    """a * b for Tensors, arrays and numbers (see the module docstring for broadcasting).
+
+    Parameters
+    ----------
+    a : Tensor, array or float
+        The left operand, any shape.
+    b : Tensor, array or float
+        The right operand: a number, the same shape as `a`, or a shape that broadcasts with it
+        (on the GPU, the trailing part of `a`'s shape or the other way round).
+
+    Returns
+    -------
+    Tensor
+        a * b, of the broadcast shape; the gradient reaches whichever operands record one.
+    """
     return _elementwise(a, b, multiply=True)
 
 
 def subtract(a, b):
-    """a - b."""
+    """a - b.
+
+    Parameters
+    ----------
+    a : Tensor, array or float
+        The left operand, any shape.
+    b : Tensor, array or float
+        The right operand: a number, the same shape as `a`, or a shape that broadcasts with it
+        (on the GPU, the trailing part of `a`'s shape or the other way round).
+
+    Returns
+    -------
+    Tensor
+        a - b, of the broadcast shape; the gradient reaches whichever operands record one.
+    """
     if _is_number(b):
         return Affine.apply(a, 1.0, -float(b))
     return add(a, multiply(b, -1.0))
 
 
 def divide(a, b):
-    """a / b."""
+    """a / b.
+
+    Parameters
+    ----------
+    a : Tensor, array or float
+        The left operand, any shape.
+    b : Tensor, array or float
+        The right operand: a number, the same shape as `a`, or a shape that broadcasts with it
+        (on the GPU, the trailing part of `a`'s shape or the other way round).
+
+    Returns
+    -------
+    Tensor
+        a / b, of the broadcast shape; the gradient reaches whichever operands record one.
+    """
     if _is_number(b):
         return multiply(a, 1.0 / float(b))
     return multiply(a, Reciprocal.apply(b))
@@ -200,7 +256,20 @@ def _resolved_shape(shape, size):
 
 
 def reshape(x, shape):
-    """x with a new shape of the same size (one dim may be -1)."""
+    """x with a new shape of the same size (one dim may be -1).
+
+    Parameters
+    ----------
+    x : Tensor or array
+        The values, any shape; a device array must be contiguous.
+    shape : tuple of int
+        The new shape, with as many elements as `x`; one entry may be -1 (inferred).
+
+    Returns
+    -------
+    Tensor
+        `x`'s elements in `shape`.
+    """
     return Reshape.apply(x, _resolved_shape(shape, math.prod(_shape(x))))
 
 
@@ -237,7 +306,21 @@ def _check_device_index(index, shape):
 
 
 def take(x, index):
-    """x[index]; the gradient flows back into the selected elements."""
+    """x[index]; the gradient flows back into the selected elements.
+
+    Parameters
+    ----------
+    x : Tensor or array
+        The values, any shape.
+    index : int, slice, array, tuple or Tensor
+        A NumPy index into `x` (a Tensor is read as its array); on the GPU only an integer or a
+        slice of step 1 on the first axis.
+
+    Returns
+    -------
+    Tensor
+        ``x[index]``; repeated indices add up their gradients.
+    """
     if isinstance(index, Tensor):
         index = index.numpy()
     if device_of(unwrap(x)) != CPU:
@@ -273,12 +356,42 @@ def _reduce(x, axis, keepdims, mean):
 
 
 def reduce_sum(x, axis=None, keepdims=False):
-    """Sum over ``axis`` (an int, a tuple of ints, or None for all)."""
+    """Sum over ``axis`` (an int, a tuple of ints, or None for all).
+
+    Parameters
+    ----------
+    x : Tensor or array
+        The values, any shape.
+    axis : int, tuple of int or None, default None
+        The axes to reduce (negative counts from the end); None: every axis.
+    keepdims : bool, default False
+        Whether the reduced axes stay, with size 1.
+
+    Returns
+    -------
+    Tensor
+        The sum over `axis`: `x`'s shape without (or with size 1 at) the reduced axes.
+    """
     return _reduce(x, axis, keepdims, mean=False)
 
 
 def reduce_mean(x, axis=None, keepdims=False):
-    """Mean over ``axis`` (an int, a tuple of ints, or None for all)."""
+    """Mean over ``axis`` (an int, a tuple of ints, or None for all).
+
+    Parameters
+    ----------
+    x : Tensor or array
+        The values, any shape.
+    axis : int, tuple of int or None, default None
+        The axes to reduce (negative counts from the end); None: every axis.
+    keepdims : bool, default False
+        Whether the reduced axes stay, with size 1.
+
+    Returns
+    -------
+    Tensor
+        The mean over `axis`: `x`'s shape without (or with size 1 at) the reduced axes.
+    """
     return _reduce(x, axis, keepdims, mean=True)
 
 
@@ -297,7 +410,20 @@ class Concat(Function):
 
 
 def concat(tensors, axis=0):
-    """Join Tensors (or arrays) along ``axis``; each gets its slice of the gradient."""
+    """Join Tensors (or arrays) along ``axis``; each gets its slice of the gradient.
+
+    Parameters
+    ----------
+    tensors : sequence of Tensor or array
+        At least one; their shapes equal except along `axis`.
+    axis : int, default 0
+        The axis to join along (negative counts from the end).
+
+    Returns
+    -------
+    Tensor
+        The inputs end to end along `axis`.
+    """
     tensors = list(tensors)
     if not tensors:
         raise ValueError("concat needs at least one tensor")
@@ -305,7 +431,20 @@ def concat(tensors, axis=0):
 
 
 def stack(tensors, axis=0):
-    """Join Tensors of one shape along a new ``axis``."""
+    """Join Tensors of one shape along a new ``axis``.
+
+    Parameters
+    ----------
+    tensors : sequence of Tensor or array
+        At least one, all of one shape.
+    axis : int, default 0
+        Where the new axis goes in the result (negative counts from the end).
+
+    Returns
+    -------
+    Tensor
+        The inputs' shape with a new axis of size ``len(tensors)`` at `axis`.
+    """
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack needs at least one tensor")

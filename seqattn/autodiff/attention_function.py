@@ -50,7 +50,36 @@ def attention(q, k, v, bias=None, distance_bias=None, pair_bias=None, determinis
     ``deterministic`` that of :func:`seqattn.ops.attention_backward`. A dense bias,
     a structured bias's table or its positions that are Tensors requiring gradients get them
     (a dense bias's summed over its broadcast dims; in self-attention the positions' gradient
-    holds both the query and the key part)."""
+    holds both the query and the key part).
+
+    Parameters
+    ----------
+    q : Tensor or array (B, H, N, D)
+        Queries.
+    k : Tensor or array (B, Hkv, M, D)
+        Keys; H must be a multiple of Hkv (grouped-query attention).
+    v : Tensor or array (B, Hkv, M, D)
+        Values.
+    bias : Tensor or array, broadcastable to (B, H, N, M), optional
+        Added to the scores; default None.
+    distance_bias : seqattn.ops.DistanceBias, optional
+        A learned function of the distance between tokens, added to the scores; its ``table``
+        and positions ``x``, ``y`` may be Tensors that get gradients; default None.
+    pair_bias : seqattn.ops.PairBias, optional
+        A learned value per pair code, added to the scores; its ``table`` may be a Tensor that
+        gets a gradient; default None.
+    deterministic : bool, default True
+        Whether the backward pass adds the gradients in a fixed order (the same bits every run)
+        rather than with atomics.
+    **options
+        Further options of :func:`seqattn.ops.attention`: ``causal``, ``key_padding_mask``,
+        ``attn_mask``, ``alibi_slopes``, ``window``, ``scale``.
+
+    Returns
+    -------
+    Tensor (B, H, N, D)
+        The attention output.
+    """
     options = {name: unwrap(x) for name, x in options.items()}
     distance = (None, None, None) if distance_bias is None else (
         distance_bias.table, distance_bias.x, distance_bias.y)

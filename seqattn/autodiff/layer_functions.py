@@ -24,7 +24,22 @@ class Linear(Function):
 
 
 def linear(x, weight, bias=None):
-    """x (..., K) @ weight (O, K)^T + bias (O,) -> (..., O)."""
+    """x (..., K) @ weight (O, K)^T + bias (O,) -> (..., O).
+
+    Parameters
+    ----------
+    x : Tensor or array (..., K)
+        The inputs.
+    weight : Tensor or array (O, K)
+        The weight matrix (a :class:`seqattn.autodiff.Parameter` in a layer).
+    bias : Tensor or array (O,), optional
+        Added to every output; default None (no bias).
+
+    Returns
+    -------
+    Tensor (..., O)
+        The outputs.
+    """
     return Linear.apply(x, weight, bias)
 
 
@@ -45,7 +60,22 @@ class LayerNorm(Function):
 
 
 def layer_norm(x, weight, bias, eps=1e-5):
-    """Normalise x (..., E) over its last axis, then scale by weight (E,) and shift by bias."""
+    """Normalise x (..., E) over its last axis, then scale by weight (E,) and shift by bias.
+
+    Parameters
+    ----------
+    x : Tensor or array (..., E)
+        The inputs.
+    weight, bias : Tensor or array (E,)
+        The scale and the shift applied after normalising.
+    eps : float, default 1e-5
+        Added to the variance before its square root.
+
+    Returns
+    -------
+    Tensor (..., E)
+        The normalised, scaled and shifted values.
+    """
     return LayerNorm.apply(x, weight, bias, eps)
 
 
@@ -65,7 +95,22 @@ class RMSNorm(Function):
 
 
 def rms_norm(x, weight, eps=1e-6):
-    """x (..., E) divided by its root mean square over the last axis, times weight (E,)."""
+    """x (..., E) divided by its root mean square over the last axis, times weight (E,).
+
+    Parameters
+    ----------
+    x : Tensor or array (..., E)
+        The inputs.
+    weight : Tensor or array (E,)
+        The scale applied after normalising.
+    eps : float, default 1e-6
+        Added to the mean square before its square root.
+
+    Returns
+    -------
+    Tensor (..., E)
+        The normalised and scaled values.
+    """
     return RMSNorm.apply(x, weight, eps)
 
 
@@ -126,7 +171,20 @@ class SwiGLU(Function):
 
 
 def swiglu(gate, up):
-    """silu(gate) * up."""
+    """silu(gate) * up.
+
+    Parameters
+    ----------
+    gate : Tensor or array (..., H)
+        The gate projection, passed through SiLU.
+    up : Tensor or array (..., H)
+        The value projection, the shape of `gate`.
+
+    Returns
+    -------
+    Tensor (..., H)
+        ``silu(gate) * up``.
+    """
     return SwiGLU.apply(gate, up)
 
 
@@ -161,7 +219,22 @@ class Embedding(Function):
 
 
 def embedding(ids, weight, padding_idx=None):
-    """weight (V, E)[ids (...)] -> (..., E); rows of ``padding_idx`` get no gradient."""
+    """weight (V, E)[ids (...)] -> (..., E); rows of ``padding_idx`` get no gradient.
+
+    Parameters
+    ----------
+    ids : int array (...)
+        Row indices in [0, V); no gradient flows to them.
+    weight : Tensor or array (V, E)
+        The embedding table.
+    padding_idx : int, optional
+        A row whose gradient stays zero (the padding token's); default None.
+
+    Returns
+    -------
+    Tensor (..., E)
+        One table row per id.
+    """
     return Embedding.apply(ids, weight, padding_idx)
 
 
@@ -178,7 +251,22 @@ class SplitHeads(Function):
 
 
 def split_heads(x, num_heads, parts=1):
-    """(B, N, parts * H * D) -> (B, H, N, D), or a tuple of ``parts`` of them."""
+    """(B, N, parts * H * D) -> (B, H, N, D), or a tuple of ``parts`` of them.
+
+    Parameters
+    ----------
+    x : Tensor or array (B, N, parts * H * D)
+        Projected tokens.
+    num_heads : int
+        H, the number of heads.
+    parts : int, default 1
+        Blocks side by side in `x` (3 for queries, keys and values of one packed projection).
+
+    Returns
+    -------
+    Tensor (B, H, N, D) or tuple of them
+        The heads; a tuple of `parts` Tensors when `parts` > 1.
+    """
     return SplitHeads.apply(x, num_heads, parts)
 
 
@@ -196,7 +284,19 @@ class MergeHeads(Function):
 
 
 def merge_heads(*heads):
-    """(B, H, N, D) -> (B, N, H * D); several inputs side by side."""
+    """(B, H, N, D) -> (B, N, H * D); several inputs side by side.
+
+    Parameters
+    ----------
+    *heads : Tensor or array (B, H, N, D)
+        One input, or several of one shape merged side by side (the inverse of
+        ``split_heads(..., parts=len(heads))``).
+
+    Returns
+    -------
+    Tensor (B, N, len(heads) * H * D)
+        The merged tokens.
+    """
     return MergeHeads.apply(*heads)
 
 
@@ -212,7 +312,20 @@ class Rope(Function):
 
 
 def rope(x, cos, sin):
-    """x (B, H, N, D) rotated by angle tables cos, sin (N, D / 2) (constants)."""
+    """x (B, H, N, D) rotated by angle tables cos, sin (N, D / 2) (constants).
+
+    Parameters
+    ----------
+    x : Tensor or array (B, H, N, D)
+        Queries or keys.
+    cos, sin : array (N, D / 2)
+        Cosines and sines of each position's rotation angles; constants, no gradient.
+
+    Returns
+    -------
+    Tensor (B, H, N, D)
+        The rotated heads.
+    """
     return Rope.apply(x, cos, sin)
 
 
@@ -231,5 +344,20 @@ class AdditiveScores(Function):
 
 
 def additive_scores(qp, kp, v):
-    """(B, N, M) scores v . tanh(qp[b, n] + kp[b, m])."""
+    """(B, N, M) scores v . tanh(qp[b, n] + kp[b, m]).
+
+    Parameters
+    ----------
+    qp : Tensor or array (B, N, A)
+        Projected queries.
+    kp : Tensor or array (B, M, A)
+        Projected keys.
+    v : Tensor or array (A,)
+        The scoring vector.
+
+    Returns
+    -------
+    Tensor (B, N, M)
+        The scores of every query-key pair.
+    """
     return AdditiveScores.apply(qp, kp, v)

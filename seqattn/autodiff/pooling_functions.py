@@ -16,7 +16,20 @@ class MaskedMean(Function):
 
 
 def masked_mean(x, key_padding_mask=None):
-    """(B, E) mean of tokens x (B, N, E) over the unpadded ones (True = padded)."""
+    """(B, E) mean of tokens x (B, N, E) over the unpadded ones (True = padded).
+
+    Parameters
+    ----------
+    x : Tensor or array (B, N, E)
+        The tokens.
+    key_padding_mask : bool array (B, N), optional
+        True for a padded token, left out of the mean; default None (every token counts).
+
+    Returns
+    -------
+    Tensor (B, E)
+        Each sequence's mean token.
+    """
     return MaskedMean.apply(x, key_padding_mask)
 
 
@@ -34,7 +47,23 @@ class PrependToken(Function):
 
 
 def prepend_token(x, token, length=None):
-    """(B, L, E): token (E,) at position 0, then x (B, N, E); L = N + 1 by default."""
+    """(B, L, E): token (E,) at position 0, then x (B, N, E); L = N + 1 by default.
+
+    Parameters
+    ----------
+    x : Tensor or array (B, N, E)
+        The sequences.
+    token : Tensor or array (E,)
+        The token put first (a learned class token); its gradient sums over the batch.
+    length : int, optional
+        L, the output length: default None, N + 1 (a class token); N shifts `x` right by one
+        and drops its last token.
+
+    Returns
+    -------
+    Tensor (B, L, E)
+        The sequences with the token first.
+    """
     return PrependToken.apply(x, token, length)
 
 
@@ -50,5 +79,16 @@ class FirstToken(Function):
 
 
 def first_token(x):
-    """(B, E) = x[:, 0]."""
+    """(B, E) = x[:, 0].
+
+    Parameters
+    ----------
+    x : Tensor or array (B, N, E)
+        The tokens.
+
+    Returns
+    -------
+    Tensor (B, E)
+        The first token of each sequence (a class token's output).
+    """
     return FirstToken.apply(x)

@@ -149,12 +149,34 @@ class Tensor:
 
 
 def unwrap(x):
-    """The array behind a Tensor; anything else unchanged."""
+    """The array behind a Tensor; anything else unchanged.
+
+    Parameters
+    ----------
+    x : Tensor or object
+        A Tensor, or anything else (an array, a number, None).
+
+    Returns
+    -------
+    array or object
+        ``x.data`` for a Tensor, else `x`.
+    """
     return x.data if isinstance(x, Tensor) else x
 
 
 def as_tensor(x):
-    """x itself if it is a Tensor, else a constant Tensor around the array (None stays None)."""
+    """x itself if it is a Tensor, else a constant Tensor around the array (None stays None).
+
+    Parameters
+    ----------
+    x : Tensor, array or None
+        The value.
+
+    Returns
+    -------
+    Tensor or None
+        `x` if it is a Tensor or None, else a Tensor around it that records no gradient.
+    """
     if x is None or isinstance(x, Tensor):
         return x
     return Tensor(x)

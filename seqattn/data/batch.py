@@ -70,7 +70,23 @@ import xarray as xr
 @dataclass(frozen=True)
 class Template:
     """The parts of a Dataset that decoding needs to rebuild it: coordinates, attrs, and each
-    variable's dims, attrs and dtype. It holds no data values, so it is cheap to keep."""
+    variable's dims, attrs and dtype. It holds no data values, so it is cheap to keep.
+
+    Built with ``Template.of(ds)`` from a Dataset rather than field by field.
+
+    Parameters
+    ----------
+    coords : xarray.Dataset
+        The source Dataset with its data variables dropped: coordinates and attrs only.
+    var_dims : dict
+        Variable name -> tuple of its dim names.
+    var_attrs : dict
+        Variable name -> dict of its attrs.
+    var_dtypes : dict
+        Variable name -> its NumPy dtype.
+    dim_sizes : dict
+        Dim name -> its length in the source.
+    """
 
     coords: xr.Dataset
     var_dims: dict
@@ -102,6 +118,19 @@ class Placement:
     along ``dims[i]`` and the whole extent of every other dim. ``overlap`` (per windowed dim) says
     how far neighbouring windows overlap, which decides how values are blended when they are put
     back.
+
+    Parameters
+    ----------
+    template : Template
+        The source Dataset's coordinates and variable layout.
+    dims : tuple of str
+        The windowed dims, in the order of the columns of ``starts``.
+    sizes : tuple of int
+        The window's length along each of ``dims``.
+    overlap : tuple of int
+        How many positions neighbouring windows share along each of ``dims``.
+    starts : numpy.ndarray
+        (B, len(dims)) int64: each sample's first index along each windowed dim.
     """
 
     template: Template
@@ -119,7 +148,40 @@ class Placement:
 
 @dataclass(frozen=True)
 class Batch:
-    """Encoded samples: see the module docstring for the meaning and shape of every field."""
+    """Encoded samples: see the module docstring for the meaning and shape of every field.
+
+    Parameters
+    ----------
+    tokens : numpy.ndarray
+        (B, N, F) float: normalized values (0 where missing), then any validity or calendar
+        channels.
+    key_padding_mask : numpy.ndarray
+        (B, N) bool, True for a padded token that attention ignores.
+    valid : numpy.ndarray
+        (B, N, Fv) bool: which value features were present in the data.
+    coords : dict
+        Coordinate name -> (B, N) float64 per-token coordinate (``"position"``, ``"time"``,
+        ``"lat"``, ...).
+    placement : Placement or tuple of Placement
+        Where each sample came from; a tuple with one Placement per part after
+        ``Batch.concat``.
+    targets : numpy.ndarray, optional
+        (B, N, Ft) normalized targets (forecasts), or (B, ...) / (B, N, ...) per-sample or
+        per-token targets; default None (no targets).
+    target_valid : numpy.ndarray, optional
+        Bool, the shape of ``targets``: which targets were present; default None.
+    target_base : numpy.ndarray, optional
+        (B, N, Ft): the source values, in physical units, that increments are changes from
+        (forecasts with ``increments=True``); default None.
+    lead : numpy.ndarray, optional
+        (B,): each sample's lead time (forecasts); default None.
+    structure : seqattn.nn.Structure, optional
+        Pairwise structure of the tokens (positions, types, cell, pair codes) for structured
+        attention biases; default None.
+    parts : tuple, default ()
+        ``((rows, n_tokens), ...)``, one entry per part of a ``Batch.concat``: the slice
+        of rows and the number of tokens of each; empty for a batch of one source.
+    """
 
     tokens: np.ndarray
     key_padding_mask: np.ndarray

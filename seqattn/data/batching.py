@@ -72,6 +72,36 @@ class BatchIterator(Batches):
     (``seed=None`` draws fresh randomness instead, not reproducible). Iterating the object itself
     runs epoch 0, then 1, ... on each new ``for`` loop.
     Tz-aware time coordinates are encoded in UTC; putting back keeps `ds`'s own coordinates.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The data; only the adapter's ``variables`` are read, lazily.
+    adapter : object
+        A fitted adapter (grid, signal, ...) that encodes sample windows into a
+        :class:`seqattn.data.Batch`.
+    input_dims : dict, optional
+        Dim name -> window length: each sample's extent along that dim; default None (every
+        dim that is not a sample dim whole).
+    input_overlap : dict, optional
+        Dim name (one of `input_dims`) -> how many positions neighbouring windows share, from
+        0 to the window length - 1; default None (no overlap).
+    batch_dims : dict, optional
+        Sample dim name -> read block: how many consecutive indices (one sample each) are read
+        together; default None (the dask chunk, or 16 batches' samples in memory).
+    batch_size : int or None, default 32
+        Samples per batch; None puts all samples in one batch.
+    shuffle : bool, default False
+        Whether each epoch draws a new order of blocks and of the samples in each block.
+    seed : int, optional
+        Seed of the shuffled order, which depends only on (seed, epoch); default None (fresh
+        randomness, not reproducible).
+    drop_last : bool, default False
+        Whether to leave out the last batch when it has fewer than `batch_size` samples.
+    targets : str, list of str or xarray.DataArray, optional
+        One value per sample: names of variables the adapter's ``fit`` saw (normalized, classes
+        as indices), or a DataArray along the sample dims passed as it is, ``(B, *its other
+        dims)``; default None (batches without targets).
     """
 
     def __init__(self, ds, adapter, input_dims=None, input_overlap=None, batch_dims=None,

@@ -26,7 +26,21 @@ MATCH_TOLERANCE = 1e-6
 
 
 class Normalizer:
-    """``(x - mean) / std`` per variable, optionally per index of some dims (``per_dims``)."""
+    """``(x - mean) / std`` per variable, optionally per index of some dims (``per_dims``).
+
+    Made by ``Normalizer.fit`` from data, or from saved statistics.
+
+    Parameters
+    ----------
+    stats : xarray.Dataset
+        One data variable per normalized variable, dims ``("stat", *per_dims)`` with
+        ``stat = ["mean", "std"]``.
+
+    Raises
+    ------
+    TypeError
+        If `stats` is not an xarray Dataset.
+    """
 
     def __init__(self, stats):
         if not isinstance(stats, xr.Dataset):

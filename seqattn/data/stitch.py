@@ -7,7 +7,16 @@ from .blend import Blender, taper
 
 class Stitcher:
     """Collects decoded sample windows of `variables` and blends them into one Dataset on the
-    template's coordinates. Feed it batch after batch (``add``), then call ``result``."""
+    template's coordinates. Feed it batch after batch (``add``), then call ``result``.
+
+    Parameters
+    ----------
+    template : Template
+        The source Dataset's coordinates and variable layout, which the result is built on.
+    variables : list of str
+        The variables whose windows are collected; each gets one blended array the size of
+        its dims in the source.
+    """
 
     def __init__(self, template, variables):
         self.template = template
@@ -48,7 +57,22 @@ class Stitcher:
 class PutBack:
     """Puts a stream of batches (their inputs, or a model's predictions for them) back on the
     source's coordinates through an adapter: ``add(batch, values)`` for each batch, then
-    ``result()`` is a Dataset on the source's coordinates, in physical units again."""
+    ``result()`` is a Dataset on the source's coordinates, in physical units again.
+
+    Parameters
+    ----------
+    adapter : object
+        The adapter that made the batches; its ``decode_samples`` turns a batch's token values
+        back into sample windows and its ``denormalize`` restores physical units.
+    template : Template
+        The source Dataset's coordinates and variable layout.
+    variables : list of str, optional
+        The variables the values stand for, in the adapter's feature order; default None, the
+        adapter's ``variables``.
+    mask_missing : bool, default True
+        Whether values where the batch's input was missing (False in ``valid``) become NaN.
+        Putting back the batches' own inputs (``values=None`` in ``add``) always masks them.
+    """
 
     def __init__(self, adapter, template, variables=None, mask_missing=True):
         self.adapter = adapter

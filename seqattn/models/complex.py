@@ -43,7 +43,36 @@ class ComplexStructure(Structure):
     cross-attention's table numbers them), with the pocket's token features ``pocket_tokens``
     (B, M, Fp) and ``pocket_mask`` (B, M) (True = no atom). For the linear path: ``group``
     (B, N, G), the one-hot of each complex's group on its atoms (0 at padded atoms), and
-    ``fingerprint`` (B, N, F), each atom's shares of the fingerprint's bits."""
+    ``fingerprint`` (B, N, F), each atom's shares of the fingerprint's bits. Every field
+    defaults to None.
+
+    Parameters
+    ----------
+    positions : array (B, N, 3), optional
+        Positions of the ligand's atoms, in Angstrom.
+    key_positions : array (B, M, 3), optional
+        Positions of the pocket's atoms, in Angstrom.
+    types : int array (B, N), optional
+        Ligand element index of each ligand atom.
+    key_types : int array (B, M), optional
+        Pocket element index of each pocket atom, counted after the ligand's element types.
+    cell : array (B, 3, 3) or (3, 3), optional
+        Periodic lattice vectors as rows (None for complexes, which are not periodic).
+    pair_codes : int array (B, N, M) or (N, M), optional
+        A code per pair; None for complexes, whose biases come from distances.
+    query_index : int array (B, N), optional
+        Positions of the queries for relative codes (default: the token order).
+    key_index : int array (B, M), optional
+        Positions of the keys for relative codes (default: the token order).
+    pocket_tokens : array (B, M, Fp), optional
+        The pocket atoms' token features (element and residue).
+    pocket_mask : bool array (B, M), optional
+        True where a pocket slot holds no atom.
+    group : array (B, N, G), optional
+        One-hot of each complex's group on its atoms, 0 at padded atoms (the linear path).
+    fingerprint : array (B, N, F), optional
+        Each atom's shares of the fingerprint's F bits (the linear path).
+    """
 
     pocket_tokens: object = None
     pocket_mask: object = None
@@ -57,7 +86,49 @@ class ComplexModelConfig:
     pocket's token widths and numbers of element types; ``out_features`` values per complex.
     ``bins`` distance-table values on [0, ``r_max``] Angstrom; ``cutoff`` hides pocket atoms
     farther than it from a ligand atom. ``fingerprint_bits`` (0: none) and ``groups`` size the
-    linear path (see the module docstring); it serves one output value."""
+    linear path (see the module docstring); it serves one output value.
+
+    Parameters
+    ----------
+    ligand_features : int
+        Width of a ligand atom's token, Fl.
+    pocket_features : int
+        Width of a pocket atom's token, Fp.
+    ligand_types : int
+        Number of ligand element types.
+    pocket_types : int
+        Number of pocket element types.
+    out_features : int, default 1
+        Values per complex (1 with a linear path).
+    pooling : {"mean", "sum"}, default "mean"
+        How the per-atom values make the complex's: their mean or their sum over the ligand's
+        atoms.
+    d_model : int, default 64
+        Width of the atoms' hidden vectors.
+    nhead : int, default 4
+        Attention heads per attention block.
+    num_layers : int, default 2
+        Layers (self-attention, cross-attention, feed-forward).
+    dim_feedforward : int, default 128
+        Hidden width of the feed-forward blocks.
+    activation : {"gelu", "relu", "silu"}, default "gelu"
+        The feed-forward blocks' activation.
+    bins : int, default 32
+        Values of each distance table on [0, `r_max`].
+    r_max : float, default 8.0
+        Largest distance the tables resolve, in Angstrom.
+    cutoff : float, default 8.0
+        Pocket atoms farther than this (Angstrom) from a ligand atom are hidden from it,
+        faded out smoothly.
+    fingerprint_bits : int, default 0
+        Bits of the fingerprint the linear path reads (0: no fingerprint term).
+    groups : int, default 1
+        Groups (protein targets) with an offset and fingerprint weights each.
+    dtype : str, default "float32"
+        The parameters' float type.
+    seed : int, default 0
+        Seed of the parameters' initialization.
+    """
 
     ligand_features: int
     pocket_features: int
@@ -139,7 +210,13 @@ class ComplexLayer(Module):
 
 class ComplexModel(Module):
     """ligand tokens (B, N, Fl), ``key_padding_mask`` (B, N) and a :class:`ComplexStructure`
-    -> (B, out_features) per complex. See the module docstring."""
+    -> (B, out_features) per complex. See the module docstring.
+
+    Parameters
+    ----------
+    config : ComplexModelConfig
+        Sizes and options; checked here (a ValueError names a bad value).
+    """
 
     def __init__(self, config):
         super().__init__()

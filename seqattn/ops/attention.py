@@ -15,6 +15,22 @@ class AttentionGradients(namedtuple("AttentionGradients", "dq dk dv dbias")):
     ``distance_bias`` (a :class:`~seqattn.ops.structured_bias.DistanceBiasGradients`: table, x,
     y) and ``pair_bias`` (a :class:`~seqattn.ops.structured_bias.PairBiasGradients`: table) are
     the structured biases' gradients, None where that bias was not passed.
+
+    Parameters
+    ----------
+    dq : array (B, H, N, D)
+        dLoss/dq.
+    dk : array (B, Hkv, M, D)
+        dLoss/dk.
+    dv : array (B, Hkv, M, D)
+        dLoss/dv.
+    dbias : array or None
+        dLoss/dbias in the shape of the bias as passed (broadcast dims summed); None unless
+        the bias requires a gradient.
+    distance_bias : DistanceBiasGradients, optional
+        The distance bias's gradients; default None (no distance bias).
+    pair_bias : PairBiasGradients, optional
+        The pair bias's table gradient; default None (no pair bias).
     """
 
     def __new__(cls, dq, dk, dv, dbias, distance_bias=None, pair_bias=None):

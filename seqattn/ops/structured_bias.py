@@ -139,9 +139,22 @@ DistanceBiasGradients = namedtuple("DistanceBiasGradients", "table x y")
 DistanceBiasGradients.__doc__ = (
     "Gradients of a DistanceBias: ``table`` shaped like its table; ``x`` (B, N, 3); ``y`` "
     "(B, M, 3), or None in self-attention, where ``x`` holds the whole gradient of the shared "
-    "positions (query and key parts added).")
+    "positions (query and key parts added).\n\n"
+    "Parameters\n"
+    "----------\n"
+    "table : array (H, C) or (T, T, H, C)\n"
+    "    dLoss/dtable, shaped like the bias's table.\n"
+    "x : array (B, N, 3)\n"
+    "    dLoss/dx, the gradient of the query positions (of all positions in self-attention).\n"
+    "y : array (B, M, 3) or None\n"
+    "    dLoss/dy, the gradient of the key positions; None in self-attention.\n")
 PairBiasGradients = namedtuple("PairBiasGradients", "table")
-PairBiasGradients.__doc__ = "Gradient of a PairBias's table, shaped (H, C) like the table."
+PairBiasGradients.__doc__ = (
+    "Gradient of a PairBias's table, shaped (H, C) like the table.\n\n"
+    "Parameters\n"
+    "----------\n"
+    "table : array (H, C)\n"
+    "    dLoss/dtable: one value per head and pair code.\n")
 
 DistanceCall = namedtuple(
     "DistanceCall",

@@ -21,7 +21,7 @@ score) when the source has them. The pocket of a complex is the receptor's heavy
 * :func:`read_docked_complexes`: the compact files ``examples/data/make_complexes.py`` writes.
 * :func:`read_complex`: a receptor file (PDB through RDKit; PDBQT through meeko) and a ligand
   file (SD through RDKit, every molecule a pose) as complexes.
-* :func:`complexes_from_atoms`: from arrays, for any other source.
+* :func:`seqattn.readers.complexes_from_atoms`: from arrays, for any other source.
 """
 import json
 from pathlib import Path
@@ -75,14 +75,27 @@ def complexes_from_atoms(ligands, pockets, values=None, coords=None, pocket_cuto
 
     Parameters
     ----------
-    ligands : list of (elements (n,), xyz (n, 3)) per complex (heavy atoms).
-    pockets : list of dicts with ``element`` (m,), ``xyz`` (m, 3) and optionally ``residue``
-        (m,), per complex (the whole receptor or a box of it; cut to ``pocket_cutoff`` here).
-    values : dict name -> (n_complexes,) labels, optional.
-    coords : dict name -> (n_complexes,) per-complex coordinates (target, smiles, ...).
-    pocket_cutoff : float, Angstrom.
-    smiles_atoms : list of (n,) int per complex, optional: each ligand atom's index in the
-        molecule of the complex's ``smiles`` coordinate (stored as ``ligand_smiles_atom``).
+    ligands : list of tuple
+        One ``(elements, xyz)`` per complex: the ligand's heavy atoms, element symbols (n,) and
+        positions (n, 3) in Angstrom.
+    pockets : list of dict
+        One per complex, with ``element`` (m,), ``xyz`` (m, 3) and optionally ``residue``
+        (m,): the whole receptor or a box of it, cut to ``pocket_cutoff`` here.
+    values : dict, optional
+        Name -> (n_complexes,) labels (an affinity, a class); default None (no labels).
+    coords : dict, optional
+        Name -> (n_complexes,) per-complex coordinates (target, smiles, ...); default None.
+    pocket_cutoff : float, default 8.0
+        Distance in Angstrom: a pocket keeps the atoms this close to any ligand atom.
+    smiles_atoms : list of numpy.ndarray, optional
+        One (n,) int array per complex: each ligand atom's index in the molecule of the
+        complex's ``smiles`` coordinate (stored as ``ligand_smiles_atom``); default None.
+
+    Returns
+    -------
+    xarray.Dataset
+        The complex Dataset (dims complex, ligand_atom, pocket_atom, xyz) of the module
+        docstring, padded to the largest ligand and pocket.
     """
     if len(ligands) != len(pockets):
         raise ValueError(f"ligands has {len(ligands)} complexes but pockets has {len(pockets)}")
@@ -145,7 +158,23 @@ def read_docked_complexes(folder, targets=None, pocket_cutoff=POCKET_CUTOFF):
     """The complexes in `folder` (``<TARGET>.jsonl`` poses and ``<TARGET>_pocket.json``, as
     ``examples/data/make_complexes.py`` writes them), for `targets` (default: every target
     there). Values: ``affinity`` = pKi or pEC50 (-log10 of the molar value); coordinates
-    ``target``, ``smiles``, ``split`` (the published one) and ``vina`` (kcal/mol)."""
+    ``target``, ``smiles``, ``split`` (the published one) and ``vina`` (kcal/mol).
+
+    Parameters
+    ----------
+    folder : str or pathlib.Path
+        The folder holding the targets' files.
+    targets : list of str, optional
+        The targets to read; default None, every target with a pocket file in `folder`.
+    pocket_cutoff : float, default 8.0
+        Distance in Angstrom: a pocket keeps the receptor atoms this close to any ligand atom.
+
+    Returns
+    -------
+    xarray.Dataset
+        The complex Dataset (see :func:`seqattn.readers.complexes_from_atoms`), one complex
+        per pose.
+    """
     folder = Path(folder)
     if targets is None:
         targets = sorted(p.name[:-len("_pocket.json")] for p in folder.glob("*_pocket.json"))
@@ -206,7 +235,26 @@ def _receptor_atoms(path):
 def read_complex(receptor, ligand, pocket_cutoff=POCKET_CUTOFF, values=None):
     """Complexes of one receptor (a PDB or PDBQT file) with the poses in `ligand` (an SD file;
     each molecule in it is one complex), with each ligand's SMILES as a coordinate. `values`:
-    name -> one label per pose, optional."""
+    name -> one label per pose, optional.
+
+    Parameters
+    ----------
+    receptor : str or pathlib.Path
+        The receptor file: PDB (read with RDKit) or PDBQT (read with meeko); its heavy atoms
+        make the pockets.
+    ligand : str or pathlib.Path
+        An SD file of 3-D poses, each molecule one complex.
+    pocket_cutoff : float, default 8.0
+        Distance in Angstrom: a pocket keeps the receptor atoms this close to any ligand atom.
+    values : dict, optional
+        Name -> one label per pose; default None (no labels).
+
+    Returns
+    -------
+    xarray.Dataset
+        The complex Dataset (see :func:`seqattn.readers.complexes_from_atoms`) with
+        coordinates ``ligand`` (the poses' names) and ``smiles``.
+    """
     from rdkit import Chem
 
     elements, residues, xyz = _receptor_atoms(receptor)

@@ -128,7 +128,24 @@ def genome_dataset(codes, names, lengths, regions=None, position_dim="position",
 def from_dataarray(da, position_dim="position", variable="sequence"):
     """The genome Dataset of a DataArray of bases along `position_dim`: single letters (str or
     bytes) or the uint8 codes of :mod:`seqattn.readers.dna_codes`. A 1-D array is one record
-    named after the DataArray; its other coordinates are kept."""
+    named after the DataArray; its other coordinates are kept.
+
+    Parameters
+    ----------
+    da : xarray.DataArray
+        Bases along `position_dim`: (position,) for one record or (record, position), letters
+        or uint8 codes.
+    position_dim : str, default "position"
+        The dim the bases run along.
+    variable : str, default "sequence"
+        The name of the Dataset's variable of base codes.
+
+    Returns
+    -------
+    xarray.Dataset
+        One variable `variable` of uint8 base codes, dims (record, `position_dim`) for a 1-D
+        input, else `da`'s dims.
+    """
     if not isinstance(da, xr.DataArray):
         raise TypeError(f"expected an xarray.DataArray of bases, got {type(da).__name__}")
     if position_dim not in da.dims:
@@ -151,7 +168,20 @@ def _namer(da, position_dim):
 
 
 def to_strings(ds, variable="sequence"):
-    """record name -> DNA string of a genome Dataset (the inverse of :func:`from_sequences`)."""
+    """record name -> DNA string of a genome Dataset (the inverse of :func:`from_sequences`).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A genome Dataset with a ``record`` dim and coordinate.
+    variable : str, default "sequence"
+        The variable of base codes, (record, position).
+
+    Returns
+    -------
+    dict of {str: str}
+        Each record's name -> its bases as a string of letters.
+    """
     codes = ds[variable].transpose("record", ...).values
     return {str(name): letters_of(row) for name, row in zip(ds["record"].values, codes)}
 

@@ -109,6 +109,17 @@ def follow_machine_load(enabled=True):
     work is split as planned from Numba's thread count either way, so results have the same
     bits on or off; turn it off to time kernels on every thread whatever else runs.
     Returns the previous setting.
+
+    Parameters
+    ----------
+    enabled : bool, default True
+        True: launches leave the cores other processes keep busy; False: every launch runs on
+        all its planned threads.
+
+    Returns
+    -------
+    bool
+        The setting before this call.
     """
     global _following_load
     previous, _following_load = _following_load, bool(enabled)

@@ -15,11 +15,10 @@ work: on a shared machine busier than its cores, wall time charges whoever held 
 import argparse
 import os
 import platform
-import random
-import statistics
 import time
 
 import numpy as np
+from train import median_seconds  # benchmarks/train.py: steps alternated in shuffled order
 
 # (batch, heads, head dim): the models of benchmarks/train.py
 SHAPES = [(16, 4, 16), (64, 2, 8), (128, 4, 8), (16, 2, 8)]
@@ -67,21 +66,6 @@ def torch_step(q, k, v, dout, mask):
     return step
 
 
-def medians(steps, repeats, clock, seed=0):
-    for step in steps:
-        step()
-    times = [[] for _ in steps]
-    order = list(range(len(steps)))
-    rng = random.Random(seed)
-    for _ in range(repeats):
-        rng.shuffle(order)
-        for index in order:
-            start = clock()
-            steps[index]()
-            times[index].append(clock() - start)
-    return [statistics.median(t) for t in times]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
@@ -110,7 +94,7 @@ def main():
         for B, H, D in SHAPES:
             for N in LENGTHS:
                 arrays = inputs(B, H, N, D)
-                short, tiled, peer = medians(
+                short, tiled, peer = median_seconds(
                     [kernel_step(attention_small, *arrays), kernel_step(attention, *arrays),
                      torch_step(*arrays)], args.repeats, clock)
                 chosen = "*" if N * D <= attention_small.MAX_LENGTH_TIMES_HEAD_DIM else " "

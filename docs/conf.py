@@ -69,7 +69,8 @@ numpydoc_class_members_toctree = False
 # pattern below as more of the API gains numpydoc docstrings.
 numpydoc_validation_checks = {"PR01", "PR02", "PR07", "PR10"}
 NUMPYDOC_FORM = (r"(seqattn\.nn\.[A-Z]\w*|seqattn\.nn\.positional\.\w+"
-                 r"|seqattn\.(evaluate|save|load)|seqattn\.baselines\.\w+|seqattn\.graphs\.\w+"
+                 r"|seqattn\.(evaluate|save|load|confusion_figure)"
+                 r"|seqattn\.baselines\.\w+|seqattn\.graphs\.\w+"
                  r"|seqattn\.train\.(MSELoss|MAELoss|HuberLoss|BCEWithLogitsLoss"
                  r"|LatitudeWeightedMSELoss|CrossEntropyLoss|SGD|Adam|AdamW|EarlyStopping"
                  r"|ArrayBatches|IterableBatches|TrainingBatch|DataParallel|EnergyForceLoss"

@@ -238,32 +238,6 @@ def karate_club(config):
     return scores
 
 
-def plot(path, truth, predicted):
-    """The confusion matrix of the cell types of the test neurons, pooled over the seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    index = {name: i for i, name in enumerate(CELL_TYPES)}
-    counts = np.zeros((len(CELL_TYPES), len(CELL_TYPES)), np.int64)
-    np.add.at(counts, ([index[t] for t in truth], [index[p] for p in predicted]), 1)
-    names = ["input (I)", "Kenyon (K)", "output (O)", "projection (P)"]
-    fig, ax = plt.subplots(figsize=(5.6, 4.6), constrained_layout=True)
-    image = ax.imshow(counts, cmap="Blues")
-    for (row, column), n in np.ndenumerate(counts):
-        ax.text(column, row, n, ha="center", va="center",
-                color="white" if n > counts.max() / 2 else "black")
-    ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
-    ax.set_yticks(range(len(names)), names)
-    ax.set_xlabel("predicted cell type")
-    ax.set_ylabel("cell type")
-    ax.set_title(f"test neurons, all seeds: {np.mean(truth == predicted):.3f} correct")
-    fig.colorbar(image, ax=ax, label="neurons")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -287,7 +261,11 @@ def main(argv=None):
         f"{name} {value:.3f}" for name, value in results["karate club"].items()) +
           f"  ({results['seconds']:.0f} s in all)")
     if args.plot:
-        plot(args.plot, *(np.concatenate(column) for column in zip(*test_types)))
+        truth, predicted = (np.concatenate(column) for column in zip(*test_types))
+        seqattn.confusion_figure(truth, predicted, CELL_TYPES, args.plot,
+                                 names=["input (I)", "Kenyon (K)", "output (O)", "projection (P)"],
+                                 title="test neurons, all seeds", truth_label="cell type",
+                                 predicted_label="predicted cell type", counted="neurons")
         print(f"figure saved to {args.plot}")
     return results
 

@@ -94,31 +94,6 @@ def train_model(train, validation, patch, config):
     return model, adapter
 
 
-def plot(path, truth, predicted):
-    """The confusion matrix of the test images: how often each digit is read as each other."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    counts = np.zeros((10, 10), np.int64)
-    np.add.at(counts, (np.asarray(truth, np.int64), np.asarray(predicted, np.int64)), 1)
-    fig, ax = plt.subplots(figsize=(5.6, 4.8), constrained_layout=True)
-    image = ax.imshow(counts, cmap="Blues")
-    for (row, column), n in np.ndenumerate(counts):
-        if n:
-            ax.text(column, row, n, ha="center", va="center", fontsize=8,
-                    color="white" if n > counts.max() / 2 else "black")
-    ax.set_xticks(range(10))
-    ax.set_yticks(range(10))
-    ax.set_xlabel("predicted digit")
-    ax.set_ylabel("true digit")
-    ax.set_title(f"test images: {np.mean(truth == predicted):.3f} correct")
-    fig.colorbar(image, ax=ax, label="images")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one patch size (CI)")
@@ -146,7 +121,11 @@ def main(argv=None):
           f"patches, trained in {seconds:.0f} s):")
     print(seqattn.evaluation.table(scores).to_string(float_format="%.3f"))
     if args.plot:
-        plot(args.plot, test["label"].values, seqattn.predict(model, test, adapter)["label"].values)
+        seqattn.confusion_figure(test["label"].values,
+                                 seqattn.predict(model, test, adapter)["label"].values,
+                                 range(10), args.plot, title="test images",
+                                 truth_label="true digit", predicted_label="predicted digit",
+                                 counted="images")
         print(f"figure saved to {args.plot}")
     return results
 

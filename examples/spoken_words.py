@@ -106,32 +106,6 @@ def train_model(train, validation, config):
     return model, adapter
 
 
-def plot(path, truth, predicted):
-    """The confusion matrix of the test recordings: how often each word is heard as each
-    other."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    counts = np.zeros((len(WORDS), len(WORDS)), np.int64)
-    np.add.at(counts, (np.asarray(truth, np.int64), np.asarray(predicted, np.int64)), 1)
-    fig, ax = plt.subplots(figsize=(6, 5), constrained_layout=True)
-    image = ax.imshow(counts, cmap="Blues")
-    for (row, column), n in np.ndenumerate(counts):
-        if n:
-            ax.text(column, row, n, ha="center", va="center", fontsize=8,
-                    color="white" if n > counts.max() / 2 else "black")
-    ax.set_xticks(range(len(WORDS)), WORDS, rotation=45, ha="right")
-    ax.set_yticks(range(len(WORDS)), WORDS)
-    ax.set_xlabel("predicted word")
-    ax.set_ylabel("word said")
-    ax.set_title(f"unseen accents: {np.mean(truth == predicted):.3f} correct")
-    fig.colorbar(image, ax=ax, label="recordings")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer epochs (CI)")
@@ -154,7 +128,11 @@ def main(argv=None):
     print(seqattn.evaluation.table(scores).to_string(float_format="%.3f"))
     if args.plot:
         test = data["test"]
-        plot(args.plot, test["word"].values, seqattn.predict(model, test, adapter)["word"].values)
+        seqattn.confusion_figure(test["word"].values,
+                                 seqattn.predict(model, test, adapter)["word"].values,
+                                 range(len(WORDS)), args.plot, names=WORDS,
+                                 title="unseen accents", truth_label="word said",
+                                 predicted_label="predicted word", counted="recordings")
         print(f"figure saved to {args.plot}")
     return results
 

@@ -17,7 +17,8 @@ __version__ = "0.1.0"
 # The data-side calls load xarray, dask and the adapters, so they are imported on first use and
 # `import seqattn` stays quick.
 _LAZY = {"predict": ("seqattn.adapters.predict", "predict"),
-         "evaluate": ("seqattn.evaluation", "evaluate")}
+         "evaluate": ("seqattn.evaluation", "evaluate"),
+         "confusion_figure": ("seqattn.confusion", "confusion_figure")}
 
 
 def __getattr__(name):
@@ -31,5 +32,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'seqattn' has no attribute {name!r}")
 
 
-__all__ = ["attention", "attention_backward", "attention_weights", "evaluate",
+__all__ = ["attention", "attention_backward", "attention_weights", "confusion_figure", "evaluate",
            "follow_machine_load", "load", "predict", "release_scratch", "save", "__version__"]

@@ -50,6 +50,8 @@ from .baselines.estimators import log_loss
 from .data.model_call import ModelCall
 from .data.targets import CLASS_DIM, MISSING_CLASS, softmax
 
+__all__ = ["evaluate", "table", "strongest_baseline"]
+
 VALUE_METRICS = ("rmse", "mae", "bias", "r2")
 CLASS_METRICS = ("accuracy", "balanced_accuracy", "log_loss", "auroc")
 HIGHER_IS_BETTER = {"accuracy", "balanced_accuracy", "auroc", "r2", "rmse_skill", "recall"}

@@ -27,6 +27,7 @@ PACKAGES = [
     ("seqattn.readers", "files and objects of each domain's own tools as Datasets"),
     ("seqattn.graphs", "graph encodings: hop distances, degrees, Laplacian positions"),
     ("seqattn.baselines", "strong simple baselines on the inputs a model sees"),
+    ("seqattn.evaluation", "a model and its baselines scored on the same samples"),
     ("seqattn.models", "task models for N -> N, N -> 1, N -> N', graphs and molecules"),
     ("seqattn.train", "losses, optimizers, schedules, the fit loop, checkpoints"),
     ("seqattn.nn", "layers with torch.nn's parameter names, forward only"),

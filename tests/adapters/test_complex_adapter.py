@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from complex_helpers import make_complexes
+from complex_helpers import make_complexes, write_receptor_and_poses
 from seqattn.adapters.complex import ComplexAdapter, fingerprint_shares
 from seqattn.readers.complexes import (complexes_from_atoms, read_complex, read_docked_complexes,
                                        smiles_atom_indices)
@@ -26,30 +26,13 @@ def test_the_pocket_is_the_receptor_atoms_near_the_ligand():
 
 
 def test_a_receptor_and_poses_from_files(tmp_path):
-    from rdkit import Chem
-    from rdkit.Chem import AllChem
-
-    receptor = Chem.AddHs(Chem.MolFromSequence("GSAK"))
-    AllChem.EmbedMolecule(receptor, randomSeed=1)
-    Chem.MolToPDBFile(Chem.RemoveHs(receptor), str(tmp_path / "receptor.pdb"))
-    centre = receptor.GetConformer().GetPositions().mean(axis=0)
-    writer = Chem.SDWriter(str(tmp_path / "poses.sdf"))
-    for shift in (0.0, 3.0):
-        ligand = Chem.AddHs(Chem.MolFromSmiles("CCO"))
-        AllChem.EmbedMolecule(ligand, randomSeed=0)
-        conformer = ligand.GetConformer()
-        for i in range(ligand.GetNumAtoms()):
-            conformer.SetAtomPosition(i, conformer.GetAtomPosition(i) + type(
-                conformer.GetAtomPosition(i))(*(centre + shift)))
-        writer.write(ligand)
-    writer.close()
+    heavy = write_receptor_and_poses(tmp_path, "GSAK", [("CCO", (0, 0, 0)), ("CCO", (3, 3, 3))])
     ds = read_complex(tmp_path / "receptor.pdb", tmp_path / "poses.sdf", pocket_cutoff=6.0,
                       values={"affinity": [6.0, 5.0]})
     assert ds.sizes["complex"] == 2
     assert list(ds["ligand_element"].values[0][:3]) == ["C", "C", "O"]
     assert ds["smiles"].values[0] == "CCO"
     assert list(ds["ligand_smiles_atom"].values[0][:3]) == [0, 1, 2]
-    heavy = Chem.RemoveHs(receptor).GetConformer().GetPositions()
     for i in range(2):
         ligand_xyz = ds["ligand_xyz"].values[i][:3]
         assert (ds["pocket_element"].values[i] != "").sum() == _within(heavy, ligand_xyz, 6.0)

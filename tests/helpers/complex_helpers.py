@@ -49,3 +49,30 @@ def make_complexes(n=40, seed=0, offset=1.5):
                               pocket_cutoff=8.0)
     ds["affinity"].attrs["units"] = "-log10(M)"
     return ds
+
+
+def write_receptor_and_poses(folder, sequence, poses):
+    """Files as a docking run leaves them, written with RDKit: ``receptor.pdb``, the peptide
+    `sequence` embedded (seed 1) without hydrogens, and ``poses.sdf``, for each (smiles, shift)
+    of `poses` the ligand embedded (seed: its index) and moved to the receptor's centre plus
+    `shift` (Angstrom, a 3-vector). Returns the receptor's heavy-atom positions."""
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+    from rdkit.Geometry import Point3D
+
+    receptor = Chem.AddHs(Chem.MolFromSequence(sequence))
+    AllChem.EmbedMolecule(receptor, randomSeed=1)
+    heavy = Chem.RemoveHs(receptor)
+    Chem.MolToPDBFile(heavy, str(folder / "receptor.pdb"))
+    centre = receptor.GetConformer().GetPositions().mean(axis=0)
+    writer = Chem.SDWriter(str(folder / "poses.sdf"))
+    for i, (smiles, shift) in enumerate(poses):
+        ligand = Chem.AddHs(Chem.MolFromSmiles(smiles))
+        AllChem.EmbedMolecule(ligand, randomSeed=i)
+        conformer = ligand.GetConformer()
+        for j in range(ligand.GetNumAtoms()):
+            moved = np.asarray(conformer.GetAtomPosition(j)) + centre + np.asarray(shift)
+            conformer.SetAtomPosition(j, Point3D(*moved))
+        writer.write(ligand)
+    writer.close()
+    return heavy.GetConformer().GetPositions()

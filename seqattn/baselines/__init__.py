@@ -30,7 +30,7 @@ from .forecasting import Climatology, LeadRidge, Persistence
 from .linear import LinearBaseline
 from .nodes import LabelPropagation, NodeFeatures
 from .positions import MAX_FEATURES, PositionFeatures, fixed_length, position_width
-from .sequences import NearestNeighbour, PooledFeatures
+from .sequences import STATISTICS, NearestNeighbour, PooledFeatures
 from .structures import ElementCounts
 from .tokens import TokenFeatures
 
@@ -118,21 +118,38 @@ def _start_from_lead_ridge(model, baseline):
     start_from_leads(model, _lead_maps(baseline))
 
 
+def _path_features(baseline):
+    """The SequenceModelConfig ``linear_features`` that reads what `baseline` fits on."""
+    if isinstance(baseline, PositionFeatures):
+        return baseline.kind
+    if baseline.statistics == ("mean",):
+        return "mean"
+    if baseline.statistics == STATISTICS and baseline.vocab_size is None:
+        return "pooled"
+    raise ValueError(f"baseline pools statistics={baseline.statistics!r}"
+                     f"{' of ids' if baseline.vocab_size is not None else ''}; a linear path "
+                     "reads the mean (linear_features='mean') or, of float tokens, all of "
+                     f"{STATISTICS} (linear_features='pooled')")
+
+
 def warm_start(model, baseline):
     """Start `model`'s linear path at the fitted linear `baseline` (TokenFeatures for a
-    TokenModel, ``PooledFeatures(statistics=("mean",))`` for a SequenceModel, LeadRidge for a
-    TokenModel with ``linear_leads``: with ``linear_tokens`` where the ridge flattened the
-    inputs, without where it regressed per token) with the head zeroed: the model predicts
-    what the baseline does and training learns the residual.
+    TokenModel; for a SequenceModel PooledFeatures or PositionFeatures, read by the path of
+    the same ``linear_features``; LeadRidge for a TokenModel with ``linear_leads``: with
+    ``linear_tokens`` where the ridge flattened the inputs, without where it regressed per
+    token) with the head zeroed: the model predicts what the baseline does and training
+    learns the residual.
 
     Parameters
     ----------
     model : seqattn.models.TokenModel or seqattn.models.SequenceModel
         A model built with a linear path (``linear=True``, or ``linear_leads``) whose inputs
         are the baseline's features.
-    baseline : TokenFeatures, PooledFeatures or LeadRidge
-        The fitted baseline; a PooledFeatures pools the mean only
-        (``statistics=("mean",)``).
+    baseline : TokenFeatures, PooledFeatures, PositionFeatures or LeadRidge
+        The fitted baseline; a PooledFeatures pools the mean only (``statistics=("mean",)``,
+        ``linear_features="mean"``) or, of float tokens, all its statistics
+        (``linear_features="pooled"``); a PositionFeatures is read by
+        ``linear_features="additive"`` or ``"pairwise"`` as it is.
 
     Returns
     -------
@@ -143,14 +160,21 @@ def warm_start(model, baseline):
         _start_from_lead_ridge(model, baseline)
         return model
     if not isinstance(baseline, LinearBaseline) or baseline.chosen is None:
-        raise ValueError(f"baseline is {baseline!r}; expected a fitted TokenFeatures or "
-                         "PooledFeatures(statistics=('mean',))")
-    if isinstance(baseline, PooledFeatures) and baseline.statistics != ("mean",):
-        raise ValueError(f"baseline pools {baseline.statistics}; the linear path sees the mean "
-                         "only: fit PooledFeatures(statistics=('mean',))")
-    if not isinstance(baseline, (TokenFeatures, PooledFeatures)):
+        raise ValueError(f"baseline is {baseline!r}; expected a fitted TokenFeatures, "
+                         "PooledFeatures or PositionFeatures")
+    if not isinstance(baseline, (TokenFeatures, PooledFeatures, PositionFeatures)):
         raise ValueError(f"baseline is a {type(baseline).__name__}; its features are not the "
-                         "linear path's: use TokenFeatures or PooledFeatures")
+                         "linear path's: use TokenFeatures, PooledFeatures or PositionFeatures")
+    if not isinstance(baseline, TokenFeatures):
+        wanted = _path_features(baseline)
+        has = getattr(getattr(model, "config", None), "linear_features", "mean")
+        if has != wanted:
+            raise ValueError(f"baseline is a {baseline.name} on the features "
+                             f"linear_features={wanted!r} reads, but the model's linear path has "
+                             f"linear_features={has!r}: build it with linear_features={wanted!r}"
+                             + (" or fit PooledFeatures(statistics=('mean',))"
+                                if isinstance(baseline, PooledFeatures) and has == "mean"
+                                else ""))
     model.start_from_linear(*baseline.model.raw())
     return model
 

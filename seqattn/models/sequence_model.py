@@ -7,6 +7,7 @@ from .. import autodiff
 from ..nn import Linear, Module
 from ..nn.init import generator
 from .encoder import EncoderConfig, SequenceEncoder
+from .feature_path import feature_path
 from .linear_path import linear_path, start_from_linear
 from .pooling import AttentionPooling, ClassTokenPooling, MaskedMeanPooling
 
@@ -29,11 +30,21 @@ class SequenceModelConfig(EncoderConfig):
         Add a linear map of the inputs' mean over unpadded tokens (for ids: their frequencies)
         to the head's outputs, so that the model's function class contains ridge or logistic
         regression on it (:mod:`seqattn.models.linear_path`).
+    linear_features : str, default 'mean'
+        What the linear path maps: ``"mean"`` (above), or for float tokens ``"pooled"`` (each
+        channel's mean, std, min and max, and the number of tokens), ``"additive"`` or
+        ``"pairwise"`` (every position's row, and the products of every two positions' rows),
+        the features of :class:`seqattn.baselines.PooledFeatures` and
+        :class:`~seqattn.baselines.PositionFeatures` (:mod:`seqattn.models.feature_path`).
+    linear_tokens : int, default None
+        The tokens per sequence N, for ``linear_features`` "additive" and "pairwise".
     """
 
     out_features: int = 1
     pooling: str = "mean"
     linear: bool = False
+    linear_features: str = "mean"
+    linear_tokens: int = None
 
 
 class SequenceModel(Module):
@@ -63,7 +74,8 @@ class SequenceModel(Module):
         else:
             self.pool = AttentionPooling(config.d_model, config.nhead, dtype, rng)
         self.head = Linear(config.d_model, config.out_features, dtype=dtype, seed=rng)
-        self.linear = linear_path(config)
+        self.linear = feature_path(config) if config.linear and \
+            config.linear_features != "mean" else linear_path(config)
 
     def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None,
                 structure=None):

@@ -21,8 +21,8 @@ import numpy as np
 from train import median_seconds  # benchmarks/train.py: steps alternated in shuffled order
 
 # (batch, heads, head dim): the models of benchmarks/train.py
-SHAPES = [(16, 4, 16), (64, 2, 8), (128, 4, 8), (16, 2, 8)]
-LENGTHS = [8, 16, 24, 32, 48, 64, 128]
+SHAPES = [(16, 4, 16), (64, 2, 8), (128, 4, 8), (16, 2, 8), (16, 2, 32)]
+LENGTHS = [8, 16, 24, 32, 48, 64, 128, 192, 256, 384, 512]
 
 
 def inputs(B, H, N, D, seed=0):

@@ -164,8 +164,8 @@ def _kernel_results(module, dout, q, k, v, opts):
     return out, lse, dq, dk, dv
 
 
-@pytest.mark.parametrize("N, D, expected", [(24, 8, short), (12, 16, short), (25, 8, tiled),
-                                            (13, 16, tiled)],
+@pytest.mark.parametrize("N, D, expected", [(256, 8, short), (128, 16, short), (257, 8, tiled),
+                                            (129, 16, tiled)],
                          ids=["short_d8", "short_d16", "tiled_d8", "tiled_d16"])
 def test_the_op_runs_the_short_kernel_up_to_its_limit(N, D, expected):
     """seqattn.attention and attention_backward give the bits of the short kernel while the
@@ -179,19 +179,20 @@ def test_the_op_runs_the_short_kernel_up_to_its_limit(N, D, expected):
 
 
 def test_the_parallel_version_gives_the_serial_bits():
-    """Each (batch, head) task owns its outputs, so the kernels compiled with prange give the
-    bits of their serial copies (which the small launches of the other tests run)."""
+    """Each (batch, head) task owns its outputs, so the kernels compiled with prange, the tasks
+    split into chunks, give the bits of their serial copies in one chunk (which the small
+    launches of the other tests run)."""
     dout, q, k, v, opts = backward_inputs(Case("parallel", B=3, H=4, Hkv=2, N=9, M=11, D=8,
                                                causal=True, key_padding="some"), np.float32)
     call = prepare_attention(q, k, v, **opts)
     mods, scale = short._mods(call), np.float32(call.scale)
     results = {}
-    for version in ("serial", "parallel"):
+    for version, chunks in (("serial", 1), ("parallel", 3)):
         out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
         dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-        getattr(short._forward_tasks, version)(out, lse, q, k, v, scale, *mods)
-        getattr(short._backward_tasks, version)(dq, dk, dv, dout, out, lse, q, k, v, scale,
-                                                *mods)
+        getattr(short._forward_tasks, version)(chunks, out, lse, q, k, v, scale, *mods)
+        getattr(short._backward_tasks, version)(chunks, dq, dk, dv, dout, out, lse, q, k, v,
+                                                scale, *mods)
         results[version] = (out, lse, dq, dk, dv)
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), results["serial"],
                           results["parallel"]):

@@ -10,15 +10,23 @@ year, so the series has small jumps at month boundaries; the times are local sta
     test October-December -> GridAdapter, one token per variable (its 48 hourly values,
     normalized with the training months' statistics) -> ForecastWindows (history 47, leads
     1-6 h, increments: predicting zero is persistence, scaled per lead so that every lead
-    weighs alike in the loss; in memory) -> TokenModel that encodes the lead and the hour of
-    day -> fit on the windows (early stopping on September) ->
-    seqattn.predict -> seqattn.evaluate: RMSE per lead on the test months against the
-    forecasting baselines of seqattn.baselines on exactly the model's inputs (persistence,
-    climatology of the hour of day, ridge regression per lead), fitted on January-August with
-    their choices made on September.
+    weighs alike in the loss; in memory) -> the forecasting baselines of seqattn.baselines on
+    exactly the model's inputs (persistence, climatology of the hour of day, ridge regression
+    per lead), fitted on January-August with their choices made on September -> two
+    candidates, each a TokenModel that encodes the lead and the hour of day fitted on the
+    windows with early stopping on September: attention alone, and attention with a linear
+    path of the whole sample, one map per lead, started at that fitted ridge
+    (seqattn.baselines.warm_start: the model starts as the ridge, and attention, its output
+    projection zeroed, learns the residual; the path stays fixed; early stopping scores the
+    start too, so this candidate never ends worse on September than the ridge) -> the
+    candidate with the lower September RMSE (seqattn.train.select) -> seqattn.predict ->
+    seqattn.evaluate: RMSE per lead on the test months of the model and of those same fitted
+    baselines.
 
 Every input of a forecast issued at hour t is an observation at t or before, so the forecast is
-causal; every choice (the baselines' penalties, the training length) is made on September only.
+causal; every choice (the baselines' penalties, the training length, the candidate) is made on
+September only. Attention alone wins at Greensboro; at a station where the ridge is hard to
+beat the residual candidate keeps the recipe from ending behind it.
 
 Run ``python examples/station_forecast.py [--quick] [--plot out.png]``.
 """
@@ -34,14 +42,19 @@ import xarray as xr
 
 import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter
+from seqattn.baselines import LeadRidge, for_batch, warm_start
 from seqattn.models import build
+from seqattn.models.linear_path import residual_parameters
 from seqattn.train import AdamW, EarlyStopping, MSELoss, WarmupCosine, fit
+from seqattn.train.select import select
 
 # TMY3 column -> (variable name, units); wind enters as its eastward and northward components
 COLUMNS = {"Dry-bulb (C)": ("temperature", "degC"), "Dew-point (C)": ("dew_point", "degC"),
            "RHum (%)": ("relative_humidity", "%"), "Pressure (mbar)": ("pressure", "hPa"),
            "GHI (W/m^2)": ("ghi", "W m-2"), "TotCld (tenths)": ("cloud_cover", "tenths")}
 TARGET = "temperature"
+# the candidates chosen on September, by whether the model has the lead linear path
+CANDIDATES = {False: "attention", True: "ridge per lead + attention residual"}
 
 
 @dataclasses.dataclass
@@ -69,6 +82,11 @@ class ExampleConfig:
     calendar: bool = False
     # increments divided by each lead's RMS (chosen against unscaled increments on September)
     lead_scales: str = "rms"
+    # the candidates, chosen on September's RMSE: attention alone, and with the lead linear
+    # path started at the fitted ridge per lead (the model starts as that baseline, and early
+    # stopping on September keeps it unless an epoch beats it), so the chosen model is not
+    # worse than the ridge on September
+    linear: tuple = (False, True)
     seed: int = 0
 
 
@@ -134,31 +152,83 @@ def forecast_set_up(config, variables):
                            lead_scales=config.lead_scales, in_memory=True)
 
 
-def build_model(config, windows, n_tokens):
+def lead_seconds(windows):
+    """The fitted windows' leads as ``coords["lead"]`` holds them: seconds."""
+    return tuple(float(lead / np.timedelta64(1, "s")) for lead in windows.lead_values)
+
+
+def build_model(config, windows, n_tokens, ridge=None):
     """Attention across the variables' tokens; ``lead`` tells it how far ahead to predict and
-    learned positions which variable a token is; sizes from the fitted windows."""
+    learned positions which variable a token is. With a fitted `ridge` (a LeadRidge) a linear
+    path with one map per lead has its function class: every input of the sample where it
+    flattened them (a station's few variables do), each token's own where it regressed per
+    token. Sizes from the fitted windows."""
+    linear = ridge is not None
     return build(windows.model_config(
         d_model=config.d_model, nhead=config.nhead, num_layers=config.num_layers,
         dim_feedforward=config.dim_feedforward, dropout=config.dropout, positions="learned",
-        max_len=n_tokens, coordinates=list(config.coordinates), seed=config.seed))
+        max_len=n_tokens, coordinates=list(config.coordinates), linear=linear,
+        linear_leads=lead_seconds(windows) if linear else None,
+        linear_tokens=ridge.n_tokens if linear and ridge.flatten else None, seed=config.seed))
 
 
-def train(config, train_ds, val_ds, progress=True):
-    variables = list(train_ds.data_vars)
-    windows = forecast_set_up(config, variables).fit(train_ds)
+def fit_baselines(windows, train_ds, val_ds, batch_size):
+    """The baselines of seqattn.baselines for these batches (persistence, climatology, ridge
+    per lead), fitted on `train_ds` with their choices made on `val_ds`."""
+    training = windows.batches(train_ds, batch_size=batch_size)
+    validation = windows.batches(val_ds, batch_size=batch_size)
+    return [baseline.fit(training, validation) for baseline in for_batch(next(iter(training)))]
+
+
+def train_candidate(config, windows, train_ds, val_ds, ridge=None, progress=True):
+    """The model and its history; with a fitted `ridge` its linear path starts there and
+    stays: training moves the attention residual only, and early stopping on `val_ds` keeps
+    the start when no epoch beats it."""
     training = windows.batches(train_ds, batch_size=config.batch_size, shuffle=True,
                                seed=config.seed)
     validation = windows.batches(val_ds, batch_size=config.batch_size)
-    model = build_model(config, windows, len(variables))
+    model = build_model(config, windows, len(train_ds.data_vars), ridge)
+    trained = model.named_parameters()
+    if ridge is not None:
+        warm_start(model, ridge)
+        # weight decay would shrink the fitted maps: they stay as fitted
+        trained = residual_parameters(model)
     steps = config.epochs * len(training)
     schedule = WarmupCosine(config.lr, max(1, steps // 20), steps, min_lr=config.lr / 20)
+    stopping = EarlyStopping(patience=config.patience, include_start=ridge is not None)
     # missing targets (a gap in the record) count for nothing in the NaN-aware loss
     history = fit(model, MSELoss(skip_nan=True),
-                  AdamW(model, lr=config.lr, weight_decay=config.weight_decay), training,
+                  AdamW(trained, lr=config.lr, weight_decay=config.weight_decay), training,
                   validation=validation, epochs=config.epochs, seed=config.seed,
-                  schedule=schedule, clip_grad_norm=1.0,
-                  early_stopping=EarlyStopping(patience=config.patience), progress=progress)
-    return windows, model, history
+                  schedule=schedule, clip_grad_norm=1.0, early_stopping=stopping,
+                  progress=progress)
+    if progress:
+        kept = "the ridge" if stopping.best_epoch == -1 else f"epoch {stopping.best_epoch + 1}"
+        print(f"kept {kept} (September loss {stopping.best:.4f})")
+    return model, history
+
+
+def train(config, train_ds, val_ds, progress=True):
+    """The forecast set-up (statistics from `train_ds` only), the baselines fitted on it, the
+    candidates of ``config.linear`` trained and chosen on `val_ds`'s RMSE
+    (seqattn.train.select: its ``model`` is the chosen one, ``table`` the candidates'
+    September scores), and the chosen candidate's history."""
+    windows = forecast_set_up(config, list(train_ds.data_vars)).fit(train_ds)
+    # few large batches: the baselines' fits read every sample anyway
+    baselines = fit_baselines(windows, train_ds, val_ds, batch_size=4096)
+    ridge = next(b for b in baselines if isinstance(b, LeadRidge))
+    histories = {}
+
+    def candidate(linear):
+        model, histories[CANDIDATES[linear]] = train_candidate(
+            config, windows, train_ds, val_ds, ridge if linear else None, progress)
+        return model
+
+    choice = select({CANDIDATES[linear]: linear for linear in config.linear}, train=candidate,
+                    score=lambda model: seqattn.evaluate(model, val_ds, windows,
+                                                         baselines=False, batch_size=4096),
+                    metric="rmse")
+    return windows, baselines, choice, histories[choice.name]
 
 
 # ---- skill -----------------------------------------------------------------------------------
@@ -197,9 +267,12 @@ def plot(path, forecast, observed, lead_index, days=7):
 def main(argv=None, config=None, progress=True):
     """Run the pipeline; returns a dict with ``scores`` (seqattn.evaluate's Dataset: RMSE per
     lead of the model and the baselines), ``forecast`` (the model's Dataset, NaN outside the
-    test months), ``history`` and ``seconds``."""
+    test months), ``selection`` (seqattn.train.select's choice among the candidates: the
+    chosen ``name`` and ``model``, every candidate's ``models`` and September ``table``),
+    ``windows`` (the fitted set-up), ``baselines`` (the fitted baselines that were scored),
+    ``history`` (the chosen candidate's) and ``seconds``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a short run (under 90 s)")
+    parser.add_argument("--quick", action="store_true", help="a short run (about 2 minutes)")
     parser.add_argument("--plot", metavar="PATH", help="save a figure (needs matplotlib)")
     args = parser.parse_args(argv)
     config = config or ExampleConfig(**(QUICK if args.quick else {}))
@@ -209,16 +282,17 @@ def main(argv=None, config=None, progress=True):
     train_ds = months(ds, *config.train_months)
     val_ds = months(ds, config.validation_month, config.validation_month, config.history)
     test_ds = months(ds, *config.test_months, config.history)
-    windows, model, history = train(config, train_ds, val_ds, progress)
+    windows, baselines, choice, history = train(config, train_ds, val_ds, progress)
+    model = choice.model
     # few large batches: cutting the windows costs more than the model on them
     forecast = seqattn.predict(model, test_ds, windows, batch_size=4096)
-    # the baselines are fitted on the training months and choose on September
-    scores = seqattn.evaluate(model, ds, windows, where=ds.time.isin(test_ds.time),
-                              train=ds.time.isin(train_ds.time),
-                              validation=ds.time.isin(val_ds.time), batch_size=4096)
-    print(f"trained on months {config.train_months} ({train_ds.sizes['time']} h), early-stopped "
-          f"after {len(history['loss'])} epochs on month {config.validation_month}; baselines "
-          f"fitted on the same months, their choices made on month {config.validation_month}")
+    scores = seqattn.evaluate(model, test_ds, windows, baselines=baselines, batch_size=4096)
+    september = ", ".join(f"{name} {rmse:.3f}" for name, rmse in
+                          zip(choice.table.candidate.values, choice.table.rmse.values))
+    print(f"trained on months {config.train_months} ({train_ds.sizes['time']} h); chosen on "
+          f"month {config.validation_month}'s RMSE [degC] ({september}): {choice.name}, "
+          f"early-stopped after {len(history['loss'])} epochs; baselines fitted on the same "
+          f"months, their choices made on month {config.validation_month}")
     print_scores(scores)
     if args.plot:
         plot(args.plot, forecast[TARGET].isel(station=0), test_ds[TARGET].isel(station=0),
@@ -226,7 +300,8 @@ def main(argv=None, config=None, progress=True):
         print(f"figure saved to {args.plot}")
     seconds = time.perf_counter() - start
     print(f"total {seconds:.0f} s")
-    return {"scores": scores, "forecast": forecast, "history": history, "seconds": seconds}
+    return {"scores": scores, "forecast": forecast, "selection": choice, "windows": windows,
+            "baselines": baselines, "history": history, "seconds": seconds}
 
 
 if __name__ == "__main__":

@@ -2,10 +2,14 @@
 seqattn.evaluate fits on the model's inputs (persistence, climatology, ridge per lead) at every
 lead 1-6 h, and the strongest of them by 3% on the mean over leads. (Its increments are scaled
 per lead, lead_scales="rms", chosen on September: without it the loss is dominated by the long
-leads, whose increments are largest, and the 1 h lead trailed ridge.)"""
+leads, whose increments are largest, and the 1 h lead trailed ridge.) Its two candidates are
+chosen on September, and the one started at the fitted ridge is not worse than that ridge
+there."""
 import numpy as np
 import pytest
 
+import seqattn
+from seqattn.baselines import LeadRidge
 from seqattn.evaluation import strongest_baseline
 from test_examples import load_example
 from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
@@ -35,3 +39,24 @@ def test_station_forecast_quick_beats_the_strongest_library_baseline():
     temperature = result["forecast"]["temperature"]
     assert temperature.dims == ("lead", "time", "station")
     assert temperature.attrs["units"] == "degC"
+
+    # the choice: both candidates ran on September, the chosen one scores best there
+    selection = result["selection"]
+    table = selection.table
+    assert list(table.candidate.values) == list(example.CANDIDATES.values())
+    assert table.ran.all(), table.ran.values
+    assert table.rmse.sel(candidate=selection.name) == table.rmse.min(), table.rmse.values
+    # the residual candidate starts at the fitted ridge and early stopping scores that start,
+    # so on September it is not worse than the ridge (up to its float32 arithmetic)
+    residual = selection.models[example.CANDIDATES[True]]
+    ridge = next(b for b in result["baselines"] if isinstance(b, LeadRidge))
+    ds = example.read_station(example.tmy3_path())
+    config = example.ExampleConfig(**example.QUICK)
+    september = example.months(ds, config.validation_month, config.validation_month,
+                               config.history)
+    on_september = seqattn.evaluate(residual, september, result["windows"], baselines=[ridge],
+                                    batch_size=4096).rmse.mean("lead")
+    assert on_september.sel(predictor="model") <= 1.0001 * on_september.sel(
+        predictor="lead ridge"), on_september.to_pandas()
+    assert table.rmse.sel(candidate=example.CANDIDATES[True]) == pytest.approx(
+        float(on_september.sel(predictor="model")), rel=1e-6)

@@ -1,6 +1,6 @@
 """Does the linear path help? The station recipe (examples/station_forecast.py's settings: 8
 variables as tokens of their 48 hourly values, leads 1-6 h as lead-scaled increments, a
-one-layer TokenModel that encodes the lead and the hour of day) trained as it is, with
+one-layer TokenModel that encodes the lead and the hour of day) as attention alone ("plain"), with
 ``linear=True``, with ``linear=True`` started from the fitted per-token ridge
 (seqattn.baselines.warm_start), and with the lead linear path (``linear_leads``: one linear map
 per lead of the whole sample and the hour), alone, started from the fitted ridge per lead, and
@@ -11,7 +11,9 @@ picks (persistence, climatology, ridge per lead on the flattened inputs), fitted
 January-August with every choice on September.
 
 With ``--select`` the variants are candidates of seqattn.train.select, chosen on September's
-RMSE, and only the chosen one is scored on the test months.
+RMSE, and only the chosen one is scored on the test months. The example itself now makes such a
+choice between "plain" and "lead ridge frozen" (there with early stopping that scores the ridge
+start too, so that candidate is never worse than the ridge on September).
 
 Run ``python benchmarks/linear_path_station.py [--epochs 4] [--seeds 0] [--stations ...]
 [--variants ...] [--select]``.

@@ -22,6 +22,8 @@ Families (one module each), by the task the targets describe (:mod:`.base`):
 
 scikit-learn (the ``baselines`` extra) serves logistic regression and the neighbour search.
 """
+import copy
+
 import numpy as np
 
 from .base import Baseline, Layout, layout_of
@@ -33,6 +35,8 @@ from .positions import MAX_FEATURES, PositionFeatures, fixed_length, position_wi
 from .sequences import STATISTICS, NearestNeighbour, PooledFeatures
 from .structures import ElementCounts
 from .tokens import TokenFeatures
+
+ROUNDING = 1e-9  # relative spread below which a training column counts as constant
 
 
 def _reads_bases(batch):
@@ -132,13 +136,15 @@ def _path_features(baseline):
                      f"{STATISTICS} (linear_features='pooled')")
 
 
-def warm_start(model, baseline):
+def warm_start(model, baseline, keep_head=False):
     """Start `model`'s linear path at the fitted linear `baseline` (TokenFeatures for a
     TokenModel; for a SequenceModel PooledFeatures or PositionFeatures, read by the path of
     the same ``linear_features``; LeadRidge for a TokenModel with ``linear_leads``: with
     ``linear_tokens`` where the ridge flattened the inputs, without where it regressed per
     token) with the head zeroed: the model predicts what the baseline does and training
-    learns the residual.
+    learns the residual. With `keep_head` the head stays as it is, so that a model trained
+    with its path at zero (``AdamW(residual_parameters(model))``) adds the baseline's outputs
+    to its own: for classes, the product of the two as experts.
 
     Parameters
     ----------
@@ -150,15 +156,26 @@ def warm_start(model, baseline):
         ``linear_features="mean"``) or, of float tokens, all its statistics
         (``linear_features="pooled"``); a PositionFeatures is read by
         ``linear_features="additive"`` or ``"pairwise"`` as it is.
+    keep_head : bool, default False
+        Keep the head's weights instead of zeroing them.
 
     Returns
     -------
     seqattn.models.TokenModel or seqattn.models.SequenceModel
-        `model` itself, its linear path set and its head zeroed.
+        `model` itself, its linear path set and its head zeroed (or kept).
     """
+    head = model.head.state_dict() if keep_head else None
+    _start_path(model, baseline)
+    if keep_head:
+        model.head.load_state_dict(head)
+    return model
+
+
+def _start_path(model, baseline):
+    """warm_start's work: the path set, the head zeroed."""
     if isinstance(baseline, LeadRidge) and baseline.chosen is not None:
         _start_from_lead_ridge(model, baseline)
-        return model
+        return
     if not isinstance(baseline, LinearBaseline) or baseline.chosen is None:
         raise ValueError(f"baseline is {baseline!r}; expected a fitted TokenFeatures, "
                          "PooledFeatures or PositionFeatures")
@@ -175,8 +192,18 @@ def warm_start(model, baseline):
                              + (" or fit PooledFeatures(statistics=('mean',))"
                                 if isinstance(baseline, PooledFeatures) and has == "mean"
                                 else ""))
-    model.start_from_linear(*baseline.model.raw())
-    return model
+    model.start_from_linear(*_steady_raw(baseline.model))
+
+
+def _steady_raw(fit):
+    """`fit`'s map on the unstandardized features, giving no weight to the columns that were
+    constant in training up to rounding (a scale of at most ROUNDING times their size): their
+    standardized values were rounding noise, and dividing by that scale would make weights of
+    1e13 that no float32 path reproduces."""
+    steady = copy.copy(fit)
+    steady.scale = np.where(fit.scale <= ROUNDING * np.maximum(np.abs(fit.mean), 1.0), np.inf,
+                            fit.scale)
+    return steady.raw()
 
 
 __all__ = ["Baseline", "Climatology", "ElementCounts", "KmerCounts", "LabelPropagation",

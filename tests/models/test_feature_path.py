@@ -86,3 +86,30 @@ def test_bad_configs_and_mismatched_baselines_are_named():
         warm_start(model("additive"), PositionFeatures(pairwise=True).fit([data], [data]))
     with pytest.raises(ValueError, match="statistics=\\(.mean., .max.\\)"):
         warm_start(model("pooled"), PooledFeatures(("mean", "max")).fit([data], [data]))
+
+
+def test_warm_start_can_keep_the_head_to_add_the_baselines_logits():
+    data = batch(TOKENS, LABELS)
+    baseline = PositionFeatures().fit([data], [data])
+    trained = model("additive")
+    trained.head.weight.data[...] = RNG.normal(size=trained.head.weight.data.shape)
+    alone = trained(TOKENS)
+    both = warm_start(trained, baseline, keep_head=True)(TOKENS)
+    weight, bias = baseline.model.raw()
+    np.testing.assert_allclose(both, alone + TOKENS.reshape(40, -1) @ weight.T + bias,
+                               rtol=1e-10, atol=1e-10)
+
+
+def test_a_column_constant_in_training_up_to_rounding_gets_no_weight():
+    tokens = RNG.normal(size=(60, 4, 3))
+    tokens[:, :, 0] = np.float32(-0.81341475)  # its pair products spread by rounding only
+    data = batch(tokens, np.arange(60) % 3)
+    baseline = PositionFeatures(pairwise=True).fit([data], [data])
+    scale = baseline.model.scale
+    rounding = (scale > 0) & (scale < 1e-12)
+    assert rounding.any(), scale.min()  # the case this test is about
+    weight, _ = baseline.model.raw()
+    assert np.abs(weight[:, rounding]).max() > 1e6  # what a float32 path could not hold
+    started = warm_start(model("pairwise"), baseline).linear.map.weight.data
+    np.testing.assert_array_equal(started[:, rounding], 0)
+    np.testing.assert_allclose(started[:, ~rounding], weight[:, ~rounding], rtol=1e-12)

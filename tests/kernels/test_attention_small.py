@@ -100,6 +100,24 @@ def test_empty_rows_give_zeros_and_zero_gradients():
         assert np.any(g[1] != 0), f"{name} of batch 1 must not be zero"
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("N, M", [(0, 5), (4, 0)], ids=["no_queries", "no_keys"])
+def test_empty_lengths_give_zeros(N, M, dtype):
+    """No query or no key: empty or zero outputs, -inf lse, zero gradients (every gradient
+    buffer starts as NaN, so a task that skipped its writes would show)."""
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 4, N, 8)).astype(dtype)
+    k, v = (rng.standard_normal((2, 2, M, 8)).astype(dtype) for _ in range(2))
+    call = prepare_attention(q, k, v)
+    out, lse = np.full_like(q, np.nan), np.full(q.shape[:3], np.nan, dtype)
+    short.attention_forward(out, lse, call)
+    assert np.all(out == 0) and np.all(np.isneginf(lse)), "no key: zeros and -inf"
+    dq, dk, dv = (np.full_like(a, np.nan) for a in (q, k, v))
+    short.attention_backward(dq, dk, dv, np.ones_like(q), out, lse, call)
+    for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert np.all(g == 0), f"{name} must be zero"
+
+
 def test_ragged_lengths_equal_the_truncated_sequences():
     """With a padding mask, each sequence's outputs and gradients on its own tokens are those
     of the sequence cut to its length (with no loss on the padded queries); the padded keys get

@@ -131,7 +131,7 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, bias, attn_mask, key_paddin
         for task in range(start, stop):
             b, h = task // H, task % H
             hk = h // group
-            if M == 0:  # no key at all: zeros
+            if M == 0 or N == 0:  # no key at all: zeros (BLAS rejects empty operands)
                 out[b, h] = 0
                 lse[b, h] = NEG_INF
                 continue
@@ -187,8 +187,10 @@ def _backward_tasks(chunks, dq, dk, dv, dout, out, lse, q, k, v, scale, bias, at
         start, stop = _chunk(chunk, chunks, B * Hkv)
         for task in range(start, stop):
             b, hk = task // Hkv, task % Hkv
-            if M == 0:  # no key: no gradient
+            if M == 0 or N == 0:  # no key or no query: no gradient (BLAS rejects empty operands)
                 dq[b, hk * group:(hk + 1) * group] = 0
+                dk[b, hk] = 0
+                dv[b, hk] = 0
                 continue
             padded = key_padding_mask[b if has_kpm else 0]
             transpose(kt, k[b, hk])

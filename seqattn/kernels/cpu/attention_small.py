@@ -95,8 +95,8 @@ def _band(i, off, left, right, M):
 def _hide_keys(s, padded, has_kpm, lo, hi):
     """Set the scores s (M,) of the padded keys (padded (M,) bool) and of those outside the
     band [lo, hi) to -inf. Takes one row of the padding mask, not the call's arrays: inlined,
-    each array it took cost reference counting per row (with all of them: 0.03 us a row of
-    64, a third of the row's softmax; measured)."""
+    each array it took cost reference counting per row (with all of them, as much as a third
+    of the row's softmax; measured)."""
     if has_kpm:
         hidden = s.dtype.type(NEG_INF)
         for c in range(s.shape[0]):
@@ -217,8 +217,8 @@ def _backward_tasks(chunks, dq, dk, dv, dout, out, lse, q, k, v, scale, bias, at
                     delta[i] = total
                 first = h == hk * group  # the group's first head sets dK, dV; the others add
                 # forward: out = P v  ->  dV^T += dout^T P, dP = dout v^T (as dV^T, the
-                # product's rows run along the keys: at D 8, N 64-300 it took 0.35-0.6 of the
-                # time of dV = P^T dout, whose rows are D wide; measured)
+                # product's rows run along the keys: from N 32 on faster than dV = P^T dout,
+                # whose rows are only D wide; measured)
                 register_gemm(dvt, dout[b, h].T, p, one, not first)
                 # softmax: dS = P (dP - delta)
                 register_gemm_softmax_grad(ds, dout[b, h], vt, one, p, delta)

@@ -113,3 +113,18 @@ def test_a_column_constant_in_training_up_to_rounding_gets_no_weight():
     started = warm_start(model("pairwise"), baseline).linear.map.weight.data
     np.testing.assert_array_equal(started[:, rounding], 0)
     np.testing.assert_allclose(started[:, ~rounding], weight[:, ~rounding], rtol=1e-12)
+
+
+@pytest.mark.parametrize("features", ["pooled", "pairwise"])
+def test_the_path_runs_on_the_gpu_as_on_the_cpu(features):
+    from numba import cuda
+
+    path_model = model(features)
+    width = path_model.linear.map.weight.data.shape[1]
+    path_model.linear.set(RNG.normal(size=(3, width)), RNG.normal(size=3))
+    path_model.eval()
+    padding = PADDING[:3] if features == "pooled" else np.zeros((3, 4), bool)
+    on_cpu = path_model(TOKENS[:3], padding)
+    path_model.to("cuda")
+    on_gpu = path_model(cuda.to_device(TOKENS[:3]), cuda.to_device(padding))
+    np.testing.assert_allclose(on_gpu.copy_to_host(), on_cpu, rtol=1e-10, atol=1e-12)

@@ -844,8 +844,11 @@ def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, 
             task_grads = (dtable[t % dtable.shape[0]], dpair[t % dpair.shape[0]],
                           dx[chunk % dx.shape[0], hk % dx.shape[1], b % dx.shape[2]],
                           dy[hk % dy.shape[0], b % dy.shape[1]])
+            # w as int64: the parallel loop's index is unsigned, which would compile
+            # _backward_key_chunk a second time for the parallel version
             _backward_key_chunk(dq_parts[chunk], dk, dv, task_grads, dout, lse, delta, q, k, v,
-                                kt, vt, scale, b, hk, chunk, n_chunks, block_q, mods, tiles, w)
+                                kt, vt, scale, b, hk, chunk, n_chunks, block_q, mods, tiles,
+                                np.int64(w))
 
 
 @njit(cache=True, fastmath=FASTMATH)

@@ -18,13 +18,13 @@ never the docking score. The seqattn path:
     of a complex for the figure.
 
 The model's function class contains the strongest simple baseline (ridge on fingerprints per
-target), so attention has to earn its place on validation: the variants compared there are the
-attention model alone, the linear path alone (the ridge as a seqattn model, not trained),
-attention learning the ridge's residual with the ridge frozen; ``variants`` may add "joint",
-both trained from the ridge.
-The variant with the linear path and the lowest validation RMSE is refitted on training +
-validation for the epochs early stopping chose (the ridge inside it too, as the baselines are)
-and scored on the test ligands, beside the attention model alone.
+target), so attention has to earn its place on validation: the variants compared there are
+attention without the fingerprint (learning what the per-target mean leaves), the linear path
+alone (the ridge as a seqattn model, not trained) and attention learning the ridge's residual
+with the ridge frozen; ``variants`` may add "joint", both trained from the ridge. The variant
+with the fingerprint and the lowest validation RMSE is refitted on training + validation for
+the epochs early stopping chose (the ridge inside it too, as the baselines are) and scored on
+the test ligands, beside attention without the fingerprint.
 
 Splits: the published test ligands of each target are the test set, read once for the final
 table; of the published training ligands a fixed 20 % (NumPy default_rng(0)) validate. Every
@@ -197,23 +197,27 @@ def validated_alphas(prints, y, targets, train, valid, alphas):
 
 
 def train_model(ds, rows, valid, variant, alphas, config, epochs=None):
-    """A ComplexModel trained on `rows`; `variant` is "attention" (no linear path),
-    "linear path" (the per-target fingerprint ridge as the model, not trained), "residual"
-    (the ridge frozen, attention learns what it leaves) or "joint" (both trained from the
-    ridge). With `valid`, early stopping on it; else `epochs` epochs."""
-    linear = variant != "attention"
-    adapter = ComplexAdapter(group="target" if linear else None,
-                             fingerprint_bits=config.bits if linear else 0)
+    """A ComplexModel trained on `rows`; `variant` is "attention" (no fingerprint: attention
+    learns what the per-target training mean leaves, the mean frozen), "linear path" (the
+    per-target fingerprint ridge as the model, not trained), "residual" (the ridge frozen,
+    attention learns what it leaves) or "joint" (both trained from the ridge). With `valid`,
+    early stopping on it; else `epochs` epochs."""
+    fingerprint = variant != "attention"
+    # the per-target offset spares attention from telling the targets apart by their pockets
+    adapter = ComplexAdapter(group="target", fingerprint_bits=config.bits if fingerprint else 0)
     adapter.fit(ds, targets="affinity", where={"complex": rows})
     model = build(adapter.model_config(
         pooling=config.pooling, d_model=config.d_model, nhead=config.nhead,
         num_layers=config.num_layers, dim_feedforward=config.dim_feedforward, bins=config.bins,
         cutoff=config.pocket_cutoff, seed=config.seed))
-    if linear:
-        y = ds["affinity"].values.astype(np.float64)
+    y = ds["affinity"].values.astype(np.float64)
+    targets = ds["target"].values
+    if fingerprint:
         prints = fingerprints(ds["smiles"].values, bits=config.bits)
-        adapter.set_linear_path(model, *ridge_per_target(prints, y, ds["target"].values, rows,
-                                                         alphas))
+        adapter.set_linear_path(model, *ridge_per_target(prints, y, targets, rows, alphas))
+    else:
+        means = [y[rows][targets[rows] == target].mean() for target in adapter.groups]
+        adapter.set_linear_path(model, np.zeros((len(means), 0)), means)
     if variant == "linear path":
         return adapter, model, 0
     batches = adapter.batches(ds, where={"complex": rows}, batch_size=config.batch_size,
@@ -279,7 +283,7 @@ def run(config, plot=None):
         if variant == chosen:
             final = adapter, model
     results = {f"seqattn ({chosen})": predicted[chosen],
-               **({"seqattn attention only": predicted["attention"]}
+               **({"seqattn attention, no fingerprint": predicted["attention"]}
                   if "attention" in predicted else {}), **results}
     table = {name: scores(y, p, targets, test) for name, p in results.items()}
     print(f"{ds.sizes['complex']} complexes ({len(train)} train, {len(valid)} validation, "

@@ -81,7 +81,7 @@ def test_the_quick_run_beats_the_structure_based_baselines_and_draws_the_contrib
     table = example.main(["--quick", "--plot", str(figure)])
     ours = [name for name in table if name.startswith("seqattn (")]
     assert len(ours) == 1
-    assert ("seqattn attention only" in table) == ("attention" in CONFIG.variants)
+    assert ("seqattn attention, no fingerprint" in table) == ("attention" in CONFIG.variants)
     assert {"mean per target", "vina rescaled", "fingerprint ridge",
             "contact counts ridge"} <= set(table)
     rmse, rho = table[ours[0]]["all"]

@@ -171,18 +171,22 @@ class Module:
 
     # -- devices and dtypes ----------------------------------------------------------------
 
+    # device and dtype read the first parameter (or buffer) and stop there: every layer's
+    # forward asks for its device, and listing a whole model's parameters each time added up.
     @property
     def device(self):
-        params = self.parameters()
-        if params:
-            return device_of(params[0].data)
-        buffers = [b for _, m in self.named_modules() for b in m._buffers.values()]
-        return device_of(buffers[0]) if buffers else CPU
+        for _, param in self.named_parameters():
+            return device_of(param.data)
+        for _, module in self.named_modules():
+            for buffer in module._buffers.values():
+                return device_of(buffer)
+        return CPU
 
     @property
     def dtype(self):
-        params = self.parameters()
-        return params[0].dtype if params else None
+        for _, param in self.named_parameters():
+            return param.dtype
+        return None
 
     def to(self, device=None, dtype=None):
         """Move every parameter, gradient and buffer to ``device`` and/or cast to ``dtype``."""

@@ -13,7 +13,8 @@ FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def shape_of(x):
-    return tuple(int(s) for s in x.shape)
+    # A NumPy array's shape is a tuple of ints already; other arrays' may hold other integers.
+    return x.shape if type(x) is np.ndarray else tuple(int(s) for s in x.shape)
 
 
 def prepared(names_and_arrays, float_names=None):
@@ -32,11 +33,17 @@ def prepared(names_and_arrays, float_names=None):
         if x is None:
             out[name] = None
             continue
-        if device != CUDA and not isinstance(x, np.ndarray) and not hasattr(x, "__array__"):
-            raise TypeError(f"{name} must be an array, got {type(x).__name__}")
-        x = contiguous(name, x, device)
+        # A contiguous NumPy array (every CPU call of a training step) passes as it is.
+        if type(x) is not np.ndarray or not x.flags.c_contiguous:
+            if device != CUDA and not isinstance(x, np.ndarray) and not hasattr(x, "__array__"):
+                raise TypeError(f"{name} must be an array, got {type(x).__name__}")
+            x = contiguous(name, x, device)
         if name in float_names:
-            dt = np.dtype(x.dtype)
+            dt = x.dtype
+            if dt is dtype:  # the dtype already accepted (NumPy's float dtypes are singletons)
+                out[name] = x
+                continue
+            dt = np.dtype(dt)
             if dt not in FLOAT_DTYPES:
                 raise TypeError(f"{name} has dtype {dt}; expected float32 or float64")
             if dtype is None:

@@ -7,7 +7,8 @@ from the same features (``llvm_vectors.target_features``). The host's own featur
 (and what needs it) switched off name a CPU that this host can run. The register kernel's and
 the attention's test files then run in a process compiled so; their own checks (products with
 every tail and epilogue against NumPy, forward and backward against the float64 reference and
-finite differences) decide.
+finite differences) decide; the short-sequence attention is among them, as it runs on the
+register kernel.
 """
 import os
 import subprocess
@@ -51,7 +52,8 @@ def test_register_kernel_and_attention_compiled_for_avx2():
     assert probe.stdout.split() == ["False", "True", "16"], \
         f"not the AVX2 register kernel: {probe.stdout} {probe.stderr}"
     files = [os.path.join(TESTS, name) for name in
-             ("test_register_gemm.py", "test_float32_math.py", "test_attention_cpu.py")]
+             ("test_register_gemm.py", "test_float32_math.py", "test_attention_cpu.py",
+              "test_attention_small.py")]
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "-p", "no:xdist", *files], env=env, cwd=TESTS, capture_output=True,
                          text=True)

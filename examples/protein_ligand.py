@@ -69,7 +69,7 @@ class ExampleConfig:
     # the model's pocket: receptor atoms this close to a ligand atom, and its cross-attention
     # cutoff (the baselines read the committed 8 Angstrom pockets)
     pocket_cutoff: float = 6.0
-    pooling: str = "sum"  # chosen on validation over "mean": summed terms can count contacts
+    pooling: str = "sum"  # summed per-atom terms can count contacts; "mean" ties on validation
     bits: int = 2048
     d_model: int = 32
     nhead: int = 4

@@ -23,7 +23,30 @@ def prepared(names_and_arrays, float_names=None):
     All arrays must share a device; those in ``float_names`` (default: all) must share one
     float dtype. CPU inputs are made contiguous; device arrays must already be.
     """
-    # NumPy arrays alone (every CPU call of a training step) need no device census
+    # Contiguous NumPy arrays of one float dtype (every CPU call of a training step) pass as
+    # they are, with no device census; anything else takes the general path, which also
+    # words the errors.
+    out = {}
+    dtype = None
+    for name, x in names_and_arrays.items():
+        if x is None:
+            out[name] = None
+        elif type(x) is np.ndarray and x.flags.c_contiguous:
+            if float_names is None or name in float_names:
+                # a second array of the accepted dtype holds that very dtype object (NumPy's
+                # built-in dtypes are singletons); any other dtype goes the general way
+                if dtype is None and x.dtype in FLOAT_DTYPES:
+                    dtype = x.dtype
+                elif x.dtype is not dtype:
+                    return _prepared_in_general(names_and_arrays, float_names)
+            out[name] = x
+        else:
+            return _prepared_in_general(names_and_arrays, float_names)
+    return CPU, out
+
+
+def _prepared_in_general(names_and_arrays, float_names):
+    """:func:`prepared` for any arrays: device arrays, strided or non-NumPy ones, bad dtypes."""
     device = (CPU if all(type(x) is np.ndarray or x is None for x in names_and_arrays.values())
               else backend_of(**names_and_arrays))
     float_names = names_and_arrays.keys() if float_names is None else float_names
@@ -33,17 +56,11 @@ def prepared(names_and_arrays, float_names=None):
         if x is None:
             out[name] = None
             continue
-        # A contiguous NumPy array (every CPU call of a training step) passes as it is.
-        if type(x) is not np.ndarray or not x.flags.c_contiguous:
-            if device != CUDA and not isinstance(x, np.ndarray) and not hasattr(x, "__array__"):
-                raise TypeError(f"{name} must be an array, got {type(x).__name__}")
-            x = contiguous(name, x, device)
+        if device != CUDA and not isinstance(x, np.ndarray) and not hasattr(x, "__array__"):
+            raise TypeError(f"{name} must be an array, got {type(x).__name__}")
+        x = contiguous(name, x, device)
         if name in float_names:
-            dt = x.dtype
-            if dt is dtype:  # the dtype already accepted (NumPy's float dtypes are singletons)
-                out[name] = x
-                continue
-            dt = np.dtype(dt)
+            dt = np.dtype(x.dtype)
             if dt not in FLOAT_DTYPES:
                 raise TypeError(f"{name} has dtype {dt}; expected float32 or float64")
             if dtype is None:

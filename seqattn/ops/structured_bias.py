@@ -21,6 +21,7 @@ placeholders with ``has = False`` so that each dtype compiles one kernel signatu
 """
 from collections import namedtuple
 from dataclasses import dataclass
+import functools
 import itertools
 import math
 import numbers
@@ -253,6 +254,10 @@ def _cell(cell, B, dtype):
             periodic)
 
 
+# The placeholders stand in for an absent bias (the kernels never read them), so each is made
+# once per (device, dtype) and shared by every attention call, as backend.placeholder_on does:
+# allocating their arrays anew took microseconds on each call.
+@functools.lru_cache(maxsize=None)
 def _distance_placeholder(device, dtype):
     empty = lambda shape, dt=dtype: empty_like_on(device, shape, dt)  # noqa: E731
     return DistanceCall(False, empty((1, 3, 1)), empty((1, 3, 1)), empty((1, 1, 2)),
@@ -329,6 +334,7 @@ def prepare_distance_bias(bias, device, dtype, B, H, N, M):
                         shape_of(table), x_dtype)
 
 
+@functools.lru_cache(maxsize=None)
 def _pair_placeholder(device, dtype):
     return PairCall(NO_PAIR, empty_like_on(device, (1, 1, 1), np.int8),
                     empty_like_on(device, (1, 1), np.int32),

@@ -32,3 +32,17 @@ def test_split_packed_parts_and_merge_on_cuda_match_cpu():
 def test_merge_heads_of_different_shapes_is_an_error():
     with pytest.raises(ValueError, match=r"heads\[1\] has shape"):
         ops.merge_heads(np.ones((1, 2, 3, 4)), np.ones((1, 2, 3, 2)))
+
+
+@pytest.mark.parametrize("version", ["serial", "parallel"])
+def test_cpu_split_and_merge_kernels_of_packed_parts_match_the_reference(version):
+    from seqattn.kernels.cpu import heads as kernels
+
+    x = np.random.default_rng(1).normal(size=(3, 5, 3 * 2 * 4))  # (B, N, 3 * H * D), H=2, D=4
+    parts = np.empty((3, 3, 2, 5, 4))
+    getattr(kernels.split_heads_forward, version)(parts, x)
+    for p in range(3):
+        np.testing.assert_array_equal(parts[p], ref.split_heads(x[:, :, 8 * p:8 * (p + 1)], 2))
+    merged = np.empty_like(x)
+    getattr(kernels.split_heads_backward, version)(merged, tuple(parts))
+    np.testing.assert_array_equal(merged, x)

@@ -8,7 +8,8 @@ on a shared machine may be waiting for a core. Both loop over (block, batch, hea
 rows of D in their own function so that the copy vectorises (measured: 1.8x faster for the
 split than looping over tokens). The merge picks its block out of the tuple once per
 (block, batch, head): indexing a tuple by a variable is a branch over its elements, and once
-per row of D it made the merge 3-6x slower than the split.
+per row of D it made the merge several times slower than the split (measured at the small
+models' sizes).
 """
 from numba import njit, prange
 

@@ -5,7 +5,7 @@ y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (biased varian
 Row statistics accumulate in float64 so float32 rows of thousands of features stay accurate.
 The rows' loops live in their own functions, so that they vectorise inside the parallel loop
 (numba#2680); each call takes a run of rows, since a call per row cost more than the work of a
-short row (measured: rows of 16-64 features 2-3x faster in the backward). Reassociation lets the
+short row (measured on rows of 16-64 features, forward and backward). Reassociation lets the
 sums vectorise (NaN and inf keep their meaning).
 """
 import numpy as np

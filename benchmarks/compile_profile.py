@@ -13,7 +13,9 @@ compilation Numba makes (its ``numba:compile`` events fire on cache misses only)
   the cache serves everything).
 
 Every compilation happens in the job's process (``SEQATTN_COMPILE_HELPER=0``) unless
-``--helper`` lets the first run hand the attention backward to a helper process.
+``--helper`` lets the first run hand work to the helper process of seqattn.compile (the tiled
+attention backward, the versions of sized kernels that launches miss); the warm run then starts
+once the helper has ended, and the report says how long it went on after the cold run.
 
     python benchmarks/compile_profile.py                       # a small fit (TokenModel)
     python benchmarks/compile_profile.py --top 40
@@ -25,6 +27,7 @@ machine are noisy: compare the shares within one run, and quote ``uptime`` with 
 """
 import argparse
 import collections
+import glob
 import json
 import os
 import platform
@@ -100,6 +103,14 @@ def run_child(job, argv, cache_dir, output, helper):
     return result
 
 
+def wait_for_helper(cache):
+    """Seconds until the helper process that serves ``cache`` has ended (its lock is gone)."""
+    started = time.perf_counter()
+    while glob.glob(os.path.join(cache, "*", "seqattn-compile-helper.lock")):
+        time.sleep(0.2)
+    return time.perf_counter() - started
+
+
 def ir_kernel_modules():
     """Modules whose kernels are written in LLVM IR: those importing llvm_vectors (read from
     the sources beside this script: run from the repository's root, ``benchmarks/`` and not
@@ -142,6 +153,8 @@ def report(cold, warm, top):
           f"({len(ours)} of seqattn functions) taking {compiling:.1f} s "
           f"({100 * compiling / cold['process']:.0f} %); the first at "
           f"{min((r['at'] for r in records), default=0):.1f} s")
+    if cold["helper_after"] > 0.5:
+        print(f"the helper process went on {cold['helper_after']:.1f} s after the cold run")
     print(f"warm: {warm['process']:.1f} s (process), {len(warm['records'])} compilations; "
           f"cold/warm {cold['process'] / warm['process']:.2f}")
 
@@ -208,7 +221,7 @@ def main():
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--json", help="write the cold run's records to this file")
     parser.add_argument("--helper", action="store_true",
-                        help="let the first run hand the attention backward to a helper process "
+                        help="let the first run hand work to the helper process "
                              "(seqattn.compile.start_helper; its compilations are not recorded)")
     args, script_argv = parser.parse_known_args()
     job = args.script or "-"
@@ -221,6 +234,7 @@ def main():
         os.mkdir(cache)
         output = os.path.join(folder, "records.json")
         cold = run_child(job, script_argv, cache, output, args.helper)
+        cold["helper_after"] = wait_for_helper(cache)
         warm = run_child(job, script_argv, cache, output, args.helper)
     if args.json:  # before the report, so that the records outlive a failure in it
         with open(args.json, "w") as f:

@@ -12,30 +12,50 @@ as many at once as there are cores, since Numba compiles on one thread per proce
     python -m seqattn.compile --processes 1   # one job at a time
     python -m seqattn.compile --list          # the jobs, without compiling
 
-A first run that skips this step compiles as it goes (saying so, with a progress bar): when it
-compiles the tiled attention forward, it hands the tiled backward to one helper process
-(:func:`start_helper`) while it compiles the rest.
+A first run that skips this step compiles as it goes (saying so, with a progress bar), beside
+one helper process (:func:`start_helper`) that takes requests: the tiled attention backward,
+asked for when the run compiles the tiled forward, and the versions of sized kernels
+(cpu/threads.py) that the run's launches miss; such a launch runs the other version meanwhile
+(the serial one, which compiles several times faster than the parallel one; same bits).
 Set ``SEQATTN_COMPILE_HELPER=0`` to keep every compilation in the calling process.
 """
 import argparse
 import contextlib
+import importlib
 import os
+import pickle
 import subprocess
 import sys
 import time
 
 import numpy as np
 
-# The compilation at whose start a first run starts the helper: the tiled attention forward's
-# (its serial, parallel or AMX version), which every run that trains through the tiled
-# backward compiles first; a run whose attention takes another kernel starts no helper.
+# The tiled attention forward, whose compilation (serial, parallel or AMX version) every run
+# that trains through the tiled backward starts with.
 HELPER_AFTER = "seqattn.kernels.cpu.attention._forward_tasks"
 # The tiled attention backward's launches, which the helper process compiles on a first run.
 BACKWARD_KERNELS = ("seqattn.kernels.cpu.attention._backward_tasks",
                     "seqattn.kernels.cpu.attention._row_delta_rows")
+# What a first run hands the helper at the first compilation of a forward kernel: the job that
+# compiles its backward (the slowest kernels of a training step, which the run reaches last),
+# and the launches that wait for that job; (forward, job, launches).
+HANDOVERS = (
+    (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS),
+    ("seqattn.kernels.cpu.attention_small._forward_tasks", "short-backward",
+     ("seqattn.kernels.cpu.attention_small._backward_tasks",)),
+    ("seqattn.kernels.cpu.linear._linear_forward", "linear-backward",
+     ("seqattn.kernels.cpu.linear._linear_backward",)),
+)
 HELPER_SWITCH = "SEQATTN_COMPILE_HELPER"
-# A helper lock older than this is left over from a process that was killed.
+# A helper lock older than this is left over from a process that was killed (a helper touches
+# its lock between requests).
 HELPER_LOCK_SECONDS = 900
+# Seconds between the helper's looks for requests while it has none.
+POLL_SECONDS = 0.05
+# Request file names sort by priority: a job that the run waits for, then a version that a
+# launch misses (the other version runs meanwhile), then the other version of one compiled in
+# the run, for later runs: those wait until the run has ended, so as not to slow it down.
+JOB_PRIORITY, VERSION_PRIORITY, LATER_PRIORITY = "0", "1", "2"
 
 
 # Sequence lengths of the attention jobs: ops.attention may run short sequences through a kernel
@@ -61,14 +81,29 @@ def tiled_backward_job():
     attention_backward(q, q, k, v, out, lse)
 
 
-def attention_backward_job():
-    """The fused attention backward (float32), for short and for long sequences."""
+def short_backward_job():
+    """The short-sequence attention backward (float32; attention_small.py)."""
     from .ops import attention_backward
 
-    tiled_backward_job()
     q, k, v = _qkv(np.random.default_rng(0), SHORT)
     out, lse = np.zeros_like(q), np.zeros(q.shape[:3], np.float32)
     attention_backward(q, q, k, v, out, lse)
+
+
+def attention_backward_job():
+    """The fused attention backward (float32), for short and for long sequences."""
+    tiled_backward_job()
+    short_backward_job()
+
+
+def linear_backward_job():
+    """The linear map's backward (float32, with a bias and an input gradient)."""
+    from .kernels.cpu.linear import linear_backward
+
+    x, weight = np.ones((4, 3), np.float32), np.ones((2, 3), np.float32)
+    dout = np.ones((4, 2), np.float32)
+    linear_backward(np.empty_like(x), np.zeros_like(weight), np.zeros(2, np.float32), dout, x,
+                    weight, True, True)
 
 
 def attention_forward_job():
@@ -119,9 +154,11 @@ JOBS = {"attention-backward": attention_backward_job,
         "attention-forward": attention_forward_job,
         "token-model": token_model_job,
         "sequence-model": sequence_model_job,
-        "tiled-backward": tiled_backward_job}
+        "tiled-backward": tiled_backward_job,
+        "short-backward": short_backward_job,
+        "linear-backward": linear_backward_job}
 # Jobs that only the helper runs (compile_all's jobs include what they compile).
-HELPER_JOBS = ("tiled-backward",)
+HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward")
 
 
 def compile_parallel_twins():
@@ -204,19 +241,56 @@ def _helper_running(lock):
     return True
 
 
-def start_helper(on_wait=None):
-    """On a first run: compile the tiled attention backward in a helper process (once per cache
-    folder at a time, a lock file says one is at it) while this process compiles the rest, and
-    have this process's first backward launch wait for it (kernels/compiled_elsewhere.py).
-    ``on_wait()`` is called when that launch starts waiting. Does nothing where
-    ``SEQATTN_COMPILE_HELPER=0``."""
+def _requests_folder(lock):
+    return lock.removesuffix(".lock") + "-requests"
+
+
+def _write_request(lock, priority, request):
+    """Queue a request (a dict) for the helper; returns its file, which the helper removes when
+    it has served it."""
+    folder = _requests_folder(lock)
+    path = os.path.join(folder, f"{priority}-{time.time_ns()}-{os.getpid()}.pickle")
+    with open(path + ".part", "wb") as f:
+        pickle.dump(request, f)
+    os.replace(path + ".part", path)  # the helper never reads half a request
+    return path
+
+
+class VersionRequests:
+    """Asks the helper for versions of sized kernels, each once (threads.compile_twins_elsewhere):
+    ``later`` for one that no launch of this run waits for. A call returns whether a helper is
+    there to compile it."""
+
+    def __init__(self, lock):
+        self.lock = lock
+        self.sent = set()
+
+    def __call__(self, kernel, version, argtypes, later=False):
+        key = (kernel.__module__, kernel.__qualname__, version, argtypes)
+        if key not in self.sent:
+            try:
+                _write_request(self.lock, LATER_PRIORITY if later else VERSION_PRIORITY, dict(
+                    module=kernel.__module__, name=kernel.__qualname__, version=version,
+                    argtypes=argtypes))
+            except (OSError, pickle.PicklingError, TypeError, AttributeError):
+                return False  # argument types that do not pickle: compiled here
+            self.sent.add(key)
+        return _helper_running(self.lock)
+
+
+def start_helper():
+    """On a first run: make sure a helper process serves this process's cache folder (one at a
+    time, a lock file says which) and hand it the versions that sized kernels miss. Returns
+    the lock's path, or None where no helper is used (``SEQATTN_COMPILE_HELPER=0``, or Numba
+    keeps no disk cache)."""
     if os.environ.get(HELPER_SWITCH, "1") == "0":
-        return
-    from .kernels.compiled_elsewhere import compiling_elsewhere
+        return None
+    from .kernels.cpu.threads import compile_twins_elsewhere
 
     lock = helper_lock_path()
     if lock is None:
-        return
+        return None
+    os.makedirs(_requests_folder(lock), exist_ok=True)
     if not _helper_running(lock):
         with contextlib.suppress(FileNotFoundError):
             os.remove(lock)  # left by a helper that was killed
@@ -226,13 +300,72 @@ def start_helper(on_wait=None):
             descriptor = None
         if descriptor is not None:
             process = subprocess.Popen(
-                [sys.executable, "-m", "seqattn.compile", "--job", "tiled-backward",
-                 "--serial-only", "--lock", lock],
+                [sys.executable, "-m", "seqattn.compile", "--serve", lock,
+                 "--client", str(os.getpid())],
                 env=dict(os.environ, **{HELPER_SWITCH: "0"}), stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True)
             os.write(descriptor, str(process.pid).encode())
             os.close(descriptor)
-    compiling_elsewhere(BACKWARD_KERNELS, lambda: not _helper_running(lock), on_wait)
+    compile_twins_elsewhere(VersionRequests(lock))
+    return lock
+
+
+def hand_over(lock, job, launches, on_wait=None):
+    """At a forward kernel's first compilation (HANDOVERS): the helper of ``lock`` (what
+    :func:`start_helper` returned) runs ``job`` meanwhile, and this process's first launch of
+    each of ``launches`` waits for it (kernels/compiled_elsewhere.py); ``on_wait()`` is called
+    when such a launch starts waiting."""
+    from .kernels.compiled_elsewhere import compiling_elsewhere
+
+    path = _write_request(lock, JOB_PRIORITY, dict(job=job))
+    compiling_elsewhere(launches,
+                        lambda: not os.path.exists(path) or not _helper_running(lock), on_wait)
+
+
+def _serve_one(request):
+    if "job" in request:
+        run_job(request["job"], parallel_twins=False)
+    else:
+        kernel = getattr(importlib.import_module(request["module"]), request["name"])
+        getattr(kernel, request["version"]).compile(request["argtypes"])
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def serve(lock, client):
+    """The helper: serve the requests in the lock's folder, in the order of their names (those
+    for later runs once the process ``client``, which started it, has ended), until there are
+    none left and the client has ended."""
+    folder = _requests_folder(lock)
+    try:
+        while True:
+            os.utime(lock)
+            client_ended = not _alive(client)
+            waiting = sorted(name for name in os.listdir(folder) if name.endswith(".pickle")
+                             and (client_ended or not name.startswith(LATER_PRIORITY)))
+            if not waiting:
+                if client_ended:
+                    return
+                time.sleep(POLL_SECONDS)
+                continue
+            path = os.path.join(folder, waiting[0])
+            try:
+                with open(path, "rb") as f:
+                    _serve_one(pickle.load(f))
+            except Exception as error:  # the client compiles it when it looks again
+                print(f"seqattn.compile helper: {waiting[0]}: {error!r}", file=sys.stderr)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(lock)
 
 
 def main(argv=None):
@@ -243,18 +376,16 @@ def main(argv=None):
                         help="leave out the parallel versions of the kernels")
     parser.add_argument("--list", action="store_true", help="list the jobs and exit")
     parser.add_argument("--job", choices=sorted(JOBS), help=argparse.SUPPRESS)
-    parser.add_argument("--lock", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", metavar="LOCK", help=argparse.SUPPRESS)
+    parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.list:
+    if args.serve:
+        serve(args.serve, args.client)
+    elif args.list:
         for name, job in JOBS.items():
             print(f"{name}: {job.__doc__.splitlines()[0]}")
     elif args.job:
-        try:
-            run_job(args.job, parallel_twins=not args.serial_only)
-        finally:
-            if args.lock:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(args.lock)
+        run_job(args.job, parallel_twins=not args.serial_only)
     else:
         seconds = compile_all(args.processes, parallel_twins=not args.serial_only)
         print(f"seqattn: kernels compiled and cached in {seconds:.0f} s")

@@ -7,8 +7,9 @@ which would otherwise look like a hang. Numba announces each compilation it make
 says once, on stderr, what is happening, and then counts the kernels compiled (a tqdm bar that
 names the one being compiled, on a terminal). A run whose kernels all come from the cache shows
 nothing.
-The first compilation of the tiled attention forward also starts the helper process of
-:func:`seqattn.compile.start_helper`, which compiles the tiled backward meanwhile.
+The first compilation also starts the helper process of :func:`seqattn.compile.start_helper`,
+which compiles the versions of sized kernels that launches miss, and that of a forward kernel
+(the linear map's, the attention's) hands it the backward, which the run needs last.
 """
 import atexit
 import os
@@ -17,7 +18,7 @@ import time
 
 from numba.core import event
 
-WAITING = "waiting for the helper process's attention backward"
+WAITING = "waiting for the helper process's backward kernels"
 NOTICE = ("seqattn: compiling kernels for this machine (first run only: later runs load them "
           "from Numba's cache; `python -m seqattn.compile` does it ahead, on every core)")
 
@@ -52,7 +53,9 @@ class CompileNotice(event.Listener):
         self.start_helper = start_helper
         self.compiled = 0
         self.started = self.last_line = None
-        self._helper_asked = False
+        self._helper_started = False
+        self._handed = set()  # the jobs handed to the helper (compile.HANDOVERS)
+        self._helper_lock = None  # the helper's lock file, once started (compile.start_helper)
         # Seconds spent compiling: outermost compilations only (a kernel compiles its callees).
         self.seconds = 0.0
         self._depth = 0
@@ -73,18 +76,26 @@ class CompileNotice(event.Listener):
                             bar_format="{desc}: {n_fmt} kernels [{elapsed}{postfix}]")
         atexit.register(self.close)
 
-    def _maybe_start_helper(self, name, args):
-        """Start the helper at the tiled forward's compilation (compile.HELPER_AFTER) for a
-        call without structured biases, once: the helper's backward has that call's signature
-        (a structured bias's kernels have their own, kernels/cpu/attention_bias.py)."""
-        from .compile import HELPER_AFTER, start_helper
+    def _use_helper(self, name, args):
+        """Start the helper at the first compilation, once; hand it a backward job at its
+        forward's compilation (compile.HANDOVERS), once each: the tiled one only for a call
+        without structured biases, whose signature the helper's job has (a structured bias's
+        kernels have their own, kernels/cpu/attention_bias.py)."""
+        from .compile import HANDOVERS, HELPER_AFTER, hand_over, start_helper
 
-        if (not self.start_helper or self._helper_asked or not name.startswith(HELPER_AFTER)
-                or not _without_structured_biases(args)):
+        if not self.start_helper:
             return
-        self._helper_asked = True
         try:
-            start_helper(on_wait=lambda: self._show(WAITING))
+            if not self._helper_started:
+                self._helper_started = True
+                self._helper_lock = start_helper()
+            for forward, job, launches in HANDOVERS:
+                if (self._helper_lock is not None and job not in self._handed
+                        and name.startswith(forward)
+                        and (forward != HELPER_AFTER or _without_structured_biases(args))):
+                    self._handed.add(job)
+                    hand_over(self._helper_lock, job, launches,
+                              on_wait=lambda: self._show(WAITING))
         except OSError:  # a cache folder it cannot write to: compile here, as without it
             pass
 
@@ -101,7 +112,7 @@ class CompileNotice(event.Listener):
             return
         if self.started is None:
             self._begin()
-        self._maybe_start_helper(name, ev.data.get("args", ()))
+        self._use_helper(name, ev.data.get("args", ()))
         if self._depth == 0:
             self._outer_start = time.perf_counter()
         self._depth += 1

@@ -1,4 +1,5 @@
-"""A first run says that it compiles; a second one loads every kernel from Numba's disk cache.
+"""A first run says that it compiles; a second one loads every kernel from Numba's disk cache,
+with or without the helper process that compiles beside the first (seqattn.compile).
 
 Each process is a small fit (a TokenModel without encoder layers, so that it compiles in
 seconds: its linear, loss and optimizer kernels) with NUMBA_CACHE_DIR set to a new folder."""
@@ -6,11 +7,17 @@ import io
 import os
 import subprocess
 import sys
+import time
 import types
 
-from seqattn.compile import HELPER_LOCK_SECONDS, _helper_running
+import numba
+import numpy as np
+from numba import prange
+
+from seqattn.compile import HELPER_LOCK_SECONDS, VersionRequests, _helper_running, serve
 from seqattn.first_run import NOTICE, CompileNotice
 from seqattn.kernels.compiled_elsewhere import compiling_elsewhere, wait_for
+from seqattn.kernels.cpu.threads import sized_kernel
 
 FIT = """
 import numpy as np
@@ -42,9 +49,8 @@ print(len(compiled))
 """
 
 
-def _fit_in_new_process(cache):
-    # No helper process: this fit has no attention backward for it to compile.
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), SEQATTN_COMPILE_HELPER="0")
+def _fit_in_new_process(cache, helper=False):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), SEQATTN_COMPILE_HELPER=str(int(helper)))
     for name in ("NUMBA_DISABLE_JIT", "SEQATTN_COMPILE_NOTICE"):
         env.pop(name, None)
     done = subprocess.run([sys.executable, "-c", FIT], env=env, capture_output=True, text=True,
@@ -60,6 +66,27 @@ def test_a_first_run_says_it_compiles_and_a_second_compiles_nothing(tmp_path):
     compiled, stderr = _fit_in_new_process(tmp_path)
     assert compiled == 0, "the second process compiled instead of loading from the cache"
     assert NOTICE not in stderr and "kernels compiled" not in stderr, stderr
+
+
+def test_with_the_helper_a_second_run_compiles_nothing_once_the_helper_is_done(tmp_path):
+    """The helper compiles into the same cache the versions that the first run's launches did
+    not take (the parallel ones of these small launches), for later runs."""
+    compiled, stderr = _fit_in_new_process(tmp_path, helper=True)
+    assert compiled > 0 and stderr.count(NOTICE) == 1, stderr
+    locks = list(tmp_path.glob("*/seqattn-compile-helper.lock"))
+    requests = list(tmp_path.glob("*/seqattn-compile-helper-requests"))
+    assert requests, "no helper was started"
+    deadline = time.monotonic() + HELPER_LOCK_SECONDS
+    while any(lock.exists() for lock in locks) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(lock.exists() for lock in locks), "the helper did not end"
+    assert not list(requests[0].iterdir()), "requests left unserved"
+    parallel_entries = [index for index in tmp_path.glob("*/*.nbi")
+                        if "_serial" not in index.name and "linear" in index.name]
+    assert parallel_entries, "the helper compiled no parallel version"
+    compiled, stderr = _fit_in_new_process(tmp_path, helper=True)
+    assert compiled == 0, "the second process compiled instead of loading from the cache"
+    assert NOTICE not in stderr, stderr
 
 
 def test_a_launch_waits_for_the_process_compiling_its_kernel():
@@ -104,11 +131,14 @@ def test_the_notice_counts_seqattn_kernels_only_on_a_bar_or_in_lines():
         assert expected in shown, shown
 
 
-def test_the_helper_starts_at_the_tiled_forward_only_once(monkeypatch):
+def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once(
+        monkeypatch):
     import seqattn.compile
 
-    started = []
-    monkeypatch.setattr(seqattn.compile, "start_helper", lambda on_wait: started.append(1))
+    helpers, started = [], []
+    monkeypatch.setattr(seqattn.compile, "start_helper", lambda: helpers.append(1) or "lock")
+    monkeypatch.setattr(seqattn.compile, "hand_over",
+                        lambda lock, job, launches, on_wait: started.append((lock, job)))
     notice = CompileNotice(_Stream(False), start_helper=True)
     plain, with_pair = _score_modifications(pair=False), _score_modifications(pair=True)
     for module, name, args in [
@@ -117,10 +147,13 @@ def test_the_helper_starts_at_the_tiled_forward_only_once(monkeypatch):
             ("seqattn.kernels.cpu.attention", "_backward_tasks_serial", (plain,)),
             ("seqattn.kernels.cpu.attention", "_forward_tasks_serial", (with_pair,))]:
         _compile_named(notice, module, name, args)
-    assert started == [], "a helper for a run whose tiled forward it does not match"
+    assert helpers == [1], "one helper, from the first compilation on"
+    handed = [("lock", "linear-backward"), ("lock", "short-backward")]
+    assert started == handed, "the tiled backward for a run whose tiled forward it does not match"
     for name in ("_forward_tasks_serial", "_forward_tasks"):
         _compile_named(notice, "seqattn.kernels.cpu.attention", name, (plain,))
-    assert started == [1]
+    _compile_named(notice, "seqattn.kernels.cpu.linear", "_linear_forward", ())
+    assert started == handed + [("lock", "tiled-backward")] and helpers == [1]
     notice.close()
 
 
@@ -135,6 +168,35 @@ def _score_modifications(pair):
     fields[STRUCTURED_AT] = nb.none
     fields[PAIR_AT] = nb.int64 if pair else nb.none
     return nb.Tuple(fields)
+
+
+def test_the_helper_jobs_compile_the_backward_signatures_a_model_trains_with(monkeypatch):
+    """What the helper compiles is of use only if the run's launches have its signatures."""
+    from seqattn.compile import linear_backward_job, short_backward_job
+    from seqattn.kernels.cpu import attention_small, linear
+    from seqattn.models import TokenModel, TokenModelConfig
+    from seqattn.train import AdamW, MSELoss, fit
+
+    launched = {}
+    for kernel in (linear._linear_backward, attention_small._backward_tasks):
+        def run(threads, *args, kernel=kernel, run=kernel.run):
+            launched[(kernel.__name__, tuple(numba.typeof(a) for a in args))] = source[0]
+            return run(threads, *args)
+        monkeypatch.setattr(kernel, "run", run)
+    source = ["job"]
+    linear_backward_job()
+    short_backward_job()
+    jobs = set(launched)
+    assert {name for name, _ in jobs} == {"_linear_backward", "_backward_tasks"}
+    source[0] = "model"
+    x = np.random.default_rng(0).standard_normal((4, 6, 3)).astype(np.float32)
+    model = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=8, nhead=2,
+                                        num_layers=1, dim_feedforward=8, max_len=6))
+    fit(model, MSELoss(), AdamW(model, lr=1e-3), (x, x[..., :2]), epochs=1, batch_size=4,
+        progress=False)
+    assert sorted(launched.values()).count("model") == len(jobs), "a backward not launched"
+    assert set(launched) == jobs, \
+        "the model's backward launches took signatures that the helper's jobs did not compile"
 
 
 def test_the_attention_jobs_reach_the_short_and_the_tiled_kernel():
@@ -186,3 +248,34 @@ def test_a_helper_counts_as_running_while_its_process_lives_and_its_lock_is_fres
     old = os.path.getmtime(lock) - HELPER_LOCK_SECONDS - 1
     os.utime(lock, (old, old))
     assert not _helper_running(str(lock)), "a lock older than a helper ever takes"
+
+
+@sized_kernel(8)
+def _toy_kernel(out, x):
+    for i in prange(x.size):
+        out[i] = x[i] + 1
+
+
+def _ended_process():
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+    return int(finished.stdout)
+
+
+def test_the_helper_compiles_each_requested_version_once_then_ends(tmp_path):
+    from numba.core.caching import NullCache
+
+    _toy_kernel.parallel._cache = NullCache()  # what it compiles shows in this process only
+    lock = tmp_path / "seqattn-compile-helper.lock"
+    lock.write_text(str(os.getpid()))  # a helper is running: this process, for the requests
+    requests = VersionRequests(str(lock))
+    folder = tmp_path / "seqattn-compile-helper-requests"
+    folder.mkdir()
+    argtypes = (numba.typeof(np.zeros(3)),) * 2
+    assert requests(_toy_kernel, "parallel", argtypes)
+    assert requests(_toy_kernel, "parallel", argtypes)
+    assert len(list(folder.iterdir())) == 1, "a version asked twice"
+    serve(str(lock), client=_ended_process())
+    assert list(folder.iterdir()) == [] and not lock.exists()
+    assert argtypes in _toy_kernel.parallel.overloads
+    assert not requests(_toy_kernel, "parallel", argtypes), "no helper is running any more"

@@ -41,6 +41,14 @@ def _sized_kernels():
     return kernels
 
 
+@pytest.fixture(autouse=True)
+def no_helper(monkeypatch):
+    """Launches compile the version they take, as without a helper process: a first-run helper
+    that this test process started (seqattn.first_run) would have launches that miss their
+    parallel version run the serial one."""
+    monkeypatch.setattr(threads_module, "_request_twin", None)
+
+
 @pytest.fixture
 def parallel_everywhere(monkeypatch):
     """Every CPU kernel takes all threads for any launch of two or more units of work, however
@@ -193,6 +201,84 @@ def test_launch_runs_serial_below_two_grains_and_parallel_from_there(monkeypatch
     np.testing.assert_array_equal(out, 2 * large)
     assert kernel.parallel.signatures
     assert numba.get_num_threads() >= 2, "the launch must leave Numba's thread count as it was"
+
+
+def _uncached_double():
+    """_double as a new kernel whose versions neither load from nor go to the disk cache (an
+    earlier session may have cached them), so that each call shows what it compiles."""
+    from numba.core.caching import NullCache
+
+    kernel = SizedKernel(_double.parallel.py_func, GRAIN, _double.work, {})
+    kernel.serial._cache = kernel.parallel._cache = NullCache()
+    return kernel
+
+
+def test_a_first_run_launch_compiles_the_serial_version_and_asks_for_the_parallel_one(
+        monkeypatch):
+    if numba.get_num_threads() < 2:
+        pytest.skip("needs two Numba threads")
+    monkeypatch.setattr(threads_module, "_following_load", False)
+    kernel, asked = _uncached_double(), []
+    monkeypatch.setattr(threads_module, "_request_twin",
+                        lambda k, version, argtypes, later=False:
+                        asked.append((k, version, later)) or True)
+    monkeypatch.setattr(threads_module, "RECHECK_SECONDS", 1e9)  # however slow compiling is
+    large = np.arange(2 * GRAIN, dtype=np.float64)
+    for _ in range(2):  # the second within RECHECK_SECONDS: no look into the cache, no request
+        out = np.empty_like(large)
+        kernel(out, large)
+        np.testing.assert_array_equal(out, 2 * large)
+    assert asked == [(kernel, "parallel", False)]
+    assert kernel.serial.signatures and not kernel.parallel.signatures, \
+        "the launch compiled the parallel version instead of leaving it to the helper"
+    kernel.parallel(out, large)  # called directly, a version compiles as usual
+    assert kernel.parallel.signatures
+
+
+def test_a_first_run_launch_runs_the_parallel_version_on_one_thread_for_a_missing_serial(
+        monkeypatch):
+    if numba.get_num_threads() < 2:
+        pytest.skip("needs two Numba threads")
+    kernel, asked = _uncached_double(), []
+    small = np.arange(GRAIN, dtype=np.float64)
+    kernel.parallel(np.empty_like(small), small)
+    threads = numba.get_num_threads()
+    monkeypatch.setattr(threads_module, "_request_twin",
+                        lambda k, version, argtypes, later=False:
+                        asked.append((k, version, later)) or True)
+    out = np.empty_like(small)
+    kernel(out, small)
+    np.testing.assert_array_equal(out, 2 * small)
+    assert asked == [(kernel, "serial", False)] and not kernel.serial.signatures
+    assert numba.get_num_threads() == threads, "the launch must leave the thread count as it was"
+
+
+def test_a_missing_serial_version_compiles_here_and_the_parallel_one_later(
+        monkeypatch):
+    kernel, asked = _uncached_double(), []
+    monkeypatch.setattr(threads_module, "_request_twin",
+                        lambda k, version, argtypes, later=False:
+                        asked.append((k, version, later)) or True)
+    small = np.arange(GRAIN, dtype=np.float64)
+    out = np.empty_like(small)
+    kernel(out, small)
+    np.testing.assert_array_equal(out, 2 * small)
+    assert kernel.serial.signatures and not kernel.parallel.signatures
+    assert asked == [(kernel, "parallel", True)], "the parallel version, for later runs"
+
+
+def test_without_a_helper_a_launch_compiles_its_own_version(monkeypatch):
+    if numba.get_num_threads() < 2:
+        pytest.skip("needs two Numba threads")
+    monkeypatch.setattr(threads_module, "_following_load", False)
+    kernel, asked = _uncached_double(), []
+    monkeypatch.setattr(threads_module, "_request_twin",
+                        lambda k, version, argtypes, later=False:
+                        asked.append(version) and False)
+    large = np.arange(2 * GRAIN, dtype=np.float64)
+    kernel(np.empty_like(large), large)
+    assert kernel.parallel.signatures and not kernel.serial.signatures
+    assert asked == ["parallel"]
 
 
 def test_serial_and_parallel_versions_have_their_own_cache_files():

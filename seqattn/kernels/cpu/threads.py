@@ -18,14 +18,21 @@ one thread means the serial version. The bits of a result depend on the plan onl
 how many threads run it: the same call gives the same bits on a busy machine as on a quiet
 one. The grain of each op family is the work that pays for one more thread, measured with
 ``benchmarks/small_launches.py`` (BENCHMARKS.md, "Small launches run serial").
+
+On a first run, a launch whose version is not compiled yet may run the other version, when
+that one is at hand or cheaper to compile (the serial one), and leave the missing version to
+the helper process of seqattn.compile (:func:`compile_twins_elsewhere`): same plan, same bits,
+and the run compiles none of the parallel versions, which take several times longer.
 """
 import functools
 import os
+import sys
 import time
 import types
 
 import numba
 from numba import njit
+from numba.core.compiler_lock import global_compiler_lock
 
 from ..compiled_elsewhere import wait_for
 # Seconds over which the cores that other processes use are measured. The kernel counts CPU
@@ -143,6 +150,36 @@ def free_threads(threads):
     return threads
 
 
+# While a helper process compiles missing versions (seqattn.compile.start_helper): a callable
+# that asks it for one, request(kernel, "serial" or "parallel", argument types, later=False)
+# (later: for later runs, no launch waits for it), and returns False where no helper is there
+# to take it.
+_request_twin = None
+# Seconds between looks into the disk cache for a version that the helper is compiling.
+RECHECK_SECONDS = 1.0
+
+
+def compile_twins_elsewhere(request):
+    """Hand the versions that launches miss to ``request`` (None: compile them here again)."""
+    global _request_twin
+    _request_twin = request
+
+
+def _load_from_cache(dispatcher, argtypes):
+    """Whether ``dispatcher`` has a version for ``argtypes`` now, loaded from Numba's disk cache
+    if need be: what ``Dispatcher.compile`` does before it compiles."""
+    with global_compiler_lock:
+        if argtypes in dispatcher.overloads:
+            return True
+        cres = dispatcher._cache.load_overload(argtypes, dispatcher.targetctx)
+        if cres is None:
+            return False
+        dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc,
+                                                  [cres.library])
+        dispatcher.add_overload(cres)
+        return True
+
+
 def _renamed(py_func, suffix):
     """A copy of ``py_func`` under another qualified name: Numba's disk cache keys compiled
     code by name and bytecode, not by the ``parallel`` flag, so the serial and the parallel
@@ -174,6 +211,60 @@ class SizedKernel:
         functools.update_wrapper(self, py_func)
         # Until the first launch: another process may be compiling this kernel for the cache.
         self._first_launch = True
+        # Argument types of versions asked of the helper -> when the cache was last looked at.
+        self._asked = {}
+        for version in ("serial", "parallel"):
+            dispatcher = getattr(self, version)
+            dispatcher._compile_for_args = self._on_miss(version, dispatcher._compile_for_args)
+
+    def _on_miss(self, version, compile_here):
+        """What a launch of ``version`` does where it has no compiled code for its arguments
+        (Numba's dispatcher calls its ``_compile_for_args`` then, and calls what it returns)."""
+        def on_miss(*args):
+            # Only launches (run) take another version, a direct call gets the one it calls;
+            # the caller's frame tells, at no cost to launches whose code is compiled.
+            launched = sys._getframe(1).f_code is SizedKernel.run.__code__
+            if _request_twin is None or not launched:
+                return compile_here(*args)
+            dispatcher = getattr(self, version)
+            argtypes = tuple(dispatcher.typeof_pyval(a) for a in args)
+            asked = self._asked.get((version, argtypes))
+            if asked is not None and time.monotonic() - asked < RECHECK_SECONDS:
+                return self._stand_in(version)
+            if _load_from_cache(dispatcher, argtypes):
+                self._asked.pop((version, argtypes), None)
+                return dispatcher
+            if version == "parallel":
+                # the serial version compiles several times faster: it runs this launch
+                if _request_twin(self, version, argtypes):
+                    self._asked[(version, argtypes)] = time.monotonic()
+                    if not _load_from_cache(self.serial, argtypes):
+                        self.serial.compile(argtypes)
+                    return self.serial
+            elif _load_from_cache(self.parallel, argtypes) and \
+                    _request_twin(self, version, argtypes):
+                self._asked[(version, argtypes)] = time.monotonic()
+                return self._parallel_on_one_thread
+            compiled = compile_here(*args)
+            if version == "serial":
+                _request_twin(self, "parallel", argtypes, later=True)
+            return compiled
+        return on_miss
+
+    def _stand_in(self, version):
+        """The other version, for a launch of ``version`` that the helper compiles: the same
+        plan (tasks) and so the same bits; the parallel one on the calling thread only."""
+        if version == "parallel":
+            return self.serial
+        return self._parallel_on_one_thread
+
+    def _parallel_on_one_thread(self, *args):
+        available = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            return self.parallel(*args)
+        finally:
+            numba.set_num_threads(available)
 
     def threads(self, work):
         """The threads planned for ``work`` units: 1 below two grains, else work // grain, at

@@ -3,7 +3,8 @@ classes of the per-sample baselines that classify best on fixed-length images an
 
 ``SequenceModelConfig(linear=True, linear_features=...)`` picks what the path maps linearly:
 
-* ``"mean"`` (the default): the inputs' mean over unpadded tokens (:class:`LinearPath`);
+* ``"mean"`` (the default): the inputs' mean over unpadded tokens (``LinearPath`` in
+  :mod:`seqattn.models.linear_path`);
 * ``"pooled"``: per input channel its mean, spread (std), minimum and maximum over the unpadded
   tokens, then the number of tokens, as :class:`seqattn.baselines.PooledFeatures` pools them
   by default;

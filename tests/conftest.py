@@ -13,6 +13,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 # `pytest` checks them too. numba is already imported here (pytest's warning filters name one of
 # its classes), so the setting goes to its config as well as to the environment; both must be
 # set before numba.cuda is first imported.
+# A session compiles thousands of kernels in each of its workers: a compile helper per worker
+# (seqattn.compile) would compete with them for the cores and run on after the session. The tests
+# of the helper switch it on for their own subprocesses (tests/kernels/test_first_run.py).
+os.environ.setdefault("SEQATTN_COMPILE_HELPER", "0")
+
 if not os.path.exists("/dev/nvidia0") and "NUMBA_ENABLE_CUDASIM" not in os.environ:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     config.ENABLE_CUDASIM = True

@@ -27,6 +27,18 @@ def position_width(batch, pairwise, vocab_size=None):
     return n * f + (n * (n - 1) // 2 * f ** 2 if pairwise else 0)
 
 
+def position_features(rows, pairwise):
+    """(B, N, F) rows -> (B, N F): every position's row; with `pairwise` then the outer products
+    of the rows of every two positions i < j, in ``np.triu_indices`` order (N (N - 1) / 2 F^2
+    more columns)."""
+    additive = rows.reshape(len(rows), -1)
+    if not pairwise:
+        return additive
+    i, j = np.triu_indices(rows.shape[1], k=1)
+    pairs = np.einsum("bpf,bpg->bpfg", rows[:, i], rows[:, j])  # (B, pairs, F, F)
+    return np.hstack([additive, pairs.reshape(len(rows), -1)])
+
+
 def fixed_length(batch):
     """Whether `batch`'s tokens are ids (B, N) or float rows (B, N, F) with no padding."""
     tokens = np.asarray(batch.tokens)
@@ -78,10 +90,4 @@ class PositionFeatures(LinearBaseline):
         if tokens.shape[1] != self.length or np.asarray(batch.key_padding_mask).any():
             raise ValueError(f"the batch's sequences have {tokens.shape[1]} positions (or "
                              f"padding); PositionFeatures was fitted on {self.length}, unpadded")
-        rows = token_inputs(batch, self.vocab_size)  # (B, N, F)
-        additive = rows.reshape(len(rows), -1)
-        if not self.pairwise:
-            return additive
-        i, j = np.triu_indices(self.length, k=1)
-        pairs = np.einsum("bpf,bpg->bpfg", rows[:, i], rows[:, j])  # (B, pairs, F, F)
-        return np.hstack([additive, pairs.reshape(len(rows), -1)])
+        return position_features(token_inputs(batch, self.vocab_size), self.pairwise)

@@ -22,35 +22,13 @@ import numpy as np
 
 from ..autodiff.tensor import unwrap
 from ..backend import CPU, device_of
+from ..baselines.positions import position_features
+from ..baselines.sequences import STATISTICS
+from ..baselines.sequences import pooled as pooled_statistics
 from ..nn import Linear, Module
 from ..nn.placement import moved
 
 FEATURES = ("mean", "pooled", "additive", "pairwise")
-
-
-def pooled_features(inputs, key_padding_mask):
-    """(B, N, F) inputs -> (B, 4 F + 1): the mean, std, min and max of every channel over the
-    unpadded tokens, then their number; a sample without tokens gets zeros."""
-    present = ~np.asarray(key_padding_mask, bool)
-    weights = present[..., None]
-    count = np.maximum(present.sum(axis=1), 1)[:, None]
-    mean = (inputs * weights).sum(axis=1) / count
-    std = np.sqrt(np.maximum((inputs ** 2 * weights).sum(axis=1) / count - mean ** 2, 0.0))
-    low = np.where(weights, inputs, np.inf).min(axis=1)
-    high = np.where(weights, inputs, -np.inf).max(axis=1)
-    features = np.concatenate([mean, std, low, high, present.sum(axis=1)[:, None]], axis=1)
-    return np.where(np.isfinite(features), features, 0.0)
-
-
-def position_features(inputs, pairwise):
-    """(B, N, F) inputs -> (B, N F), with `pairwise` then the outer products of the rows of
-    every two positions i < j in np.triu_indices order (B, N F + N (N - 1) / 2 F^2)."""
-    additive = inputs.reshape(len(inputs), -1)
-    if not pairwise:
-        return additive
-    i, j = np.triu_indices(inputs.shape[1], k=1)
-    pairs = np.einsum("bpf,bpg->bpfg", inputs[:, i], inputs[:, j])  # (B, pairs, F, F)
-    return np.hstack([additive, pairs.reshape(len(inputs), -1)])
 
 
 def feature_width(features, in_features, n_tokens):
@@ -84,7 +62,7 @@ class FeaturePath(Module):
         padding = (np.zeros(inputs.shape[:2], bool) if key_padding_mask is None
                    else np.asarray(key_padding_mask, bool))
         if self.features == "pooled":
-            return pooled_features(inputs, padding)
+            return pooled_statistics(inputs, padding, STATISTICS)
         if inputs.shape[1] != self.n_tokens or padding.any():
             raise ValueError(f"inputs have {inputs.shape[1]} tokens (or padding); the "
                              f"{self.features} path reads {self.n_tokens} unpadded tokens "

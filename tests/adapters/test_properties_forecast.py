@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import seqattn
 from seqattn.adapters import ForecastWindows, GridAdapter, SignalAdapter
-from property_inputs import (DTYPES, NAN_PATTERNS, ORDERS, TIME_KINDS, as_expected, as_times,
-                             assert_names, coordinate, tolerance, values)
+from property_inputs import (DTYPES, NAN_PATTERNS, ORDERS, TIME_KINDS, absolute_tolerance,
+                             as_expected, as_times, assert_names, coordinate, tolerance, values)
 
 
 @st.composite
@@ -103,6 +103,7 @@ def test_forecast_round_trip_or_named_error(case):
     decoded = windows.decode(batch)  # its own targets
     x = as_expected(ds["x"].values)  # (time, station)
     rtol = tolerance(ds["x"].dtype)
+    atol = absolute_tolerance(x, ds["x"].dtype)
     got = decoded["x"].transpose("lead", "time", "station").values
     for i, s in enumerate(steps):
         first = s if signal else history + s  # the first valid time a sample reaches
@@ -110,7 +111,7 @@ def test_forecast_round_trip_or_named_error(case):
         expected[:first] = np.nan
         if setup["increments"]:  # an increment needs the value it is a change from
             expected[s:][np.isnan(x[:-s])] = np.nan
-        np.testing.assert_allclose(got[i], expected, rtol=rtol, atol=rtol * 10,
+        np.testing.assert_allclose(got[i], expected, rtol=rtol, atol=atol,
                                    err_msg=f"lead {s}")
     predicted = seqattn.predict(persistence(setup), data, windows)["x"]
     predicted = predicted.transpose("lead", "time", "station").values
@@ -119,6 +120,6 @@ def test_forecast_round_trip_or_named_error(case):
         expected = persisted(x, s, history, signal, setup["increments"], mean)
         checked = ~np.isinf(expected)
         np.testing.assert_allclose(predicted[i][checked], expected[checked], rtol=rtol,
-                                   atol=rtol * 10, err_msg=f"persistence at lead {s}")
+                                   atol=atol, err_msg=f"persistence at lead {s}")
     assert decoded["time"].equals(ds["time"]) and decoded["station"].equals(ds["station"])
     xr.testing.assert_identical(data, before)

@@ -7,13 +7,13 @@ the error names the dim or variable at fault - exactly when the case must be ref
 import numpy as np
 import pytest
 import xarray as xr
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import seqattn
 from seqattn.adapters import SignalAdapter
-from property_inputs import (DTYPES, NAN_PATTERNS, ORDERS, TIME_KINDS, as_expected, as_times,
-                             assert_names, coordinate, tolerance, values)
+from property_inputs import (DTYPES, NAN_PATTERNS, ORDERS, TIME_KINDS, absolute_tolerance,
+                             as_expected, as_times, assert_names, coordinate, tolerance, values)
 
 
 @st.composite
@@ -42,8 +42,16 @@ def refusals(ds, frames, monotonic, kind):
     return names
 
 
+# float32 values far apart: the smaller comes back within float32's precision at the larger
+# one's magnitude (found by hypothesis against a tolerance relative to each element)
+FAR_APART = xr.Dataset({"x": (("station", "time"), np.array([[-1720.3358, 57.632603]],
+                                                            np.float32), {"units": "m"})},
+                       coords={"station": [1.0], "time": [1.0, 2.0]})
+
+
 @settings(max_examples=100, deadline=None)
 @given(signals())
+@example((FAR_APART, {"window": 1, "hop": 1, "calendar": False}, True, "number"))
 def test_signal_round_trip_or_named_error(case):
     ds, frames, monotonic, kind = case
     before = ds.copy(deep=True)
@@ -59,6 +67,7 @@ def test_signal_round_trip_or_named_error(case):
     width = adapter.value_width()
     expected = as_expected(ds["x"].values)
     rtol = tolerance(ds["x"].dtype)
+    atol = absolute_tolerance(expected, ds["x"].dtype)
     batch = adapter.encode(ds)
     assert np.isfinite(batch.tokens).all()
     decoded = adapter.decode(batch)
@@ -66,7 +75,7 @@ def test_signal_round_trip_or_named_error(case):
     for out in (decoded, predicted):
         xr.testing.assert_identical(out.coords.to_dataset(), ds.coords.to_dataset())
         np.testing.assert_allclose(out["x"].transpose("station", "time").values.astype(
-            np.float64), expected, rtol=rtol, atol=rtol * 10)
+            np.float64), expected, rtol=rtol, atol=atol)
     # unmasked predictions: a station without any valid step predicts NaN, never the bias
     unmasked = seqattn.predict(lambda tokens, mask: tokens[..., :width] + 1.0, ds, adapter,
                                mask_missing=False)["x"].transpose("station", "time").values

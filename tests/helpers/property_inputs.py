@@ -74,6 +74,15 @@ def tolerance(dtype):
     return {np.float16: 2e-3, np.float32: 1e-6}.get(np.dtype(dtype).type, 1e-9)
 
 
+def absolute_tolerance(values, dtype):
+    """An absolute tolerance for the same round trip: normalizing subtracts the mean in the
+    data's own dtype, so every element keeps the precision of that dtype at the data's
+    magnitude (float32 data of -1720 and 57.6 bring 57.6 back within about 1e-4, not 1e-5);
+    never less than the 10 * tolerance that data of magnitude up to 10 get."""
+    magnitude = np.nanmax(np.abs(values), initial=0.0) if np.size(values) else 0.0
+    return tolerance(dtype) * max(10.0, float(magnitude))
+
+
 def assert_names(error, *names):
     """`error` is a ValueError or TypeError whose message names one of `names` (an argument, a
     dim or a variable, quoted as the messages quote them) - never a bare numpy message."""

@@ -22,9 +22,6 @@ import numpy as np
 
 from ..autodiff.tensor import unwrap
 from ..backend import CPU, device_of
-from ..baselines.positions import position_features
-from ..baselines.sequences import STATISTICS
-from ..baselines.sequences import pooled as pooled_statistics
 from ..nn import Linear, Module
 from ..nn.placement import moved
 
@@ -55,6 +52,12 @@ class FeaturePath(Module):
 
     def inputs_features(self, inputs, key_padding_mask=None):
         """The features (B, width) of host arrays `inputs` (B, N, F), in float64."""
+        # the baselines' own feature code, imported here: importing seqattn.baselines reaches
+        # the models (through seqattn.data), so a module-level import would be circular
+        from ..baselines.positions import position_features
+        from ..baselines.sequences import STATISTICS
+        from ..baselines.sequences import pooled as pooled_statistics
+
         inputs = np.asarray(inputs, np.float64)
         if inputs.ndim != 3 or inputs.shape[2] != self.in_features:
             raise ValueError(f"inputs have shape {inputs.shape}; the feature path reads float "

@@ -22,8 +22,6 @@ Families (one module each), by the task the targets describe (:mod:`.base`):
 
 scikit-learn (the ``baselines`` extra) serves logistic regression and the neighbour search.
 """
-import copy
-
 import numpy as np
 
 from .base import Baseline, Layout, layout_of
@@ -35,8 +33,6 @@ from .positions import MAX_FEATURES, PositionFeatures, fixed_length, position_wi
 from .sequences import STATISTICS, NearestNeighbour, PooledFeatures
 from .structures import ElementCounts
 from .tokens import TokenFeatures
-
-ROUNDING = 1e-9  # relative spread below which a training column counts as constant
 
 
 def _reads_bases(batch):
@@ -192,18 +188,7 @@ def _start_path(model, baseline):
                              + (" or fit PooledFeatures(statistics=('mean',))"
                                 if isinstance(baseline, PooledFeatures) and has == "mean"
                                 else ""))
-    model.start_from_linear(*_steady_raw(baseline.model))
-
-
-def _steady_raw(fit):
-    """`fit`'s map on the unstandardized features, giving no weight to the columns that were
-    constant in training up to rounding (a scale of at most ROUNDING times their size): their
-    standardized values were rounding noise, and dividing by that scale would make weights of
-    1e13 that no float32 path reproduces."""
-    steady = copy.copy(fit)
-    steady.scale = np.where(fit.scale <= ROUNDING * np.maximum(np.abs(fit.mean), 1.0), np.inf,
-                            fit.scale)
-    return steady.raw()
+    model.start_from_linear(*baseline.model.raw())
 
 
 __all__ = ["Baseline", "Climatology", "ElementCounts", "KmerCounts", "LabelPropagation",

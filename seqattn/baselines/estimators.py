@@ -13,18 +13,22 @@ from scipy import sparse
 
 RIDGE_PENALTIES = tuple(10.0 ** np.arange(-3, 6))
 LOGISTIC_INVERSE_PENALTIES = tuple(10.0 ** np.arange(-3, 3))
+ROUNDING = 1e-9  # relative spread below which a training column counts as constant
 PROBABILITY_FLOOR = 1e-7  # keeps the log of a probability finite for a class never predicted
 
 
 def standardizer(X):
-    """Column means and scales of X; a sparse X is scaled only (its zeros stay zeros)."""
+    """Column means and scales of X; a sparse X is scaled only (its zeros stay zeros). A column
+    constant up to rounding (a spread of at most ROUNDING times its size) keeps scale 1:
+    dividing its rounding noise by a spread of 1e-16 would make it a feature of size 1, and a
+    linear map's weights on it of 1e13."""
     if sparse.issparse(X):
         mean = np.asarray(X.mean(axis=0)).ravel()
         scale = np.sqrt(np.maximum(np.asarray(X.multiply(X).mean(axis=0)).ravel() - mean ** 2, 0))
         return np.zeros_like(mean), np.where(scale > 0, scale, 1.0)
     mean = X.mean(axis=0)
     scale = X.std(axis=0)
-    return mean, np.where(scale > 0, scale, 1.0)
+    return mean, np.where(scale > ROUNDING * np.maximum(np.abs(mean), 1.0), scale, 1.0)
 
 
 def standardized(X, mean, scale):

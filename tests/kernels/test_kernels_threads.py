@@ -213,15 +213,23 @@ def _uncached_double():
     return kernel
 
 
+def _recorded_requests(monkeypatch, helper_there=True):
+    """The requests launches make of a helper (kernel, version, later), in a list; each is
+    answered `helper_there`."""
+    asked = []
+    monkeypatch.setattr(threads_module, "_request_twin",
+                        lambda k, version, argtypes, later=False:
+                        asked.append((k, version, later)) or helper_there)
+    return asked
+
+
 def test_a_first_run_launch_compiles_the_serial_version_and_asks_for_the_parallel_one(
         monkeypatch):
     if numba.get_num_threads() < 2:
         pytest.skip("needs two Numba threads")
     monkeypatch.setattr(threads_module, "_following_load", False)
-    kernel, asked = _uncached_double(), []
-    monkeypatch.setattr(threads_module, "_request_twin",
-                        lambda k, version, argtypes, later=False:
-                        asked.append((k, version, later)) or True)
+    kernel = _uncached_double()
+    asked = _recorded_requests(monkeypatch)
     monkeypatch.setattr(threads_module, "RECHECK_SECONDS", 1e9)  # however slow compiling is
     large = np.arange(2 * GRAIN, dtype=np.float64)
     for _ in range(2):  # the second within RECHECK_SECONDS: no look into the cache, no request
@@ -239,13 +247,11 @@ def test_a_first_run_launch_runs_the_parallel_version_on_one_thread_for_a_missin
         monkeypatch):
     if numba.get_num_threads() < 2:
         pytest.skip("needs two Numba threads")
-    kernel, asked = _uncached_double(), []
+    kernel = _uncached_double()
     small = np.arange(GRAIN, dtype=np.float64)
     kernel.parallel(np.empty_like(small), small)
     threads = numba.get_num_threads()
-    monkeypatch.setattr(threads_module, "_request_twin",
-                        lambda k, version, argtypes, later=False:
-                        asked.append((k, version, later)) or True)
+    asked = _recorded_requests(monkeypatch)
     out = np.empty_like(small)
     kernel(out, small)
     np.testing.assert_array_equal(out, 2 * small)
@@ -255,10 +261,8 @@ def test_a_first_run_launch_runs_the_parallel_version_on_one_thread_for_a_missin
 
 def test_a_missing_serial_version_compiles_here_and_the_parallel_one_later(
         monkeypatch):
-    kernel, asked = _uncached_double(), []
-    monkeypatch.setattr(threads_module, "_request_twin",
-                        lambda k, version, argtypes, later=False:
-                        asked.append((k, version, later)) or True)
+    kernel = _uncached_double()
+    asked = _recorded_requests(monkeypatch)
     small = np.arange(GRAIN, dtype=np.float64)
     out = np.empty_like(small)
     kernel(out, small)
@@ -271,14 +275,12 @@ def test_without_a_helper_a_launch_compiles_its_own_version(monkeypatch):
     if numba.get_num_threads() < 2:
         pytest.skip("needs two Numba threads")
     monkeypatch.setattr(threads_module, "_following_load", False)
-    kernel, asked = _uncached_double(), []
-    monkeypatch.setattr(threads_module, "_request_twin",
-                        lambda k, version, argtypes, later=False:
-                        asked.append(version) and False)
+    kernel = _uncached_double()
+    asked = _recorded_requests(monkeypatch, helper_there=False)
     large = np.arange(2 * GRAIN, dtype=np.float64)
     kernel(np.empty_like(large), large)
     assert kernel.parallel.signatures and not kernel.serial.signatures
-    assert asked == ["parallel"]
+    assert asked == [(kernel, "parallel", False)]
 
 
 def test_serial_and_parallel_versions_have_their_own_cache_files():

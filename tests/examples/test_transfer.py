@@ -110,3 +110,66 @@ def test_series_quick_seed_is_scored_honestly(monkeypatch):
     labels = np.concatenate([np.asarray(b.targets) for b in test_b])
     assert accuracy[name] == pytest.approx(np.mean(logits.argmax(1) == labels), abs=1e-12)
     assert len(labels) == test.sizes["sample"] == int(scores["n"])
+
+
+def test_binding_dataset_is_the_recipes_load():
+    """The DNA domain's reader builds exactly what the binding recipe's own load builds, when
+    given the recipe's own files: the same records, factors and parts, for two seeds."""
+    needs("janggu")
+    from seqattn.readers import read_fasta
+
+    module = transfer.example("dna_binding")
+    folder = module.resources()
+    peaks = {factor: (list(read_fasta(folder / train)), list(read_fasta(folder / test)))
+             for factor, (train, test, _) in module.FACTORS.items()}
+    for config in (module.QUICK, module.ExampleConfig(seed=1)):
+        assert transfer.binding_dataset(peaks, config).identical(module.load(config))
+
+
+def test_gimme_peaks_hold_out_a_fixed_test_set():
+    needs("gimmemotifs")
+    peaks = transfer.gimme_peaks(transfer.gimme_examples())
+    assert {f: (len(train), len(test)) for f, (train, test) in peaks.items()} == {
+        "CTCF": (400, 100), "TAp73alpha": (900, 100)}
+    for factor, (train, test) in peaks.items():
+        assert not {r.name for r in train} & {r.name for r in test}
+        assert all(r.name.startswith(f"{factor}:") and len(r.sequence) == 200
+                   for r in train + test)
+    again = transfer.gimme_peaks(transfer.gimme_examples())
+    assert [r.name for r in again["CTCF"][1]] == [r.name for r in peaks["CTCF"][1]]
+    module = transfer.example("dna_binding")
+    for seed in (0, 1):  # the recipe's seed moves training and validation, never the test
+        config = transfer.dataclasses.replace(module.QUICK, seed=seed)
+        ds = transfer.binding_dataset(peaks, config)
+        test = ds.record.values[ds.part.values == "test"]
+        assert sorted(test) == sorted(r.name for _, held in peaks.values() for r in held)
+
+
+def test_kmer_count_scores_are_evaluates():
+    """The KmerCounts AUROC scored by hand equals seqattn.evaluate's for the same baseline on
+    the same single-base batches (fitted on training, k chosen on validation)."""
+    needs("gimmemotifs")
+    from seqattn.adapters import GenomeAdapter
+    from seqattn.baselines import KmerCounts
+    from seqattn.models import build
+
+    module = transfer.example("dna_binding")
+    config = transfer.dataclasses.replace(module.QUICK, n_train=150)
+    ds = transfer.binding_dataset(transfer.gimme_peaks(transfer.gimme_examples()), config)
+    found = transfer.kmer_count_scores(ds)
+    adapter = GenomeAdapter(tokens="ids", k=1, ambiguous="token").fit(
+        ds, targets="factor", where=ds.part == "train")
+    model = build(adapter.model_config(task="classification", d_model=8, nhead=1,
+                                       num_layers=1, dim_feedforward=8, pooling="mean"))
+    for symmetric in (False, True):
+        scores = transfer.seqattn.evaluate(
+            model, ds, adapter, where=ds.part == "test", train=ds.part == "train",
+            validation=ds.part == "validation",
+            baselines=[KmerCounts(strand_symmetric=symmetric)])
+        by_evaluate = transfer.metric_of(scores, "auroc")
+        by_evaluate.pop("model")
+        (value,) = by_evaluate.values()
+        (by_hand, k), = [v for name, v in found.items()
+                         if ("strand-symmetric" in name) == symmetric]
+        assert by_hand == pytest.approx(value, abs=1e-12)
+        assert 0.5 < by_hand <= 1.0 and k in (3, 4, 5, 6)

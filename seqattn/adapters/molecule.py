@@ -356,10 +356,20 @@ class MoleculeAdapter(Persistable, Adapter):
                                  "molecule and atom")
         return names
 
+    def normalized(self, ds):
+        """`ds` with the atom features and per-atom value targets normalized, for
+        :meth:`_encode_rows`. Normalizing is elementwise, so a batch cut from the result holds
+        the bits of one normalized on its own; done once per set of batches, not per batch
+        (through xarray it cost more than the rest of a batch's encoding)."""
+        if self.normalizer is None:
+            return ds
+        names = [n for n in self.normalizer.variables if n in ds.data_vars]
+        return ds.assign(self.normalizer.apply(ds[names]).data_vars)
+
     def _encode_rows(self, ds, rows, template, targets, molecule_coords):
-        """Structures `rows` of `ds` (already selected and checked) as a Batch;
-        `molecule_coords` {name: (molecules of ds,) float64} the coordinates on the molecule
-        dim."""
+        """Structures `rows` of `ds` (already selected, checked and :meth:`normalized`) as a
+        Batch; `molecule_coords` {name: (molecules of ds,) float64} the coordinates on the
+        molecule dim."""
         sub = ds.isel({MOLECULE: rows})
         s = gather(sub)
         _check_elements(sub, s, self.atom_types)
@@ -372,9 +382,8 @@ class MoleculeAdapter(Persistable, Adapter):
         types = np.where(s.pad, 0, type_of[s.z]).astype(np.int32)
         columns = [np.eye(len(self.atom_types), dtype=self.dtype)[types]]
         if self.atom_features:
-            normalized = self.normalizer.apply(sub[self.atom_features])
             for name in self.atom_features:
-                values = per_atom(normalized[name].transpose(MOLECULE, ATOM, ...).values,
+                values = per_atom(sub[name].transpose(MOLECULE, ATOM, ...).values,
                                   s.order).reshape(B, N, -1)
                 bad = ~np.isfinite(values).all(axis=-1) & ~s.pad
                 if bad.any():
@@ -417,8 +426,7 @@ class MoleculeAdapter(Persistable, Adapter):
             out["structure_classes"] = np.stack(labels, axis=1).astype(np.int64)
         atom_values = self._targets_of(True, False)
         if atom_values:
-            normalized = self.normalizer.apply(sub[[n for n in atom_values if n in asked]])
-            parts = [per_atom(normalized[n].transpose(MOLECULE, ATOM, ...).values,
+            parts = [per_atom(sub[n].transpose(MOLECULE, ATOM, ...).values,
                               s.order).reshape(B, N, -1) if n in asked else
                      np.full((B, N, self._width(n)), np.nan) for n in atom_values]
             out["atoms"] = np.where(s.pad[..., None], np.nan,
@@ -561,7 +569,7 @@ class MoleculeBatches(Batches):
 
     def __init__(self, adapter, ds, targets, molecule_coords, **options):
         super().__init__(**options)
-        self.adapter, self.ds, self.targets = adapter, ds, targets
+        self.adapter, self.ds, self.targets = adapter, adapter.normalized(ds), targets
         self.molecule_coords = molecule_coords
         self.n_samples = ds.sizes[MOLECULE]
         self.template = Template.of(ds)

@@ -84,9 +84,9 @@ def evaluate(model, ds, adapter, *, where=None, targets=None, metrics=None, base
         arrays of the scored values in physical units; for classes, the class indices (R,)
         and the probabilities (R, C) of the R labelled samples or tokens.
     baselines : bool or list of seqattn.baselines.Baseline, default True
-        True: the families that fit the task (:func:`seqattn.baselines.for_batch`), fitted
-        here; False or None: the model alone; a list: those baselines, the fitted ones used
-        as they are and the others fitted here.
+        True: the families that fit the task (:func:`seqattn.baselines.for_batch`, told the
+        adapter), fitted here; False or None: the model alone; a list: those baselines, the
+        fitted ones used as they are and the others fitted here.
     train : selection, optional
         The samples the baselines are fitted on; needed, with `validation`, when any
         baseline is to be fitted.
@@ -162,7 +162,7 @@ def _fitted_baselines(baselines, adapter, ds, train, validation, batch_size, opt
                                             shuffle=False, **options), "validation")
     n_classes = layout.n_outputs if layout.classes else None
     return [b if b.chosen is not None else b.fit(train_batches, valid_batches, n_classes=n_classes)
-            for b in (given if given is not None else for_batch(train_batches[0]))]
+            for b in (given if given is not None else for_batch(train_batches[0], adapter))]
 
 
 def _group_output(out, group, who):

@@ -11,7 +11,9 @@ batches, their one choice (a penalty, k, the number of harmonics) made on valida
 Families (one module each), by the task the targets describe (:mod:`.base`):
 
 * forecasting (value targets per token with a ``lead`` coordinate): :class:`Persistence`,
-  :class:`Climatology` (with a calendar: a ``time`` coordinate), :class:`LeadRidge`;
+  :class:`Climatology` (with a calendar: a ``time`` coordinate), :class:`LeadRidge`, and
+  :class:`SeasonalPersistence` (a day back; it reads the layout of the inputs from the
+  :class:`~seqattn.adapters.ForecastWindows` that made the batches);
 * values or classes per token: :class:`TokenFeatures` (ridge / logistic on each token's inputs);
 * graph nodes (per-token classes or values with ``structure.pair_codes``):
   :class:`NodeFeatures`, and for classes :class:`LabelPropagation`;
@@ -24,12 +26,14 @@ scikit-learn (the ``baselines`` extra) serves logistic regression and the neighb
 """
 import numpy as np
 
+from ..adapters.forecast import ForecastWindows
 from .base import Baseline, Layout, layout_of
 from .dna import KmerCounts, bases
 from .forecasting import Climatology, LeadRidge, Persistence
 from .linear import LinearBaseline
 from .nodes import LabelPropagation, NodeFeatures
 from .positions import MAX_FEATURES, PositionFeatures, fixed_length, position_width
+from .seasonal import SeasonalPersistence
 from .sequences import STATISTICS, NearestNeighbour, PooledFeatures
 from .structures import ElementCounts
 from .tokens import TokenFeatures
@@ -43,7 +47,7 @@ def _reads_bases(batch):
     return bool((bases(batch) >= 0).any())
 
 
-def for_batch(batch):
+def for_batch(batch, adapter=None):
     """Unfitted baselines that fit the task of `batch`, the families that
     :func:`seqattn.evaluate` fits with ``baselines=True``.
 
@@ -53,6 +57,10 @@ def for_batch(batch):
         A training batch with targets; its targets' layout (:func:`layout_of`), coordinates
         (``lead``, ``time``), structure (``pair_codes``, ``types``) and tokens decide the
         families (see the module docstring).
+    adapter : object, optional
+        The adapter that made `batch`. A :class:`~seqattn.adapters.ForecastWindows` on a
+        time axis whose steps are shorter than a day and divide it, with a history that
+        reaches a day back from every lead's valid time, adds :class:`SeasonalPersistence`.
 
     Returns
     -------
@@ -68,6 +76,7 @@ def for_batch(batch):
             found = [Persistence()]
             if "time" in batch.coords:
                 found.append(Climatology())
+                found += _seasonal(adapter)
             return found + [LeadRidge()]
         return [TokenFeatures()]
     found = [PooledFeatures(), NearestNeighbour()]
@@ -79,6 +88,19 @@ def for_batch(batch):
     if _reads_bases(batch):
         found.append(KmerCounts())
     return found
+
+
+def _seasonal(adapter):
+    """[SeasonalPersistence a day back] where `adapter` is ForecastWindows whose inputs reach
+    a day back (on a time axis of whole steps per day), else []."""
+    if not isinstance(adapter, ForecastWindows):
+        return []
+    daily = SeasonalPersistence(adapter)
+    try:
+        reaches = daily.period_steps() > 1 and daily.reaches()
+    except ValueError:  # a numeric axis or a step that does not divide a day
+        return []
+    return [daily] if reaches else []
 
 
 def _lead_maps(baseline):
@@ -193,5 +215,6 @@ def _start_path(model, baseline):
 
 __all__ = ["Baseline", "Climatology", "ElementCounts", "KmerCounts", "LabelPropagation",
            "Layout", "LeadRidge", "LinearBaseline", "NearestNeighbour", "NodeFeatures",
-           "PooledFeatures", "Persistence", "PositionFeatures", "TokenFeatures", "for_batch",
+           "PooledFeatures", "Persistence", "PositionFeatures", "SeasonalPersistence",
+           "TokenFeatures", "for_batch",
            "layout_of", "warm_start"]

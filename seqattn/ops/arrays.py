@@ -1,7 +1,7 @@
 """Array arithmetic on either device: broadcast adds, their reductions, in-place sums, fills."""
 import numpy as np
 
-from ..backend import empty_like_on, kernels_for
+from ..backend import CPU, empty_like_on, kernels_for
 from .checks import expect_shape, expect_updatable, flat, prepared, shape_of
 
 
@@ -110,5 +110,12 @@ def fill(x, value):
     device, a = prepared({"x": x})
     expect_updatable("x", x, a["x"])
     if x.size:
-        kernels_for(device, "elementwise").fill(flat(x), float(value))
+        kernels = kernels_for(device, "elementwise")
+        if device == CPU and x.size < 2 * kernels.GRAIN:
+            # where the launch would take one thread, NumPy's own fill writes the same values
+            # without the launch's Python, which cost more than the writing (a small model's
+            # gradients)
+            x.fill(float(value))
+        else:
+            kernels.fill(flat(x), float(value))
     return x

@@ -4,7 +4,7 @@ import numpy as np
 
 from ..backend import CPU, backend_of, empty_like_on, kernels_for
 from .arrays import fill
-from .checks import flat, shape_of
+from .checks import FLOAT_DTYPES, flat, shape_of
 
 
 def _updatable_flat(device, name, x, like):
@@ -135,6 +135,9 @@ class AdamManyParameters:
         self.elements = int(self.sizes.sum())
         self.grad_column = kernels.GRAD
         self.like = np.empty(1, self.dtype)  # types the kernel's pointers: one signature per dtype
+        # The gradients whose addresses the table holds: a model's gradients are the same
+        # arrays step after step, and reading an address costs more than a small update
+        self._grads = ()
 
     def _check(self, name, x, param):
         if not isinstance(x, np.ndarray):
@@ -157,6 +160,8 @@ class AdamManyParameters:
     def takes(self, grads):
         """Whether ``grads`` fit the one launch: NumPy arrays of the parameters' dtype and
         shapes, C-contiguous (others go through :func:`adam_step` one by one)."""
+        if _same_arrays(grads, self._grads):  # taken at the last step already
+            return True
         return len(grads) == len(self.arrays[0]) and all(
             isinstance(g, np.ndarray) and g.dtype == self.dtype and g.shape == p.shape
             and g.flags.c_contiguous for g, p in zip(grads, self.arrays[0]))
@@ -169,10 +174,12 @@ class AdamManyParameters:
         params = self.arrays[0]
         if len(grads) != len(params):
             raise ValueError(f"got {len(grads)} gradients for {len(params)} parameters")
-        if not self.takes(grads):  # find the one to name
-            for i, (g, p) in enumerate(zip(grads, params)):
-                self._check(f"grads[{i}]", g, p)
-        self.addresses[:, self.grad_column] = [_address(grads[i]) for i in self.rows]
+        if not _same_arrays(grads, self._grads):
+            if not self.takes(grads):  # find the one to name
+                for i, (g, p) in enumerate(zip(grads, params)):
+                    self._check(f"grads[{i}]", g, p)
+            self.addresses[:, self.grad_column] = [_address(grads[i]) for i in self.rows]
+            self._grads = tuple(grads)
         beta1, beta2 = (float(b) for b in betas)
         if self.elements:
             kernels_for(CPU, "optimizers")._adam_update_many(
@@ -180,6 +187,10 @@ class AdamManyParameters:
                 float(lr), beta1, beta2, float(eps), float(weight_decay),
                 bool(decoupled_weight_decay), 1.0 - beta1 ** step, 1.0 - beta2 ** step,
                 float(grad_scale))
+
+
+def _same_arrays(these, those):
+    return len(these) == len(those) and all(a is b for a, b in zip(these, those))
 
 
 def _address(x):
@@ -202,6 +213,8 @@ def sum_of_squares(arrays):
         The sum, accumulated in float64, as a host float.
     """
     arrays = list(arrays)
+    if SumOfSquaresPlan.takes(arrays):
+        return _plan_for(arrays).sum()
     device = backend_of(**{f"arrays[{i}]": x for i, x in enumerate(arrays)})
     total = empty_like_on(device, (1,), np.float64)
     fill(total, 0.0)
@@ -210,3 +223,61 @@ def sum_of_squares(arrays):
         if x.size:
             kernels.add_sum_of_squares(total, flat(x))
     return float(total[0] if device == CPU else total.copy_to_host()[0])
+
+
+class SumOfSquaresPlan:
+    """:func:`sum_of_squares` of one list of NumPy arrays in one CPU launch: the address table
+    and the pieces of the work, built once for the arrays (a model's gradients are the same
+    arrays step after step) and kept with references to them so that they stay alive.
+
+    Each array's sum has the bits of its own launch on one thread as long as it fits one piece
+    (``PIECE`` elements); a larger array is summed by pieces, the same on any thread count.
+    """
+
+    def __init__(self, arrays):
+        kernels = kernels_for(CPU, "sums_of_squares")
+        self.arrays = list(arrays)
+        rows = [i for i, x in enumerate(self.arrays) if x.size]
+        self.sizes = np.array([self.arrays[i].size for i in rows], np.int64)
+        self.addresses = np.array([[_address(self.arrays[i])] for i in rows],
+                                  np.int64).reshape(-1, 1)
+        self.pieces = np.array([(t, start, min(start + kernels.PIECE, size))
+                                for t, size in enumerate(self.sizes)
+                                for start in range(0, int(size), kernels.PIECE)],
+                               np.int64).reshape(-1, 3)
+        self.elements = int(self.sizes.sum())
+        self.like = np.empty(1, self.arrays[0].dtype)  # types the kernel's pointers
+
+    @staticmethod
+    def takes(arrays):
+        """Whether one launch serves ``arrays``: C-contiguous NumPy arrays of one float dtype
+        (anything else goes array by array, on its device)."""
+        return bool(arrays) and all(
+            type(x) is np.ndarray and x.flags.c_contiguous and x.dtype is arrays[0].dtype
+            for x in arrays) and arrays[0].dtype in FLOAT_DTYPES
+
+    def holds(self, arrays):
+        """Whether these are the very arrays it was built for."""
+        return _same_arrays(arrays, self.arrays)
+
+    def sum(self):
+        sums = np.empty(len(self.pieces), np.float64)
+        if self.elements:
+            kernels_for(CPU, "sums_of_squares").sums_of_squares(
+                sums, self.pieces, self.addresses, self.sizes, self.like, self.elements)
+        total = 0.0
+        for piece_sum in sums.tolist():  # in the pieces' order, as one launch per array adds
+            total += piece_sum
+        return total
+
+
+# The last plan built: clipping asks for the same gradients every step.
+_last_plan = None
+
+
+def _plan_for(arrays):
+    global _last_plan
+    plan = _last_plan
+    if plan is None or not plan.holds(arrays):
+        plan = _last_plan = SumOfSquaresPlan(arrays)
+    return plan

@@ -33,34 +33,36 @@ class _Gradients:
     added into in place."""
 
     def __init__(self):
+        # (id(node), output index) for a node's output, id(leaf) for a leaf ->
+        # [source, gradient, whether the gradient is ours to add into]
         self._grads = {}
 
-    @staticmethod
-    def key(source):
-        if isinstance(source, tuple):
-            return ("node", id(source[0]), source[1])
-        return ("leaf", id(source))
-
     def add(self, source, g, owned):
-        if isinstance(source, Parameter):
+        if type(source) is tuple:
+            k = (id(source[0]), source[1])
+        elif isinstance(source, Parameter):
             ops.add_into(source.grad, g)
             return
-        k = self.key(source)
-        if k not in self._grads:
+        else:
+            k = id(source)
+        entry = self._grads.get(k)
+        if entry is None:
             self._grads[k] = [source, g, owned]
-            return
-        entry = self._grads[k]
-        if entry[2]:
+        elif entry[2]:
             ops.add_into(entry[1], g)
         else:
             entry[1], entry[2] = ops.add(entry[1], g), True
 
-    def pop(self, key):
-        entry = self._grads.pop(key, None)
-        return None if entry is None else entry[1]
+    def pop_outputs(self, node):
+        """The gradients of ``node``'s outputs (None where none arrived), taken out."""
+        n = id(node)
+        return [self._grads.pop((n, i), _NONE)[1] for i in range(node.n_outputs)]
 
     def leaves(self):
-        return [(e[0], e[1]) for k, e in self._grads.items() if k[0] == "leaf"]
+        return [(e[0], e[1]) for k, e in self._grads.items() if type(k) is int]
+
+
+_NONE = (None, None)  # the entry of a gradient that never arrived
 
 
 def _check_dout(t, dout):
@@ -102,18 +104,19 @@ def backward(outputs, douts, inputs=()):
                   owned=False)
         roots.append(t)
     for node in reversed(_topological_order(roots)):
-        node_douts = [grads.pop(("node", id(node), i)) for i in range(node.n_outputs)]
+        ctx = node.ctx
+        node_douts = grads.pop_outputs(node)
         if all(d is None for d in node_douts):
-            node.ctx.release()
+            ctx.release()
             continue
-        input_grads = node.function.backward(node.ctx, *node_douts)
+        input_grads = node.function.backward(ctx, *node_douts)
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)
+        owned, accumulated = node.function.fresh_gradients, ctx.accumulated
         for i, (x, g) in enumerate(zip(node.inputs, input_grads)):
-            if x is None or g is None or i in node.ctx.accumulated:
-                continue
-            grads.add(x, g, owned=node.function.fresh_gradients)
-        node.ctx.release()
+            if x is not None and g is not None and i not in accumulated:
+                grads.add(x, g, owned)
+        ctx.release()
     wanted = {id(x) for x in inputs}
     found = {}
     for leaf, g in grads.leaves():

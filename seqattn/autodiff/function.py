@@ -10,7 +10,7 @@ visits in reverse order.
 """
 import numpy as np
 
-from ..backend import device_of, empty_like_on
+from ..backend import CPU, device_of, empty_like_on
 from .. import ops
 from .parameter import Parameter
 from .recording import is_recording
@@ -22,22 +22,26 @@ class Context:
     gradients (``needs_grad[i]``). It keeps no reference to its input arrays unless the
     forward saves them, so intermediate results are freed as early as without a record."""
 
-    def __init__(self, inputs, needs_grad):
+    def __init__(self, inputs, needs_grad, recorded=True):
         self.needs_grad = needs_grad
         self.saved = {}
         self.accumulated = set()
         self._parameters = {}
         # What accumulator(i) needs to allocate input i's gradient (device, shape, dtype as
         # the array gives them): normalised only when asked for, since a step records hundreds
-        # of calls and asks for a handful.
+        # of calls and asks for a handful. A call that is not recorded has no backward.
         self._layouts = {}
+        if not recorded:
+            return
         for i, x in enumerate(inputs):
             if needs_grad[i] and isinstance(x, Parameter):
                 self._parameters[i] = x
-            else:
-                array = x.data if isinstance(x, Tensor) else x
-                if hasattr(array, "shape"):
-                    self._layouts[i] = (device_of(array), array.shape, array.dtype)
+                continue
+            array = x.data if isinstance(x, Tensor) else x
+            if type(array) is np.ndarray:
+                self._layouts[i] = (CPU, array.shape, array.dtype)
+            elif hasattr(array, "shape"):
+                self._layouts[i] = (device_of(array), array.shape, array.dtype)
 
     def save(self, **arrays):
         self.saved.update(arrays)
@@ -91,25 +95,35 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **options):
-        tracked = [isinstance(x, Tensor) and x.requires_grad for x in inputs]
-        record = is_recording() and any(tracked)
-        ctx = Context(inputs, tuple(tracked)) if record else Context(inputs, (False,) * len(inputs))
-        outputs = cls.forward(ctx, *(unwrap(x) for x in inputs), **options)
+        # Every differentiable op of a step passes here: one pass over the inputs finds both
+        # the arrays and which inputs are tracked.
+        arrays, tracked = [], []
+        for x in inputs:
+            if isinstance(x, Tensor):
+                arrays.append(x.data)
+                tracked.append(x.requires_grad)
+            else:
+                arrays.append(x)
+                tracked.append(False)
+        tracked = tuple(tracked)
+        record = True in tracked and is_recording()
+        ctx = Context(inputs, tracked if record else (False,) * len(inputs), recorded=record)
+        outputs = cls.forward(ctx, *arrays, **options)
         single = not isinstance(outputs, tuple)
-        arrays = (outputs,) if single else outputs
         if not record:
             ctx.release()
-            wrapped = tuple(Tensor(a) for a in arrays)
-        else:
-            node = Node(cls, ctx, tuple(_source(x) if t else None
-                                        for x, t in zip(inputs, tracked)), len(arrays))
-            wrapped = []
-            for index, a in enumerate(arrays):
-                t = Tensor(a, requires_grad=True)
-                t._node, t._index = node, index
-                wrapped.append(t)
-            wrapped = tuple(wrapped)
-        return wrapped[0] if single else wrapped
+            return Tensor(outputs) if single else tuple(Tensor(a) for a in outputs)
+        node = Node(cls, ctx, tuple(_source(x) if t else None for x, t in zip(inputs, tracked)),
+                    1 if single else len(outputs))
+        if single:
+            return _recorded_output(outputs, node, 0)
+        return tuple(_recorded_output(a, node, index) for index, a in enumerate(outputs))
+
+
+def _recorded_output(array, node, index):
+    t = Tensor(array, requires_grad=True)
+    t._node, t._index = node, index
+    return t
 
 
 def zeros_like(x):

@@ -63,7 +63,9 @@ class Module:
     # -- running ---------------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        if inside_forward() or _holds_tensor(args, kwargs):
+        if inside_forward():  # a submodule: the outer call's scope marks the forward already
+            return self.forward(*args, **kwargs)
+        if _holds_tensor(args, kwargs):
             with forward_scope():
                 return self.forward(*args, **kwargs)
         return self._call_on_arrays(args, kwargs)
@@ -83,7 +85,7 @@ class Module:
             return x
 
         # bound to forward's signature, so the gradients come in its order however it is called
-        bound = inspect.signature(self.forward).bind(*args, **kwargs)
+        bound = _signature_of(self.forward).bind(*args, **kwargs)
         for name, value in bound.arguments.items():
             bound.arguments[name] = leaf(value)
         with forward_scope(), recording(record):
@@ -175,6 +177,8 @@ class Module:
     # forward asks for its device, and listing a whole model's parameters each time added up.
     @property
     def device(self):
+        for param in self._parameters.values():  # most layers hold a parameter of their own
+            return device_of(param.data)
         for _, param in self.named_parameters():
             return device_of(param.data)
         for _, module in self.named_modules():
@@ -249,6 +253,22 @@ def _records():
     if not hasattr(_thread, "records"):
         _thread.records = weakref.WeakKeyDictionary()
     return _thread.records
+
+
+# forward's function -> the signature of forward bound to an instance: working it out anew
+# took a sizeable part of a small model's step
+_SIGNATURES = weakref.WeakKeyDictionary()
+
+
+def _signature_of(method):
+    """``inspect.signature(method)``, kept per function for bound methods."""
+    function = getattr(method, "__func__", None)
+    if function is None:
+        return inspect.signature(method)
+    signature = _SIGNATURES.get(function)
+    if signature is None:
+        signature = _SIGNATURES[function] = inspect.signature(method)
+    return signature
 
 
 def _is_float_array(x):

@@ -52,8 +52,9 @@ from ..data.targets import (CLASS_DIM, MISSING_CLASS, TargetSpec, class_indices,
 from ..models.molecule import MoleculeModelConfig
 from ..nn.structured_bias import Structure
 from ..readers.ase import from_ase  # noqa: F401  (its home before 0.2, re-exported for a release)
-from .molecule_layout import (ATOM, MAX_Z, MOLECULE, batch_cell, check_cells, check_overlaps,
-                              check_structures, element_symbol, gather, molecule_label, per_atom)
+from .molecule_layout import (ATOM, MAX_Z, MOLECULE, HostArrays, batch_cell, check_cells,
+                              check_overlaps, check_structures, element_symbol, gather,
+                              gather_host, molecule_label, per_atom)
 from .molecule_targets import (declared_kinds, extensive_statistics, intensive_statistics,
                                structure_offset, target_layout)
 
@@ -250,7 +251,7 @@ class MoleculeAdapter(Persistable, Adapter):
         z = ds["atomic_number"].values
         atom_types = self.elements or sorted(int(e) for e in np.unique(z[z > 0]))
         s = gather(ds)
-        _check_elements(ds, s, atom_types)
+        _check_elements(s, atom_types)
         counts = np.stack([(s.z == e).sum(axis=1) for e in atom_types], axis=1).astype(float)
         force_scale = None
         forces = next((n for n in order if layout[n]["kind"] == "forces"), None)
@@ -356,26 +357,27 @@ class MoleculeAdapter(Persistable, Adapter):
                                  "molecule and atom")
         return names
 
-    def normalized(self, ds):
-        """`ds` with the atom features and per-atom value targets normalized, for
-        :meth:`_encode_rows`. Normalizing is elementwise, so a batch cut from the result holds
+    def host_arrays(self, ds, targets):
+        """:class:`HostArrays` of `ds` (selected and checked) that :meth:`_encode_rows` cuts
+        batches from: the atom features and the `targets`, the atom features and per-atom
+        value targets normalized. Normalizing is elementwise, so a batch cut from them holds
         the bits of one normalized on its own; done once per set of batches, not per batch
-        (through xarray it cost more than the rest of a batch's encoding)."""
-        if self.normalizer is None:
-            return ds
-        names = [n for n in self.normalizer.variables if n in ds.data_vars]
-        return ds.assign(self.normalizer.apply(ds[names]).data_vars)
+        (xarray's selecting and normalizing cost more than the rest of a batch's encoding)."""
+        variables = list(self.atom_features) + list(targets)
+        if self.normalizer is not None:
+            names = [n for n in self.normalizer.variables if n in variables]
+            ds = ds.assign(self.normalizer.apply(ds[names]).data_vars)
+        return HostArrays.of(ds, variables)
 
-    def _encode_rows(self, ds, rows, template, targets, molecule_coords):
-        """Structures `rows` of `ds` (already selected, checked and :meth:`normalized`) as a
-        Batch; `molecule_coords` {name: (molecules of ds,) float64} the coordinates on the
-        molecule dim."""
-        sub = ds.isel({MOLECULE: rows})
-        s = gather(sub)
-        _check_elements(sub, s, self.atom_types)
+    def _encode_rows(self, host, rows, template, targets, molecule_coords):
+        """Structures `rows` of `host` (:meth:`host_arrays`) as a Batch; `molecule_coords`
+        {name: (molecules of ds,) float64} the coordinates on the molecule dim."""
+        sub = host.rows(rows)
+        s = gather_host(sub)
+        _check_elements(s, self.atom_types)
         if s.cell is not None:
-            check_cells(sub, s)
-        check_overlaps(sub, s)
+            check_cells(s)
+        check_overlaps(s)
         B, N = s.z.shape
         type_of = np.zeros(MAX_Z + 1, np.int32)
         type_of[self.atom_types] = np.arange(len(self.atom_types))
@@ -383,12 +385,11 @@ class MoleculeAdapter(Persistable, Adapter):
         columns = [np.eye(len(self.atom_types), dtype=self.dtype)[types]]
         if self.atom_features:
             for name in self.atom_features:
-                values = per_atom(sub[name].transpose(MOLECULE, ATOM, ...).values,
-                                  s.order).reshape(B, N, -1)
+                values = per_atom(sub.variables[name], s.order).reshape(B, N, -1)
                 bad = ~np.isfinite(values).all(axis=-1) & ~s.pad
                 if bad.any():
                     b, i = np.argwhere(bad)[0]
-                    raise ValueError(f"{molecule_label(sub, b)}, atom {s.order[b, i]}: atom "
+                    raise ValueError(f"{molecule_label(s.labels, b)}, atom {s.order[b, i]}: atom "
                                      f"feature {name!r} is NaN; every real atom needs its "
                                      "features")
                 columns.append(values.astype(self.dtype))
@@ -413,28 +414,27 @@ class MoleculeAdapter(Persistable, Adapter):
         for name in self._targets_of(False, False):
             stats = self.statistics[name]
             if name in asked:
-                y = sub[name].transpose(MOLECULE, ...).values.reshape(B, -1).astype(np.float64)
+                y = sub.variables[name].reshape(B, -1).astype(np.float64)
             else:
                 y = np.full((B, self._width(name)), np.nan)
             values.append((y - structure_offset(stats, types, s.pad)) /
                           np.asarray(stats["scale"]))
         if values:
             out["structure"] = np.concatenate(values, axis=1).astype(self.dtype)
-        labels = [class_indices(self._spec(n), sub[n].values) if n in asked else
+        labels = [class_indices(self._spec(n), sub.variables[n]) if n in asked else
                   np.full(B, MISSING_CLASS) for n in self._targets_of(False, True)]
         if labels:
             out["structure_classes"] = np.stack(labels, axis=1).astype(np.int64)
         atom_values = self._targets_of(True, False)
         if atom_values:
-            parts = [per_atom(sub[n].transpose(MOLECULE, ATOM, ...).values,
-                              s.order).reshape(B, N, -1) if n in asked else
+            parts = [per_atom(sub.variables[n], s.order).reshape(B, N, -1) if n in asked else
                      np.full((B, N, self._width(n)), np.nan) for n in atom_values]
             out["atoms"] = np.where(s.pad[..., None], np.nan,
                                     np.concatenate(parts, axis=-1)).astype(self.dtype)
         atom_labels = []
         for name in self._targets_of(True, True):
             if name in asked:
-                gathered = per_atom(sub[name].transpose(MOLECULE, ATOM).values, s.order)
+                gathered = per_atom(sub.variables[name], s.order)
                 indices = np.full((B, N), MISSING_CLASS, np.int64)
                 indices[~s.pad] = class_indices(self._spec(name), gathered[~s.pad])
             else:
@@ -444,7 +444,7 @@ class MoleculeAdapter(Persistable, Adapter):
             out["atom_classes"] = np.stack(atom_labels, axis=-1)
         if self.forces is not None:
             if self.forces in asked:
-                f = per_atom(sub[self.forces].transpose(MOLECULE, ATOM, "xyz").values, s.order)
+                f = per_atom(sub.variables[self.forces], s.order)
             else:
                 f = np.full((B, N, 3), np.nan)
             scale = self.statistics[self.energy]["scale"][0]
@@ -569,15 +569,16 @@ class MoleculeBatches(Batches):
 
     def __init__(self, adapter, ds, targets, molecule_coords, **options):
         super().__init__(**options)
-        self.adapter, self.ds, self.targets = adapter, adapter.normalized(ds), targets
+        self.adapter, self.ds, self.targets = adapter, ds, targets
+        self.host = adapter.host_arrays(ds, targets)
         self.molecule_coords = molecule_coords
         self.n_samples = ds.sizes[MOLECULE]
         self.template = Template.of(ds)
 
     def collate(self, indices):
         # a batch's structures in Dataset order: its rows are read in one forward pass of the data
-        return self.adapter._encode_rows(self.ds, np.sort(indices), self.template, self.targets,
-                                         self.molecule_coords)
+        return self.adapter._encode_rows(self.host, np.sort(indices), self.template,
+                                         self.targets, self.molecule_coords)
 
 
 def _description_before_0_2(d):
@@ -612,11 +613,11 @@ def _feature_width(ds, name):
                        dtype=np.int64))
 
 
-def _check_elements(ds, s, atom_types):
+def _check_elements(s, atom_types):
     known = np.isin(s.z, atom_types) | s.pad
     if not known.all():
         b, i = np.argwhere(~known)[0]
-        raise ValueError(f"{molecule_label(ds, b)}, atom {s.order[b, i]}: element "
+        raise ValueError(f"{molecule_label(s.labels, b)}, atom {s.order[b, i]}: element "
                          f"{element_symbol(s.z[b, i])} (Z={s.z[b, i]}) is unknown to the "
                          f"adapter, which was fitted on "
                          f"{[element_symbol(e) for e in atom_types]}; refit it on data "

@@ -33,10 +33,16 @@ def element_symbol(z):
     return ELEMENTS[z - 1] if 1 <= z <= MAX_Z else f"Z={z}"
 
 
-def molecule_label(ds, i):
-    """How error messages name molecule ``i``: its coordinate label, or its index."""
-    if MOLECULE in ds.coords:
-        label = ds[MOLECULE].values[i]
+def molecule_labels(ds):
+    """The labels of ``ds``'s molecule coordinate, or None where it has none."""
+    return ds[MOLECULE].values if MOLECULE in ds.coords else None
+
+
+def molecule_label(labels, i):
+    """How error messages name molecule ``i``: its label (``labels``: those of
+    :func:`molecule_labels`), or its index where there are none."""
+    if labels is not None:
+        label = labels[i]
         return f"molecule {label.item() if hasattr(label, 'item') else label!r}"
     return f"molecule {i}"
 
@@ -63,12 +69,12 @@ def check_structures(ds):
     z = ds["atomic_number"].values
     if z.size and (z.min() < 0 or z.max() > MAX_Z):
         m, a = np.argwhere((z < 0) | (z > MAX_Z))[0]
-        raise ValueError(f"{molecule_label(ds, m)}, atom {a}: atomic_number {z[m, a]} is out of "
-                         f"range; expected 1 .. {MAX_Z}, or 0 for no atom")
+        raise ValueError(f"{molecule_label(molecule_labels(ds), m)}, atom {a}: atomic_number "
+                         f"{z[m, a]} is out of range; expected 1 .. {MAX_Z}, or 0 for no atom")
     empty = ~(z > 0).any(axis=1)
     if empty.any():
-        raise ValueError(f"{molecule_label(ds, int(np.argmax(empty)))} has no atoms (every "
-                         "atomic_number is 0); drop it")
+        raise ValueError(f"{molecule_label(molecule_labels(ds), int(np.argmax(empty)))} has no "
+                         "atoms (every atomic_number is 0); drop it")
     if "cell" in ds.data_vars:
         if set(ds["cell"].dims) != {MOLECULE, "cell_vector", "xyz"} or \
                 ds.sizes["cell_vector"] != 3:
@@ -85,10 +91,51 @@ def check_structures(ds):
 
 
 @dataclass
+class HostArrays:
+    """A checked structures Dataset's arrays on the host, molecule first, for cutting batches
+    without xarray: ``atomic_number`` (M, A), ``positions`` (M, A, 3), ``cell`` (M, 3, 3) and
+    ``pbc`` (M, 3) or None, ``labels`` (M,) the molecule coordinate or None (error messages
+    name molecules by it), ``variables`` name -> (M, ...) other variables (atom dim second)."""
+
+    atomic_number: np.ndarray
+    positions: np.ndarray
+    cell: np.ndarray
+    pbc: np.ndarray
+    labels: np.ndarray
+    variables: dict
+
+    @classmethod
+    def of(cls, ds, variables=()):
+        """The arrays of ``ds`` and of its ``variables``."""
+        cell = pbc = None
+        if "cell" in ds.data_vars:
+            cell = ds["cell"].transpose(MOLECULE, "cell_vector", "xyz").values
+            pbc = (ds["pbc"].transpose(MOLECULE, "xyz").values if "pbc" in ds.data_vars
+                   else np.ones((ds.sizes[MOLECULE], 3), bool))
+        return cls(ds["atomic_number"].transpose(MOLECULE, ATOM).values,
+                   ds["positions"].transpose(MOLECULE, ATOM, "xyz").values, cell, pbc,
+                   molecule_labels(ds),
+                   {name: _molecule_first(ds[name]).values for name in variables})
+
+    def rows(self, rows):
+        """The molecules ``rows`` (indices), as HostArrays."""
+        def cut(values):
+            return None if values is None else values[rows]
+        return HostArrays(cut(self.atomic_number), cut(self.positions), cut(self.cell),
+                          cut(self.pbc), cut(self.labels),
+                          {name: values[rows] for name, values in self.variables.items()})
+
+
+def _molecule_first(da):
+    """``da`` with dims molecule, atom (where it has one), then the rest in their order."""
+    return da.transpose(MOLECULE, ATOM, ...) if ATOM in da.dims else da.transpose(MOLECULE, ...)
+
+
+@dataclass
 class Structures:
     """Host arrays of some structures, real atoms first: z (B, N), order (B, N) the atoms'
     indices along the Dataset's atom dim, pad (B, N), positions (B, N, 3) (0 on padding), cell
-    (B, 3, 3) and pbc (B, 3) or None."""
+    (B, 3, 3) and pbc (B, 3) or None, labels (B,) the molecule labels or None."""
 
     z: np.ndarray
     order: np.ndarray
@@ -96,6 +143,7 @@ class Structures:
     positions: np.ndarray
     cell: np.ndarray
     pbc: np.ndarray
+    labels: np.ndarray = None
 
 
 def per_atom(values, order):
@@ -107,29 +155,30 @@ def per_atom(values, order):
 def gather(ds):
     """The structures of ``ds`` (already checked by :func:`check_structures`), real atoms first
     and trimmed to the largest; NaN positions of a real atom are an error."""
-    z_all = ds["atomic_number"].transpose(MOLECULE, ATOM).values
+    return gather_host(HostArrays.of(ds))
+
+
+def gather_host(host):
+    """:func:`gather` of the molecules of ``host`` (:class:`HostArrays`)."""
+    z_all = host.atomic_number
     real = z_all > 0
     n = real.sum(axis=1)
     order = np.argsort(~real, axis=1, kind="stable")[:, :n.max()]
     pad = np.arange(order.shape[1])[None, :] >= n[:, None]
     z = np.where(pad, 0, np.take_along_axis(z_all, order, axis=1))
-    positions = per_atom(ds["positions"].transpose(MOLECULE, ATOM, "xyz").values, order)
+    positions = per_atom(host.positions, order)
     missing = ~np.isfinite(positions).all(axis=-1) & ~pad
     if missing.any():
         b, i = np.argwhere(missing)[0]
-        raise ValueError(f"{molecule_label(ds, b)}, atom {order[b, i]} "
+        raise ValueError(f"{molecule_label(host.labels, b)}, atom {order[b, i]} "
                          f"({element_symbol(z[b, i])}) has no position (NaN or inf); give "
                          "every atom a position, or drop the structure")
     positions = np.where(pad[..., None], 0.0, positions).astype(np.float64)
-    cell = pbc = None
-    if "cell" in ds.data_vars:
-        cell = ds["cell"].transpose(MOLECULE, "cell_vector", "xyz").values.astype(np.float64)
-        pbc = (ds["pbc"].transpose(MOLECULE, "xyz").values if "pbc" in ds.data_vars
-               else np.ones((len(z), 3), bool))
-    return Structures(z, order, pad, positions, cell, pbc)
+    cell = None if host.cell is None else host.cell.astype(np.float64)
+    return Structures(z, order, pad, positions, cell, host.pbc, host.labels)
 
 
-def check_cells(ds, s):
+def check_cells(s):
     for b in np.flatnonzero(s.pbc.any(axis=1)):
         vectors = s.cell[b][s.pbc[b]]
         ok = np.isfinite(vectors).all()
@@ -137,13 +186,13 @@ def check_cells(ds, s):
             ok = np.linalg.matrix_rank(vectors, tol=1e-8 * max(1.0, np.abs(vectors).max())) \
                 == len(vectors)
         if not ok:
-            raise ValueError(f"{molecule_label(ds, b)} is periodic along "
+            raise ValueError(f"{molecule_label(s.labels, b)} is periodic along "
                              f"{[a for a, p in zip(XYZ, s.pbc[b]) if p]} but its cell "
                              f"{s.cell[b].tolist()} is singular or not finite there; give "
                              "independent lattice vectors as rows")
 
 
-def check_overlaps(ds, s):
+def check_overlaps(s):
     """Two atoms at one place (zero distance, in periodic cells up to a lattice vector)."""
     r = s.positions[:, :, None, :] - s.positions[:, None, :, :]  # (B, N, N, 3)
     if s.cell is not None:
@@ -161,7 +210,7 @@ def check_overlaps(ds, s):
     close = pair & (distance < OVERLAP)
     if close.any():
         b, i, j = np.argwhere(close)[0]
-        raise ValueError(f"{molecule_label(ds, b)}: atoms {s.order[b, i]} and "
+        raise ValueError(f"{molecule_label(s.labels, b)}: atoms {s.order[b, i]} and "
                          f"{s.order[b, j]} ({element_symbol(s.z[b, i])}, "
                          f"{element_symbol(s.z[b, j])}) are at the same place (distance "
                          f"{distance[b, i, j]:.2g} A); remove the duplicate")

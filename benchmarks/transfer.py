@@ -469,8 +469,9 @@ def gimme_peaks(folder):
 def binding_dataset(peaks, config):
     """The Dataset the binding recipe's ``load`` builds, from {factor: (training records, test
     records)} instead of janggu's files: each factor's training records split by the recipe's
-    rule (a permutation by config.seed, validation_share of it validates, n_train caps the
-    training part and validation to a quarter of it), the test records held out."""
+    rule (a permutation by config.seed, validation_share of it validates; n_train caps the
+    training part, and the validation part at a quarter of n_train or 50, whichever is more),
+    the test records held out."""
     from seqattn.readers import from_sequences
 
     rng = np.random.default_rng(config.seed)

@@ -11,12 +11,13 @@ import numpy as np
 from .. import ops
 from ..backend import CPU, device_of, empty_like_on
 from ..ops.arithmetic import normalized_axis
+from ..ops.checks import shape_of
 from .function import Function
 from .tensor import Tensor, unwrap
 
 
 def _shape(x):
-    return tuple(int(s) for s in unwrap(x).shape)
+    return shape_of(unwrap(x))
 
 
 def _is_number(x):

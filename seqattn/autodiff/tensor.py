@@ -33,7 +33,10 @@ class Tensor:
 
     @property
     def shape(self):
-        return tuple(int(s) for s in self.data.shape)
+        data = self.data
+        # a NumPy array's shape is a tuple of ints already; other arrays' may hold other
+        # integers
+        return data.shape if type(data) is np.ndarray else tuple(int(s) for s in data.shape)
 
     @property
     def ndim(self):

@@ -35,10 +35,19 @@ the inflation can be read off. Each configuration runs a few steps first (compil
     python benchmarks/profile_train_step.py --example examples/digits.py --quick
 
 With ``--example``, the example's whole run is profiled instead (the arguments after the
-script go to it): the same categories, with everything outside the stack's layers (adapters,
-batch assembly, data, evaluation, the example's Python) as one more, launches counted over the
-run. CPU time of the main thread, as above; work an example hands to other threads or processes
-is not seen.
+script go to it): the same categories and three more for the work around the model, each
+holding the functions and methods defined in its packages,
+
+* readers: ``seqattn.readers`` (files, SMILES and conformers, networkx graphs to Datasets);
+* data path: ``seqattn.adapters``, ``seqattn.data``, ``seqattn.graphs`` and
+  ``seqattn.train.batches`` (encoding, batch assembly, graph encodings, the fit loop's batch
+  conversion, decoding predictions);
+* evaluation and baselines: ``seqattn.evaluation`` and ``seqattn.baselines``;
+
+and what none of the layers holds (the example's own Python and the libraries it calls
+directly, imports) as "outside the stack"; launches counted over the run. CPU time of the main
+thread, as above; work an example hands to other threads or processes (BLAS threads among
+them) is not seen.
 """
 import argparse
 import functools
@@ -66,9 +75,17 @@ GRID = [
 ]
 CATEGORIES = ["kernels", "checks", "allocation", "ops", "autodiff", "modules",
               "loss and optimizer", "step glue"]
-# A whole example's run: what is not inside one of the stack's layers is the example's own
-# (adapters, batch assembly, data, evaluation, Python)
-EXAMPLE_CATEGORIES = CATEGORIES[:-1] + ["outside the stack"]
+# A whole example's run: the packages around the model, category by category; what is in none
+# of them is the example's own (its Python, the libraries it calls directly)
+AROUND_THE_MODEL = {
+    "readers": ("seqattn.readers",),
+    "data path": ("seqattn.adapters", "seqattn.data", "seqattn.graphs", "seqattn.train.batches"),
+    "evaluation and baselines": ("seqattn.evaluation", "seqattn.baselines"),
+}
+EXAMPLE_CATEGORIES = CATEGORIES[:-1] + list(AROUND_THE_MODEL) + ["outside the stack"]
+# Methods that Python calls implicitly as class methods, or that wrapping would change
+UNTIMED_METHODS = {"__init_subclass__", "__class_getitem__", "__new__", "__getattr__",
+                   "__getattribute__", "__setattr__", "__repr__", "__eq__", "__hash__"}
 
 
 class Ledger:
@@ -187,6 +204,34 @@ def _time_method(cls, name, category):
         setattr(cls, name, classmethod(_timed(category, raw.__func__)))
     else:
         setattr(cls, name, _timed(category, raw))
+
+
+def _modules_of(name):
+    """The module `name` and, for a package, every module under it (packages included)."""
+    module = importlib.import_module(name)
+    found = [module]
+    if hasattr(module, "__path__"):
+        for info in pkgutil.walk_packages(module.__path__, f"{name}."):
+            found.append(importlib.import_module(info.name))
+    return found
+
+
+def instrument_around_the_model():
+    """Time every function and method defined in the packages of ``AROUND_THE_MODEL`` in its
+    category (once per process, after :func:`instrument`)."""
+    for category, packages in AROUND_THE_MODEL.items():
+        for module in [m for name in packages for m in _modules_of(name)]:
+            for value in list(vars(module).values()):
+                if getattr(value, "__module__", None) != module.__name__:
+                    continue  # imported from elsewhere: timed where it is defined
+                if inspect.isfunction(value):
+                    _replace_everywhere(value, _timed(category, value))
+                elif inspect.isclass(value):
+                    for name, raw in list(vars(value).items()):
+                        function = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) \
+                            else raw
+                        if inspect.isfunction(function) and name not in UNTIMED_METHODS:
+                            _time_method(value, name, category)
 
 
 def instrument():
@@ -317,7 +362,8 @@ def print_example(path, arguments, threads):
     print(f"{path} {' '.join(arguments)}: {total:.1f} CPU s of the main thread, {threads} "
           f"threads, {launches} launches")
     for category in EXAMPLE_CATEGORIES:
-        print(f"  {category:20} {seconds[category]:8.2f} s {100 * seconds[category] / total:6.1f}%")
+        share = 100 * seconds[category] / total
+        print(f"  {category:25} {seconds[category]:8.2f} s {share:6.1f}%")
 
 
 def main():
@@ -342,6 +388,7 @@ def main():
     import seqattn.train  # noqa: F401
     instrument()
     if args.example is not None:
+        instrument_around_the_model()
         with threadpool_limits(args.threads):
             print_example(args.example, example_arguments, args.threads)
         return

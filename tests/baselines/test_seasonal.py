@@ -214,3 +214,28 @@ def test_evaluate_scores_it_beside_the_other_baselines():
     six = scores.rmse.sel(lead=np.timedelta64(6, "h"))
     assert six.sel(predictor="seasonal persistence") < six.sel(predictor="model"), \
         "a strong daily cycle: a day back beats six hours back"
+
+
+@pytest.mark.parametrize("options", [{}, {"increments": True}])
+def test_a_missing_seasonal_value_falls_back_to_persistence(options):
+    ds = hourly()
+    missing = 9 * DAY + 30  # the value a day before valid time 10 * DAY + 6
+    ds["x"][missing, 0] = np.nan
+    windows = grid_windows(ds, ["6h"], history=DAY, **options)
+    baseline = fitted(windows, ds)
+    batch = one_batch(windows, ds, where=TEST)
+    forecast = windows.decode(batch, baseline.predict(batch)).x.sel(lead=np.timedelta64(6, "h"))
+    valid = ds.time.values[missing + DAY]
+    assert float(forecast.sel(time=valid).isel(station=0)) == pytest.approx(
+        float(ds.x.isel(time=missing + DAY - 6, station=0)), rel=1e-5)
+    assert float(forecast.sel(time=valid).isel(station=1)) == pytest.approx(
+        float(ds.x.isel(time=missing, station=1)), rel=1e-5)
+
+
+def test_a_noleap_calendar_reads_a_day_as_24_hourly_steps():
+    ds = hourly()
+    ds = ds.assign_coords(time=xr.date_range("2001-03-01", periods=ds.sizes["time"], freq="h",
+                                             calendar="noleap", use_cftime=True))
+    windows = grid_windows(ds, ["1h"], history=DAY)
+    assert SeasonalPersistence(windows).period_steps() == DAY
+    assert fitted(windows, ds).chosen["seasonal_share"] == {3600.0: 1.0}

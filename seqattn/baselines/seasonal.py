@@ -246,10 +246,11 @@ class SeasonalPersistence(Baseline):
                             np.full(shape, step >= 0), np.ones(shape, bool))
         window, hop = self.windows.adapter.frame
         at, channel = offset // per_step, offset % per_step  # step in the frame, its channel
-        step = tokens * hop + at  # each target's source step in the window, oldest 0
+        step = tokens * hop + at  # each target's step lead earlier in the window, oldest 0
         origin = np.minimum(tokens * hop + window - 1, history)  # its frame's last real step
         ahead = step + lead_steps - origin
         seasonal = step + lead_steps - _back(ahead, period) * period
+        # a frame that holds the seasonal step (frames overlap where hop < window)
         frame = np.minimum(np.maximum(seasonal, 0) // hop, n_tokens - 1)
         within = seasonal - frame * hop
         real = step <= history

@@ -102,39 +102,46 @@ def on_levels(ds):
     return ds.assign(x=xr.concat([ds.x, second], dim="level").transpose("time", ..., "level"))
 
 
-def signal_windows(ds, history, lead="2h", **options):
-    adapter = SignalAdapter(["p", "x"], 2, channel_dims=["level"], dtype="float64",
+def signal_windows(ds, history, lead="2h", hop=2, **options):
+    adapter = SignalAdapter(["p", "x"], 2, hop=hop, channel_dims=["level"], dtype="float64",
                             normalize=False)
     return ForecastWindows(adapter, leads=[lead], history=history, targets=["x"],
                            **options).fit(ds, where=TRAIN)
 
 
-@pytest.mark.parametrize("period, lead, history", [(24, 2, 2 * DAY - 2), (2, 3, 2 * DAY - 1)])
+@pytest.mark.parametrize("period, lead, history, hop", [
+    (24, 2, 2 * DAY - 2, 2),  # 24 frames side by side, the last one's second step padding
+    (2, 3, 2 * DAY - 1, 2),   # a lead longer than the period: two periods back
+    (24, 2, 2 * DAY - 1, 1),  # overlapping frames: a step is in two of them
+])
 @pytest.mark.parametrize("increments", [False, True])
 def test_signal_frames_read_the_step_a_period_before_each_target_step(period, lead, history,
-                                                                       increments):
-    """24 frames of 2 steps; with 47 steps the last frame's second step is padding."""
+                                                                       hop, increments):
     ds = on_levels(hourly(stations=1).isel(station=0, drop=True))
-    windows = signal_windows(ds, history, f"{lead}h", increments=increments)
+    windows = signal_windows(ds, history, f"{lead}h", hop, increments=increments)
     baseline = fitted(windows, ds, period=f"{period}h")
     batch = one_batch(windows, ds, where=TEST)
     predicted = baseline.predict(batch)
     x = ds.x.values
     for b in range(0, len(batch), 5):
         start = batch.placement.starts[b, 1] - lead  # the window's first step, t - history
-        found = 0
-        for r in range(history + 1):  # target r of the sample: token r // 2, step r % 2 in it
-            valid = start + r + lead
-            frame_end = start + min(r // 2 * 2 + 1, history)
-            source = valid - period
-            while source > frame_end:  # never a step after the target's own frame
-                source -= period
-            found += source >= start
-            value = x[source] if source >= start else x[valid - lead]
-            expected = value - x[valid - lead] if increments else value
-            np.testing.assert_allclose(predicted[b, r // 2, 2 * (r % 2):2 * (r % 2) + 2],
-                                       expected, atol=1e-6, err_msg=f"sample {b}, step {r}")
-        assert baseline.chosen["seasonal_share"] == {3600.0 * lead: found / (history + 1)}
+        found = real = 0
+        for token in range(predicted.shape[1]):
+            for at in range(2):  # the target's step in its frame of 2
+                r = token * hop + at  # its step in the window, lead earlier
+                if r > history:
+                    continue  # padding past the window
+                valid = start + r + lead
+                frame_end = start + min(token * hop + 1, history)
+                source = valid - period
+                while source > frame_end:  # never a step after the target's own frame
+                    source -= period
+                real, found = real + 1, found + (source >= start)
+                value = x[source] if source >= start else x[valid - lead]
+                expected = value - x[valid - lead] if increments else value
+                np.testing.assert_allclose(predicted[b, token, 2 * at:2 * at + 2], expected,
+                                           atol=1e-6, err_msg=f"sample {b}, step {r}")
+        assert baseline.chosen["seasonal_share"] == {3600.0 * lead: found / real}
 
 
 def test_signal_increments_are_divided_by_the_lead_scale():

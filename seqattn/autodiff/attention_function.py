@@ -2,7 +2,8 @@
 structured biases' tables and positions (``seqattn.ops.DistanceBias``, ``PairBias``)."""
 import dataclasses
 
-from .. import ops
+from ..ops.attention import attention_backward_of_call, attention_of_call
+from ..ops.attention_inputs import prepare_attention
 from .function import Function
 from .tensor import unwrap
 
@@ -23,20 +24,19 @@ class Attention(Function):
                 distance_bias, pair_bias, deterministic=True):
         distance_bias = _with(distance_bias, table=distance_table, x=distance_x, y=distance_y)
         pair_bias = _with(pair_bias, table=pair_table)
-        out, lse = ops.attention(q, k, v, bias=bias, distance_bias=distance_bias,
-                                 pair_bias=pair_bias, return_lse=True, **options)
-        ctx.save(q=q, k=k, v=v, bias=bias, out=out, lse=lse, options=options,
-                 distance_bias=distance_bias, pair_bias=pair_bias, deterministic=deterministic)
+        # the checked arguments serve the backward too
+        call = prepare_attention(q, k, v, bias=bias, distance_bias=distance_bias,
+                                 pair_bias=pair_bias, **options)
+        out, lse = attention_of_call(call, return_lse=True)
+        ctx.save(call=call, out=out, lse=lse, deterministic=deterministic)
         return out
 
     @staticmethod
     def backward(ctx, dout):
         s = ctx.saved
-        grads = ops.attention_backward(
-            dout, s["q"], s["k"], s["v"], s["out"], s["lse"], bias=s["bias"],
-            distance_bias=s["distance_bias"], pair_bias=s["pair_bias"],
-            bias_requires_grad=ctx.needs_grad[3], deterministic=s["deterministic"],
-            **s["options"])
+        grads = attention_backward_of_call(s["call"], dout, s["out"], s["lse"],
+                                           bias_requires_grad=ctx.needs_grad[3],
+                                           deterministic=s["deterministic"])
         distance = grads.distance_bias or (None, None, None)
         pair_table = None if grads.pair_bias is None else grads.pair_bias.table
         return (grads.dq, grads.dk, grads.dv, grads.dbias, *distance, pair_table,

@@ -108,6 +108,13 @@ def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, b
                              attn_mask=attn_mask, bias=bias, alibi_slopes=alibi_slopes,
                              window=window, scale=scale, distance_bias=distance_bias,
                              pair_bias=pair_bias)
+    return attention_of_call(call, return_lse)
+
+
+def attention_of_call(call, return_lse=False):
+    """:func:`attention` of the arguments that :func:`prepare_attention` checked and put in
+    kernel form: the recorded op keeps ``call`` for :func:`attention_backward_of_call`, so a
+    training step checks each attention's arguments once."""
     B, H, Hkv, N, M, D = shapes_of(call)
     out = empty_like_on(call.device, (B, H, N, D), call.q.dtype)
     lse = empty_like_on(call.device, (B, H, N), call.q.dtype)
@@ -199,6 +206,15 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mas
                              attn_mask=attn_mask, bias=bias, alibi_slopes=alibi_slopes,
                              window=window, scale=scale, distance_bias=distance_bias,
                              pair_bias=pair_bias)
+    return attention_backward_of_call(call, dout, out, lse,
+                                      bias_requires_grad=bias_requires_grad,
+                                      deterministic=deterministic)
+
+
+def attention_backward_of_call(call, dout, out, lse, *, bias_requires_grad=False,
+                               deterministic=True):
+    """:func:`attention_backward` of the forward's prepared ``call`` (see
+    :func:`attention_of_call`); ``dout``, ``out`` and ``lse`` are checked here."""
     if bias_requires_grad and not call.has_bias:
         raise ValueError("bias_requires_grad=True but no bias was passed")
     B, H, Hkv, N, M, D = shapes_of(call)

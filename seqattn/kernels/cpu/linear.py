@@ -94,9 +94,10 @@ def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight,
         if need_dweight and K > O:
             k0, k1 = _block(t, tasks, K)
             if k1 > k0:
-                gemm_tn(dweight[:, k0:k1], dout, x[:, k0:k1], True, tn_in_registers)
+                gemm_tn(dweight[:, k0:k1], dout[:, :], x[:, k0:k1], True, tn_in_registers)
         elif need_dweight and o1 > o0:
-            gemm_tn(dweight[o0:o1], dout[:, o0:o1], x, True, tn_in_registers)
+            # views of any layout, as in the branch above: gemm_tn compiles once
+            gemm_tn(dweight[o0:o1, :], dout[:, o0:o1], x[:, :], True, tn_in_registers)
         if has_bias and o1 > o0:
             # out += b  ->  db += sum of dout over rows
             _add_column_sums(dbias, dout, o0, o1)

@@ -196,7 +196,9 @@ def _packed_gemm_impl(c, a, b, transpose_a, transpose_b, accumulate, in_register
     if c.dtype == types.float32:
         def by_flag(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
             if in_registers:
-                gemm_in_registers(c, a, b, transpose_a, transpose_b, accumulate)
+                # as views of any layout: one compiled driver for every caller's layouts
+                gemm_in_registers(c[:, :], a[:, :], b[:, :], transpose_a, transpose_b,
+                                  accumulate)
             else:
                 gemm_through_blas(c, a, b, transpose_a, transpose_b, accumulate)
         return by_flag
@@ -210,4 +212,5 @@ def gemm_tn(c, a, b, accumulate, in_registers):
     :func:`packed_gemm`, in registers when ``in_registers`` (pass ``TN_IN_REGISTERS``) and the
     product has at least MIN_WORK multiply-adds."""
     big = c.shape[0] * c.shape[1] * a.shape[0] >= MIN_WORK
-    packed_gemm(c, a, b, True, False, accumulate, in_registers and big)
+    # views of any layout: one compiled packed_gemm for the blocks of either operand
+    packed_gemm(c[:, :], a[:, :], b[:, :], True, False, accumulate, in_registers and big)

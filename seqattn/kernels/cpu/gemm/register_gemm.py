@@ -297,6 +297,26 @@ def _columns_product(c, c_row, a, a_row, a_step, b, b_row, rows, n, depth, alpha
             i += _R3
 
 
+@intrinsic
+def _run_time(typingctx, value):
+    """``value`` as a run-time value of its type: a constant (a literal type) passed down as it
+    is would compile the callee, with all its register blocks, once more per constant."""
+    kind = types.unliteral(value)
+
+    def codegen(context, builder, signature, args):
+        return context.cast(builder, args[0], value, kind)
+    return kind(value), codegen
+
+
+@intrinsic
+def _address(typingctx, value):
+    """An integer address (0 for none) as uintp, the type of ``ndarray.ctypes.data``: one
+    signature whether a caller passes an array's address or 0."""
+    def codegen(context, builder, signature, args):
+        return context.cast(builder, args[0], value, types.uintp)
+    return types.uintp(value), codegen
+
+
 @njit(inline="always")
 def _rows_at(epilogue, row_operands, row):
     """The address of row ``row`` of the per-row operands at row_operands (LANES floats a row
@@ -369,15 +389,16 @@ def _product_f32(c, c_row, a, a_row, a_step, b, b_row, b_block, rows, n, depth, 
             for j0 in range(0, full, WIDE):
                 _columns_product(c + (i0 * c_row + j0) * _BYTES, c_row,
                                  a_k + i0 * a_row * _BYTES, a_row, a_step,
-                                 b_k + j0 // WIDE * b_block * _BYTES, b_row, chunk_rows, WIDE,
-                                 d, alpha, add, epilogue,
-                                 _rows_at(epilogue, row_operands, i0),
-                                 _other_at(other, c_row, i0) + j0 * _BYTES if other else 0)
+                                 b_k + j0 // WIDE * b_block * _BYTES, b_row, chunk_rows,
+                                 _run_time(WIDE), d, alpha, add, epilogue,
+                                 _address(_rows_at(epilogue, row_operands, i0)),
+                                 _address(_other_at(other, c_row, i0) + j0 * _BYTES
+                                          if other else 0))
         if n > full:
             _columns_product(c + full * _BYTES, c_row, a_k, a_row, a_step,
                              b_k + full // WIDE * b_block * _BYTES, b_row, rows, n - full, d,
-                             alpha, add, epilogue, row_operands,
-                             other + full * _BYTES if other else 0)
+                             alpha, add, epilogue, _address(row_operands),
+                             _address(other + full * _BYTES if other else 0))
 
 
 @njit(inline="always")
@@ -389,7 +410,8 @@ def _register_gemm_f32(c, a, b, alpha, accumulate, epilogue, row_operands, other
         b_row, b_block = b.strides[0] // _BYTES, WIDE
     _product_f32(c.ctypes.data, c.strides[0] // _BYTES, a.ctypes.data, a.strides[0] // _BYTES,
                  a.strides[1] // _BYTES, b.ctypes.data, b_row, b_block, rows, n, a.shape[1],
-                 np.float32(alpha), accumulate, epilogue, row_operands, other)
+                 np.float32(alpha), _run_time(accumulate), _run_time(epilogue),
+                 _address(row_operands), _address(other))
 
 
 def tile_products_in_registers(cpu_features):

@@ -76,6 +76,7 @@ from ..data.targets import MISSING_CLASS, class_indices, class_predictions, desc
 from ..models.graph import (IN_DEGREE, OUT_DEGREE, GraphModelConfig, laplacian_coord,
                             random_walk_coord)
 from .graph_batches import GraphBatches, GraphPlacement, GraphSample, collate
+from .graph_cache import StructureCache
 from .graph_structure import GraphLayout
 
 __all__ = ["GraphAdapter", "GraphBatches", "GraphPlacement", "GraphSample", "collate"]
@@ -179,6 +180,7 @@ class GraphAdapter(Persistable, Adapter):
         self.node_dim, self.edge_dim, self.graph_dim = node_dim, edge_dim, graph_dim
         self.graph_index, self.source, self.target = graph_index, source, target
         self.layout = GraphLayout(node_dim, edge_dim, graph_dim, graph_index, source, target)
+        self._structures = StructureCache()
 
     # ---- fitted state ------------------------------------------------------------------
 
@@ -535,14 +537,18 @@ class GraphAdapter(Persistable, Adapter):
                 (weight[edges], (s, t)), shape=(len(nodes), len(nodes))),
                 f"the weights {self.edge_weight!r} of graph {g}")
             typed = None if types is None else graphs.type_matrix(s, t, types[edges], len(nodes))
+            key = StructureCache.key(len(nodes), s, t, weight[edges],
+                                     None if types is None else types[edges],
+                                     self.weight_thresholds)
+            codes, encodings = self._structures.get(
+                key, lambda: (self._pair_codes(adjacency, typed), self._encodings(adjacency)))
             coords = {"position": np.arange(len(nodes), dtype=np.float64),
-                      "node": nodes.astype(np.float64), **self._encodings(adjacency)}
+                      "node": nodes.astype(np.float64), **encodings}
             targets = None
             if target_rows is not None:
                 targets = target_rows[nodes] if per_node else target_rows[g]
-            out.append(GraphSample(features[nodes], valid[nodes], coords,
-                                   self._pair_codes(adjacency, typed), nodes, g, selected[nodes],
-                                   targets, per_node))
+            out.append(GraphSample(features[nodes], valid[nodes], coords, codes, nodes, g,
+                                   selected[nodes], targets, per_node))
         return out
 
     def _target_rows(self, ds, selected):

@@ -254,11 +254,13 @@ def build_model(config, windows, ridge=None):
 
 
 def fit_baselines(windows, ds, train_part, valid_part, batch_size):
-    """The baselines of seqattn.baselines for these batches (persistence, climatology, ridge
-    per lead), fitted on `train_part` with their choices made on `valid_part`."""
+    """The baselines of seqattn.baselines for these batches and windows (persistence, seasonal
+    persistence where the history reaches a day back, climatology, ridge per lead), fitted on
+    `train_part` with their choices made on `valid_part`."""
     training = windows.batches(ds, where=train_part, batch_size=batch_size)
     validation = windows.batches(ds, where=valid_part, batch_size=batch_size)
-    return [baseline.fit(training, validation) for baseline in for_batch(next(iter(training)))]
+    return [baseline.fit(training, validation)
+            for baseline in for_batch(next(iter(training)), windows)]
 
 
 def train(config, ds, train_part, valid_part, progress=True):

@@ -173,11 +173,13 @@ def build_model(config, windows, n_tokens, ridge=None):
 
 
 def fit_baselines(windows, train_ds, val_ds, batch_size):
-    """The baselines of seqattn.baselines for these batches (persistence, climatology, ridge
-    per lead), fitted on `train_ds` with their choices made on `val_ds`."""
+    """The baselines of seqattn.baselines for these batches and windows (persistence, seasonal
+    persistence where the history reaches a day back, climatology, ridge per lead), fitted on
+    `train_ds` with their choices made on `val_ds`."""
     training = windows.batches(train_ds, batch_size=batch_size)
     validation = windows.batches(val_ds, batch_size=batch_size)
-    return [baseline.fit(training, validation) for baseline in for_batch(next(iter(training)))]
+    return [baseline.fit(training, validation)
+            for baseline in for_batch(next(iter(training)), windows)]
 
 
 def train_candidate(config, windows, train_ds, val_ds, ridge=None, progress=True):

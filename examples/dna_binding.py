@@ -1,6 +1,7 @@
 """Which factor bound here? Oct4 vs Mafk ChIP-seq peaks (200 bp) told apart by a strand-symmetric
-Transformer on k-mer tokens, against the baselines of seqattn.baselines on the same tokens
-(logistic regression on the k-mer frequencies, nearest neighbour), with in-silico mutagenesis
+Transformer on k-mer tokens whose function class contains the strongest linear baseline, against
+the baselines of seqattn.baselines (logistic regression on the frequencies of the model's k-mer
+tokens, nearest neighbour; KmerCounts on the same peaks' bases), with in-silico mutagenesis
 checked against the factors' JASPAR motifs.
 
 Data: the peak sequences janggu ships as package resources (``sample.fa``: 3,897 Oct4 peaks,
@@ -11,12 +12,24 @@ read by path)::
     pip install --no-deps janggu
     pip install scikit-learn pyjaspar matplotlib
 
+Model: overlapping k-mer ids (GenomeAdapter), attention pooling, both strands averaged
+(StrandSymmetric), and a linear path on the k-mer frequencies (``linear=True``) that holds the
+strand-symmetric k-mer counts' logistic regression (KmerCounts with k' <= k, translated to the
+model's k-mers: every shorter k-mer's count is a sum of k-mer counts). Three variants
+(VARIANTS): "attention" (the path at zero), "attention + k-mer counts" (the same model with the
+path then set to the baseline, the head kept: the sum of both logits) and "residual on k-mer
+counts" (the path at the baseline and kept there, the head zeroed, the attention trained on what
+the baseline leaves; early stopping can keep the start).
+
 Protocol: the training files are split into training and validation (stratified, seeded); every
-choice (the k-mer size among ``--candidates``, the epoch, the baselines' regularisation) is made
-on validation data; the test files are scored once, at the end, by ``seqattn.evaluate``.
-The peaks are one genome Dataset (``seqattn.readers``) with each peak's ``factor`` (the target,
-two classes) and ``part``; the model goes through the adapter protocol (fit on the training
-part, batches with reverse-complement augmentation, ``seqattn.evaluate`` for the scores).
+choice (the k-mer size among ``--candidates`` and the variant, with ``seqattn.train.select``;
+the epoch; the baselines' k and regularisation) is made on validation AUROC; the test files are
+scored once, at the end, by ``seqattn.evaluate``. The peaks are one genome Dataset
+(``seqattn.readers``) with each peak's ``factor`` (the target, two classes) and ``part``; the
+model goes through the adapter protocol (fit on the training part, batches with
+reverse-complement augmentation, ``seqattn.evaluate`` for the scores). KmerCounts reads single
+bases, not k-mer ids, so a second ``seqattn.evaluate`` call scores it beside the same model
+called on the same peaks' bases (OnBases), and the two tables are joined.
 Reported: AUROC, accuracy and log loss on the test files for the model and the baselines
 (fitted on the training part's batches, their penalties chosen on validation); a figure of
 the mutagenesis maps of a few test sequences; and the motif check: in each attributed test
@@ -29,30 +42,42 @@ scored the same way.
     python examples/dna_binding.py --quick    # a small run for CI (under 90 s on 2 cores)
 """
 import argparse
+import copy
 import importlib.util
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
 import seqattn
 from seqattn.adapters import GenomeAdapter
 from seqattn.adapters.genome_variants import mutagenesis
+from seqattn.baselines import KmerCounts
+from seqattn.baselines.dna import KMER_SIZES, UNKNOWN, kmer_ids
 from seqattn.models import StrandSymmetric, build
+from seqattn.models.linear_path import residual_parameters
+from seqattn.nn import Module
 from seqattn.readers import from_sequences, read_fasta
 from seqattn.readers.dna_codes import SOFT
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, fit
+from seqattn.train.select import select
 
 FACTORS = {"Oct4": ("sample.fa", "sample_test.fa", "POU5F1"),
            "Mafk": ("sample2.fa", "sample2_test.fa", "MAFK")}  # the class scored as positive
+
+# how the attention meets the strongest linear baseline, the strand-symmetric k-mer counts'
+# logistic regression (KmerCounts), carried by the model's linear path on its k-mer frequencies
+VARIANTS = ("attention", "attention + k-mer counts", "residual on k-mer counts")
 
 
 @dataclass
 class ExampleConfig:
     n_train: int = None  # training sequences per factor (None: all but the validation share)
     validation_share: float = 0.15
-    candidates: tuple = (6,)  # k-mer sizes tried; the one with the best validation AUROC wins
+    candidates: tuple = (6,)  # k-mer sizes tried, each with every variant
+    variants: tuple = VARIANTS  # the candidate with the best validation AUROC wins
     d_model: int = 32
     nhead: int = 2
     num_layers: int = 1
@@ -116,25 +141,122 @@ def auroc_metric(logits, classes):
     return float(roc_auc_score(classes == 1, logits[:, 1] - logits[:, 0]))
 
 
-def train(config, ds, k, progress):
-    """A model on k-mer tokens, stopped at its best validation AUROC: (model, adapter, auroc)."""
+def base_adapter(ds):
+    """Single-base ids of the peaks (fitted on the training part): what KmerCounts reads."""
+    return GenomeAdapter(tokens="ids", k=1, ambiguous="token").fit(
+        ds, targets="factor", where=ds.part == "train")
+
+
+def kmer_counts(ds, bases, kmer_sizes=KMER_SIZES, strand_symmetric=True):
+    """KmerCounts fitted on the training peaks' bases, k and penalty chosen on validation."""
+    return KmerCounts(kmer_sizes, strand_symmetric=strand_symmetric).fit(
+        bases.batches(ds, where=ds.part == "train", batch_size=256, shuffle=False),
+        bases.batches(ds, where=ds.part == "validation", batch_size=256, shuffle=False),
+        n_classes=2)
+
+
+def path_weights(baseline, k):
+    """The fitted strand-symmetric KmerCounts `baseline` (its k at most `k`) as (weight (2,
+    4 ** k), bias (2,)) on the frequencies of the model's overlapping k-mer ids: each shorter
+    k-mer's count is the mean, over its k - k' + 1 offsets in a k-mer, of the counts of the
+    k-mers holding it there, so the map equals the baseline's but for the few k-mers within
+    k bases of a peak's ends."""
+    every = (np.arange(4 ** k)[:, None] // 4 ** np.arange(k - 1, -1, -1)) % 4  # (4**k, k)
+    inside = kmer_ids(every, baseline.chosen["k"], strand_symmetric=True)  # canonical ids
+    weight, bias = baseline.model.raw()
+    return weight[:, inside].mean(axis=2), bias
+
+
+def train(config, ds, adapter, progress, start=None):
+    """A strand-symmetric model on `adapter`'s k-mer tokens with a linear path on their
+    frequencies, stopped at its best validation AUROC. The path stays where it starts: at
+    zero, or at the linear map `start` (weight, bias) with the head zeroed, so that the
+    attention learns the residual (the start itself kept if no epoch beats it)."""
     train, valid = ds.part == "train", ds.part == "validation"
-    adapter = GenomeAdapter(tokens="ids", k=k, ambiguous="token").fit(ds, targets="factor",
-                                                                      where=train)
-    model = StrandSymmetric(build(adapter.model_config(
+    inner = build(adapter.model_config(
         task="classification", d_model=config.d_model, nhead=config.nhead,
         num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
-        positions=config.positions, pooling=config.pooling, seed=config.seed)),
-        adapter.complement)
-    stopping = EarlyStopping(patience=3, monitor="val_auroc", mode="max")
-    fit(model, CrossEntropyLoss(), AdamW(model, lr=config.lr),
+        positions=config.positions, pooling=config.pooling, seed=config.seed, linear=True))
+    if start is not None:
+        inner.start_from_linear(*start)
+    model = StrandSymmetric(inner, adapter.complement)
+    keep = EarlyStopping(patience=3, monitor="val_auroc", mode="max",
+                         include_start=start is not None)
+    fit(model, CrossEntropyLoss(), AdamW(residual_parameters(inner), lr=config.lr),
         adapter.batches(ds, where=train, batch_size=config.batch_size, shuffle=True,
                         seed=config.seed, reverse_complement=True),
         validation=adapter.batches(ds, where=valid, batch_size=int(valid.sum())),
-        metrics={"auroc": auroc_metric}, epochs=config.epochs, early_stopping=stopping,
+        metrics={"auroc": auroc_metric}, epochs=config.epochs, early_stopping=keep,
         progress=progress)
-    return model, adapter, stopping.best
+    return model
 
+
+def trained_variant(config, ds, k, variant, baseline, progress, cache):
+    """(model, adapter) of one candidate: k-mer size `k` and `variant` (VARIANTS)."""
+    adapter = GenomeAdapter(tokens="ids", k=k, ambiguous="token").fit(ds, targets="factor",
+                                                                      where=ds.part == "train")
+    start = path_weights(baseline, k)
+    if variant == "residual on k-mer counts":
+        return train(config, ds, adapter, progress, start=start), adapter
+    if k not in cache:  # "attention" and "attention + k-mer counts" share one training
+        cache[k] = train(config, ds, adapter, progress)
+    if variant == "attention":
+        return cache[k], adapter
+    both = copy.deepcopy(cache[k])
+    both.model.linear.set(*start)  # the head kept: the sum of the logits, a product of experts
+    return both, adapter
+
+
+def recipe(config, ds, progress=True):
+    """Every candidate (k-mer size among config.candidates x config.variants) trained, the one
+    with the best validation AUROC chosen: a seqattn.train.select Selection whose model is
+    (model, adapter). Each k's path starts from a strand-symmetric KmerCounts with k' <= k."""
+    bases = base_adapter(ds)
+    baselines = {k: kmer_counts(ds, bases, [s for s in KMER_SIZES if s <= k])
+                 for k in config.candidates}
+    cache = {}
+    candidates = {f"k={k}, {variant}": (k, variant)
+                  for k in config.candidates for variant in config.variants}
+    return select(
+        candidates,
+        train=lambda c: trained_variant(config, ds, *c, baselines[c[0]], progress, cache),
+        score=lambda trained: seqattn.evaluate(trained[0], ds, trained[1],
+                                               where=ds.part == "validation", baselines=False),
+        metric="auroc")
+
+
+class OnBases(Module):
+    """`model`, which reads `adapter`'s overlapping k-mer ids, called on single-base ids
+    instead (A, C, G, T = 0-3): so that evaluate scores it on the batches KmerCounts reads."""
+
+    def __init__(self, model, adapter):
+        super().__init__()
+        self.model, self.k, self.unknown = model, adapter.k, adapter.unknown_id
+
+    def forward(self, tokens, key_padding_mask):
+        codes = np.where(key_padding_mask | (tokens > 3), UNKNOWN, tokens)
+        ids = kmer_ids(codes, self.k, strand_symmetric=False)
+        # a k-mer reaching past a peak's end is padding, one holding an N the unknown k-mer
+        return self.model(np.where(ids == UNKNOWN, self.unknown, ids),
+                          key_padding_mask[:, self.k - 1:])
+
+
+def score(model, adapter, ds, where):
+    """seqattn.evaluate's scores of the model on the peaks `where` selects against every
+    baseline it fits on the model's tokens (logistic regression on the k-mer frequencies,
+    nearest neighbour) and, on the same peaks' bases, KmerCounts plain and strand-symmetric
+    (k and penalty chosen on validation), which cannot read k-mer ids."""
+    parts = {"train": ds.part == "train", "validation": ds.part == "validation"}
+    on_tokens = seqattn.evaluate(model, ds, adapter, where=where, **parts)
+    bases = base_adapter(ds)
+    kmer = [kmer_counts(ds, bases, strand_symmetric=s) for s in (False, True)]
+    on_bases = seqattn.evaluate(OnBases(model, adapter), ds, bases, where=where,
+                                baselines=kmer)
+    names = [f"k-mer counts logistic (KmerCounts{', strand-symmetric' * b.strand_symmetric}, "
+             "k on validation)" for b in kmer]  # the k chosen is in `chosen`
+    on_bases = on_bases.isel(predictor=slice(1, None)).assign_coords(predictor=names)
+    return xr.concat([on_tokens, on_bases], "predictor", data_vars="minimal",
+                     coords="minimal", compat="override")
 
 
 # ---- attribution and motifs ----------------------------------------------------------------
@@ -253,17 +375,11 @@ def main(argv=None, config=None, progress=True):
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     ds = load(config)
-    results = {"validation_auroc": {}}
-    best = None
-    for k in config.candidates:
-        model, adapter, val_auroc = train(config, ds, k, progress)
-        results["validation_auroc"][f"k={k}"] = val_auroc
-        if best is None or val_auroc > best[2]:
-            best = (model, adapter, val_auroc, k)
-    model, adapter, _, results["k"] = best
-    results["scores"] = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
-                                         train=ds.part == "train",
-                                         validation=ds.part == "validation")
+    choice = recipe(config, ds, progress)
+    model, adapter = choice.model
+    results = {"model": model, "adapter": adapter, "choice": choice.name, "k": adapter.k,
+               "validation": choice.table,
+               "scores": score(model, adapter, ds, ds.part == "test")}
     results["motifs"], maps = motif_check(model, adapter, ds, config,
                                           np.random.default_rng(config.seed))
     figure(maps, out / "dna_binding_mutagenesis.png", config.n_figure)
@@ -276,10 +392,12 @@ def report(results, ds):
     parts, counts = np.unique(ds.part.values.astype(str), return_counts=True)
     sizes = ", ".join(f"{name} {n}" for name, n in zip(parts, counts))
     print(f"\nsequences: {sizes}; the test files' scores (model: k={results['k']}, "
-          "strand-symmetric; the baselines on its tokens):")
+          f"strand-symmetric, {results['choice']}; the baselines on its tokens, then "
+          "KmerCounts on the bases):")
     print(seqattn.evaluation.table(results["scores"]).to_string(float_format="%.3f"))
-    print("validation AUROC per candidate:", {k: round(v, 3)
-                                              for k, v in results["validation_auroc"].items()})
+    print("validation per candidate:")
+    print(results["validation"][["auroc", "log_loss", "seconds"]].to_dataframe().to_string(
+        float_format="%.3f"))
     print("motif check (JASPAR log-odds, best strand and offset within k bases):")
     for factor, row in results["motifs"].items():
         print(f"  {factor}: most important window {row['top_window_log_odds']:.2f}, random "

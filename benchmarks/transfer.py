@@ -497,9 +497,9 @@ def binding_dataset(peaks, config):
 def kmer_count_scores(ds, batch_size=256):
     """{name: test AUROC} of seqattn.baselines.KmerCounts (plain and strand-symmetric) on the
     peaks' single bases (GenomeAdapter(k=1), fitted on the training part): logistic regression
-    on k-mer frequencies, k in 3-6 and the penalty chosen on the validation part. The recipe's
-    k-mer ids cannot feed it, so these are scored here, by evaluate's AUROC formula (the
-    softmax probability of the second class), on the same test peaks."""
+    on k-mer frequencies, k in 3-6 and the penalty chosen on the validation part, fitted and
+    scored here by evaluate's AUROC formula (the softmax probability of the second class) on
+    the same test peaks, apart from the recipe's code, to check the rows the recipe reports."""
     from sklearn.metrics import roc_auc_score
 
     from seqattn.adapters import GenomeAdapter
@@ -525,12 +525,14 @@ def kmer_count_scores(ds, batch_size=256):
 
 
 def dna(quick=False, seeds=None):
-    """The DNA binding recipe (ExampleConfig, train: GenomeAdapter k-mer ids, strand-symmetric
-    model with attention pooling, early stopping on validation AUROC, the k-mer size
-    among its candidates by validation AUROC) told CTCF from TAp73alpha peaks, the recipe's
-    task (which factor bound here?) on two other factors; test AUROC on the held-out peaks
-    against the baselines evaluate fits on the recipe's tokens (pooled k-mer id frequencies,
-    nearest neighbours) and KmerCounts on the same peaks' single bases (kmer_count_scores)."""
+    """The DNA binding recipe (ExampleConfig and recipe: GenomeAdapter k-mer ids, a
+    strand-symmetric model with attention pooling and a linear path holding the strand-symmetric
+    k-mer counts' logistic regression, the k-mer size and the way to train chosen on validation
+    AUROC, early stopping on it) told CTCF from TAp73alpha peaks, the recipe's task (which
+    factor bound here?) on two other factors; test AUROC on the held-out peaks against the
+    baselines the recipe's score reports (pooled k-mer id frequencies, nearest neighbours,
+    KmerCounts on the same peaks' single bases), KmerCounts' rows checked against this
+    module's own fit (kmer_count_scores), so that the recipe cannot report a weaker one."""
     module = example("dna_binding")
     peaks = gimme_peaks(gimme_examples())
     model_scores, baseline_scores, chosen = [], {}, []
@@ -538,25 +540,25 @@ def dna(quick=False, seeds=None):
         config = dataclasses.replace(module.QUICK if quick else module.ExampleConfig(),
                                      seed=seed)
         ds = binding_dataset(peaks, config)
-        candidates = {k: module.train(config, ds, k, progress=False) for k in config.candidates}
-        k = max(candidates, key=lambda c: candidates[c][2])
-        model, adapter, _ = candidates[k]
-        scores = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
-                                  train=ds.part == "train", validation=ds.part == "validation")
-        auroc = metric_of(scores, "auroc")
+        choice = module.recipe(config, ds, progress=False)
+        model, adapter = choice.model
+        auroc = metric_of(module.score(model, adapter, ds, ds.part == "test"), "auroc")
         model_scores.append(auroc.pop("model"))
+        kmer_k = {}
+        for name, (value, kmer) in kmer_count_scores(ds).items():
+            if abs(auroc[name] - value) > 1e-12:
+                raise RuntimeError(f"the recipe reports {name} at test AUROC {auroc[name]}, "
+                                   f"this module's own fit at {value}")
+            kmer_k[name] = kmer
         for name, value in auroc.items():
             if name.endswith("nearest neighbour"):  # "3-nearest neighbour": k varies
                 name = "k-nearest neighbour (k on validation)"
             baseline_scores.setdefault(name, []).append(value)
-        kmer_k = {}
-        for name, (value, kmer) in kmer_count_scores(ds).items():
-            baseline_scores.setdefault(name, []).append(value)
-            kmer_k[name] = kmer
-        chosen.append(f"seed {seed}: recipe k={k} (validation AUROC "
-                      f"{ {c: round(v[2], 3) for c, v in candidates.items()} }), "
+        validation = choice.table["auroc"].to_series().round(3).to_dict()
+        chosen.append(f"seed {seed}: recipe {choice.name} (validation AUROC {validation}), "
                       f"KmerCounts k {list(kmer_k.values())}")
-        print(f"dna seed {seed}: recipe k={k}; test AUROC seqattn {model_scores[-1]:.3f}, "
+        print(f"dna seed {seed}: recipe {choice.name}; test AUROC seqattn "
+              f"{model_scores[-1]:.3f}, "
               + ", ".join(f"{name} {v[-1]:.3f}" for name, v in baseline_scores.items()),
               flush=True)
     sizes = {p: int((ds.part == p).sum()) for p in ("train", "validation", "test")}

@@ -137,8 +137,9 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, bias, attn_mask, key_paddin
                 continue
             padded = key_padding_mask[b if has_kpm else 0]
             transpose(kt, k[b, hk])
-            # s = scale q k^T
-            register_gemm(scores, q[b, h], kt, scale, False)
+            # s = scale q k^T (every product's operands as views of any layout, [:, :]: one
+            # compiled register_gemm serves them all, where C, F and A layouts compiled three)
+            register_gemm(scores[:, :], q[b, h, :, :], kt[:, :], scale, False)
             for i in range(N):
                 s = scores[i]
                 factors[i] = 0
@@ -160,7 +161,7 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, bias, attn_mask, key_paddin
                 factors[i] = one / total
                 lse[b, h, i] = m + np.log(total)
             # out_i = p_i v / sum p_i
-            register_gemm(out[b, h], scores, v[b, hk], one, False)
+            register_gemm(out[b, h, :, :], scores[:, :], v[b, hk, :, :], one, False)
             for i in range(N):
                 for d in range(D):
                     out[b, h, i, d] *= factors[i]
@@ -197,7 +198,7 @@ def _backward_tasks(chunks, dq, dk, dv, dout, out, lse, q, k, v, scale, bias, at
             transpose(vt, v[b, hk])
             for h in range(hk * group, (hk + 1) * group):
                 # forward: s = scale q k^T, modified, outside the row's band -inf
-                register_gemm(p, q[b, h], kt, scale, False)
+                register_gemm(p[:, :], q[b, h, :, :], kt[:, :], scale, False)
                 for i in range(N):
                     row_lse = lse[b, h, i]
                     delta[i] = 0
@@ -219,12 +220,12 @@ def _backward_tasks(chunks, dq, dk, dv, dout, out, lse, q, k, v, scale, bias, at
                 # forward: out = P v  ->  dV^T += dout^T P, dP = dout v^T (as dV^T, the
                 # product's rows run along the keys: from N 32 on faster than dV = P^T dout,
                 # whose rows are only D wide; measured)
-                register_gemm(dvt, dout[b, h].T, p, one, not first)
+                register_gemm(dvt[:, :], dout[b, h].T[:, :], p[:, :], one, not first)
                 # softmax: dS = P (dP - delta)
                 register_gemm_softmax_grad(ds, dout[b, h], vt, one, p, delta)
                 # forward: s = scale q k^T  ->  dq = scale dS k, dK^T += scale q^T dS
-                register_gemm(dq[b, h], ds, k[b, hk], scale, False)
-                register_gemm(dkt, q[b, h].T, ds, scale, not first)
+                register_gemm(dq[b, h, :, :], ds[:, :], k[b, hk, :, :], scale, False)
+                register_gemm(dkt[:, :], q[b, h].T[:, :], ds[:, :], scale, not first)
             transpose(dk[b, hk], dkt)
             transpose(dv[b, hk], dvt)
 

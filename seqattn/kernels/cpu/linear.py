@@ -74,7 +74,9 @@ def _linear_forward(out, x, weight, bias, has_bias, in_registers, tasks):
         if r1 > r0:
             if has_bias:
                 _fill_rows(out, bias, r0, r1)
-            packed_gemm(out[r0:r1], x[r0:r1], weight, False, True, has_bias, in_registers)
+            # views of any layout, as gemm_tn's: one compiled packed_gemm for every product
+            packed_gemm(out[r0:r1, :], x[r0:r1, :], weight[:, :], False, True, has_bias,
+                        in_registers)
 
 
 @sized_kernel(GRAIN)
@@ -86,7 +88,8 @@ def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight,
         r0, r1 = _row_block(t, tasks, R, nn_in_registers)
         if need_dx and r1 > r0:
             # out = x W^T  ->  dx = dout W
-            packed_gemm(dx[r0:r1], dout[r0:r1], weight, False, False, False, nn_in_registers)
+            packed_gemm(dx[r0:r1, :], dout[r0:r1, :], weight[:, :], False, False, False,
+                        nn_in_registers)
         # out = x W^T  ->  dW += dout^T x, summed over all token rows. Each task packs the
         # whole of one operand and its block of the other: blocks of the wider one, so that
         # less is packed (with K > O, 256 -> 1024 features, 1.19x faster a block, measured).

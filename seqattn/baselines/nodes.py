@@ -22,6 +22,7 @@ do not say).
 """
 import numpy as np
 
+from ..kernels.cpu.gemm.blas_library import single_threaded_blas
 from .base import Baseline, target_matrix
 from .estimators import PROBABILITY_FLOOR, log_loss
 from .linear import LinearBaseline, token_inputs
@@ -69,7 +70,10 @@ def spectral_positions(A, present, count):
     for b in range(B):
         nodes = np.flatnonzero(present[b])
         laplacian = np.eye(len(nodes)) - normalized(A[b][np.ix_(nodes, nodes)][None])[0]
-        _, vectors = np.linalg.eigh(laplacian)
+        # one BLAS thread: a graph's eigenproblem is too small for BLAS's threads, which on
+        # busy cores mostly wait for each other (as in seqattn.graphs.laplacian)
+        with single_threaded_blas():
+            _, vectors = np.linalg.eigh(laplacian)
         vectors = vectors[:, 1:count + 1]
         signs = np.sign(vectors[np.abs(vectors).argmax(axis=0), np.arange(vectors.shape[1])])
         out[b, nodes, :vectors.shape[1]] = vectors * np.where(signs == 0, 1.0, signs)

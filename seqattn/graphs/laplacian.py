@@ -110,7 +110,7 @@ def laplacian_positions(adjacency, k, seed=0):
             continue
         block = laplacian[nodes][:, nodes]
         # A graph's eigenproblem is too small for BLAS threads, which then mostly wait on each
-        # other: on 2 busy cores a 209-node eigh took 0.3 CPU s with 2 threads, 5 ms with one.
+        # other on busy cores (BENCHMARKS.md, "Whole examples").
         with single_threaded_blas():
             vectors = _smallest_eigenvectors(block, count + 1, seed)[:, 1:]  # drop the trivial
         positions[np.ix_(nodes, np.arange(count))] = _with_canonical_signs(vectors)

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from ..backend import CPU
+from ..kernels.cpu.gemm.blas_library import single_threaded_blas
 from ..nn.call_arguments import takes_keyword
 from ..nn.placement import moved
 from ..nn.structured_bias import structure_argument
@@ -323,12 +324,16 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
             else batches.shard(epoch, parallel.rank, parallel.size)
         display = EpochProgress(progress and root, epoch, epochs, epoch_batches.total)
         try:
-            logs = {"loss": _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule,
-                                         clip_grad_norm, pass_coords, display, parallel),
-                    "lr": optimizer.lr}
-            if validation is not None:
-                val = evaluate(model, loss, validation, metrics, batch_size, parallel)
-                logs.update({f"val_{k}": v for k, v in val.items()})
+            # BLAS on the calling thread for the whole epoch: each kernel launch would
+            # otherwise set and restore its thread count, several times a step
+            with single_threaded_blas():
+                logs = {"loss": _train_epoch(model, loss, optimizer, epoch_batches, epoch,
+                                             schedule, clip_grad_norm, pass_coords, display,
+                                             parallel),
+                        "lr": optimizer.lr}
+                if validation is not None:
+                    val = evaluate(model, loss, validation, metrics, batch_size, parallel)
+                    logs.update({f"val_{k}": v for k, v in val.items()})
         except BaseException:
             display.close()
             raise

@@ -56,3 +56,36 @@ def test_openblas_runs_one_thread_inside_the_limit_and_as_before_after_it():
     with blas_library.single_threaded_blas():
         assert set(_blas_threads()) == {1}
     assert _blas_threads() == before
+
+
+
+@pytest.mark.skipif(blas_library.LIBRARY != blas_library.OPENBLAS, reason="MKL is sequential")
+def test_nested_limits_restore_once_the_outermost_closes():
+    before = _blas_threads()
+    with blas_library.single_threaded_blas():
+        with blas_library.single_threaded_blas():
+            assert set(_blas_threads()) == {1}
+        assert set(_blas_threads()) == {1}  # the outer block still holds
+    assert _blas_threads() == before
+
+
+
+def test_blocks_inside_a_block_leave_the_libraries_alone():
+    class CountingLibrary:
+        calls = []
+
+        def get_num_threads(self):
+            self.calls.append("get")
+            return 2
+
+        def set_num_threads(self, threads):
+            self.calls.append(threads)
+
+    libraries = [CountingLibrary()]
+    with blas_library._OpenBLASLimit(libraries):
+        assert CountingLibrary.calls == ["get", 1]
+        for _ in range(3):  # a launch's own block inside fit's
+            with blas_library._OpenBLASLimit(libraries):
+                pass
+        assert CountingLibrary.calls == ["get", 1]
+    assert CountingLibrary.calls == ["get", 1, 2]

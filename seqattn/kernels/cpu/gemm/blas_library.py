@@ -24,6 +24,7 @@ import ctypes
 import functools
 import importlib.metadata
 import os
+import threading
 
 from llvmlite import binding
 from numba.extending import get_cython_function_address
@@ -126,20 +127,31 @@ class _OpenBLASLimit:
     """Holds the loaded OpenBLAS libraries (SciPy's among them) at one thread inside the block.
 
     Calls the libraries' own get/set functions, found once: threadpoolctl's ``limit`` costs
-    about 50 us per use, more than a small linear layer takes.
+    about 50 us per use, more than a small linear layer takes. Blocks nest: within a thread,
+    the outermost sets one thread and restores what it found, and the blocks inside it cost a
+    counter (``fit`` holds one around its steps, inside which each launch opens its own). The
+    count is per thread because OpenBLAS may ignore a thread count that another thread than
+    the one that lowered it sets back.
     """
+
+    _depth = threading.local()
 
     def __init__(self, libraries):
         self._libraries = libraries
         self._saved = ()
 
     def __enter__(self):
+        depth = getattr(self._depth, "value", 0)
+        self._depth.value = depth + 1
+        if depth:
+            return
         self._saved = [lib.get_num_threads() for lib in self._libraries]
         for lib, threads in zip(self._libraries, self._saved):
             if threads != 1:
                 lib.set_num_threads(1)
 
     def __exit__(self, *exc):
+        self._depth.value -= 1
         for lib, threads in zip(self._libraries, self._saved):
             if threads != 1:
                 lib.set_num_threads(threads)

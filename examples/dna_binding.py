@@ -161,6 +161,10 @@ def path_weights(baseline, k):
     k-mer's count is the mean, over its k - k' + 1 offsets in a k-mer, of the counts of the
     k-mers holding it there, so the map equals the baseline's but for the few k-mers within
     k bases of a peak's ends."""
+    if not baseline.strand_symmetric or baseline.chosen["k"] > k:
+        raise ValueError(f"baseline is a {baseline.chosen['k']}-mer KmerCounts with "
+                         f"strand_symmetric={baseline.strand_symmetric}; the path on {k}-mers "
+                         f"takes a strand-symmetric one with k at most {k}")
     every = (np.arange(4 ** k)[:, None] // 4 ** np.arange(k - 1, -1, -1)) % 4  # (4**k, k)
     inside = kmer_ids(every, baseline.chosen["k"], strand_symmetric=True)  # canonical ids
     weight, bias = baseline.model.raw()
@@ -391,9 +395,8 @@ def main(argv=None, config=None, progress=True):
 def report(results, ds):
     parts, counts = np.unique(ds.part.values.astype(str), return_counts=True)
     sizes = ", ".join(f"{name} {n}" for name, n in zip(parts, counts))
-    print(f"\nsequences: {sizes}; the test files' scores (model: k={results['k']}, "
-          f"strand-symmetric, {results['choice']}; the baselines on its tokens, then "
-          "KmerCounts on the bases):")
+    print(f"\nsequences: {sizes}; the test files' scores (model: strand-symmetric, "
+          f"{results['choice']}; the baselines on its tokens, then KmerCounts on the bases):")
     print(seqattn.evaluation.table(results["scores"]).to_string(float_format="%.3f"))
     print("validation per candidate:")
     print(results["validation"][["auroc", "log_loss", "seconds"]].to_dataframe().to_string(

@@ -90,3 +90,5 @@ def test_path_weights_carry_the_kmer_counts_logistic():
             ds, where=test, batch_size=64, shuffle=False).epoch(0)]))
         assert np.corrcoef(found, expected)[0, 1] > 0.998, (sizes, baseline.chosen["k"])
         assert np.abs(found - expected).max() < 0.25 * expected.std(), (sizes, baseline.chosen)
+    with pytest.raises(ValueError, match="with k at most 2"):
+        example.path_weights(baseline, 2)  # a 3-mer's count is no sum of 2-mer counts

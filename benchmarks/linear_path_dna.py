@@ -4,8 +4,10 @@ it is, with ``linear=True`` (a linear map of the 6-mer frequencies added to the 
 ``linear=True`` started from the fitted 6-mer frequency logistic regression
 (``PooledFeatures(statistics=("mean",))`` on the same ids, seqattn.baselines.warm_start).
 Scored by seqattn.evaluate on the held-out test files against every baseline for_batch picks
-(pooled logistic, nearest neighbours, k-mer logistic with k chosen on validation); every
-choice on the validation part.
+on the 6-mer ids (pooled logistic, nearest neighbours; KmerCounts reads single bases and is
+not among them); every choice on the validation part. The example itself now carries the
+strongest k-mer baseline, the strand-symmetric KmerCounts, in its linear path and chooses how
+to train around it on validation (examples/dna_binding.py, VARIANTS).
 
 Run ``python benchmarks/linear_path_dna.py [--seeds 0 1] [--epochs 4]``.
 """

@@ -160,7 +160,8 @@ def test_large_shape_on_gpu(causal):
 def test_layer_option_reaches_the_backward(deterministic, monkeypatch):
     """MultiheadAttention(deterministic=...) is what its training step's attention backward
     gets (through the recorded op); the default is deterministic."""
-    from seqattn import nn, ops
+    from seqattn import nn
+    from seqattn.autodiff import attention_function
 
     seen = []
 
@@ -168,8 +169,9 @@ def test_layer_option_reaches_the_backward(deterministic, monkeypatch):
         seen.append(options["deterministic"])
         return backward(*args, **options)
 
-    backward = ops.attention_backward
-    monkeypatch.setattr(ops, "attention_backward", recording_backward)
+    # the recorded op's backward: ops.attention_backward's checked arguments kept from the forward
+    backward = attention_function.attention_backward_of_call
+    monkeypatch.setattr(attention_function, "attention_backward_of_call", recording_backward)
     layer_options = {} if deterministic else {"deterministic": False}
     layer = nn.MultiheadAttention(8, 2, seed=0, **layer_options)
     x = np.random.default_rng(0).normal(size=(1, 3, 8)).astype(np.float32)

@@ -271,6 +271,34 @@ def test_a_missing_serial_version_compiles_here_and_the_parallel_one_later(
     assert asked == [(kernel, "parallel", True)], "the parallel version, for later runs"
 
 
+def test_the_launch_whose_compilation_starts_the_helper_asks_it_for_the_parallel_one_later(
+        monkeypatch):
+    """A run's first compilation starts the helper (seqattn.first_run): the launch that made it
+    had no helper to ask before compiling, but asks it afterwards for the version kept for later
+    runs (without this, every warm run of the first layer compiled its parallel linear map)."""
+    from numba.core import event
+
+    kernel = _uncached_double()
+    monkeypatch.setattr(threads_module, "_request_twin", None)
+    asked = []
+
+    class StartsTheHelper(event.Listener):
+        def on_start(self, ev):
+            threads_module.compile_twins_elsewhere(
+                lambda k, version, argtypes, later=False: asked.append((k, version, later)))
+
+        def on_end(self, ev):
+            pass
+
+    small = np.arange(GRAIN, dtype=np.float64)
+    out = np.empty_like(small)
+    with event.install_listener("numba:compile", StartsTheHelper()):
+        kernel(out, small)
+    np.testing.assert_array_equal(out, 2 * small)
+    assert kernel.serial.signatures and not kernel.parallel.signatures
+    assert asked == [(kernel, "parallel", True)], "the parallel version, for later runs"
+
+
 def test_without_a_helper_a_launch_compiles_its_own_version(monkeypatch):
     if numba.get_num_threads() < 2:
         pytest.skip("needs two Numba threads")

@@ -224,10 +224,17 @@ class SizedKernel:
             # Only launches (run) take another version, a direct call gets the one it calls;
             # the caller's frame tells, at no cost to launches whose code is compiled.
             launched = sys._getframe(1).f_code is SizedKernel.run.__code__
-            if _request_twin is None or not launched:
+            if not launched:
                 return compile_here(*args)
             dispatcher = getattr(self, version)
             argtypes = tuple(dispatcher.typeof_pyval(a) for a in args)
+            if _request_twin is None:
+                compiled = compile_here(*args)
+                # A run's first compilation starts the helper (seqattn.first_run): it is there
+                # now to compile the parallel version for later runs.
+                if version == "serial" and _request_twin is not None:
+                    _request_twin(self, "parallel", argtypes, later=True)
+                return compiled
             asked = self._asked.get((version, argtypes))
             if asked is not None and time.monotonic() - asked < RECHECK_SECONDS:
                 return self._stand_in(version)

@@ -466,34 +466,6 @@ def gimme_peaks(folder):
     return peaks
 
 
-def binding_dataset(peaks, config):
-    """The Dataset the binding recipe's ``load`` builds, from {factor: (training records, test
-    records)} instead of janggu's files: each factor's training records split by the recipe's
-    rule (a permutation by config.seed, validation_share of it validates; n_train caps the
-    training part, and the validation part at a quarter of n_train or 50, whichever is more),
-    the test records held out."""
-    from seqattn.readers import from_sequences
-
-    rng = np.random.default_rng(config.seed)
-    records, factors, parts = [], [], []
-    for factor, (training, test) in peaks.items():
-        order = rng.permutation(len(training))
-        n_val = int(round(config.validation_share * len(order)))
-        val, train = order[:n_val], order[n_val:]
-        if config.n_train is not None:
-            train = train[: config.n_train]
-            val = val[: max(config.n_train // 4, 50)]
-        part = np.full(len(training), "", dtype=object)
-        part[train], part[val] = "train", "validation"
-        used = np.sort(np.concatenate([train, val]))
-        records += [training[i] for i in used] + list(test)
-        parts += list(part[used]) + ["test"] * len(test)
-        factors += [factor] * (len(used) + len(test))
-    ds = from_sequences(records)
-    ds["factor"] = ("record", np.array(factors, dtype=object))
-    return ds.assign_coords(part=("record", np.array(parts, dtype=object)))
-
-
 def kmer_count_scores(ds, batch_size=256):
     """{name: test AUROC} of seqattn.baselines.KmerCounts (plain and strand-symmetric) on the
     peaks' single bases (GenomeAdapter(k=1), fitted on the training part): logistic regression
@@ -539,7 +511,7 @@ def dna(quick=False, seeds=None):
     for seed in seeds or DNA_SEEDS:
         config = dataclasses.replace(module.QUICK if quick else module.ExampleConfig(),
                                      seed=seed)
-        ds = binding_dataset(peaks, config)
+        ds = module.peaks_dataset(peaks, config)
         choice = module.recipe(config, ds, progress=False)
         model, adapter = choice.model
         auroc = metric_of(module.score(model, adapter, ds, ds.part == "test"), "auroc")

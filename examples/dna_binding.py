@@ -106,24 +106,33 @@ def resources():
 
 def load(config):
     """One genome Dataset of the peaks used, with each one's ``factor`` (the target) and
-    ``part`` ("train", "validation", "test"): the training files split at random (seeded), the
-    test files held out."""
+    ``part`` ("train", "validation", "test"): janggu's training files split at random
+    (seeded, :func:`peaks_dataset`), the test files held out."""
     folder = resources()
+    peaks = {factor: (list(read_fasta(folder / train_file)), list(read_fasta(folder / test_file)))
+             for factor, (train_file, test_file, _) in FACTORS.items()}
+    return peaks_dataset(peaks, config)
+
+
+def peaks_dataset(peaks, config):
+    """The Dataset of :func:`load` from {factor: (training records, test records)}: each
+    factor's training records split by a permutation drawn from config.seed (validation_share
+    of it validates; n_train caps the training part, and the validation part at a quarter of
+    n_train or 50, whichever is more), the test records held out. The transfer benchmark reads
+    other factors' peaks through it."""
     rng = np.random.default_rng(config.seed)
     records, factors, parts = [], [], []
-    for factor, (train_file, test_file, _) in FACTORS.items():
-        peaks = list(read_fasta(folder / train_file))
-        order = rng.permutation(len(peaks))
+    for factor, (training, test) in peaks.items():
+        order = rng.permutation(len(training))
         n_val = int(round(config.validation_share * len(order)))
         val, train = order[:n_val], order[n_val:]
         if config.n_train is not None:
             train = train[: config.n_train]
             val = val[: max(config.n_train // 4, 50)]
-        part = np.full(len(peaks), "", dtype=object)
+        part = np.full(len(training), "", dtype=object)
         part[train], part[val] = "train", "validation"
         used = np.sort(np.concatenate([train, val]))
-        test = list(read_fasta(folder / test_file))
-        records += [peaks[i] for i in used] + test
+        records += [training[i] for i in used] + list(test)
         parts += list(part[used]) + ["test"] * len(test)
         factors += [factor] * (len(used) + len(test))
     ds = from_sequences(records)

@@ -112,20 +112,6 @@ def test_series_quick_seed_is_scored_honestly(monkeypatch):
     assert len(labels) == test.sizes["sample"] == int(scores["n"])
 
 
-def test_binding_dataset_is_the_recipes_load():
-    """The DNA domain's reader builds exactly what the binding recipe's own load builds, when
-    given the recipe's own files: the same records, factors and parts, for two seeds."""
-    needs("janggu")
-    from seqattn.readers import read_fasta
-
-    module = transfer.example("dna_binding")
-    folder = module.resources()
-    peaks = {factor: (list(read_fasta(folder / train)), list(read_fasta(folder / test)))
-             for factor, (train, test, _) in module.FACTORS.items()}
-    for config in (module.QUICK, module.ExampleConfig(seed=1)):
-        assert transfer.binding_dataset(peaks, config).identical(module.load(config))
-
-
 def test_gimme_peaks_hold_out_a_fixed_test_set():
     needs("gimmemotifs")
     peaks = transfer.gimme_peaks(transfer.gimme_examples())
@@ -140,7 +126,7 @@ def test_gimme_peaks_hold_out_a_fixed_test_set():
     module = transfer.example("dna_binding")
     for seed in (0, 1):  # the recipe's seed moves training and validation, never the test
         config = transfer.dataclasses.replace(module.QUICK, seed=seed)
-        ds = transfer.binding_dataset(peaks, config)
+        ds = module.peaks_dataset(peaks, config)
         test = ds.record.values[ds.part.values == "test"]
         assert sorted(test) == sorted(r.name for _, held in peaks.values() for r in held)
 
@@ -155,7 +141,7 @@ def test_kmer_count_scores_are_evaluates():
 
     module = transfer.example("dna_binding")
     config = transfer.dataclasses.replace(module.QUICK, n_train=150)
-    ds = transfer.binding_dataset(transfer.gimme_peaks(transfer.gimme_examples()), config)
+    ds = module.peaks_dataset(transfer.gimme_peaks(transfer.gimme_examples()), config)
     found = transfer.kmer_count_scores(ds)
     adapter = GenomeAdapter(tokens="ids", k=1, ambiguous="token").fit(
         ds, targets="factor", where=ds.part == "train")

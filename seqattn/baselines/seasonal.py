@@ -47,40 +47,44 @@ from .forecasting import _leads, _require_forecast, _targets, _values
 DAY = "24h"
 
 
-def period_seconds(period):
-    """`period` as (a positive float, whether it is a duration): a number is in the time
-    coordinate's units (seconds on a datetime axis), a string or timedelta a duration.
+def period_value(period):
+    """`period` as (a positive number, its kind), the way the adapters read a lead or a window:
+    an int is a number of steps of the time axis, a float is in the time coordinate's units
+    (seconds on a datetime axis), a string or timedelta a duration.
 
     Parameters
     ----------
-    period : float, int, str, datetime.timedelta, numpy.timedelta64 or pandas.Timedelta
-        The period, e.g. ``86400``, ``"24h"`` or ``datetime.timedelta(days=1)``.
+    period : int, float, str, datetime.timedelta, numpy.timedelta64 or pandas.Timedelta
+        The period, e.g. ``24`` (steps), ``86400.0``, ``"24h"`` or
+        ``datetime.timedelta(days=1)``.
 
     Returns
     -------
-    tuple of (float, bool)
-        The period in seconds (the coordinate's units for a number), and whether it was
-        given as a duration.
+    tuple of (float, str)
+        The number (steps, coordinate units, or seconds for a duration) and its kind:
+        ``"steps"``, ``"units"`` or ``"duration"``.
     """
     if isinstance(period, (bool, np.bool_)):
-        raise TypeError(f"period={period!r} is a bool; give a number of seconds, a timedelta "
+        raise TypeError(f"period={period!r} is a bool; give a number of steps, a timedelta "
                         "or a string like '24h'")
     if isinstance(period, str):
         try:
-            seconds, duration = pd.Timedelta(period).total_seconds(), True
+            value, kind = pd.Timedelta(period).total_seconds(), "duration"
         except ValueError as error:
             raise ValueError(f"period={period!r} is not a duration pandas reads ({error}); give "
-                             "e.g. '24h', '365D', a timedelta or a number of seconds") from None
+                             "e.g. '24h', '365D', a timedelta or a number of steps") from None
     elif isinstance(period, (datetime.timedelta, np.timedelta64)):
-        seconds, duration = pd.Timedelta(period).total_seconds(), True
+        value, kind = pd.Timedelta(period).total_seconds(), "duration"
+    elif isinstance(period, numbers.Integral):
+        value, kind = float(period), "steps"
     elif isinstance(period, numbers.Real):
-        seconds, duration = float(period), False
+        value, kind = float(period), "units"
     else:
-        raise TypeError(f"period is a {type(period).__name__}; give a number of seconds, a "
+        raise TypeError(f"period is a {type(period).__name__}; give a number of steps, a "
                         "timedelta or a string like '24h'")
-    if not (np.isfinite(seconds) and seconds > 0):
+    if not (np.isfinite(value) and value > 0):
         raise ValueError(f"period={period!r}; expected a positive, finite period")
-    return seconds, duration
+    return value, kind
 
 
 def _window_step(windows):
@@ -123,10 +127,11 @@ class SeasonalPersistence(Baseline):
     windows : seqattn.adapters.ForecastWindows
         The fitted windows that make the batches: their history, frames, variables and lead
         scales say where each input value sits.
-    period : float, int, str or timedelta, default "24h"
-        The cycle's period: a number in the time coordinate's units (seconds on a datetime
-        axis), a string like ``"24h"`` or ``"365D"``, or a timedelta (a datetime axis only);
-        a whole number of the axis' steps.
+    period : int, float, str or timedelta, default "24h"
+        The cycle's period, read as the windows read their leads: an int is a number of steps
+        of the time axis, a float is in the time coordinate's units (seconds on a datetime
+        axis), a string like ``"24h"`` or ``"365D"`` or a timedelta is a duration (a datetime
+        axis only); a whole number of the axis' steps.
     """
 
     name = "seasonal persistence"
@@ -137,7 +142,7 @@ class SeasonalPersistence(Baseline):
                             "ForecastWindows whose batches the baseline reads")
         self.windows = windows
         self.period = period
-        self.seconds, self.duration = period_seconds(period)
+        self.value, self.kind = period_value(period)
 
     def period_steps(self):
         """The period in steps of the windows' time axis.
@@ -150,12 +155,14 @@ class SeasonalPersistence(Baseline):
         if not self.windows.fitted:
             raise ValueError("windows is not fitted; fit it (windows.fit(ds, where=train)) "
                              "before SeasonalPersistence reads its layout")
+        if self.kind == "steps":
+            return int(self.value)
         step, timed = _window_step(self.windows)
-        if self.duration and not timed:
+        if self.kind == "duration" and not timed:
             raise ValueError(f"period={self.period!r} is a duration, but the time axis is "
-                             "numeric; give the period as a number in the time coordinate's "
-                             "units")
-        steps = self.seconds / step
+                             "numeric; give the period as a number of steps or in the time "
+                             "coordinate's units")
+        steps = self.value / step
         if not (np.isclose(steps, round(steps)) and round(steps) >= 1):
             raise ValueError(f"period={self.period!r} is {steps:g} steps of the time axis; "
                              "expected a whole number of steps (>= 1)")

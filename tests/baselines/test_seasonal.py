@@ -178,12 +178,14 @@ def test_a_period_of_no_whole_steps_and_a_duration_on_numbers_are_named():
     with pytest.raises(ValueError, match=r"period='24h' is a duration, but the time axis is"):
         fitted(windows, numeric)
     assert fitted(windows, numeric, period=24).chosen["period_steps"] == DAY
+    assert fitted(windows, numeric, period=24.0).chosen["period_steps"] == DAY
 
 
-def test_periods_as_seconds_timedeltas_and_strings_agree():
+def test_periods_as_steps_seconds_timedeltas_and_strings_agree():
+    """An int is steps and a float coordinate units, as the windows read leads."""
     ds = hourly()
     windows = grid_windows(ds, ["1h"], history=DAY)
-    for period in (86400, datetime.timedelta(days=1), np.timedelta64(24, "h"), "1D"):
+    for period in (24, 86400.0, datetime.timedelta(days=1), np.timedelta64(24, "h"), "1D"):
         assert SeasonalPersistence(windows, period=period).period_steps() == DAY
     with pytest.raises(TypeError, match="windows is a GridAdapter"):
         SeasonalPersistence(windows.adapter)

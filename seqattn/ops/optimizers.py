@@ -1,5 +1,7 @@
 """Optimizer updates, in place; ``grad_scale`` is the clipping factor. And the global squared
 gradient norm that clipping reads."""
+import weakref
+
 import numpy as np
 
 from ..backend import CPU, backend_of, empty_like_on, kernels_for
@@ -214,7 +216,7 @@ def sum_of_squares(arrays):
     """
     arrays = list(arrays)
     if SumOfSquaresPlan.takes(arrays):
-        return _plan_for(arrays).sum()
+        return _plan_for(arrays).sum(arrays)
     device = backend_of(**{f"arrays[{i}]": x for i, x in enumerate(arrays)})
     total = empty_like_on(device, (1,), np.float64)
     fill(total, 0.0)
@@ -228,7 +230,8 @@ def sum_of_squares(arrays):
 class SumOfSquaresPlan:
     """:func:`sum_of_squares` of one list of NumPy arrays in one CPU launch: the address table
     and the pieces of the work, built once for the arrays (a model's gradients are the same
-    arrays step after step) and kept with references to them so that they stay alive.
+    arrays step after step). It holds weak references to them: a plan kept after training
+    does not keep a model's gradients alive, and an array that is gone matches no new one.
 
     Each array's sum has the bits of its own launch on one thread as long as it fits one piece
     (``PIECE`` elements); a larger array is summed by pieces, the same on any thread count.
@@ -236,17 +239,18 @@ class SumOfSquaresPlan:
 
     def __init__(self, arrays):
         kernels = kernels_for(CPU, "sums_of_squares")
-        self.arrays = list(arrays)
-        rows = [i for i, x in enumerate(self.arrays) if x.size]
-        self.sizes = np.array([self.arrays[i].size for i in rows], np.int64)
-        self.addresses = np.array([[_address(self.arrays[i])] for i in rows],
+        arrays = list(arrays)
+        self._arrays = [weakref.ref(x) for x in arrays]
+        rows = [i for i, x in enumerate(arrays) if x.size]
+        self.sizes = np.array([arrays[i].size for i in rows], np.int64)
+        self.addresses = np.array([[_address(arrays[i])] for i in rows],
                                   np.int64).reshape(-1, 1)
         self.pieces = np.array([(t, start, min(start + kernels.PIECE, size))
                                 for t, size in enumerate(self.sizes)
                                 for start in range(0, int(size), kernels.PIECE)],
                                np.int64).reshape(-1, 3)
         self.elements = int(self.sizes.sum())
-        self.like = np.empty(1, self.arrays[0].dtype)  # types the kernel's pointers
+        self.like = np.empty(1, arrays[0].dtype)  # types the kernel's pointers
 
     @staticmethod
     def takes(arrays):
@@ -258,9 +262,14 @@ class SumOfSquaresPlan:
 
     def holds(self, arrays):
         """Whether these are the very arrays it was built for."""
-        return _same_arrays(arrays, self.arrays)
+        return len(arrays) == len(self._arrays) and all(
+            ref() is x for ref, x in zip(self._arrays, arrays))
 
-    def sum(self):
+    def sum(self, arrays):
+        """The sum of squares of `arrays`, the very arrays the plan was built for (alive for
+        the call: the kernel reads them at the addresses taken then)."""
+        if not self.holds(arrays):
+            raise ValueError("arrays are not the arrays this plan was built for")
         sums = np.empty(len(self.pieces), np.float64)
         if self.elements:
             kernels_for(CPU, "sums_of_squares").sums_of_squares(

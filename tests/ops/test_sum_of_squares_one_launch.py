@@ -61,10 +61,23 @@ def test_what_one_launch_does_not_take_goes_array_by_array():
 
 def test_the_parallel_version_gives_the_serial_bits():
     """Each piece is summed on one thread and the pieces are added in order by the caller."""
-    plan = SumOfSquaresPlan(_arrays(np.float32, [(2 * cpu_sums.PIECE + 5,), (9,), (40,)]))
+    arrays = _arrays(np.float32, [(2 * cpu_sums.PIECE + 5,), (9,), (40,)])
+    plan = SumOfSquaresPlan(arrays)  # the arrays stay alive while the kernel reads them
     results = []
     for version in (cpu_sums.sums_of_squares.serial, cpu_sums.sums_of_squares.parallel):
         sums = np.empty(len(plan.pieces))
         version(sums, plan.pieces, plan.addresses, plan.sizes, plan.like, plan.elements)
         results.append(sums)
     assert np.array_equal(*results)
+
+
+def test_the_kept_plan_does_not_keep_the_arrays_alive():
+    import gc
+    import weakref
+
+    arrays = [np.ones(5, np.float32), np.ones((3, 4), np.float32)]
+    assert ops.sum_of_squares(arrays) == 17.0
+    gone = weakref.ref(arrays[0])
+    del arrays
+    gc.collect()
+    assert gone() is None, "the plan kept for the next step still holds a gradient"

@@ -4,8 +4,9 @@ it is, with ``linear=True`` (a linear map of the 6-mer frequencies added to the 
 ``linear=True`` started from the fitted 6-mer frequency logistic regression
 (``PooledFeatures(statistics=("mean",))`` on the same ids, seqattn.baselines.warm_start).
 Scored by seqattn.evaluate on the held-out test files against every baseline for_batch picks
-on the 6-mer ids (pooled logistic, nearest neighbours; KmerCounts reads single bases and is
-not among them); every choice on the validation part. The example itself now carries the
+on the 6-mer ids (pooled logistic, nearest neighbours; it is not told the adapter, so
+KmerCounts on the bases the ids hold is not among them, as in the figures recorded); every
+choice on the validation part. The example itself now carries the
 strongest k-mer baseline, the strand-symmetric KmerCounts, in its linear path and chooses how
 to train around it on validation (examples/dna_binding.py, VARIANTS).
 

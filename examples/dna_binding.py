@@ -14,8 +14,9 @@ read by path)::
 
 Model: overlapping k-mer ids (GenomeAdapter), attention pooling, both strands averaged
 (StrandSymmetric), and a linear path on the k-mer frequencies (``linear=True``) that holds the
-strand-symmetric k-mer counts' logistic regression (KmerCounts with k' <= k, translated to the
-model's k-mers: every shorter k-mer's count is a sum of k-mer counts). Three variants
+strand-symmetric k-mer counts' logistic regression (KmerCounts with k' <= k, read on the model's
+k-mers by ``seqattn.baselines.warm_start``: every shorter k-mer's count is a sum of k-mer
+counts). Three variants
 (VARIANTS): "attention" (the path at zero), "attention + k-mer counts" (the same model with the
 path then set to the baseline, the head kept: the sum of both logits) and "residual on k-mer
 counts" (the path at the baseline and kept there, the head zeroed, the attention trained on what
@@ -27,9 +28,8 @@ the epoch; the baselines' k and regularisation) is made on validation AUROC; the
 scored once, at the end, by ``seqattn.evaluate``. The peaks are one genome Dataset
 (``seqattn.readers``) with each peak's ``factor`` (the target, two classes) and ``part``; the
 model goes through the adapter protocol (fit on the training part, batches with
-reverse-complement augmentation, ``seqattn.evaluate`` for the scores). KmerCounts reads single
-bases, not k-mer ids, so a second ``seqattn.evaluate`` call scores it beside the same model
-called on the same peaks' bases (OnBases), and the two tables are joined.
+reverse-complement augmentation, ``seqattn.evaluate`` for the scores, which fits KmerCounts on
+the bases the model's k-mer ids hold).
 Reported: AUROC, accuracy and log loss on the test files for the model and the baselines
 (fitted on the training part's batches, their penalties chosen on validation); a figure of
 the mutagenesis maps of a few test sequences; and the motif check: in each attributed test
@@ -49,16 +49,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import xarray as xr
 
 import seqattn
 from seqattn.adapters import GenomeAdapter
 from seqattn.adapters.genome_variants import mutagenesis
-from seqattn.baselines import KmerCounts
-from seqattn.baselines.dna import KMER_SIZES, UNKNOWN, kmer_ids
+from seqattn.baselines import KmerCounts, warm_start
+from seqattn.baselines.dna import KMER_SIZES
 from seqattn.models import StrandSymmetric, build
 from seqattn.models.linear_path import residual_parameters
-from seqattn.nn import Module
 from seqattn.readers import from_sequences, read_fasta
 from seqattn.readers.dna_codes import SOFT
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, fit
@@ -150,40 +148,19 @@ def auroc_metric(logits, classes):
     return float(roc_auc_score(classes == 1, logits[:, 1] - logits[:, 0]))
 
 
-def base_adapter(ds):
-    """Single-base ids of the peaks (fitted on the training part): what KmerCounts reads."""
-    return GenomeAdapter(tokens="ids", k=1, ambiguous="token").fit(
-        ds, targets="factor", where=ds.part == "train")
-
-
-def kmer_counts(ds, bases, kmer_sizes=KMER_SIZES, strand_symmetric=True):
-    """KmerCounts fitted on the training peaks' bases, k and penalty chosen on validation."""
-    return KmerCounts(kmer_sizes, strand_symmetric=strand_symmetric).fit(
-        bases.batches(ds, where=ds.part == "train", batch_size=256, shuffle=False),
-        bases.batches(ds, where=ds.part == "validation", batch_size=256, shuffle=False),
-        n_classes=2)
-
-
-def path_weights(baseline, k):
-    """The fitted strand-symmetric KmerCounts `baseline` (its k at most `k`) as (weight (2,
-    4 ** k), bias (2,)) on the frequencies of the model's overlapping k-mer ids: each shorter
-    k-mer's count is the mean, over its k - k' + 1 offsets in a k-mer, of the counts of the
-    k-mers holding it there, so the map equals the baseline's but for the few k-mers within
-    k bases of a peak's ends."""
-    if not baseline.strand_symmetric or baseline.chosen["k"] > k:
-        raise ValueError(f"baseline is a {baseline.chosen['k']}-mer KmerCounts with "
-                         f"strand_symmetric={baseline.strand_symmetric}; the path on {k}-mers "
-                         f"takes a strand-symmetric one with k at most {k}")
-    every = (np.arange(4 ** k)[:, None] // 4 ** np.arange(k - 1, -1, -1)) % 4  # (4**k, k)
-    inside = kmer_ids(every, baseline.chosen["k"], strand_symmetric=True)  # canonical ids
-    weight, bias = baseline.model.raw()
-    return weight[:, inside].mean(axis=2), bias
+def kmer_counts(ds, adapter, kmer_sizes=KMER_SIZES, strand_symmetric=True):
+    """KmerCounts on the bases `adapter`'s k-mer ids hold (token_k), fitted on the training
+    peaks, k and penalty chosen on validation."""
+    parts = {p: adapter.batches(ds, where=ds.part == p, batch_size=256, shuffle=False)
+             for p in ("train", "validation")}
+    return KmerCounts(kmer_sizes, strand_symmetric=strand_symmetric, token_k=adapter.k).fit(
+        parts["train"], parts["validation"], n_classes=2)
 
 
 def train(config, ds, adapter, progress, start=None):
     """A strand-symmetric model on `adapter`'s k-mer tokens with a linear path on their
     frequencies, stopped at its best validation AUROC. The path stays where it starts: at
-    zero, or at the linear map `start` (weight, bias) with the head zeroed, so that the
+    zero, or at the fitted KmerCounts `start` with the head zeroed (warm_start), so that the
     attention learns the residual (the start itself kept if no epoch beats it)."""
     train, valid = ds.part == "train", ds.part == "validation"
     inner = build(adapter.model_config(
@@ -191,7 +168,7 @@ def train(config, ds, adapter, progress, start=None):
         num_layers=config.num_layers, dim_feedforward=config.dim_feedforward,
         positions=config.positions, pooling=config.pooling, seed=config.seed, linear=True))
     if start is not None:
-        inner.start_from_linear(*start)
+        warm_start(inner, start)
     model = StrandSymmetric(inner, adapter.complement)
     keep = EarlyStopping(patience=3, monitor="val_auroc", mode="max",
                          include_start=start is not None)
@@ -204,72 +181,50 @@ def train(config, ds, adapter, progress, start=None):
     return model
 
 
-def trained_variant(config, ds, k, variant, baseline, progress, cache):
-    """(model, adapter) of one candidate: k-mer size `k` and `variant` (VARIANTS)."""
-    adapter = GenomeAdapter(tokens="ids", k=k, ambiguous="token").fit(ds, targets="factor",
-                                                                      where=ds.part == "train")
-    start = path_weights(baseline, k)
+def trained_variant(config, ds, adapter, variant, baseline, progress, cache):
+    """The model of one candidate: `adapter`'s k-mer size and `variant` (VARIANTS)."""
     if variant == "residual on k-mer counts":
-        return train(config, ds, adapter, progress, start=start), adapter
-    if k not in cache:  # "attention" and "attention + k-mer counts" share one training
-        cache[k] = train(config, ds, adapter, progress)
+        return train(config, ds, adapter, progress, start=baseline)
+    if adapter.k not in cache:  # "attention" and "attention + k-mer counts" share one training
+        cache[adapter.k] = train(config, ds, adapter, progress)
     if variant == "attention":
-        return cache[k], adapter
-    both = copy.deepcopy(cache[k])
-    both.model.linear.set(*start)  # the head kept: the sum of the logits, a product of experts
-    return both, adapter
+        return cache[adapter.k]
+    both = copy.deepcopy(cache[adapter.k])
+    warm_start(both.model, baseline, keep_head=True)  # the sum of logits: a product of experts
+    return both
 
 
 def recipe(config, ds, progress=True):
     """Every candidate (k-mer size among config.candidates x config.variants) trained, the one
     with the best validation AUROC chosen: a seqattn.train.select Selection whose model is
     (model, adapter). Each k's path starts from a strand-symmetric KmerCounts with k' <= k."""
-    bases = base_adapter(ds)
-    baselines = {k: kmer_counts(ds, bases, [s for s in KMER_SIZES if s <= k])
-                 for k in config.candidates}
+    adapters = {k: GenomeAdapter(tokens="ids", k=k, ambiguous="token").fit(
+        ds, targets="factor", where=ds.part == "train") for k in config.candidates}
+    baselines = {k: kmer_counts(ds, adapter, [s for s in KMER_SIZES if s <= k])
+                 for k, adapter in adapters.items()}
     cache = {}
     candidates = {f"k={k}, {variant}": (k, variant)
                   for k in config.candidates for variant in config.variants}
+
+    def trained(candidate):
+        k, variant = candidate
+        return trained_variant(config, ds, adapters[k], variant, baselines[k], progress,
+                               cache), adapters[k]
+
     return select(
-        candidates,
-        train=lambda c: trained_variant(config, ds, *c, baselines[c[0]], progress, cache),
-        score=lambda trained: seqattn.evaluate(trained[0], ds, trained[1],
-                                               where=ds.part == "validation", baselines=False),
+        candidates, train=trained,
+        score=lambda found: seqattn.evaluate(found[0], ds, found[1],
+                                             where=ds.part == "validation", baselines=False),
         metric="auroc")
-
-
-class OnBases(Module):
-    """`model`, which reads `adapter`'s overlapping k-mer ids, called on single-base ids
-    instead (A, C, G, T = 0-3): so that evaluate scores it on the batches KmerCounts reads."""
-
-    def __init__(self, model, adapter):
-        super().__init__()
-        self.model, self.k, self.unknown = model, adapter.k, adapter.unknown_id
-
-    def forward(self, tokens, key_padding_mask):
-        codes = np.where(key_padding_mask | (tokens > 3), UNKNOWN, tokens)
-        ids = kmer_ids(codes, self.k, strand_symmetric=False)
-        # a k-mer reaching past a peak's end is padding, one holding an N the unknown k-mer
-        return self.model(np.where(ids == UNKNOWN, self.unknown, ids),
-                          key_padding_mask[:, self.k - 1:])
 
 
 def score(model, adapter, ds, where):
     """seqattn.evaluate's scores of the model on the peaks `where` selects against every
-    baseline it fits on the model's tokens (logistic regression on the k-mer frequencies,
-    nearest neighbour) and, on the same peaks' bases, KmerCounts plain and strand-symmetric
-    (k and penalty chosen on validation), which cannot read k-mer ids."""
-    parts = {"train": ds.part == "train", "validation": ds.part == "validation"}
-    on_tokens = seqattn.evaluate(model, ds, adapter, where=where, **parts)
-    bases = base_adapter(ds)
-    kmer = [kmer_counts(ds, bases, strand_symmetric=s) for s in (False, True)]
-    on_bases = seqattn.evaluate(OnBases(model, adapter), ds, bases, where=where,
-                                baselines=kmer)
-    names = [f"k-mer counts logistic (KmerCounts{', strand-symmetric' * b.strand_symmetric}, "
-             "k on validation)" for b in kmer]  # the k chosen is in `chosen`
-    on_bases = on_bases.isel(predictor=slice(1, None)).assign_coords(predictor=names)
-    return xr.concat([on_tokens, on_bases], "predictor", data_vars="minimal",
-                     coords="minimal", compat="override")
+    baseline it fits on the model's k-mer tokens: logistic regression on their frequencies,
+    nearest neighbour, and KmerCounts plain and strand-symmetric on the bases they hold (k and
+    penalty chosen on validation)."""
+    return seqattn.evaluate(model, ds, adapter, where=where, train=ds.part == "train",
+                            validation=ds.part == "validation")
 
 
 # ---- attribution and motifs ----------------------------------------------------------------
@@ -405,7 +360,7 @@ def report(results, ds):
     parts, counts = np.unique(ds.part.values.astype(str), return_counts=True)
     sizes = ", ".join(f"{name} {n}" for name, n in zip(parts, counts))
     print(f"\nsequences: {sizes}; the test files' scores (model: strand-symmetric, "
-          f"{results['choice']}; the baselines on its tokens, then KmerCounts on the bases):")
+          f"{results['choice']}; the baselines on its k-mer tokens):")
     print(seqattn.evaluation.table(results["scores"]).to_string(float_format="%.3f"))
     print("validation per candidate:")
     print(results["validation"][["auroc", "log_loss", "seconds"]].to_dataframe().to_string(

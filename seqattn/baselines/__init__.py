@@ -19,8 +19,9 @@ Families (one module each), by the task the targets describe (:mod:`.base`):
   :class:`NodeFeatures`, and for classes :class:`LabelPropagation`;
 * per sample: :class:`PooledFeatures` (ridge / logistic on pooled inputs),
   :class:`NearestNeighbour`; sequences of one length (a library of variants):
-  :class:`PositionFeatures` (additive, and pairwise where its columns fit); DNA bases:
-  :class:`KmerCounts`; structures with atom types: :class:`ElementCounts`.
+  :class:`PositionFeatures` (additive, and pairwise where its columns fit); DNA bases (or
+  a k-mer model's ids, the bases read back from them): :class:`KmerCounts`, plain and
+  strand-symmetric; structures with atom types: :class:`ElementCounts`.
 
 scikit-learn (the ``baselines`` extra) serves logistic regression and the neighbour search.
 """
@@ -60,7 +61,9 @@ def for_batch(batch, adapter=None):
     adapter : object, optional
         The adapter that made `batch`. A :class:`~seqattn.adapters.ForecastWindows` on a
         time axis whose steps are shorter than a day and divide it, with a history that
-        reaches a day back from every lead's valid time, adds :class:`SeasonalPersistence`.
+        reaches a day back from every lead's valid time, adds :class:`SeasonalPersistence`;
+        a :class:`~seqattn.adapters.GenomeAdapter` of k-mer ids adds :class:`KmerCounts` on
+        the bases they hold (plain and strand-symmetric, as on single bases).
 
     Returns
     -------
@@ -85,9 +88,18 @@ def for_batch(batch, adapter=None):
                   if position_width(batch, pairwise) <= MAX_FEATURES]
     if getattr(structure, "types", None) is not None:
         found.append(ElementCounts())
-    if _reads_bases(batch):
-        found.append(KmerCounts())
+    tokens = {"token_k": adapter.k, "token_stride": adapter.stride} \
+        if _kmer_ids_of(adapter) else {} if _reads_bases(batch) else None
+    if tokens is not None:  # either strand may be read: the counts plain and strand-symmetric
+        found += [KmerCounts(strand_symmetric=s, **tokens) for s in (False, True)]
     return found
+
+
+def _kmer_ids_of(adapter):
+    """Whether `adapter` is a GenomeAdapter making k-mer ids (k > 1)."""
+    from ..adapters import GenomeAdapter
+
+    return isinstance(adapter, GenomeAdapter) and adapter.tokens == "ids" and adapter.k > 1
 
 
 def _seasonal(adapter):
@@ -169,11 +181,13 @@ def warm_start(model, baseline, keep_head=False):
     model : seqattn.models.TokenModel or seqattn.models.SequenceModel
         A model built with a linear path (``linear=True``, or ``linear_leads``) whose inputs
         are the baseline's features.
-    baseline : TokenFeatures, PooledFeatures, PositionFeatures or LeadRidge
+    baseline : TokenFeatures, PooledFeatures, PositionFeatures, KmerCounts or LeadRidge
         The fitted baseline; a PooledFeatures pools the mean only (``statistics=("mean",)``,
         ``linear_features="mean"``) or, of float tokens, all its statistics
         (``linear_features="pooled"``); a PositionFeatures is read by
-        ``linear_features="additive"`` or ``"pairwise"`` as it is.
+        ``linear_features="additive"`` or ``"pairwise"`` as it is; a KmerCounts fitted on the
+        model's own overlapping k-mer ids (``token_k``, k at most ``token_k``) by the path on
+        their frequencies (:meth:`KmerCounts.on_token_frequencies`).
     keep_head : bool, default False
         Keep the head's weights instead of zeroing them.
 
@@ -193,6 +207,14 @@ def _start_path(model, baseline):
     """warm_start's work: the path set, the head zeroed."""
     if isinstance(baseline, LeadRidge) and baseline.chosen is not None:
         _start_from_lead_ridge(model, baseline)
+        return
+    if isinstance(baseline, KmerCounts):
+        has = getattr(getattr(model, "config", None), "linear_features", "mean")
+        if has != "mean" or getattr(model.config, "vocab_size", None) is None:
+            raise ValueError("a KmerCounts starts the linear path on the frequencies of k-mer "
+                             "ids: build the model on GenomeAdapter(tokens='ids') batches with "
+                             "linear=True")
+        model.start_from_linear(*baseline.on_token_frequencies())
         return
     if not isinstance(baseline, LinearBaseline) or baseline.chosen is None:
         raise ValueError(f"baseline is {baseline!r}; expected a fitted TokenFeatures, "

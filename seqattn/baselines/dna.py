@@ -3,9 +3,16 @@
 Reads single-base tokens, as the genome adapter makes them with ``k=1``: ids (B, N) with
 A, C, G, T = 0-3 (4 is an unknown base; a larger id means k-mer tokens, refused), or one-hot
 rows (B, N, 4 or 5), the first four columns A, C, G, T. A k-mer is k consecutive tokens that
-are all known bases and not padding; its id is ``sum(base_j * 4 ** (k - 1 - j))``, the adapter's own numbering. With
-``strand_symmetric`` a k-mer and its reverse complement count as one. The features are each
-sample's k-mer frequencies (counts over its number of k-mers), kept sparse.
+are all known bases and not padding; its id is ``sum(base_j * 4 ** (k - 1 - j))``, the
+adapter's own numbering. With ``strand_symmetric`` a k-mer and its reverse complement count as
+one. The features are each sample's k-mer frequencies (counts over its number of k-mers), kept
+sparse.
+
+With ``token_k`` (and ``token_stride``) it reads the k-mer ids of ``GenomeAdapter(k=token_k,
+stride=token_stride, tokens="ids")`` instead, the tokens a k-mer model sees: each base is read
+back from a known k-mer that holds it. With stride 1 every base of a peak without ambiguous
+bases is read back, so the frequencies are those of its single bases; a base whose every
+k-mer holds an N (or, with a stride, lies in a partial last k-mer) is unknown.
 """
 import numpy as np
 from scipy import sparse
@@ -18,9 +25,12 @@ KMER_SIZES = (3, 4, 5, 6)
 UNKNOWN = -1
 
 
-def bases(batch):
-    """(B, N) base codes 0-3, UNKNOWN where the token is not a known base or is padding."""
+def bases(batch, token_k=1, token_stride=1):
+    """(B, N) base codes 0-3, UNKNOWN where the token is not a known base or is padding; of
+    k-mer ids (``token_k`` > 1) the bases read back from them."""
     tokens = np.asarray(batch.tokens)
+    if token_k > 1:
+        return bases_of_kmers(tokens, np.asarray(batch.key_padding_mask), token_k, token_stride)
     if tokens.dtype.kind in "iu" and tokens.ndim == 2:
         if tokens.max(initial=0) > 4:
             raise ValueError(f"token ids run up to {tokens.max()}; k-mer counts read single "
@@ -36,6 +46,25 @@ def bases(batch):
                          "counts read single bases: ids (B, N) with A, C, G, T = 0-3 or one-hot "
                          "rows (B, N, 4 or 5) (GenomeAdapter(k=1))")
     return np.where(np.asarray(batch.key_padding_mask), UNKNOWN, codes)
+
+
+def bases_of_kmers(tokens, key_padding_mask, k, stride):
+    """(B, (N - 1) * stride + k) base codes of k-mer ids (B, N) taken every `stride` bases: each
+    base from a known, unpadded k-mer that holds it, UNKNOWN where none does."""
+    if tokens.dtype.kind not in "iu" or tokens.ndim != 2:
+        raise ValueError(f"tokens have shape {tokens.shape} and dtype {tokens.dtype}; k-mer "
+                         f"counts with token_k={k} read k-mer ids (B, N) "
+                         f"(GenomeAdapter(k={k}, tokens='ids'))")
+    if tokens.max(initial=0) > 4 ** k:
+        raise ValueError(f"token ids run up to {tokens.max()}; {k}-mer ids run up to {4 ** k} "
+                         f"(the unknown k-mer): is token_k={k} the adapter's k?")
+    B, N = tokens.shape
+    codes = np.full((B, (N - 1) * stride + k if N else 0), UNKNOWN, dtype=np.int64)
+    rows, columns = np.nonzero((tokens < 4 ** k) & ~key_padding_mask)
+    known = tokens[rows, columns]
+    for offset in range(k):
+        codes[rows, columns * stride + offset] = (known // 4 ** (k - 1 - offset)) % 4
+    return codes
 
 
 def kmer_ids(codes, k, strand_symmetric):
@@ -73,18 +102,47 @@ class KmerCounts(LinearBaseline):
     strand_symmetric : bool, default False
         Count a k-mer and its reverse complement as one (for sequences read on either
         strand).
+    token_k, token_stride : int, default 1
+        The k and stride of the k-mer ids it reads (``GenomeAdapter(k=token_k,
+        stride=token_stride, tokens="ids")``, a k-mer model's own batches); 1: single bases.
     """
 
-    def __init__(self, kmer_sizes=KMER_SIZES, strand_symmetric=False):
+    def __init__(self, kmer_sizes=KMER_SIZES, strand_symmetric=False, token_k=1,
+                 token_stride=1):
         self.kmer_sizes = tuple(kmer_sizes)
         self.strand_symmetric = bool(strand_symmetric)
+        self.token_k, self.token_stride = int(token_k), int(token_stride)
+        if self.token_k < 1 or self.token_stride < 1:
+            raise ValueError(f"token_k={token_k!r} and token_stride={token_stride!r}; expected "
+                             "positive ints (the adapter's k and stride)")
 
     @property
     def kind(self):
-        return f"{self.k if self.chosen else 'k'}-mer"
+        return f"{self.k if self.chosen else 'k'}-mer" + \
+            " strand-symmetric" * self.strand_symmetric
 
     def features(self, batch):
-        return kmer_frequencies(bases(batch), self.k, self.strand_symmetric)
+        return kmer_frequencies(bases(batch, self.token_k, self.token_stride), self.k,
+                                self.strand_symmetric)
+
+    def on_token_frequencies(self):
+        """The fitted map as (weight (outputs, 4 ** token_k), bias (outputs,)) on the
+        frequencies of the overlapping ``token_k``-mer ids it reads (stride 1): each shorter
+        k-mer's weight spread evenly over the k - k' + 1 places it has in a ``token_k``-mer.
+        This is the map of a k-mer model's linear path (:func:`seqattn.baselines.warm_start`),
+        equal to the baseline's but for the k-mers within ``token_k`` bases of a sequence's
+        ends, which a bag of ``token_k``-mers cannot place."""
+        if self.chosen is None:
+            raise ValueError("KmerCounts is not fitted; fit it before reading its map")
+        big, k = self.token_k, self.k
+        if self.token_stride != 1 or k > big:
+            raise ValueError(f"the {k}-mer map cannot be read on {big}-mer ids every "
+                             f"{self.token_stride} bases: the ids must overlap (token_stride=1) "
+                             f"and hold the k-mers (k at most token_k={big})")
+        every = (np.arange(4 ** big)[:, None] // 4 ** np.arange(big - 1, -1, -1)) % 4
+        inside = kmer_ids(every, k, self.strand_symmetric)  # (4 ** big, big - k + 1)
+        weight, bias = self.model.raw()
+        return weight[:, inside].mean(axis=2), bias
 
     def _fit(self, train, validation):
         if self.layout.per_token:

@@ -26,13 +26,14 @@ def test_each_task_gets_its_families():
     assert kinds(batch(values, np.array([0, 1, 0, 1]))) == [PooledFeatures, NearestNeighbour,
                                                             PositionFeatures, PositionFeatures]
     assert kinds(batch(RNG.integers(0, 4, (4, 9)), np.array([0, 1, 0, 1]))) == \
-        [PooledFeatures, NearestNeighbour, PositionFeatures, PositionFeatures, KmerCounts]
+        [PooledFeatures, NearestNeighbour, PositionFeatures, PositionFeatures, KmerCounts,
+         KmerCounts]
     kmer_ids = RNG.integers(0, 4097, (4, 9))
     assert kinds(batch(kmer_ids, np.array([0, 1, 0, 1]))) == [PooledFeatures, NearestNeighbour]
     padded = np.arange(9)[None, :] > np.array([8, 6, 7, 5])[:, None]
     assert kinds(batch(RNG.integers(0, 4, (4, 9)), np.array([0, 1, 0, 1]),
                        key_padding_mask=padded)) == [PooledFeatures, NearestNeighbour,
-                                                     KmerCounts]
+                                                     KmerCounts, KmerCounts]
     codes = np.ones((4, 3, 3))
     assert kinds(graph_batch(values, codes, np.zeros((4, 3), int), np.zeros((4, 3)))) == \
         [NodeFeatures, LabelPropagation]

@@ -59,3 +59,18 @@ def test_kmer_ids_are_not_read_as_bases():
     kmers = batch(np.array([[0, 4000, 17]]), [0])
     with pytest.raises(ValueError, match="token ids run up to 4000"):
         bases(kmers)
+
+
+def test_kmer_ids_are_read_back_to_their_bases():
+    """2-mer ids every base: ACGT -> AC, CG, GT; padding and the unknown 2-mer (id 16) hold no
+    base, but a base held by a known neighbour is still read."""
+    ids = np.array([[A * 4 + C, C * 4 + G, G * 4 + T, 16], [16, C * 4 + A, A * 4 + A, 0]])
+    padding = np.array([[False, False, False, False], [False, False, False, True]])
+    codes = bases(batch(ids, [0, 1], key_padding_mask=padding), token_k=2)
+    assert codes.tolist() == [[A, C, G, T, UNKNOWN], [UNKNOWN, C, A, A, UNKNOWN]]
+    strided = bases(batch(np.array([[A * 4 + C, G * 4 + T]]), [0]), token_k=2, token_stride=2)
+    assert strided.tolist() == [[A, C, G, T]]
+    with pytest.raises(ValueError, match="is token_k=2 the adapter's k"):
+        bases(batch(np.array([[0, 4000]]), [0]), token_k=2)
+    with pytest.raises(ValueError, match="token_k=0"):
+        KmerCounts(token_k=0)

@@ -88,18 +88,40 @@ QUICK = dict(days=80, train_fraction=0.65, validation_fraction=0.15, epochs=20)
 
 # ---- the physics -------------------------------------------------------------------------------
 
-def angular_velocity(lat, lon):
+@dataclasses.dataclass(frozen=True)
+class Physics:
+    """The simulated world's settings; the defaults are the world the recipe was fixed on
+    (other settings make other data of the same kind: benchmarks/transfer_advection.py)."""
+
+    jet_speed: float = 35.0          # m/s, westerly jets at +-jet_latitude
+    jet_latitude: float = 45.0       # degrees
+    trade_speed: float = 0.0         # m/s, easterly band about the equator (none by default)
+    trade_width: float = 15.0        # degrees, its e-folding half-width
+    kappa: float = 4e5               # m2/s, diffusivity
+    removal_days: float = 4.0        # e-folding time of the removal
+    n_sources: int = 6
+    source_latitudes: tuple = (-60.0, 60.0)  # the sources' centres are uniform in this band
+    source_rate: float = 100.0       # ppb per day at a source's centre, on average
+    source_memory_days: float = 4.0  # the red noise's memory of the sources' strengths
+
+
+def angular_velocity(lat, lon, physics=Physics()):
     """(dlat/dt, dlon/dt) in rad/s of the wind at (lat, lon) in radians.
 
-    The flow is non-divergent: westerly jets of 35 m/s at 45N and 45S, 8 m/s solid-body
-    westerlies, and a zonal wavenumber-3 stationary wave with stream function
-    psi = -A a cos^2(lat) sin(3 lon), whose v = 3 A cos(lat) cos(3 lon) reaches 6 m/s.
+    The flow is non-divergent: westerly jets (by default 35 m/s at 45N and 45S), 8 m/s
+    solid-body westerlies, an optional easterly band about the equator, and a zonal
+    wavenumber-3 stationary wave with stream function psi = -A a cos^2(lat) sin(3 lon), whose
+    v = 3 A cos(lat) cos(3 lon) reaches 6 m/s.
     Written as angular rates the terms stay finite at the poles, where u and v vanish.
     """
     degrees = np.rad2deg(lat)
-    jets = 35.0 * (np.exp(-((degrees - 45) / 12) ** 2) + np.exp(-((degrees + 45) / 12) ** 2))
+    jet = physics.jet_latitude
+    jets = physics.jet_speed * (np.exp(-((degrees - jet) / 12) ** 2)
+                                + np.exp(-((degrees + jet) / 12) ** 2))
+    trades = -physics.trade_speed * np.exp(-(degrees / physics.trade_width) ** 2)
     wave = 6.0 / 3
-    u = 8.0 * np.cos(lat) + jets + 2 * wave * np.cos(lat) * np.sin(lat) * np.sin(3 * lon)
+    u = 8.0 * np.cos(lat) + jets + trades + 2 * wave * np.cos(lat) * np.sin(lat) * np.sin(
+        3 * lon)
     v = 3 * wave * np.cos(lat) * np.cos(3 * lon)
     return v / EARTH_RADIUS, u / (EARTH_RADIUS * np.cos(lat))
 
@@ -126,8 +148,10 @@ class Integrator:
 
     PAD = 3  # rows/columns past the edges; cubic interpolation needs 2
 
-    def __init__(self, lat, lon, dt, kappa=4e5, removal_days=4.0):
+    def __init__(self, lat, lon, dt, physics=Physics()):
         self.dt = dt
+        self.physics = physics
+        kappa = physics.kappa
         self.lat, self.lon = np.meshgrid(np.deg2rad(lat), np.deg2rad(lon), indexing="ij")
         self.dlat = np.deg2rad(lat[1] - lat[0])
         self.dlon = np.deg2rad(lon[1] - lon[0])
@@ -138,7 +162,7 @@ class Integrator:
         wavenumber = np.fft.rfftfreq(len(lon), 1.0 / len(lon))
         x = EARTH_RADIUS * np.cos(self.lat[:, :1])
         self.lon_damping = 1.0 / (1.0 + kappa * dt * (wavenumber[None, :] / x) ** 2)
-        self.removal = np.exp(-dt / (removal_days * 86400.0))
+        self.removal = np.exp(-dt / (physics.removal_days * 86400.0))
         # metric factors of (1/cos) d/dlat (cos d/dlat) at the cell faces
         faces = self.lat[:, 0] + self.dlat / 2
         self.north_face = (np.cos(faces) / np.cos(self.lat[:, 0]))[:, None]
@@ -148,10 +172,10 @@ class Integrator:
         """Where the air arriving at each cell centre was dt ago, as (row, column) indices
         into the padded field. The wind is steady, so this is computed once."""
         lat, lon = self.lat, self.lon
-        dlat_dt, dlon_dt = angular_velocity(lat, lon)
+        dlat_dt, dlon_dt = angular_velocity(lat, lon, self.physics)
         for _ in range(2):  # midpoint rule: rates at the middle of the trajectory
             dlat_dt, dlon_dt = angular_velocity(lat - 0.5 * self.dt * dlat_dt,
-                                                lon - 0.5 * self.dt * dlon_dt)
+                                                lon - 0.5 * self.dt * dlon_dt, self.physics)
         row = (lat - self.dt * dlat_dt - lat[0, 0]) / self.dlat
         column = np.mod((lon - self.dt * dlon_dt - lon[0, 0]) / self.dlon, lat.shape[1])
         return np.stack([row + self.PAD, column + self.PAD])
@@ -166,27 +190,29 @@ class Integrator:
         return q * self.removal + self.dt * sources
 
 
-def simulate(config):
-    """The tracer Dataset (time, lat, lon), plus the wind as static fields; deterministic."""
+def simulate(config, physics=Physics()):
+    """The tracer Dataset (time, lat, lon), plus the wind as static fields; deterministic
+    given ``config.seed``, in the world `physics` describes."""
     rng = np.random.default_rng(config.seed)
     step = 180.0 / config.nlat
     lat = -90 + step * (np.arange(config.nlat) + 0.5)
     lon = np.arange(config.nlon) * (360.0 / config.nlon)
     dt = config.output_hours * SECONDS_PER_HOUR / config.substeps
-    integrator = Integrator(lat, lon, dt)
+    integrator = Integrator(lat, lon, dt, physics)
 
-    # Six Gaussian sources (about 800 km wide) with log-normal strengths that are red noise in
-    # time (a four-day memory): most of tomorrow's emission is predictable from today's.
-    n_sources = 6
-    centre_lat = np.deg2rad(rng.uniform(-60, 60, n_sources))
+    # Gaussian sources (about 800 km wide; by default six) with log-normal strengths that are
+    # red noise in time (by default a four-day memory): most of tomorrow's emission is
+    # predictable from today's.
+    n_sources = physics.n_sources
+    centre_lat = np.deg2rad(rng.uniform(*physics.source_latitudes, n_sources))
     centre_lon = rng.uniform(0, 2 * np.pi, n_sources)
     distance = np.arccos(np.clip(
         np.sin(integrator.lat[..., None]) * np.sin(centre_lat)
         + np.cos(integrator.lat[..., None]) * np.cos(centre_lat)
         * np.cos(integrator.lon[..., None] - centre_lon), -1, 1)) * EARTH_RADIUS
     shapes = np.exp(-(distance / 8e5) ** 2)  # (lat, lon, source)
-    rate = 100.0 / 86400.0  # ppb per second at a source's centre, on average
-    memory = np.exp(-dt / (4 * 86400.0))
+    rate = physics.source_rate / 86400.0  # ppb per second at a source's centre, on average
+    memory = np.exp(-dt / (physics.source_memory_days * 86400.0))
     log_strength = rng.normal(size=n_sources)
 
     n_out = (config.spinup_days + config.days) * 24 // config.output_hours
@@ -201,7 +227,7 @@ def simulate(config):
     keep = config.spinup_days * 24 // config.output_hours
     times = (np.datetime64("2001-01-01T00") + np.arange(n_out - keep)
              * np.timedelta64(config.output_hours, "h"))
-    u_lat, u_lon = angular_velocity(integrator.lat, integrator.lon)
+    u_lat, u_lon = angular_velocity(integrator.lat, integrator.lon, physics)
     return xr.Dataset(
         {"tracer": (("time", "lat", "lon"), out[keep:].astype(np.float32),
                     {"long_name": "passive tracer mixing ratio", "units": "ppb"}),

@@ -132,21 +132,24 @@ def _cluster(shape, spacing):
         make("Cu", size, 1, latticeconstant=spacing)
 
 
-def make_structures(config, rng):
-    """Clusters and supercells of random Cu-Au composition with EMT energies and forces."""
+def make_structures(config, rng, lattice=LATTICE):
+    """Clusters and supercells of random composition with EMT energies and forces: of the two
+    elements of ``lattice`` ({atomic number: fcc lattice constant}; Cu-Au by default), the
+    second's share is drawn per structure."""
     from ase.build import bulk
     from ase.calculators.emt import EMT
 
+    (host, host_a), (guest, guest_a) = lattice.items()
     structures = []
     for i in range(config.n_clusters + config.n_supercells):
-        gold = rng.uniform(0, 1)
-        spacing = ((1 - gold) * LATTICE[29] + gold * LATTICE[79]) * \
+        share = rng.uniform(0, 1)
+        spacing = ((1 - share) * host_a + share * guest_a) * \
             (1 + rng.uniform(-config.strain, config.strain))
         if i < config.n_clusters:
             atoms = _cluster(config.cluster_shapes[i % len(config.cluster_shapes)], spacing)
         else:
             atoms = bulk("Cu", "fcc", a=spacing, cubic=True).repeat(2)
-        atoms.numbers = np.where(rng.random(len(atoms)) < gold, 79, 29)
+        atoms.numbers = np.where(rng.random(len(atoms)) < share, guest, host)
         atoms.rattle(config.rattle, seed=int(rng.integers(2 ** 31)))
         atoms.calc = EMT()
         atoms.get_forces()
@@ -251,15 +254,15 @@ def energy_score(scores, reference):
 BASELINE_GRID = {"force_weight": (0.0, 0.01, 0.1, 1.0, 10.0), "ridge": (1e-6, 1e-4, 1e-2)}
 
 
-def validation_sweep(structures, parts, cutoffs):
+def validation_sweep(structures, parts, cutoffs, elements=tuple(LATTICE)):
     """{(cutoff, force weight, ridge): validation (energy MAE, force MAE)} of the pair
-    potential fitted on the training structures, for every cutoff and ``BASELINE_GRID`` point
-    (each cutoff's features computed once)."""
+    potential of ``elements`` fitted on the training structures, for every cutoff and
+    ``BASELINE_GRID`` point (each cutoff's features computed once)."""
     train = [structures[i] for i in parts["train"]]
     validation = [structures[i] for i in parts["validation"]]
     scores = {}
     for cutoff in cutoffs:
-        potential = PairPotential(cutoff)
+        potential = PairPotential(cutoff, elements=elements)
         train_features = [potential.features(a) for a in train]
         validation_features = [potential.features(a) for a in validation]
         for force_weight, ridge in itertools.product(*BASELINE_GRID.values()):
@@ -270,14 +273,15 @@ def validation_sweep(structures, parts, cutoffs):
     return scores
 
 
-def baseline(structures, parts, sweep, criterion, reference, cutoffs):
-    """The pair potential, fitted on the training structures, whose setting (among the
-    ``sweep``'s with a cutoff in ``cutoffs``) is best on validation by ``criterion``."""
+def baseline(structures, parts, sweep, criterion, reference, cutoffs, elements=tuple(LATTICE)):
+    """The pair potential of ``elements``, fitted on the training structures, whose setting
+    (among the ``sweep``'s with a cutoff in ``cutoffs``) is best on validation by
+    ``criterion``."""
     setting = min((key for key in sweep if key[0] in cutoffs),
                   key=lambda key: criterion(sweep[key], reference))
     cutoff, force_weight, ridge = setting
     train = [structures[i] for i in parts["train"]]
-    return PairPotential(cutoff).fit(train, force_weight, ridge), \
+    return PairPotential(cutoff, elements=elements).fit(train, force_weight, ridge), \
         {"cutoff": cutoff, "force_weight": force_weight, "ridge": ridge}
 
 

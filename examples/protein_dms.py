@@ -145,9 +145,14 @@ def mutation_labels(codes, wild_codes, wild_type, first_position):
 def load(name, subsample=None, seed=0):
     """The residue Dataset of scan `name`'s variants (``y``, ``weight`` where the scan has
     errors, coords ``part``, ``mutations``, ``n_mutations``) and its wild type."""
+    return load_scan(SCANS[name], subsample, seed)
+
+
+def load_scan(scan, subsample=None, seed=0):
+    """`load` of a Scan: any of MAVE-NN's scans with the columns of SCANS' files (``set``,
+    ``dist``, ``y``, ``x``; ``dy`` where it has errors)."""
     import pandas as pd
 
-    scan = SCANS[name]
     table = pd.read_csv(resources() / scan.file)
     wild_type = wild_type_of(table["x"], table["dist"].to_numpy())
     if subsample is not None:

@@ -21,11 +21,13 @@ same kind (singles and doubles, each weighted by 1 / dy^2, tens of thousands of 
 in the notes); the row's strongest baseline is the best by the mean over the seeds.
 
     pip install --no-deps mavenn
-    python benchmarks/transfer_dms.py [--quick] [--seeds 0]
+    python benchmarks/transfer_dms.py [--quick] [--seeds 0] [--json PATH]
 """
 import argparse
+import json
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import xarray as xr
 
@@ -142,17 +144,23 @@ def table_rows(module, quick, runs):
                                                      run["scores"]["chosen"].values) if c}
             chosen.update({own_name(name): {"alpha": v["alpha"], "pair_scale": v["pair_scale"]}
                            for name, v in run["own"].items()})
-            row["notes"].append(f"seed {seed}: d_model {run['model'].config.d_model}, "
+            sizes = {p: int(run["parts"][p].sum()) for p in module.PARTS}
+            row["notes"].append(f"seed {seed}: {sizes}, d_model {run['model'].config.d_model}, "
                                 f"baselines chose {chosen}")
-            row["sizes"] = {p: int(run["parts"][p].sum()) for p in module.PARTS}
+            for p, n in sizes.items():  # the quick subsample draws its variants per seed
+                row.setdefault("sizes", {}).setdefault(p, set()).add(n)
     recipe = "protein_dms.py" + (" --quick" if quick else f" (FULL['{FULL_RECIPE}'])")
     return [Row(recipe, "MAVE-NN amyloid_data.csv.gz (Abeta42 nucleation, Seuma et al. 2021), "
-                f"split {split} ({', '.join(f'{p} {n}' for p, n in row['sizes'].items())})",
+                f"split {split} ({', '.join(f'{p} {span(n)}' for p, n in row['sizes'].items())})",
                 "r2", seeds, row["r2"].pop("model"), row["r2"],
                 notes="; ".join(row["notes"]) + "; test Spearman per seed: " + str(
                     {name: [round(v, 4) for v in values]
                      for name, values in row["spearman"].items()}))
             for split, row in found.items()]
+
+
+def span(values):
+    return "-".join(str(v) for v in sorted({min(values), max(values)}))
 
 
 HEADER = ("| recipe | transfer set | seeds | recipe's test metric (mean +- std) | strongest "
@@ -164,12 +172,19 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="the example's quick recipe (CI)")
     parser.add_argument("--seeds", type=int, nargs="+",
                         help="these seeds instead of the protocol's (a smoke run)")
+    parser.add_argument("--json", help="write the rows to this JSON file (transfer.py --table "
+                                       "prints them)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     found = rows(quick=args.quick, seeds=args.seeds)
-    print(f"\n{time.perf_counter() - started:.0f} s on {machine()}\n{HEADER}")
+    for row in found:
+        row.notes += f"; dms: {time.perf_counter() - started:.0f} s on {machine()}"
+    print(f"\n{HEADER}")
     for row in found:
         print(row.line())
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.as_dict() for r in found], indent=1,
+                                              default=str))
     return found
 
 

@@ -14,6 +14,10 @@ from seqattn.evaluation import HIGHER_IS_BETTER
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+HEADER = ("| recipe | transfer set | seeds | recipe's test metric (mean +- std) | strongest "
+          "baseline (mean) | margin | verdict |\n| --- | --- | --- | --- | --- | --- | --- |")
+
+
 def example(name):
     """The example module ``examples/<name>.py``, imported (its main() is not run)."""
     if str(EXAMPLES) not in sys.path:

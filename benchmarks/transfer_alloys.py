@@ -153,6 +153,11 @@ def seed_figures(module, run):
     return figures
 
 
+def chosen_only(chosen):
+    """A baseline's choice from evaluate's ``chosen`` JSON, without its validation curve."""
+    return {k: v for k, v in json.loads(chosen).items() if k != "validation_mse"}
+
+
 def rows(quick=False, seeds=None):
     """The alloy recipe on Ni-Pt, one Row per metric (energy MAE per atom, energy MAE per
     structure, force MAE), each against seqattn.baselines' (energies only) and the example's
@@ -174,11 +179,13 @@ def rows(quick=False, seeds=None):
                     name = "k-nearest neighbour (k on validation)"
                 baseline_scores.setdefault(metric, {}).setdefault(name, []).append(value)
         scores = run["scores"]
+        chosen = {str(p): chosen_only(c) for p, c in zip(scores.predictor.values[1:],
+                                                          scores["chosen"].values[1:])}
+        chosen.update({PAIR_POTENTIALS[name]: pair_chosen
+                       for name, (_, _, pair_chosen) in run["pair"].items()})
         notes.append(f"seed {seed}: {run['seconds']:.0f} s, epochs run "
-                     f"{[len(h['loss']) for h in run['histories']]}, pair potentials chosen "
-                     f"{ {name: chosen for name, (_, _, chosen) in run['pair'].items()} }, "
-                     f"seqattn.baselines chosen "
-                     f"{dict(zip(scores.predictor.values[1:], scores['chosen'].values[1:]))}")
+                     f"{[len(h['loss']) for h in run['histories']]}, chosen on validation "
+                     f"{chosen}")
         print(f"alloys seed {seed} ({run['seconds']:.0f} s): " + "; ".join(
             f"{metric}: seqattn {model_scores[metric][-1]:.3f}, " + ", ".join(
                 f"{name} {v[-1]:.3f}" for name, v in baseline_scores[metric].items())

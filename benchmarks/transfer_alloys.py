@@ -34,7 +34,7 @@ import xarray as xr
 
 import seqattn
 from seqattn.readers import from_ase
-from transfer_rows import Row, example, machine, metric_of
+from transfer_rows import HEADER, Row, example, machine, metric_of
 
 ELEMENTS = (28, 78)  # Ni, Pt: the first is the host, the second's share is drawn per structure
 SEEDS = (0, 1, 2)
@@ -196,11 +196,6 @@ def rows(quick=False, seeds=None):
     return [Row("alloy_forces.py" + (" --quick" if quick else ""), transfer_set, metric, seeds,
                 model_scores[metric], baseline_scores[metric], notes="; ".join(notes))
             for metric in model_scores]
-
-
-# transfer.py's header; not imported from there, which will import this module
-HEADER = ("| recipe | transfer set | seeds | recipe's test metric (mean +- std) | strongest "
-          "baseline (mean) | margin | verdict |\n| --- | --- | --- | --- | --- | --- | --- |")
 
 
 def main(argv=None):

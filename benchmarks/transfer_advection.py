@@ -18,14 +18,13 @@ seed sets its training as in the example.
 
 Run ``python benchmarks/transfer_advection.py [--quick] [--seeds 0]``.
 """
-import argparse
 import dataclasses
 import time
 
 import numpy as np
 
 import seqattn
-from transfer_rows import Row, example, machine, metric_of
+from transfer_rows import Row, example, metric_of, run_alone
 
 SEEDS = (0, 1, 2)
 TRANSFER_DATA_SEED = 38  # the transfer world's sources and their noise; fixed before any run
@@ -89,24 +88,5 @@ def rows(quick=False, seeds=None):
                 notes=f"RMSE [ppb] per lead per seed: {per_lead}; epochs run per seed: {epochs}")]
 
 
-def main(argv=None):
-    # imported here so that transfer.py can import this module (its DOMAINS) without a cycle
-    from transfer import HEADER
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the example's quick recipe (CI)")
-    parser.add_argument("--seeds", type=int, nargs="+",
-                        help="these seeds instead of the protocol's (a smoke run)")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    found = rows(quick=args.quick, seeds=args.seeds)
-    print("\n" + HEADER)
-    for row in found:
-        row.notes += f"; advection: {time.perf_counter() - start:.0f} s on {machine()}"
-        print(row.line())
-        print(f"notes: {row.notes}")
-    return found
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(rows, "advection", __doc__.split("\n")[0])

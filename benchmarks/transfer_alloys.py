@@ -23,18 +23,16 @@ metric), the forces from ``seqattn.predict`` as the example reads them (the base
 
     python benchmarks/transfer_alloys.py [--quick] [--seeds 0]
 """
-import argparse
 import dataclasses
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
 import seqattn
 from seqattn.readers import from_ase
-from transfer_rows import HEADER, Row, example, machine, metric_of
+from transfer_rows import Row, example, metric_of, run_alone
 
 ELEMENTS = (28, 78)  # Ni, Pt: the first is the host, the second's share is drawn per structure
 SEEDS = (0, 1, 2)
@@ -198,24 +196,5 @@ def rows(quick=False, seeds=None):
             for metric in model_scores]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the example's quick recipe (CI)")
-    parser.add_argument("--seeds", type=int, nargs="+", help="these seeds instead of 0 1 2")
-    parser.add_argument("--json", help="write the rows to this JSON file")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    found = rows(quick=args.quick, seeds=args.seeds)
-    for row in found:
-        row.notes += f"; alloys: {time.perf_counter() - start:.0f} s on {machine()}"
-    print(f"\n{HEADER}")
-    for row in found:
-        print(row.line())
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.as_dict() for r in found], indent=1,
-                                              default=str))
-    return found
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(rows, "alloys", __doc__.split("\n")[0])

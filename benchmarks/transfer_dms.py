@@ -23,16 +23,13 @@ in the notes); the row's strongest baseline is the best by the mean over the see
     pip install --no-deps mavenn
     python benchmarks/transfer_dms.py [--quick] [--seeds 0] [--json PATH]
 """
-import argparse
-import json
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import xarray as xr
 
 import seqattn
-from transfer_rows import Row, example, machine, metric_of
+from transfer_rows import Row, example, metric_of, run_alone
 
 SEEDS = (0, 1, 2)
 FULL_RECIPE = "tdp43"  # the example's full recipe of the scan like this one: see the docstring
@@ -163,30 +160,6 @@ def span(values):
     return "-".join(str(v) for v in sorted({min(values), max(values)}))
 
 
-HEADER = ("| recipe | transfer set | seeds | recipe's test metric (mean +- std) | strongest "
-          "baseline (mean) | margin | verdict |\n| --- | --- | --- | --- | --- | --- | --- |")
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the example's quick recipe (CI)")
-    parser.add_argument("--seeds", type=int, nargs="+",
-                        help="these seeds instead of the protocol's (a smoke run)")
-    parser.add_argument("--json", help="write the rows to this JSON file (transfer.py --table "
-                                       "prints them)")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    found = rows(quick=args.quick, seeds=args.seeds)
-    for row in found:
-        row.notes += f"; dms: {time.perf_counter() - started:.0f} s on {machine()}"
-    print(f"\n{HEADER}")
-    for row in found:
-        print(row.line())
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.as_dict() for r in found], indent=1,
-                                              default=str))
-    return found
-
 
 if __name__ == "__main__":
-    main()
+    run_alone(rows, "dms", __doc__.split("\n")[0])

@@ -35,7 +35,6 @@ baseline of its own.
 
 Run ``python benchmarks/transfer_grids.py [--quick] [--seeds 0]``.
 """
-import argparse
 import dataclasses
 import time
 
@@ -44,13 +43,10 @@ import xarray as xr
 
 import seqattn
 from seqattn.train.select import select
-from transfer_rows import Row, example, machine, metric_of
+from transfer_rows import Row, example, metric_of, run_alone
 
 GRID_FILE = "A1B_north_america.nc"
 SEEDS = (0, 1, 2)
-HEADER = ("| recipe | transfer set | seeds | recipe's test metric (mean +- std) | strongest "
-          "baseline (mean) | margin | verdict |\n| --- | --- | --- | --- | --- | --- | --- |")
-
 
 def hadcm3_path(module):
     """The A1B file, in the folder of the recipe's own OSTIA file."""
@@ -160,21 +156,5 @@ def rows(quick=False, seeds=None):
                 notes=f"chosen: {chosen}")]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the example's quick recipe")
-    parser.add_argument("--seeds", type=int, nargs="+", help="these seeds instead of 0 1 2")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    found = rows(quick=args.quick, seeds=args.seeds)
-    for row in found:
-        row.notes += f"; grids: {time.perf_counter() - start:.0f} s on {machine()}"
-    print("\n" + HEADER)
-    for row in found:
-        print(row.line())
-        print(row.notes)
-    return found
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(rows, "grids", __doc__.split("\n")[0])

@@ -1,10 +1,13 @@
 """What every transfer domain shares (benchmarks/transfer.py runs them): a row of the table, the
 example scripts read as modules, one metric of an evaluate() result, the machine's name."""
+import argparse
 import dataclasses
+import json
 import os
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -91,3 +94,27 @@ def machine():
     except (OSError, StopIteration):
         model = platform.processor() or "unknown"
     return f"{model}, {os.cpu_count()} cores"
+
+
+def run_alone(rows, domain, description, argv=None):
+    """Run one domain's ``rows(quick, seeds)`` from the command line (``--quick``, ``--seeds``,
+    ``--json PATH``: what transfer.py does for every domain), print its rows, return them."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="the example's quick recipe (CI)")
+    parser.add_argument("--seeds", type=int, nargs="+",
+                        help="these seeds instead of the protocol's (a smoke run)")
+    parser.add_argument("--json", help="write the rows to this JSON file (transfer.py --table "
+                                       "prints them)")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    found = rows(quick=args.quick, seeds=args.seeds)
+    for row in found:
+        row.notes += f"; {domain}: {time.perf_counter() - started:.0f} s on {machine()}"
+    print("\n" + HEADER)
+    for row in found:
+        print(row.line())
+        print(f"notes: {row.notes}")
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.as_dict() for r in found], indent=1,
+                                              default=str))
+    return found

@@ -51,7 +51,7 @@ d_model 48: 24.4 / 145. The pair potential on validation: 42.8 / 254 by the crit
 Test MAEs (energy meV/atom, forces meV/A; quick: 91 / 21 / 28 structures, full: 312 / 72 / 96):
 
     run, seed                   seqattn     pair potential  at 3.4 A       for energies
-    quick, 0                    27.3  177   46.7  284       64.1  304      21.8  370
+    quick, 0                    29.6  179   46.7  284       64.1  304      21.8  370
     quick, 1                    22.6  155   25.9  333       66.6  278      32.5  646
     full, 0                     15.2   88   23.0  309       56.7  239      16.9  454
 

@@ -250,7 +250,9 @@ def scores(y, predicted, targets, rows):
     for name in [*np.unique(targets[rows]), "all"]:
         chosen = rows if name == "all" else rows[targets[rows] == name]
         rmse = float(np.sqrt(np.mean((predicted[chosen] - y[chosen]) ** 2)))
-        rho = float(spearmanr(predicted[chosen], y[chosen])[0]) if len(chosen) > 2 else np.nan
+        # a ranking needs three values and a predictor that varies (the mean per target does not)
+        ranks = len(chosen) > 2 and np.ptp(predicted[chosen]) > 0
+        rho = float(spearmanr(predicted[chosen], y[chosen])[0]) if ranks else np.nan
         out[name] = (rmse, rho)
     return out
 

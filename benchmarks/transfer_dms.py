@@ -59,25 +59,14 @@ def spearman(measured, predicted):
     return float(spearmanr(predicted, measured)[0])
 
 
-def split_model(module, config, ds, wild_type, split, parts):
-    """(model, adapter) of the recipe on one split, as the example's main trains and chooses
-    them."""
-    few = split != "published"
-    if not few:
-        return module.train(config, ds, wild_type, parts, few, progress=False)
-    candidates = [module.train(replace(config, d_model=width, dim_feedforward=2 * width), ds,
-                               wild_type, parts, few, progress=False)
-                  for width in config.few_widths]
-    return max(candidates, key=lambda c: module.validation_r2(*c, ds, parts))
-
-
 def seed_runs(module, config):
     """{split: run} of one seed (``config.seed``): the model, adapter, Dataset, parts, the
     evaluate scores on the test variants and the example's ridge models' test scores."""
     ds, wild_type = load_amyloid(module, config)
     runs = {}
     for split, parts in module.splits(ds, config).items():
-        model, adapter = split_model(module, config, ds, wild_type, split, parts)
+        model, adapter = module.trained_recipe(config, ds, wild_type, parts,
+                                               split != "published", progress=False)
         where = {p: xr.DataArray(parts[p], dims="record") for p in module.PARTS}
         scores = seqattn.evaluate(model, ds, adapter, where=where["test"],
                                   train=where["training"], validation=where["validation"],

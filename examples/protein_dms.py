@@ -10,8 +10,8 @@ Data: MAVE-NN's package resources (read by path; nothing of mavenn is imported):
   enrichment for IgG binding; published parts: 477,854 training, 26,519 validation, 26,364 test.
 * ``tdp43_data.csv.gz`` (``--data tdp43``): Bolognesi et al. (2019), residues 290 .. 373 of
   TDP-43, 1,266 single and 56,730 double mutants (stops included), ``y`` the toxicity score
-  with its measurement error ``dy``: the model and the ridge models weight each variant by
-  1 / dy^2.
+  with its measurement error ``dy``: the ridge models weight each variant by 1 / dy^2, and the
+  model is trained weighted so or unweighted, whichever scores the better validation R^2.
 
     pip install --no-deps mavenn
     pip install scikit-learn scipy matplotlib
@@ -303,6 +303,23 @@ def train(config, ds, wild_type, parts, few, progress):
     return model, adapter
 
 
+def trained_recipe(config, ds, wild_type, parts, few, progress):
+    """The recipe's (model, adapter) on one split: every candidate trained, the one with the
+    best validation R^2 kept (the first on a tie). The candidates: on few data the widths
+    (``few_widths``); for a scan with measurement errors, training weighted by 1 / dy^2 and
+    unweighted, since the variants are scored unweighted and where dy follows y the weights
+    tilt the fit toward one end of the scores."""
+    widths = config.few_widths if few else (config.d_model,)
+    weightings = (True, False) if "weight" in ds else (False,)
+    candidates = []
+    for width in widths:
+        sized = replace(config, d_model=width, dim_feedforward=2 * width) if few else config
+        for weighted in weightings:
+            data = ds if weighted else ds.drop_vars("weight", errors="ignore")
+            candidates.append(train(sized, data, wild_type, parts, few, progress))
+    return max(candidates, key=lambda c: validation_r2(*c, ds, parts))
+
+
 def validation_r2(model, adapter, ds, parts):
     valid = xr.DataArray(parts["validation"], dims="record")
     return r2(seqattn.predict(model, ds, adapter, where=valid)["y"].values,
@@ -401,13 +418,7 @@ def main(argv=None, config=None, progress=True):
         few = split != "published"
         row = {"sizes": {p: int(parts[p].sum()) for p in PARTS},
                "baselines": baselines(ds, PROTEIN.codes(wild_type), parts)}
-        if few:
-            candidates = [train(replace(config, d_model=width, dim_feedforward=2 * width), ds,
-                                wild_type, parts, few, progress)
-                          for width in config.few_widths]
-            model, adapter = max(candidates, key=lambda c: validation_r2(*c, ds, parts))
-        else:
-            model, adapter = train(config, ds, wild_type, parts, few, progress)
+        model, adapter = trained_recipe(config, ds, wild_type, parts, few, progress)
         row["d_model"] = model.config.d_model
         test = xr.DataArray(parts["test"], dims="record")
         predicted = seqattn.predict(model, ds, adapter, where=test)["y"]

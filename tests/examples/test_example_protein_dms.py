@@ -51,6 +51,35 @@ def test_harder_split_trains_on_singles_and_few_doubles(example):
     np.testing.assert_array_equal(published["validation"], part == "validation")
 
 
+
+def test_the_recipe_keeps_the_candidate_with_the_best_validation_r2(example, monkeypatch):
+    """trained_recipe trains every width on few data and, for a scan with weights, each
+    weighted and unweighted (the weights dropped from what train sees), and keeps the best
+    validation R^2, the first on a tie."""
+    trained = []
+
+    def train(config, ds, wild_type, parts, few, progress):
+        trained.append((config.d_model, "weight" in ds))
+        return trained[-1], None
+
+    scores = {(16, True): 0.5, (16, False): 0.7, (32, True): 0.7, (32, False): 0.6}
+    monkeypatch.setattr(example, "train", train)
+    monkeypatch.setattr(example, "validation_r2", lambda model, adapter, ds, parts:
+                        scores[model])
+    ds = made_up_scan()
+    weighted = ds.assign(weight=("record", np.linspace(1.0, 2.0, ds.sizes["record"])))
+    config = example.ExampleConfig(few_widths=(16, 32), d_model=24)
+    assert example.trained_recipe(config, weighted, "MKVL", {}, True, False)[0] == (16, False)
+    assert trained == list(scores)
+    assert "weight" in weighted  # the caller's Dataset keeps its weights
+    trained.clear()
+    scores[(24, True)], scores[(24, False)] = 0.8, 0.8
+    assert example.trained_recipe(config, weighted, "MKVL", {}, False, False)[0] == (24, True)
+    assert trained == [(24, True), (24, False)]
+    trained.clear()
+    example.trained_recipe(config, ds, "MKVL", {}, False, False)  # no weights: one candidate
+    assert trained == [(24, False)]
+
 def test_ridge_features_hold_each_mutation_and_each_pair(example):
     ds = made_up_scan()
     wild = example.PROTEIN.codes("MKVL")

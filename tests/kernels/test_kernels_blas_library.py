@@ -89,3 +89,22 @@ def test_blocks_inside_a_block_leave_the_libraries_alone():
                 pass
         assert CountingLibrary.calls == ["get", 1]
     assert CountingLibrary.calls == ["get", 1, 2]
+
+
+def test_one_block_entered_twice_restores_once_the_outermost_closes():
+    class CountingLibrary:
+        calls = []
+
+        def get_num_threads(self):
+            self.calls.append("get")
+            return 2
+
+        def set_num_threads(self, threads):
+            self.calls.append(threads)
+
+    block = blas_library._OpenBLASLimit([CountingLibrary()])
+    with block:
+        with block:
+            pass
+        assert CountingLibrary.calls == ["get", 1]  # the inner exit left the thread count
+    assert CountingLibrary.calls == ["get", 1, 2]

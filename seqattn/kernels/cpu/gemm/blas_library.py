@@ -152,6 +152,8 @@ class _OpenBLASLimit:
 
     def __exit__(self, *exc):
         self._depth.value -= 1
+        if self._depth.value:
+            return
         for lib, threads in zip(self._libraries, self._saved):
             if threads != 1:
                 lib.set_num_threads(threads)

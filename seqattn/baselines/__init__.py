@@ -88,11 +88,14 @@ def for_batch(batch, adapter=None):
                   if position_width(batch, pairwise) <= MAX_FEATURES]
     if getattr(structure, "types", None) is not None:
         found.append(ElementCounts())
-    tokens = {"token_k": adapter.k, "token_stride": adapter.stride} \
-        if _kmer_ids_of(adapter) else {} if _reads_bases(batch) else None
-    if tokens is not None:  # either strand may be read: the counts plain and strand-symmetric
-        found += [KmerCounts(strand_symmetric=s, **tokens) for s in (False, True)]
-    return found
+    if _kmer_ids_of(adapter):
+        reads = {"token_k": adapter.k, "token_stride": adapter.stride}
+    elif _reads_bases(batch):
+        reads = {}
+    else:
+        return found
+    # either strand may be read: the counts plain and strand-symmetric
+    return found + [KmerCounts(strand_symmetric=s, **reads) for s in (False, True)]
 
 
 def _kmer_ids_of(adapter):

@@ -11,7 +11,7 @@ Data: MAVE-NN's package resources (read by path; nothing of mavenn is imported):
 * ``tdp43_data.csv.gz`` (``--data tdp43``): Bolognesi et al. (2019), residues 290 .. 373 of
   TDP-43, 1,266 single and 56,730 double mutants (stops included), ``y`` the toxicity score
   with its measurement error ``dy``: the ridge models weight each variant by 1 / dy^2, and the
-  model is trained weighted so or unweighted, whichever scores the better validation R^2.
+  model is trained both weighted and unweighted, keeping the better validation R^2.
 
     pip install --no-deps mavenn
     pip install scikit-learn scipy matplotlib

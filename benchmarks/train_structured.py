@@ -10,11 +10,15 @@ in torch, parameter for parameter (the seqattn model's weights copied in):
   log((1 + cos(pi d / cutoff)) / 2) and minimum-image distances in periodic cells; the float
   bias (B, H, N, 2 N), -inf where a key is hidden, goes to
   torch.nn.functional.scaled_dot_product_attention as ``attn_mask``; the per-structure output is
-  summed over the real atoms; loss: PropertyLoss's MSE of the energy per atom. The step is the
-  energy-only step (``PropertyLoss.training_step``, what ``fit`` runs for the hydration example):
-  training on forces (the alloy example) needs the parameter gradient of a loss on dE/dx, which
-  seqattn takes by force matching (three first-order passes) and torch would take by a double
-  backward, two different computations.
+  summed over the real atoms. Energy-only steps: PropertyLoss's MSE of the energy per atom
+  (``PropertyLoss.training_step``, what ``fit`` runs for the hydration example). Steps on
+  energies and forces (the alloy example): EnergyForceLoss with the example's first-stage
+  weights (1, 1), forces = -dE/dx; its parameter gradient is a second derivative, which seqattn
+  takes by force matching (``EnergyForceLoss.training_step``: three first-order passes, a
+  central difference along the force residual) and torch by a double backward
+  (``create_graph=True``; scaled_dot_product_attention on its math backend, as the CPU flash
+  kernel has no double backward). The two gradients differ by the central difference's error,
+  so the second step's losses agree to about 2e-5 there, not to the last digit.
 * graph: nodes as tokens (GraphModel: node features and the Laplacian and random-walk encodings,
   the Laplacian's signs flipped at random per step, drawn from the same generator on both sides),
   pre-norm layers with a learned bias per (head, pair code) of the hop-distance (and edge-weight
@@ -31,7 +35,8 @@ backward, clipping and the optimizer. Rows:
   16 FreeSolv molecules (heavy atoms, ETKDG conformers) of the example's training order;
 * alloy: examples/alloy_forces.py's model (quick: d_model 32, FFN 64; full: 48, 96; 2 layers, 4
   heads, 36 bins on [0, 3.5] A, cutoff 3.4 A), one batch of 4 Cu-Au structures (clusters and
-  periodic 2 x 2 x 2 supercells of 32 atoms, EMT energies), energy-only step (above);
+  periodic 2 x 2 x 2 supercells of 32 atoms, EMT energies and forces), the energy-only step and
+  the step on energies and forces (above);
 * connectome: examples/connectome_cell_types.py's model (d_model 32, 2 layers, 4 heads, FFN 64,
   8 Laplacian and 8 random-walk encodings, dropout 0.1) on the 209-neuron graph, with attention
   over the synaptic partners and hop codes ("edges", the quick run's) and over all neurons with
@@ -54,6 +59,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +71,7 @@ from train import median_seconds  # noqa: E402  (benchmarks/train.py)
 
 from seqattn.graphs import random_sign_flips  # noqa: E402
 from seqattn.models import build  # noqa: E402
-from seqattn.train import AdamW, CrossEntropyLoss, PropertyLoss  # noqa: E402
+from seqattn.train import AdamW, CrossEntropyLoss, EnergyForceLoss, PropertyLoss  # noqa: E402
 from seqattn.train import clip_factor, global_grad_norm  # noqa: E402
 from seqattn.train.batches import as_training_batch  # noqa: E402
 
@@ -100,9 +106,9 @@ def hydration_case():
         f"H{config.nhead} FF{config.dim_feedforward}"
 
 
-def alloy_case(quick):
-    """(model, training batch of energies, label) of the alloy example's model (quick or full
-    sizes) on 4 of its structures."""
+def alloy_case(quick, forces=False):
+    """(model, training batch, label) of the alloy example's model (quick or full sizes) on 4
+    of its structures; the batch's targets are the energies, and the forces with ``forces``."""
     import alloy_forces as example
     from seqattn.adapters import MoleculeAdapter
     from seqattn.readers import from_ase
@@ -119,7 +125,8 @@ def alloy_case(quick):
         cutoff=config.cutoff, seed=config.seed))
     batch = as_training_batch(next(iter(adapter.batches(
         ds, batch_size=config.batch_size, shuffle=True, seed=config.seed))))
-    batch.targets = {"structure": batch.targets["structure"]}  # the energy-only step
+    if not forces:
+        batch.targets = {"structure": batch.targets["structure"]}
     return model, batch, f"d{config.d_model} L{config.num_layers} H{config.nhead} " \
         f"FF{config.dim_feedforward}"
 
@@ -224,14 +231,19 @@ def torch_modules():
             if cell is not None:  # minimum image: the nearest lattice translate
                 fractional = r @ torch.linalg.inv(cell)[:, None]
                 r = (fractional - torch.round(fractional)) @ cell[:, None]
-            d = torch.sqrt((r * r).sum(-1))
+            squared = (r * r).sum(-1)
+            # at d = 0 (an atom and its anchor) the direction is undefined: no gradient, as
+            # in seqattn (sqrt's would be infinite)
+            zero = squared == 0
+            d = torch.where(zero, 0.0, torch.sqrt(torch.where(zero, 1.0, squared)))
             u = torch.clamp(d * ((C - 1) / config.r_max), max=C - 1)
             lower = torch.clamp(torch.floor(u), max=C - 2)
             weight = u - lower
             pair = types[:, :, None] * (2 * T) + key_types[:, None]
             index = pair * (H * C) + lower.long()
             hidden = torch.cat([padded, padded], dim=1)[:, None] | (d >= config.cutoff)
-            fade = torch.log(0.5 * (1 + torch.cos(d * (torch.pi / config.cutoff))))
+            inside = torch.where(hidden, 0.0, d)  # log(0)'s infinite slope stays out of reach
+            fade = torch.log(0.5 * (1 + torch.cos(inside * (torch.pi / config.cutoff))))
             return index, weight, fade.masked_fill(hidden, float("-inf"))
 
         def forward(self, tokens, padded, positions, types, cell):
@@ -335,13 +347,16 @@ def optimizers(ours, theirs):
         torch.optim.AdamW(theirs.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
 
 
-def molecule_steps(ours, batch):
-    """(seqattn step, torch step, {side: the losses of its steps}) for a molecule batch."""
+def molecule_steps(ours, batch, forces=False):
+    """(seqattn step, torch step, {side: the losses of its steps}) for a molecule batch: the
+    energy-only step, or with ``forces`` the step on energies and forces (EnergyForceLoss with
+    the alloy example's first-stage weights, 1 and 1)."""
     import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     MoleculeTwin, _ = torch_modules()
     theirs = torch_twin(ours, MoleculeTwin)
-    loss = PropertyLoss()
+    loss = EnergyForceLoss(1.0, 1.0) if forces else PropertyLoss()
     optimizer, torch_optimizer = optimizers(ours, theirs)
     parameters = list(ours.parameters())
     s = batch.structure
@@ -351,6 +366,9 @@ def molecule_steps(ours, batch):
     tokens, padded, positions, types, cell = (None if a is None else torch.from_numpy(a)
                                               for a in arrays)
     target = torch.from_numpy(np.asarray(batch.targets["structure"], np.float32))
+    if forces:
+        target_forces = torch.from_numpy(np.asarray(batch.targets["forces"], np.float32))
+        known = torch.isfinite(target_forces)  # NaN on padding
     losses = {"seqattn": [], "torch": []}
 
     def step_ours():
@@ -359,17 +377,32 @@ def molecule_steps(ours, batch):
         optimizer.step(clip_factor(global_grad_norm(parameters), CLIP))
         losses["seqattn"].append(value)
 
-    def step_torch():
-        energy = theirs(tokens, padded, positions, types, cell)
+    def energy_loss(energy):
         atoms = (~padded).sum(dim=1, keepdim=True)
-        value = (((energy - target) / atoms) ** 2).mean()  # MSE of the energy per atom
+        return (((energy - target) / atoms) ** 2).mean()  # MSE of the energy per atom
+
+    def step_torch():
+        value = energy_loss(theirs(tokens, padded, positions, types, cell))
         torch_optimizer.zero_grad()
         value.backward()
         torch.nn.utils.clip_grad_norm_(theirs.parameters(), CLIP)
         torch_optimizer.step()
         losses["torch"].append(value.item())
 
-    return step_ours, step_torch, losses
+    def step_torch_forces():
+        # torch's CPU flash attention has no double backward; its math backend does
+        with sdpa_kernel(SDPBackend.MATH):
+            at = positions.detach().requires_grad_()
+            energy = theirs(tokens, padded, at, types, cell)
+            (gradient,) = torch.autograd.grad(energy[:, 0].sum(), at, create_graph=True)
+            value = energy_loss(energy) + ((-gradient - target_forces)[known] ** 2).mean()
+            torch_optimizer.zero_grad()
+            value.backward()
+        torch.nn.utils.clip_grad_norm_(theirs.parameters(), CLIP)
+        torch_optimizer.step()
+        losses["torch"].append(value.item())
+
+    return step_ours, step_torch_forces if forces else step_torch, losses
 
 
 def graph_steps(ours, batch):
@@ -431,6 +464,10 @@ ROWS = {
     "molecule hydration": lambda: (hydration_case, molecule_steps, {}),
     "molecule alloy quick": lambda: (alloy_case, molecule_steps, {"quick": True}),
     "molecule alloy full": lambda: (alloy_case, molecule_steps, {"quick": False}),
+    "molecule alloy forces quick": lambda: (alloy_case, partial(molecule_steps, forces=True),
+                                            {"quick": True, "forces": True}),
+    "molecule alloy forces full": lambda: (alloy_case, partial(molecule_steps, forces=True),
+                                           {"quick": False, "forces": True}),
     "graph connectome edges": lambda: (connectome_case, graph_steps,
                                        {"attention": "edges", "weight_bins": None}),
     "graph connectome global": lambda: (connectome_case, graph_steps,

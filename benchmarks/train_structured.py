@@ -51,13 +51,25 @@ times the CPU seconds of the calling thread, as ``train.py --threads 1`` does.
 
     python benchmarks/train_structured.py                 # every row, 1 thread, 20 repeats
     python benchmarks/train_structured.py --only graph --repeats 5
+    python benchmarks/train_structured.py --profile   # where seqattn's steps go, no timing
+    python benchmarks/train_structured.py --attention --only molecule
+
+``--profile`` times the seqattn steps alone with ``profile_train_step.py``'s exclusive timers
+(kernels, checks, allocation, ops, autodiff, modules, loss and optimizer; CPU ms of the thread
+per step, medians of ``--repeats`` steps, each after a plain one) and names the functions that
+take most of it. ``--attention`` times the attention op alone (forward + backward, 1 thread, CPU
+ms, medians) at each molecule row's sizes, with its batch's positions and types and its first
+layer's table: the distance bias as the model passes it, without the cutoff's envelope, without
+types, a dense float bias (B, H, N, M) with its gradient instead, and no bias.
 """
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -490,12 +502,116 @@ def machine():
     return f"{name}, {os.cpu_count()} CPUs; uptime: {uptime}"
 
 
+def profile(rows, repeats, top=6):
+    """Print where the seqattn step of each row goes (module docstring)."""
+    import profile_train_step as profiler
+
+    profiler.instrument()
+    ledger = profiler.LEDGER
+    for name, row in rows.items():
+        case, make_steps, options = row()
+        ours, batch, label = case(**options)
+        step_ours, _, _ = make_steps(ours, batch)
+        for _ in range(2):
+            step_ours()
+        plain, profiled = [], []
+        seconds, by_function = defaultdict(list), defaultdict(float)
+        for _ in range(repeats):
+            start = time.thread_time()
+            step_ours()
+            plain.append(time.thread_time() - start)
+            ledger.clear()
+            ledger.active = True
+            start = time.thread_time()
+            ledger.run("step glue", step_ours, (), {})
+            profiled.append(time.thread_time() - start)
+            ledger.active = False
+            for category in profiler.CATEGORIES:
+                seconds[category].append(ledger.seconds[category])
+            for key, value in ledger.by_function.items():
+                by_function[key] += value / repeats
+        shares = ", ".join(f"{c} {1e3 * statistics.median(seconds[c]):.2f}"
+                           for c in profiler.CATEGORIES)
+        print(f"{name} {label} {sizes(batch)}: plain {1e3 * statistics.median(plain):.2f} ms, "
+              f"profiled {1e3 * statistics.median(profiled):.2f} ms ({ledger.launches} "
+              f"launches): {shares}")
+        for (category, function), value in sorted(by_function.items(),
+                                                  key=lambda item: -item[1])[:top]:
+            print(f"    {category:10} {function:50} {1e3 * value:7.2f} ms")
+
+
+def attention_variants(rows, repeats):
+    """Print the attention op's times with the distance-bias variants (module docstring)."""
+    from seqattn import ops
+    from seqattn.ops import DistanceBias
+
+    for name, row in rows.items():
+        case, _, options = row()
+        if case is connectome_case or options.get("forces"):
+            continue  # no distance bias; the same attention as the energy-only row
+        ours, batch, label = case(**options)
+        s, config = batch.structure, ours.config
+        B, N = batch.key_padding_mask.shape
+        H, M = config.nhead, 2 * N
+        D = config.d_model // H
+        rng = np.random.default_rng(0)
+        q, dout = (rng.normal(size=(B, H, N, D)).astype(np.float32) for _ in range(2))
+        k, v = (rng.normal(size=(B, H, M, D)).astype(np.float32) for _ in range(2))
+        mask = np.concatenate([batch.key_padding_mask] * 2, axis=1)
+        x = s.positions.astype(np.float32)
+        types = np.asarray(s.types, np.int32)
+        table = ours.layers[0].self_attn.distance_bias.table.data
+        cell = None if s.cell is None else s.cell.astype(np.float32)
+        common = dict(x=x, y=np.concatenate([x, x], axis=1), r_max=config.r_max, cell=cell)
+        typed = dict(common, table=table, types=types,
+                     key_types=np.concatenate([types, types + config.num_types], axis=1))
+        variants = {
+            "as the model": dict(distance_bias=DistanceBias(
+                **typed, cutoff=config.cutoff, smooth_cutoff=True)),
+            "no envelope": dict(distance_bias=DistanceBias(**typed, cutoff=config.cutoff)),
+            "no types, no envelope": dict(distance_bias=DistanceBias(
+                **common, table=np.ascontiguousarray(table[0, 0]), cutoff=config.cutoff)),
+            "dense bias": dict(bias=rng.normal(size=(B, H, N, M)).astype(np.float32)),
+            "no bias": {},
+        }
+        print(f"{name} {label} {sizes(batch)}: attention B{B} H{H} N{N} M{M} D{D}"
+              + (", periodic cells" if cell is not None else ""))
+        for variant, bias in variants.items():
+            dense = "bias" in bias
+
+            def forward():
+                return ops.attention(q, k, v, key_padding_mask=mask, return_lse=True, **bias)
+
+            def backward(out, lse):
+                ops.attention_backward(dout, q, k, v, out, lse, key_padding_mask=mask,
+                                       bias_requires_grad=dense, **bias)
+
+            backward(*forward())
+            times = defaultdict(list)
+            for _ in range(repeats):
+                start = time.thread_time()
+                out, lse = forward()
+                times["forward"].append(time.thread_time() - start)
+                start = time.thread_time()
+                backward(out, lse)
+                times["backward"].append(time.thread_time() - start)
+            f, b = (statistics.median(times[p]) for p in ("forward", "backward"))
+            print(f"    {variant:22} forward {1e3 * f:6.2f} ms, backward {1e3 * b:6.2f} ms, "
+                  f"{1e9 * (f + b) / (B * H * N * M):6.1f} ns per score")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--only", help="run the rows whose name contains this")
+    parser.add_argument("--profile", action="store_true",
+                        help="where the seqattn steps go (1 thread), instead of the timing")
+    parser.add_argument("--attention", action="store_true",
+                        help="the attention op with distance-bias variants (1 thread), instead "
+                             "of the timing")
     args = parser.parse_args()
+    rows = {name: row for name, row in ROWS.items() if args.only is None or args.only in name}
 
     import numba
     import torch
@@ -506,14 +622,17 @@ def main():
     cpu_clock = args.threads == 1
     clock = time.thread_time if cpu_clock else time.perf_counter
     print(f"machine: {machine()}")
+    if args.profile or args.attention:
+        numba.set_num_threads(1)
+        with threadpool_limits(1):
+            (profile if args.profile else attention_variants)(rows, args.repeats)
+        return
     print(f"{args.threads} thread(s) each side, torch {torch.__version__}; median ms "
           f"({'CPU time of the thread' if cpu_clock else 'wall'}) of {args.repeats} alternating "
           "steps after the first; ratio = torch ms / seqattn ms (above 1: seqattn faster); "
           "batches collated outside the step")
     with threadpool_limits(args.threads):
-        for name, row in ROWS.items():
-            if args.only is not None and args.only not in name:
-                continue
+        for name, row in rows.items():
             case, make_steps, options = row()
             ours, batch, label = case(**options)
             if getattr(ours.config, "dropout", 0.0):

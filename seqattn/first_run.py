@@ -81,14 +81,12 @@ class CompileNotice(event.Listener):
         forward's compilation (compile.HANDOVERS), once each: the tiled one only for a call
         without structured biases, whose signature the helper's job has (a structured bias's
         kernels have their own, kernels/cpu/attention_bias.py)."""
-        from .compile import HANDOVERS, HELPER_AFTER, hand_over, start_helper
+        from .compile import HANDOVERS, HELPER_AFTER, hand_over
 
         if not self.start_helper:
             return
         try:
-            if not self._helper_started:
-                self._helper_started = True
-                self._helper_lock = start_helper()
+            self.start_helper_once()
             for forward, job, launches in HANDOVERS:
                 if (self._helper_lock is not None and job not in self._handed
                         and name.startswith(forward)
@@ -98,6 +96,15 @@ class CompileNotice(event.Listener):
                               on_wait=lambda: self._show(WAITING))
         except OSError:  # a cache folder it cannot write to: compile here, as without it
             pass
+
+    def start_helper_once(self):
+        """Start the helper, at most once a process (a launch that misses its kernel may do it
+        before any compilation: kernels/cpu/threads.py)."""
+        from .compile import start_helper
+
+        if self.start_helper and not self._helper_started:
+            self._helper_started = True
+            self._helper_lock = start_helper()
 
     def _show(self, what):
         if self.bar is not None:
@@ -144,6 +151,14 @@ class CompileNotice(event.Listener):
 
 
 _NOTICE = CompileNotice()
+
+
+def _start_helper_quietly():
+    """The helper, for a launch that misses its kernel: the notice waits for a compilation."""
+    try:
+        _NOTICE.start_helper_once()
+    except OSError:  # a cache folder it cannot write to: compile here, as without it
+        pass
 _WATCHED = set()
 
 
@@ -163,3 +178,7 @@ def watch_compilation(event_module=event):
     prefix = "numba-cuda" if "numba-cuda:compile" in getattr(event_module, "_builtin_kinds", ()) \
         else "numba"
     event_module.register(f"{prefix}:compile", listener)
+    if prefix == "numba":
+        from .kernels.cpu.threads import start_helper_at_first_miss
+
+        start_helper_at_first_miss(_start_helper_quietly)

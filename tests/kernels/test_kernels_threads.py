@@ -47,6 +47,7 @@ def no_helper(monkeypatch):
     that this test process started (seqattn.first_run) would have launches that miss their
     parallel version run the serial one."""
     monkeypatch.setattr(threads_module, "_request_twin", None)
+    monkeypatch.setattr(threads_module, "_start_helper", None)
 
 
 @pytest.fixture
@@ -297,6 +298,40 @@ def test_the_launch_whose_compilation_starts_the_helper_asks_it_for_the_parallel
     np.testing.assert_array_equal(out, 2 * small)
     assert kernel.serial.signatures and not kernel.parallel.signatures
     assert asked == [(kernel, "parallel", True)], "the parallel version, for later runs"
+
+
+def test_a_run_whose_first_launch_misses_starts_the_helper_and_hands_it_the_parallel_version(
+        monkeypatch):
+    """The first launch of a run may come before any compilation has started the helper; its
+    parallel version, the slowest to compile, goes to the helper all the same."""
+    if numba.get_num_threads() < 2:
+        pytest.skip("needs two Numba threads")
+    monkeypatch.setattr(threads_module, "_following_load", False)
+    kernel = _uncached_double()
+    asked = []
+    monkeypatch.setattr(threads_module, "_start_helper", lambda: threads_module.
+                        compile_twins_elsewhere(lambda k, version, argtypes, later=False:
+                                                asked.append((k, version, later)) or True))
+    large = np.arange(2 * GRAIN, dtype=np.float64)
+    out = np.empty_like(large)
+    kernel(out, large)
+    np.testing.assert_array_equal(out, 2 * large)
+    assert asked == [(kernel, "parallel", False)]
+    assert kernel.serial.signatures and not kernel.parallel.signatures, \
+        "the first launch compiled its parallel version instead of handing it over"
+
+
+def test_a_launch_whose_version_is_in_the_disk_cache_starts_no_helper(monkeypatch):
+    """A warm run loads its kernels from the cache: no helper process for it."""
+    _double.serial(np.empty(4), np.arange(4.0))  # in the disk cache, if not already
+    fresh = SizedKernel(_double.parallel.py_func, GRAIN, _double.work, {})
+    started = []
+    monkeypatch.setattr(threads_module, "_start_helper", lambda: started.append(True))
+    small = np.arange(GRAIN, dtype=np.float64)
+    out = np.empty_like(small)
+    fresh(out, small)
+    np.testing.assert_array_equal(out, 2 * small)
+    assert started == [] and fresh.serial.signatures
 
 
 def test_without_a_helper_a_launch_compiles_its_own_version(monkeypatch):

@@ -165,6 +165,18 @@ def compile_twins_elsewhere(request):
     _request_twin = request
 
 
+# Called by a launch that misses its version while no helper takes requests (seqattn.first_run
+# sets it to start the helper): so that even a run's first launch, often a parallel one whose
+# compilation is several times the serial one's, hands that version over instead of compiling it.
+_start_helper = None
+
+
+def start_helper_at_first_miss(start):
+    """Call ``start()`` where a launch misses its version and no helper is there (None: never)."""
+    global _start_helper
+    _start_helper = start
+
+
 def _load_from_cache(dispatcher, argtypes):
     """Whether ``dispatcher`` has a version for ``argtypes`` now, loaded from Numba's disk cache
     if need be: what ``Dispatcher.compile`` does before it compiles."""
@@ -228,6 +240,9 @@ class SizedKernel:
                 return compile_here(*args)
             dispatcher = getattr(self, version)
             argtypes = tuple(dispatcher.typeof_pyval(a) for a in args)
+            if _request_twin is None and _start_helper is not None \
+                    and not _load_from_cache(dispatcher, argtypes):
+                _start_helper()
             if _request_twin is None:
                 compiled = compile_here(*args)
                 # A run's first compilation starts the helper (seqattn.first_run): it is there

@@ -44,11 +44,8 @@ def kernel_step(kernels, q, k, v, dout, mask):
 
     def step():
         kernels.attention_forward(out, lse, call)
-        if kernels.__name__.endswith("attention_small"):
-            kernels.attention_backward(dq, dk, dv, dout, out, lse, call)
-        else:
-            kernels.attention_backward(dq, dk, dv, StructuredGrads(None, None, None, None),
-                                       dout, out, lse, call)
+        kernels.attention_backward(dq, dk, dv, StructuredGrads(None, None, None, None), dout,
+                                   out, lse, call)
     return step
 
 

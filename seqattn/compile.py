@@ -39,13 +39,16 @@ BACKWARD_KERNELS = ("seqattn.kernels.cpu.attention._backward_tasks",
 # What a first run hands the helper at the first compilation of a forward kernel: the job that
 # compiles its backward (the slowest kernels of a training step, which the run reaches last),
 # and the launches that wait for that job; (forward, job, launches).
+SHORT_FORWARD = "seqattn.kernels.cpu.attention_small._forward_tasks"
 HANDOVERS = (
     (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS),
-    ("seqattn.kernels.cpu.attention_small._forward_tasks", "short-backward",
-     ("seqattn.kernels.cpu.attention_small._backward_tasks",)),
+    (SHORT_FORWARD, "short-backward", ("seqattn.kernels.cpu.attention_small._backward_tasks",)),
     ("seqattn.kernels.cpu.linear._linear_forward", "linear-backward",
      ("seqattn.kernels.cpu.linear._linear_backward",)),
 )
+# The attention forwards: their backward jobs have the signature of a call without structured
+# biases (distances, pair codes), so they are handed over at such a call's forward only.
+ATTENTION_FORWARDS = (HELPER_AFTER, SHORT_FORWARD)
 HELPER_SWITCH = "SEQATTN_COMPILE_HELPER"
 # A helper lock older than this is left over from a process that was killed (a helper touches
 # its lock between requests).

@@ -78,10 +78,10 @@ class CompileNotice(event.Listener):
 
     def _use_helper(self, name, args):
         """Start the helper at the first compilation, once; hand it a backward job at its
-        forward's compilation (compile.HANDOVERS), once each: the tiled one only for a call
+        forward's compilation (compile.HANDOVERS), once each: an attention one only for a call
         without structured biases, whose signature the helper's job has (a structured bias's
         kernels have their own, kernels/cpu/attention_bias.py)."""
-        from .compile import HANDOVERS, HELPER_AFTER, hand_over
+        from .compile import ATTENTION_FORWARDS, HANDOVERS, hand_over
 
         if not self.start_helper:
             return
@@ -90,7 +90,8 @@ class CompileNotice(event.Listener):
             for forward, job, launches in HANDOVERS:
                 if (self._helper_lock is not None and job not in self._handed
                         and name.startswith(forward)
-                        and (forward != HELPER_AFTER or _without_structured_biases(args))):
+                        and (forward not in ATTENTION_FORWARDS
+                             or _without_structured_biases(args))):
                     self._handed.add(job)
                     hand_over(self._helper_lock, job, launches,
                               on_wait=lambda: self._show(WAITING))

@@ -45,11 +45,10 @@ def _attention_kernels(call):
 
 
 def _short_sequence_kernels(call):
-    """attention_small.py's kernels where they serve ``call`` (on the CPU, no structured bias,
-    the longest length times the head dim at most its MAX_LENGTH_TIMES_HEAD_DIM), else None:
-    there a task per (batch, head) over whole rows beats the tiled kernel, which then does not
-    compile at all."""
-    if call.device != CPU or call.distance.has or call.pair.mode:
+    """attention_small.py's kernels where they serve ``call`` (on the CPU, the longest length
+    times the head dim at most its MAX_LENGTH_TIMES_HEAD_DIM), else None: there a task per
+    (batch, head) over whole rows beats the tiled kernel, which then does not compile at all."""
+    if call.device != CPU:
         return None
     small = kernels_for(CPU, "attention_small")
     N, M, D = call.q.shape[2], call.k.shape[2], call.q.shape[3]
@@ -230,10 +229,10 @@ def attention_backward_of_call(call, dout, out, lse, *, bias_requires_grad=False
     dk = empty_like_on(call.device, (B, Hkv, M, D), dtype)
     dv = empty_like_on(call.device, (B, Hkv, M, D), dtype)
     short = _short_sequence_kernels(call)
+    structured = kernels.StructuredGrads(*_structured_outputs(call))
     if short is not None:  # deterministic whatever the flag: each task owns its outputs
-        short.attention_backward(dq, dk, dv, dout, out, lse, call)
+        short.attention_backward(dq, dk, dv, structured, dout, out, lse, call)
     else:
-        structured = kernels.StructuredGrads(*_structured_outputs(call))
         # Only the GPU has a faster, non-deterministic order of summation to choose.
         options = {"deterministic": bool(deterministic)} if call.device == CUDA else {}
         kernels.attention_backward(dq, dk, dv, structured, dout, out, lse, call, **options)

@@ -6,14 +6,18 @@ import pytest
 import seqattn
 from attention_cases import (CASES, Case, backward_inputs, check_backward, check_forward,
                              finite_difference_check)
+from structured_bias_cases import STRUCTURED_CASES
+from structured_bias_cases import backward_inputs as structured_backward_inputs
 from seqattn.kernels.cpu import attention as tiled
 from seqattn.kernels.cpu import attention_small as short
 from seqattn.ops.attention import AttentionGradients
 from seqattn.ops.attention_inputs import prepare_attention
 
 DTYPES = [np.float32, np.float64]
-# cases whose structured biases this path leaves to the tiled kernel: none of CASES has one
+# the cases without structured biases (tests/kernels/test_structured_bias_cpu.py runs those on
+# this kernel and on the tiled one): all of CASES
 PLAIN_CASES = CASES
+NO_STRUCTURED_GRADS = tiled.StructuredGrads(None, None, None, None)
 
 
 def short_attention(q, k, v, return_lse=False, **opts):
@@ -30,7 +34,7 @@ def short_backward(dout, q, k, v, out, lse, bias_requires_grad=False, **opts):
     the op takes from the tiled kernel's own pass on either path, from there."""
     call = prepare_attention(q, k, v, **opts)
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-    short.attention_backward(dq, dk, dv, dout, out, lse, call)
+    short.attention_backward(dq, dk, dv, NO_STRUCTURED_GRADS, dout, out, lse, call)
     dbias = None
     if bias_requires_grad:
         dbias = np.empty(call.bias.shape, q.dtype)
@@ -75,11 +79,7 @@ def test_matches_the_tiled_kernel(dtype):
         out, lse = np.empty_like(q), np.empty(q.shape[:3], dtype)
         dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
         module.attention_forward(out, lse, call)
-        if module is short:
-            module.attention_backward(dq, dk, dv, dout, out, lse, call)
-        else:
-            module.attention_backward(dq, dk, dv, tiled.StructuredGrads(None, None, None, None),
-                                      dout, out, lse, call)
+        module.attention_backward(dq, dk, dv, NO_STRUCTURED_GRADS, dout, out, lse, call)
         outputs[name] = dict(out=out, lse=lse, dq=dq, dk=dk, dv=dv)
     tol = 50 * np.finfo(dtype).eps
     for name in ("out", "lse", "dq", "dk", "dv"):
@@ -113,7 +113,7 @@ def test_empty_lengths_give_zeros(N, M, dtype):
     short.attention_forward(out, lse, call)
     assert np.all(out == 0) and np.all(np.isneginf(lse)), "no key: zeros and -inf"
     dq, dk, dv = (np.full_like(a, np.nan) for a in (q, k, v))
-    short.attention_backward(dq, dk, dv, np.ones_like(q), out, lse, call)
+    short.attention_backward(dq, dk, dv, NO_STRUCTURED_GRADS, np.ones_like(q), out, lse, call)
     for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
         assert np.all(g == 0), f"{name} must be zero"
 
@@ -174,11 +174,7 @@ def _kernel_results(module, dout, q, k, v, opts):
     out, lse = np.empty_like(q), np.empty(q.shape[:3], q.dtype)
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     module.attention_forward(out, lse, call)
-    if module is short:
-        module.attention_backward(dq, dk, dv, dout, out, lse, call)
-    else:
-        module.attention_backward(dq, dk, dv, tiled.StructuredGrads(None, None, None, None),
-                                  dout, out, lse, call)
+    module.attention_backward(dq, dk, dv, NO_STRUCTURED_GRADS, dout, out, lse, call)
     return out, lse, dq, dk, dv
 
 
@@ -196,22 +192,32 @@ def test_the_op_runs_the_short_kernel_up_to_its_limit(N, D, expected):
         assert np.array_equal(a, b), f"{name}: the op did not run the {expected.__name__} kernel"
 
 
-def test_the_parallel_version_gives_the_serial_bits():
-    """Each (batch, head) task owns its outputs, so the kernels compiled with prange, the tasks
-    split into chunks, give the bits of their serial copies in one chunk (which the small
-    launches of the other tests run)."""
-    dout, q, k, v, opts = backward_inputs(Case("parallel", B=3, H=4, Hkv=2, N=9, M=11, D=8,
-                                               causal=True, key_padding="some"), np.float32)
+def _parallel_case_inputs(structured):
+    if structured:  # a distance bias (types, smooth cutoff) and relative pair codes
+        case = next(c for c in STRUCTURED_CASES if c.name == "distance_and_pair")
+        return structured_backward_inputs(case, np.float32)
+    return backward_inputs(Case("parallel", B=3, H=4, Hkv=2, N=9, M=11, D=8, causal=True,
+                                key_padding="some"), np.float32)
+
+
+@pytest.mark.parametrize("structured", [False, True], ids=["plain", "structured"])
+def test_the_parallel_version_gives_the_serial_bits(structured):
+    """Each (batch, head) task owns its outputs (the structured biases' gradients included), so
+    the kernels compiled with prange, the tasks split into chunks, give the bits of their serial
+    copies in one chunk (which the small launches of the other tests run)."""
+    dout, q, k, v, opts = _parallel_case_inputs(structured)
     call = prepare_attention(q, k, v, **opts)
     mods, scale = short._mods(call), np.float32(call.scale)
     results = {}
     for version, chunks in (("serial", 1), ("parallel", 3)):
         out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
         dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-        getattr(short._forward_tasks, version)(chunks, out, lse, q, k, v, scale, *mods)
-        getattr(short._backward_tasks, version)(chunks, dq, dk, dv, dout, out, lse, q, k, v,
-                                                scale, *mods)
-        results[version] = (out, lse, dq, dk, dv)
-    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), results["serial"],
-                          results["parallel"]):
+        parts = tiled._structured_parts(call, 1)
+        getattr(short._forward_tasks, version)(chunks, out, lse, q, k, v, scale, mods)
+        getattr(short._backward_tasks, version)(chunks, dq, dk, dv, parts, dout, out, lse, q, k,
+                                                v, scale, mods)
+        results[version] = (out, lse, dq, dk, dv, *parts)
+    assert not structured or np.any(results["serial"][5] != 0), "no table gradient was written"
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv", "dtable", "dpair", "dx", "dy"),
+                          results["serial"], results["parallel"]):
         assert np.array_equal(a, b), f"{name}: the parallel version differs from the serial"

@@ -143,13 +143,14 @@ def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once
     plain, with_pair = _score_modifications(pair=False), _score_modifications(pair=True)
     for module, name, args in [
             ("seqattn.kernels.cpu.linear", "_linear_forward_serial", ()),
+            ("seqattn.kernels.cpu.attention_small", "_forward_tasks", (with_pair,)),
             ("seqattn.kernels.cpu.attention_small", "_forward_tasks", (plain,)),
             ("seqattn.kernels.cpu.attention", "_backward_tasks_serial", (plain,)),
             ("seqattn.kernels.cpu.attention", "_forward_tasks_serial", (with_pair,))]:
         _compile_named(notice, module, name, args)
     assert helpers == [1], "one helper, from the first compilation on"
     handed = [("lock", "linear-backward"), ("lock", "short-backward")]
-    assert started == handed, "the tiled backward for a run whose tiled forward it does not match"
+    assert started == handed, "an attention backward for a forward whose signature it lacks"
     for name in ("_forward_tasks_serial", "_forward_tasks"):
         _compile_named(notice, "seqattn.kernels.cpu.attention", name, (plain,))
     _compile_named(notice, "seqattn.kernels.cpu.linear", "_linear_forward", ())

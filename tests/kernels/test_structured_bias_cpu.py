@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import seqattn
+from seqattn.kernels.cpu import attention_small
 from seqattn.ops import DistanceBias, PairBias
 
 import reference
@@ -21,9 +22,18 @@ from structured_bias_cases import (FD_CASES, STRUCTURED_CASES, StructuredCase,
 DTYPES = [np.float32, np.float64]
 
 
+@pytest.fixture(params=["short", "tiled"])
+def cpu_path(request, monkeypatch):
+    """Each of the op's CPU kernels: the short-sequence one, which takes these cases' lengths,
+    and the tiled one (the short kernel's limit set to 0)."""
+    if request.param == "tiled":
+        monkeypatch.setattr(attention_small, "MAX_LENGTH_TIMES_HEAD_DIM", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
 @pytest.mark.parametrize("case", STRUCTURED_CASES, ids=str)
-def test_structured_equals_dense(case, dtype):
+def test_structured_equals_dense(case, dtype, cpu_path):
     check_structured(seqattn.attention, seqattn.attention_backward, case, dtype)
 
 
@@ -33,7 +43,7 @@ def test_tiny_tiles_equal_dense(case):
 
 
 @pytest.mark.parametrize("case", FD_CASES, ids=str)
-def test_gradients_match_finite_differences(case):
+def test_gradients_match_finite_differences(case, cpu_path):
     check_structured_finite_differences(seqattn.attention, seqattn.attention_backward, case)
 
 
@@ -49,7 +59,7 @@ def test_weights_equal_dense(case):
     assert_close("weights", got, want, naive, np.float32)
 
 
-def test_cutoff_hiding_every_key_gives_zeros_not_nan():
+def test_cutoff_hiding_every_key_gives_zeros_not_nan(cpu_path):
     case = StructuredCase("far", Case("far", B=1, N=4, M=4), distance=True, cutoff=1.0)
     q, k, v, opts = case.inputs(np.float64)
     spread = DistanceBias(np.arange(12.0).reshape(1, 4, 3) * 10, opts["distance_bias"].table,
@@ -66,7 +76,7 @@ def test_cutoff_hiding_every_key_gives_zeros_not_nan():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
-def test_nan_position_hides_the_pair_like_a_mask(dtype):
+def test_nan_position_hides_the_pair_like_a_mask(dtype, cpu_path):
     case = StructuredCase("nan", Case("nan", B=1, N=5, M=5), distance=True)
     dout, q, k, v, opts = backward_inputs(case, dtype)
     x = opts["distance_bias"].x.copy()

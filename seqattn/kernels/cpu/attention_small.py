@@ -25,13 +25,18 @@ P = exp(S - lse) recomputed (the same modifications; zeros for a row that saw no
 dV += P^T dout, dS = P (dout v^T - delta) with delta_i = dout_i . out_i, dq = scale dS k,
 dK += scale dS^T q (dK and dV summed transposed, then transposed into place).
 
-The structured biases (distances, pair codes) are not computed here: the op
-(``seqattn.ops.attention``) sends those calls, and the longer sequences
-(MAX_LENGTH_TIMES_HEAD_DIM), to attention.py.
+The structured biases (distances, pair codes; attention_bias.py) are added to each (b, h) score
+tile whole, and their gradients gathered from its dS tile into the task's own buffers, as the
+tiled kernel does per tile (its flat ``mods`` tuple, the same per-task buffers and sum). The op
+(``seqattn.ops.attention``) sends the longer sequences (MAX_LENGTH_TIMES_HEAD_DIM) to
+attention.py.
 """
 import numpy as np
 from numba import njit, prange
 
+from .attention import (STRUCTURED_AT, _mods, _structured_biases, _structured_grads,
+                        _structured_parts, _sum_structured_parts)
+from .attention_bias import add_distance_bias, add_pair_bias
 from .float32_math import FASTMATH
 from .gemm.register_gemm import (register_gemm, register_gemm_softmax_grad,
                                  transpose)
@@ -110,6 +115,15 @@ def _hide_keys(s, padded, has_kpm, lo, hi):
 
 
 @njit(cache=True)
+def _add_structured_biases(s, b, h, mods):
+    """Add the call's structured biases to the (N, M) scores s of (b, h): compiles to nothing
+    where the call has none."""
+    distance, pair = _structured_biases(mods)
+    add_distance_bias(s, b, h, 0, 0, distance)
+    add_pair_bias(s, b, h, 0, 0, pair)
+
+
+@njit(cache=True)
 def _chunk(chunk, chunks, tasks):
     """[start, stop) of the tasks in chunk number ``chunk`` of ``chunks``."""
     return chunk * tasks // chunks, (chunk + 1) * tasks // chunks
@@ -117,8 +131,9 @@ def _chunk(chunk, chunks, tasks):
 
 @sized_kernel(GRAIN, work=lambda chunks, out, lse, q, k, *rest: _score_work(
     *q.shape[:3], k.shape[2], q.shape[3]))
-def _forward_tasks(chunks, out, lse, q, k, v, scale, bias, attn_mask, key_padding_mask,
-                   alibi_slopes, left, right, has_bias, has_mask, has_kpm, has_alibi):
+def _forward_tasks(chunks, out, lse, q, k, v, scale, mods):
+    bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
+        has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
     B, H, N, D = q.shape
     Hkv, M = k.shape[1], k.shape[2]
     group, off = H // Hkv, M - N
@@ -140,6 +155,7 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, bias, attn_mask, key_paddin
             # s = scale q k^T (every product's operands as views of any layout, [:, :]: one
             # compiled register_gemm serves them all, where C, F and A layouts compiled three)
             register_gemm(scores[:, :], q[b, h, :, :], kt[:, :], scale, False)
+            _add_structured_biases(scores, b, h, mods)
             for i in range(N):
                 s = scores[i]
                 factors[i] = 0
@@ -167,11 +183,14 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, bias, attn_mask, key_paddin
                     out[b, h, i, d] *= factors[i]
 
 
-@sized_kernel(GRAIN, work=lambda chunks, dq, dk, dv, dout, out, lse, q, k, *rest: _score_work(
-    *q.shape[:3], k.shape[2], q.shape[3]))
-def _backward_tasks(chunks, dq, dk, dv, dout, out, lse, q, k, v, scale, bias, attn_mask,
-                    key_padding_mask, alibi_slopes, left, right, has_bias, has_mask, has_kpm,
-                    has_alibi):
+@sized_kernel(GRAIN, work=lambda chunks, dq, dk, dv, parts, dout, out, lse, q, k, *rest:
+              _score_work(*q.shape[:3], k.shape[2], q.shape[3]))
+def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale, mods):
+    """structured_parts: attention._structured_parts for one chunk of keys (task b * Hkv + hk
+    owns dtable[task], dpair[task], dx[0, hk, b], dy[hk, b])."""
+    bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
+        has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
+    dtable, dpair, dx, dy = structured_parts
     B, H, N, D = q.shape
     Hkv, M = k.shape[1], k.shape[2]
     group, off = H // Hkv, M - N
@@ -196,9 +215,13 @@ def _backward_tasks(chunks, dq, dk, dv, dout, out, lse, q, k, v, scale, bias, at
             padded = key_padding_mask[b if has_kpm else 0]
             transpose(kt, k[b, hk])
             transpose(vt, v[b, hk])
+            task_grads = (dtable[task % dtable.shape[0]], dpair[task % dpair.shape[0]],
+                          dx[0, hk % dx.shape[1], b % dx.shape[2]],
+                          dy[hk % dy.shape[0], b % dy.shape[1]])
             for h in range(hk * group, (hk + 1) * group):
                 # forward: s = scale q k^T, modified, outside the row's band -inf
                 register_gemm(p[:, :], q[b, h, :, :], kt[:, :], scale, False)
+                _add_structured_biases(p, b, h, mods)
                 for i in range(N):
                     row_lse = lse[b, h, i]
                     delta[i] = 0
@@ -223,16 +246,12 @@ def _backward_tasks(chunks, dq, dk, dv, dout, out, lse, q, k, v, scale, bias, at
                 register_gemm(dvt[:, :], dout[b, h].T[:, :], p[:, :], one, not first)
                 # softmax: dS = P (dP - delta)
                 register_gemm_softmax_grad(ds, dout[b, h], vt, one, p, delta)
+                _structured_grads(ds, b, h, 0, 0, mods, task_grads)
                 # forward: s = scale q k^T  ->  dq = scale dS k, dK^T += scale q^T dS
                 register_gemm(dq[b, h, :, :], ds[:, :], k[b, hk, :, :], scale, False)
                 register_gemm(dkt[:, :], q[b, h].T[:, :], ds[:, :], scale, not first)
             transpose(dk[b, hk], dkt)
             transpose(dv[b, hk], dvt)
-
-
-def _mods(call):
-    return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes, call.left,
-            call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi)
 
 
 def _scale(call):
@@ -247,15 +266,17 @@ def _launch(kernel, tasks, *args):
 
 
 def attention_forward(out, lse, call):
-    """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call without structured
-    biases."""
+    """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call."""
     B, H = call.q.shape[:2]
-    _launch(_forward_tasks, B * H, out, lse, call.q, call.k, call.v, _scale(call), *_mods(call))
+    _launch(_forward_tasks, B * H, out, lse, call.q, call.k, call.v, _scale(call), _mods(call))
 
 
-def attention_backward(dq, dk, dv, dout, out, lse, call):
-    """Fill dq, dk, dv for a prepared call without structured biases, given the forward's out
-    and lse (all C-contiguous)."""
+def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
+    """Fill dq, dk, dv and the structured biases' gradients ``structured`` (an
+    attention.StructuredGrads, its arrays not None where the call has that bias) for a prepared
+    call, given the forward's out and lse (all C-contiguous)."""
     B, Hkv = call.k.shape[:2]
-    _launch(_backward_tasks, B * Hkv, dq, dk, dv, dout, out, lse, call.q, call.k, call.v,
-            _scale(call), *_mods(call))
+    parts = _structured_parts(call, 1)
+    _launch(_backward_tasks, B * Hkv, dq, dk, dv, parts, dout, out, lse, call.q, call.k, call.v,
+            _scale(call), _mods(call))
+    _sum_structured_parts(structured, parts, call)

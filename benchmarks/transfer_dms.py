@@ -66,7 +66,7 @@ def seed_runs(module, config):
     runs = {}
     for split, parts in module.splits(ds, config).items():
         model, adapter = module.trained_recipe(config, ds, wild_type, parts,
-                                               split != "published", progress=False)
+                                               split != "published", progress=False).model
         where = {p: xr.DataArray(parts[p], dims="record") for p in module.PARTS}
         scores = seqattn.evaluate(model, ds, adapter, where=where["test"],
                                   train=where["training"], validation=where["validation"],

@@ -63,6 +63,7 @@ from seqattn.readers.alphabets import PROTEIN
 from seqattn.readers.mutations import single_mutants
 from seqattn.readers.residues import from_mutations, from_residues
 from seqattn.train import AdamW, EarlyStopping, MSELoss, fit
+from seqattn.train.select import select
 from seqattn.train.weighted_mse import WeightedMSELoss
 
 PARTS = ("training", "validation", "test")
@@ -304,20 +305,25 @@ def train(config, ds, wild_type, parts, few, progress):
 
 
 def trained_recipe(config, ds, wild_type, parts, few, progress):
-    """The recipe's (model, adapter) on one split: every candidate trained, the one with the
-    best validation R^2 kept (the first on a tie). The candidates: on few data the widths
+    """The recipe on one split, chosen on validation R^2 by ``seqattn.train.select``: a
+    Selection whose ``model`` is the kept (model, adapter) and whose ``table`` holds every
+    candidate's validation R^2 (the first on a tie). The candidates: on few data the widths
     (``few_widths``); for a scan with measurement errors, training weighted by 1 / dy^2 and
     unweighted, since the variants are scored unweighted and where dy follows y the weights
     tilt the fit toward one end of the scores."""
     widths = config.few_widths if few else (config.d_model,)
     weightings = (True, False) if "weight" in ds else (False,)
-    candidates = []
-    for width in widths:
+    candidates = {f"d_model {width}, {'weighted' if weighted else 'unweighted'}":
+                  (width, weighted) for width in widths for weighted in weightings}
+
+    def train_candidate(candidate):
+        width, weighted = candidate
         sized = replace(config, d_model=width, dim_feedforward=2 * width) if few else config
-        for weighted in weightings:
-            data = ds if weighted else ds.drop_vars("weight", errors="ignore")
-            candidates.append(train(sized, data, wild_type, parts, few, progress))
-    return max(candidates, key=lambda c: validation_r2(*c, ds, parts))
+        data = ds if weighted else ds.drop_vars("weight", errors="ignore")
+        return train(sized, data, wild_type, parts, few, progress)
+
+    return select(candidates, train_candidate,
+                  lambda trained: {"r2": validation_r2(*trained, ds, parts)}, metric="r2")
 
 
 def validation_r2(model, adapter, ds, parts):
@@ -418,8 +424,11 @@ def main(argv=None, config=None, progress=True):
         few = split != "published"
         row = {"sizes": {p: int(parts[p].sum()) for p in PARTS},
                "baselines": baselines(ds, PROTEIN.codes(wild_type), parts)}
-        model, adapter = trained_recipe(config, ds, wild_type, parts, few, progress)
-        row["d_model"] = model.config.d_model
+        choice = trained_recipe(config, ds, wild_type, parts, few, progress)
+        model, adapter = choice.model
+        row["chosen"], row["d_model"] = choice.name, model.config.d_model
+        row["validation_r2"] = dict(zip(choice.table["candidate"].values.tolist(),
+                                        choice.table["r2"].values.tolist()))
         test = xr.DataArray(parts["test"], dims="record")
         predicted = seqattn.predict(model, ds, adapter, where=test)["y"]
         row["model"] = score(predicted.values, ds["y"].values[parts["test"]])
@@ -443,7 +452,9 @@ def report(results, scan):
     for split in SPLITS:
         row = results[split]
         print(f"{split} (" + ", ".join(f"{p} {n}" for p, n in row["sizes"].items())
-              + f"; model d_model {row['d_model']}):")
+              + f"; model {row['chosen']}, chosen on validation R^2 among "
+              + ", ".join(f"{name} {r2:.3f}" for name, r2 in row["validation_r2"].items())
+              + "):")
         for name, values in {**row["baselines"],
                              "seqattn (Transformer, mutation tokens)": row["model"]}.items():
             print(f"  {name:45s} {values['r2']:.3f}  {values['spearman']:.3f}")

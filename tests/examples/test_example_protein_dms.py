@@ -69,12 +69,14 @@ def test_the_recipe_keeps_the_candidate_with_the_best_validation_r2(example, mon
     ds = made_up_scan()
     weighted = ds.assign(weight=("record", np.linspace(1.0, 2.0, ds.sizes["record"])))
     config = example.ExampleConfig(few_widths=(16, 32), d_model=24)
-    assert example.trained_recipe(config, weighted, "MKVL", {}, True, False)[0] == (16, False)
+    choice = example.trained_recipe(config, weighted, "MKVL", {}, True, False)
+    assert choice.model[0] == (16, False) and choice.name == "d_model 16, unweighted"
+    np.testing.assert_array_equal(choice.table["r2"].values, list(scores.values()))
     assert trained == list(scores)
     assert "weight" in weighted  # the caller's Dataset keeps its weights
     trained.clear()
     scores[(24, True)], scores[(24, False)] = 0.8, 0.8
-    assert example.trained_recipe(config, weighted, "MKVL", {}, False, False)[0] == (24, True)
+    assert example.trained_recipe(config, weighted, "MKVL", {}, False, False).model[0] == (24, True)
     assert trained == [(24, True), (24, False)]
     trained.clear()
     example.trained_recipe(config, ds, "MKVL", {}, False, False)  # no weights: one candidate

@@ -93,6 +93,18 @@ def short_backward_job():
     attention_backward(q, q, k, v, out, lse)
 
 
+def backward_of_call_job(call):
+    """The attention backward of a prepared ``call`` (ops.attention_inputs): what the helper
+    compiles for a call with structured biases, whose kernels' signature depends on the biases
+    it has (types, cutoff, cell, pair codes) and so on no fixed job. Run on made-up saved
+    outputs: only the signature matters."""
+    from .ops.attention import attention_backward_of_call
+
+    B, H, N, D = call.q.shape
+    zeros = np.zeros((B, H, N, D), call.q.dtype)
+    attention_backward_of_call(call, zeros, zeros, np.zeros((B, H, N), call.q.dtype))
+
+
 def attention_backward_job():
     """The fused attention backward (float32), for short and for long sequences."""
     tiled_backward_job()
@@ -313,20 +325,23 @@ def start_helper():
     return lock
 
 
-def hand_over(lock, job, launches, on_wait=None):
+def hand_over(lock, job, launches, on_wait=None, call=None):
     """At a forward kernel's first compilation (HANDOVERS): the helper of ``lock`` (what
-    :func:`start_helper` returned) runs ``job`` meanwhile, and this process's first launch of
+    :func:`start_helper` returned) runs ``job`` meanwhile (with ``call``: the backward of that
+    prepared attention call, :func:`backward_of_call_job`), and this process's first launch of
     each of ``launches`` waits for it (kernels/compiled_elsewhere.py); ``on_wait()`` is called
     when such a launch starts waiting."""
     from .kernels.compiled_elsewhere import compiling_elsewhere
 
-    path = _write_request(lock, JOB_PRIORITY, dict(job=job))
+    path = _write_request(lock, JOB_PRIORITY, dict(job=job, call=call))
     compiling_elsewhere(launches,
                         lambda: not os.path.exists(path) or not _helper_running(lock), on_wait)
 
 
 def _serve_one(request):
-    if "job" in request:
+    if request.get("call") is not None:
+        backward_of_call_job(request["call"])
+    elif "job" in request:
         run_job(request["job"], parallel_twins=False)
     else:
         kernel = getattr(importlib.import_module(request["module"]), request["name"])

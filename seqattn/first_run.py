@@ -13,6 +13,7 @@ which compiles the versions of sized kernels that launches miss, and that of a f
 """
 import atexit
 import os
+import pickle
 import sys
 import time
 
@@ -98,6 +99,28 @@ class CompileNotice(event.Listener):
         except OSError:  # a cache folder it cannot write to: compile here, as without it
             pass
 
+    def hand_over_backward_of(self, call):
+        """On a first run with a helper: hand it the short attention backward of ``call``, a
+        call with structured biases, once per signature of its score modifications (which the
+        biases it has decide); the run's first backward launch waits for it."""
+        if self._helper_lock is None:
+            return
+        from numba import typeof
+
+        from .compile import hand_over
+        from .kernels.cpu.attention import _mods
+
+        key = ("structured-backward", typeof(_mods(call)), call.q.dtype, call.k.shape[1])
+        if key in self._handed:
+            return
+        self._handed.add(key)
+        try:
+            hand_over(self._helper_lock, "structured-backward",
+                      ("seqattn.kernels.cpu.attention_small._backward_tasks",),
+                      on_wait=lambda: self._show(WAITING), call=call)
+        except (OSError, pickle.PicklingError):  # compiled here, as without a helper
+            pass
+
     def start_helper_once(self):
         """Start the helper, at most once a process (a launch that misses its kernel may do it
         before any compilation: kernels/cpu/threads.py)."""
@@ -152,6 +175,11 @@ class CompileNotice(event.Listener):
 
 
 _NOTICE = CompileNotice()
+
+
+def hand_over_structured_backward(call):
+    """See :meth:`CompileNotice.hand_over_backward_of` (nothing without a helper: warm runs)."""
+    _NOTICE.hand_over_backward_of(call)
 
 
 def _start_helper_quietly():

@@ -117,9 +117,18 @@ def attention_of_call(call, return_lse=False):
     B, H, Hkv, N, M, D = shapes_of(call)
     out = empty_like_on(call.device, (B, H, N, D), call.q.dtype)
     lse = empty_like_on(call.device, (B, H, N), call.q.dtype)
-    kernels = _short_sequence_kernels(call) or _attention_kernels(call)
-    kernels.attention_forward(out, lse, call)
+    short = _short_sequence_kernels(call)
+    if short is not None and (call.distance.has or call.pair.mode):
+        _hand_over_backward(call)
+    (short or _attention_kernels(call)).attention_forward(out, lse, call)
     return (out, lse) if return_lse else out
+
+
+def _hand_over_backward(call):
+    """On a first run, the compile helper compiles this call's backward meanwhile."""
+    from ..first_run import hand_over_structured_backward
+
+    hand_over_structured_backward(call)
 
 
 def _check_saved(name, x, shape, dtype):

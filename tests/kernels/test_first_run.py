@@ -280,3 +280,62 @@ def test_the_helper_compiles_each_requested_version_once_then_ends(tmp_path):
     assert list(folder.iterdir()) == [] and not lock.exists()
     assert argtypes in _toy_kernel.parallel.overloads
     assert not requests(_toy_kernel, "parallel", argtypes), "no helper is running any more"
+
+
+def _structured_call(kind):
+    """A prepared attention call with a distance bias (element types, smooth cutoff), or with
+    pair codes."""
+    from seqattn.ops import DistanceBias, PairBias
+    from seqattn.ops.attention_inputs import prepare_attention
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 2, 5, 8)).astype(np.float32)
+    if kind == "pair":
+        codes = rng.integers(-1, 4, (2, 5, 5)).astype(np.int8)
+        return prepare_attention(q, q, q, pair_bias=PairBias(
+            table=rng.standard_normal((2, 4)).astype(np.float32), codes=codes))
+    bias = DistanceBias(x=rng.random((2, 5, 3)).astype(np.float32),
+                        table=rng.standard_normal((3, 3, 2, 8)).astype(np.float32), r_max=3.0,
+                        cutoff=2.5, smooth_cutoff=True,
+                        types=rng.integers(0, 3, (2, 5)).astype(np.int32))
+    return prepare_attention(q, q, q, distance_bias=bias)
+
+
+def test_a_structured_call_hands_the_helper_its_backward_once_per_signature(monkeypatch):
+    import seqattn.compile
+
+    handed = []
+    monkeypatch.setattr(seqattn.compile, "hand_over",
+                        lambda lock, job, launches, on_wait, call: handed.append((job, call)))
+    notice = CompileNotice(_Stream(False), start_helper=True)
+    distance, pair = _structured_call("distance"), _structured_call("pair")
+    notice.hand_over_backward_of(distance)  # no helper: nothing
+    assert handed == []
+    notice._helper_lock = "lock"
+    for call in (distance, distance, pair, _structured_call("distance"), pair):
+        notice.hand_over_backward_of(call)
+    assert [(job, call.distance.has, bool(call.pair.mode)) for job, call in handed] == [
+        ("structured-backward", True, False), ("structured-backward", False, True)]
+
+
+def test_the_helper_job_of_a_structured_call_compiles_its_backward_signature(monkeypatch):
+    """The helper's job runs the backward of the pickled call itself: the model's launch then
+    has its signature."""
+    import pickle
+
+    from seqattn.compile import backward_of_call_job
+    from seqattn.kernels.cpu import attention_small
+    from seqattn.ops.attention import attention_backward_of_call, attention_of_call
+
+    launched = []
+    kernel = attention_small._backward_tasks
+
+    def run(threads, *args, run=kernel.run):
+        launched.append(tuple(numba.typeof(a) for a in args[1:]))
+        return run(threads, *args)
+    monkeypatch.setattr(kernel, "run", run)
+    call = _structured_call("distance")
+    backward_of_call_job(pickle.loads(pickle.dumps(call)))
+    out, lse = attention_of_call(call, return_lse=True)
+    attention_backward_of_call(call, np.ones_like(out), out, lse)
+    assert len(launched) == 2 and launched[0] == launched[1]

@@ -13,8 +13,10 @@ as many at once as there are cores, since Numba compiles on one thread per proce
     python -m seqattn.compile --list          # the jobs, without compiling
 
 A first run that skips this step compiles as it goes (saying so, with a progress bar), beside
-one helper process (:func:`start_helper`) that takes requests: the tiled attention backward,
-asked for when the run compiles the tiled forward, and the versions of sized kernels
+one helper process (:func:`start_helper`, started by the run's first compilation or by its first
+launch that misses a kernel) that takes requests: the backward of each forward the run compiles
+(linear map, short and tiled attention; for an attention call with structured biases, the
+backward of that call itself, :func:`backward_of_call_job`), and the versions of sized kernels
 (cpu/threads.py) that the run's launches miss; such a launch runs the other version meanwhile
 (the serial one, which compiles several times faster than the parallel one; same bits).
 Set ``SEQATTN_COMPILE_HELPER=0`` to keep every compilation in the calling process.

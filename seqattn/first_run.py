@@ -7,9 +7,11 @@ which would otherwise look like a hang. Numba announces each compilation it make
 says once, on stderr, what is happening, and then counts the kernels compiled (a tqdm bar that
 names the one being compiled, on a terminal). A run whose kernels all come from the cache shows
 nothing.
-The first compilation also starts the helper process of :func:`seqattn.compile.start_helper`,
-which compiles the versions of sized kernels that launches miss, and that of a forward kernel
-(the linear map's, the attention's) hands it the backward, which the run needs last.
+The first compilation (or a launch that misses its kernel before it) also starts the helper
+process of :func:`seqattn.compile.start_helper`, which compiles the versions of sized kernels
+that launches miss; that of a forward kernel (the linear map's, the attention's) hands it the
+backward, which the run needs last, and an attention call with structured biases hands it the
+backward of the call itself (:func:`hand_over_structured_backward`).
 """
 import atexit
 import os

@@ -213,9 +213,10 @@ def test_the_parallel_version_gives_the_serial_bits(structured):
         out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
         dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
         parts = tiled._structured_parts(call, 1)
-        getattr(short._forward_tasks, version)(chunks, out, lse, q, k, v, scale, mods)
+        getattr(short._forward_tasks, version)(chunks, out, lse, q, k, v, scale, structured,
+                                               mods)
         getattr(short._backward_tasks, version)(chunks, dq, dk, dv, parts, dout, out, lse, q, k,
-                                                v, scale, mods)
+                                                v, scale, structured, mods)
         results[version] = (out, lse, dq, dk, dv, *parts)
     assert not structured or np.any(results["serial"][5] != 0), "no table gradient was written"
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv", "dtable", "dpair", "dx", "dy"),

@@ -131,7 +131,7 @@ def _chunk(chunk, chunks, tasks):
 
 @sized_kernel(GRAIN, work=lambda chunks, out, lse, q, k, *rest: _score_work(
     *q.shape[:3], k.shape[2], q.shape[3]))
-def _forward_tasks(chunks, out, lse, q, k, v, scale, mods):
+def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods):
     bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
         has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
     B, H, N, D = q.shape
@@ -155,7 +155,10 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, mods):
             # s = scale q k^T (every product's operands as views of any layout, [:, :]: one
             # compiled register_gemm serves them all, where C, F and A layouts compiled three)
             register_gemm(scores[:, :], q[b, h, :, :], kt[:, :], scale, False)
-            _add_structured_biases(scores, b, h, mods)
+            # only with a structured bias: even a call that adds nothing takes and drops a
+            # reference to each array in mods, per task
+            if structured:
+                _add_structured_biases(scores, b, h, mods)
             for i in range(N):
                 s = scores[i]
                 factors[i] = 0
@@ -185,9 +188,11 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, mods):
 
 @sized_kernel(GRAIN, work=lambda chunks, dq, dk, dv, parts, dout, out, lse, q, k, *rest:
               _score_work(*q.shape[:3], k.shape[2], q.shape[3]))
-def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale, mods):
+def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale,
+                    structured, mods):
     """structured_parts: attention._structured_parts for one chunk of keys (task b * Hkv + hk
-    owns dtable[task], dpair[task], dx[0, hk, b], dy[hk, b])."""
+    owns dtable[task], dpair[task], dx[0, hk, b], dy[hk, b]); structured: whether the call has
+    a structured bias."""
     bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
         has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
     dtable, dpair, dx, dy = structured_parts
@@ -215,13 +220,11 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
             padded = key_padding_mask[b if has_kpm else 0]
             transpose(kt, k[b, hk])
             transpose(vt, v[b, hk])
-            task_grads = (dtable[task % dtable.shape[0]], dpair[task % dpair.shape[0]],
-                          dx[0, hk % dx.shape[1], b % dx.shape[2]],
-                          dy[hk % dy.shape[0], b % dy.shape[1]])
             for h in range(hk * group, (hk + 1) * group):
                 # forward: s = scale q k^T, modified, outside the row's band -inf
                 register_gemm(p[:, :], q[b, h, :, :], kt[:, :], scale, False)
-                _add_structured_biases(p, b, h, mods)
+                if structured:
+                    _add_structured_biases(p, b, h, mods)
                 for i in range(N):
                     row_lse = lse[b, h, i]
                     delta[i] = 0
@@ -246,7 +249,11 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
                 register_gemm(dvt[:, :], dout[b, h].T[:, :], p[:, :], one, not first)
                 # softmax: dS = P (dP - delta)
                 register_gemm_softmax_grad(ds, dout[b, h], vt, one, p, delta)
-                _structured_grads(ds, b, h, 0, 0, mods, task_grads)
+                if structured:
+                    _structured_grads(ds, b, h, 0, 0, mods, (
+                        dtable[task % dtable.shape[0]], dpair[task % dpair.shape[0]],
+                        dx[0, hk % dx.shape[1], b % dx.shape[2]],
+                        dy[hk % dy.shape[0], b % dy.shape[1]]))
                 # forward: s = scale q k^T  ->  dq = scale dS k, dK^T += scale q^T dS
                 register_gemm(dq[b, h, :, :], ds[:, :], k[b, hk, :, :], scale, False)
                 register_gemm(dkt[:, :], q[b, h].T[:, :], ds[:, :], scale, not first)
@@ -256,6 +263,10 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
 
 def _scale(call):
     return call.q.dtype.type(call.scale)
+
+
+def _structured(call):
+    return bool(call.distance.has or call.pair.mode)
 
 
 def _launch(kernel, tasks, *args):
@@ -268,7 +279,8 @@ def _launch(kernel, tasks, *args):
 def attention_forward(out, lse, call):
     """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call."""
     B, H = call.q.shape[:2]
-    _launch(_forward_tasks, B * H, out, lse, call.q, call.k, call.v, _scale(call), _mods(call))
+    _launch(_forward_tasks, B * H, out, lse, call.q, call.k, call.v, _scale(call),
+            _structured(call), _mods(call))
 
 
 def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
@@ -278,5 +290,5 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
     B, Hkv = call.k.shape[:2]
     parts = _structured_parts(call, 1)
     _launch(_backward_tasks, B * Hkv, dq, dk, dv, parts, dout, out, lse, call.q, call.k, call.v,
-            _scale(call), _mods(call))
+            _scale(call), _structured(call), _mods(call))
     _sum_structured_parts(structured, parts, call)

@@ -1,7 +1,9 @@
 """The short-sequence attention kernels (kernels/cpu/attention_small.py) against the NumPy
 reference, finite differences and the tiled kernel, and the op's choice between the two."""
+import numba
 import numpy as np
 import pytest
+from numba import njit
 
 import seqattn
 from attention_cases import (CASES, Case, backward_inputs, check_backward, check_forward,
@@ -222,3 +224,25 @@ def test_the_parallel_version_gives_the_serial_bits(structured):
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv", "dtable", "dpair", "dx", "dy"),
                           results["serial"], results["parallel"]):
         assert np.array_equal(a, b), f"{name}: the parallel version differs from the serial"
+
+
+@njit
+def _structured_probe(s, ds, mods, task_grads):
+    """What a task of the short kernels does with the structured biases (not cached, so the
+    functions it reaches are typed in this process whatever the disk cache holds)."""
+    short._add_structured_biases(s, 0, 0, mods)
+    short._add_structured_grads(ds, 0, 0, 0, 0, mods, task_grads)
+
+
+@pytest.mark.parametrize("structured", [False, True], ids=["plain", "structured"])
+def test_a_call_without_structured_biases_compiles_none_of_their_code(structured):
+    dout, q, k, v, opts = _parallel_case_inputs(structured)
+    call = prepare_attention(q, k, v, **opts)
+    mods = short._mods(call)
+    dtable, dpair, dx, dy = tiled._structured_parts(call, 1)
+    s = np.zeros(q.shape[2:3] + k.shape[2:3], np.float32)
+    _structured_probe(s, np.ones_like(s), mods, (dtable[0], dpair[0], dx[0, 0, 0], dy[0, 0]))
+    assert (s != 0).any() == structured and dtable.any() == structured
+    typed = [numba.typeof(mods) in signature
+             for signature in short._structured_biases_added.overloads]
+    assert any(typed) == structured, "the structured biases' code compiled for a plain call"

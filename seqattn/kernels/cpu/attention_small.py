@@ -32,9 +32,10 @@ tiled kernel does per tile (its flat ``mods`` tuple, the same per-task buffers a
 attention.py.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
-from .attention import (STRUCTURED_AT, _mods, _structured_biases, _structured_grads,
+from .attention import (PAIR_AT, STRUCTURED_AT, _mods, _structured_biases, _structured_grads,
                         _structured_parts, _sum_structured_parts)
 from .attention_bias import add_distance_bias, add_pair_bias
 from .float32_math import FASTMATH
@@ -115,12 +116,33 @@ def _hide_keys(s, padded, has_kpm, lo, hi):
 
 
 @njit(cache=True)
-def _add_structured_biases(s, b, h, mods):
-    """Add the call's structured biases to the (N, M) scores s of (b, h): compiles to nothing
-    where the call has none."""
+def _structured_biases_added(s, b, h, mods):
+    """Add the call's structured biases to the (N, M) scores s of (b, h)."""
     distance, pair = _structured_biases(mods)
     add_distance_bias(s, b, h, 0, 0, distance)
     add_pair_bias(s, b, h, 0, 0, pair)
+
+
+def _with_structured_biases(kernel):
+    """A function for @njit code that runs ``kernel`` (same arguments, the flat mods tuple
+    among them) where the call has a structured bias, and nothing where it has none: a call
+    without one then compiles none of their code (chosen once per signature)."""
+    def run(*args):
+        raise NotImplementedError("callable from @njit code only")
+
+    # not cache=True, as in attention_bias._where_present; the cached kernels cache it
+    @overload(run)
+    def _choose(*args):
+        mods = next(a for a in args if isinstance(a, types.BaseTuple) and len(a) > PAIR_AT)
+        if isinstance(mods[STRUCTURED_AT], types.NoneType) and \
+                isinstance(mods[PAIR_AT], types.NoneType):
+            return lambda *args: None
+        return lambda *args: kernel(*args)
+    return run
+
+
+_add_structured_biases = _with_structured_biases(_structured_biases_added)
+_add_structured_grads = _with_structured_biases(_structured_grads)
 
 
 @njit(cache=True)
@@ -250,7 +272,7 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
                 # softmax: dS = P (dP - delta)
                 register_gemm_softmax_grad(ds, dout[b, h], vt, one, p, delta)
                 if structured:
-                    _structured_grads(ds, b, h, 0, 0, mods, (
+                    _add_structured_grads(ds, b, h, 0, 0, mods, (
                         dtable[task % dtable.shape[0]], dpair[task % dpair.shape[0]],
                         dx[0, hk % dx.shape[1], b % dx.shape[2]],
                         dy[hk % dy.shape[0], b % dy.shape[1]]))

@@ -38,10 +38,10 @@ HELPER_AFTER = "seqattn.kernels.cpu.attention._forward_tasks"
 # The tiled attention backward's launches, which the helper process compiles on a first run.
 BACKWARD_KERNELS = ("seqattn.kernels.cpu.attention._backward_tasks",
                     "seqattn.kernels.cpu.attention._row_delta_rows")
+SHORT_FORWARD = "seqattn.kernels.cpu.attention_small._forward_tasks"
 # What a first run hands the helper at the first compilation of a forward kernel: the job that
 # compiles its backward (the slowest kernels of a training step, which the run reaches last),
 # and the launches that wait for that job; (forward, job, launches).
-SHORT_FORWARD = "seqattn.kernels.cpu.attention_small._forward_tasks"
 HANDOVERS = (
     (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS),
     (SHORT_FORWARD, "short-backward", ("seqattn.kernels.cpu.attention_small._backward_tasks",)),

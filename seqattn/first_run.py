@@ -19,6 +19,7 @@ import pickle
 import sys
 import time
 
+import numpy as np
 from numba.core import event
 
 WAITING = "waiting for the helper process's backward kernels"
@@ -107,12 +108,9 @@ class CompileNotice(event.Listener):
         biases it has decide); the run's first backward launch waits for it."""
         if self._helper_lock is None:
             return
-        from numba import typeof
-
         from .compile import hand_over
-        from .kernels.cpu.attention import _mods
 
-        key = ("structured-backward", typeof(_mods(call)), call.q.dtype, call.k.shape[1])
+        key = _signature_key(call)
         if key in self._handed:
             return
         self._handed.add(key)
@@ -176,6 +174,15 @@ class CompileNotice(event.Listener):
         self.started = None  # said once
 
 
+def _signature_key(call):
+    """What decides the kernels' signature for a prepared attention call: each field's dtype
+    and dimensions, or its type (numba.typeof of the kernels' argument tuple took 0.1 ms, a
+    cost every attention call of a first run would pay)."""
+    fields = [f for f in call if f is not call.distance and f is not call.pair]
+    return tuple((f.dtype, f.ndim) if isinstance(f, np.ndarray) else type(f)
+                 for f in (*fields, *call.distance, *call.pair))
+
+
 _NOTICE = CompileNotice()
 
 
@@ -190,6 +197,8 @@ def _start_helper_quietly():
         _NOTICE.start_helper_once()
     except OSError:  # a cache folder it cannot write to: compile here, as without it
         pass
+
+
 _WATCHED = set()
 
 

@@ -51,7 +51,6 @@ def test_harder_split_trains_on_singles_and_few_doubles(example):
     np.testing.assert_array_equal(published["validation"], part == "validation")
 
 
-
 def test_the_recipe_keeps_the_candidate_with_the_best_validation_r2(example, monkeypatch):
     """trained_recipe trains every width on few data and, for a scan with weights, each
     weighted and unweighted (the weights dropped from what train sees), and keeps the best
@@ -76,11 +75,13 @@ def test_the_recipe_keeps_the_candidate_with_the_best_validation_r2(example, mon
     assert "weight" in weighted  # the caller's Dataset keeps its weights
     trained.clear()
     scores[(24, True)], scores[(24, False)] = 0.8, 0.8
-    assert example.trained_recipe(config, weighted, "MKVL", {}, False, False).model[0] == (24, True)
+    choice = example.trained_recipe(config, weighted, "MKVL", {}, False, False)
+    assert choice.model[0] == (24, True)
     assert trained == [(24, True), (24, False)]
     trained.clear()
     example.trained_recipe(config, ds, "MKVL", {}, False, False)  # no weights: one candidate
     assert trained == [(24, False)]
+
 
 def test_ridge_features_hold_each_mutation_and_each_pair(example):
     ds = made_up_scan()

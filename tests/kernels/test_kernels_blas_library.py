@@ -69,42 +69,37 @@ def test_nested_limits_restore_once_the_outermost_closes():
     assert _blas_threads() == before
 
 
+class CountingLibrary:
+    """A BLAS library that records the calls made of it, in ``calls`` (one list per instance),
+    with 2 threads to begin with."""
+
+    def __init__(self):
+        self.calls = []
+
+    def get_num_threads(self):
+        self.calls.append("get")
+        return 2
+
+    def set_num_threads(self, threads):
+        self.calls.append(threads)
+
 
 def test_blocks_inside_a_block_leave_the_libraries_alone():
-    class CountingLibrary:
-        calls = []
-
-        def get_num_threads(self):
-            self.calls.append("get")
-            return 2
-
-        def set_num_threads(self, threads):
-            self.calls.append(threads)
-
-    libraries = [CountingLibrary()]
-    with blas_library._OpenBLASLimit(libraries):
-        assert CountingLibrary.calls == ["get", 1]
+    library = CountingLibrary()
+    with blas_library._OpenBLASLimit([library]):
+        assert library.calls == ["get", 1]
         for _ in range(3):  # a launch's own block inside fit's
-            with blas_library._OpenBLASLimit(libraries):
+            with blas_library._OpenBLASLimit([library]):
                 pass
-        assert CountingLibrary.calls == ["get", 1]
-    assert CountingLibrary.calls == ["get", 1, 2]
+        assert library.calls == ["get", 1]
+    assert library.calls == ["get", 1, 2]
 
 
 def test_one_block_entered_twice_restores_once_the_outermost_closes():
-    class CountingLibrary:
-        calls = []
-
-        def get_num_threads(self):
-            self.calls.append("get")
-            return 2
-
-        def set_num_threads(self, threads):
-            self.calls.append(threads)
-
-    block = blas_library._OpenBLASLimit([CountingLibrary()])
+    library = CountingLibrary()
+    block = blas_library._OpenBLASLimit([library])
     with block:
         with block:
             pass
-        assert CountingLibrary.calls == ["get", 1]  # the inner exit left the thread count
-    assert CountingLibrary.calls == ["get", 1, 2]
+        assert library.calls == ["get", 1]  # the inner exit left the thread count
+    assert library.calls == ["get", 1, 2]

@@ -177,8 +177,8 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods):
             # s = scale q k^T (every product's operands as views of any layout, [:, :]: one
             # compiled register_gemm serves them all, where C, F and A layouts compiled three)
             register_gemm(scores[:, :], q[b, h, :, :], kt[:, :], scale, False)
-            # only with a structured bias: even a call that adds nothing takes and drops a
-            # reference to each array in mods, per task
+            # a run-time flag as well as the compile-time choice of _with_structured_biases:
+            # the backward would otherwise take views of its gradient buffers per head
             if structured:
                 _add_structured_biases(scores, b, h, mods)
             for i in range(N):

@@ -214,7 +214,7 @@ def test_the_parallel_version_gives_the_serial_bits(structured):
     for version, chunks in (("serial", 1), ("parallel", 3)):
         out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
         dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-        parts = tiled._structured_parts(call, 1)
+        parts = short.task_parts(call)
         getattr(short._forward_tasks, version)(chunks, out, lse, q, k, v, scale, structured,
                                                mods)
         getattr(short._backward_tasks, version)(chunks, dq, dk, dv, parts, dout, out, lse, q, k,
@@ -230,8 +230,9 @@ def test_the_parallel_version_gives_the_serial_bits(structured):
 def _structured_probe(s, ds, mods, task_grads):
     """What a task of the short kernels does with the structured biases (not cached, so the
     functions it reaches are typed in this process whatever the disk cache holds)."""
-    short._add_structured_biases(s, 0, 0, mods)
-    short._add_structured_grads(ds, 0, 0, 0, 0, mods, task_grads)
+    geometry = short._geometry(s.shape[0], s.shape[1], s, mods, True)
+    short._add_structured_biases(s, 0, 0, mods, geometry)
+    short._add_structured_grads(ds, 0, 0, mods, geometry, task_grads)
 
 
 @pytest.mark.parametrize("structured", [False, True], ids=["plain", "structured"])
@@ -239,7 +240,7 @@ def test_a_call_without_structured_biases_compiles_none_of_their_code(structured
     dout, q, k, v, opts = _parallel_case_inputs(structured)
     call = prepare_attention(q, k, v, **opts)
     mods = short._mods(call)
-    dtable, dpair, dx, dy = tiled._structured_parts(call, 1)
+    dtable, dpair, dx, dy = short.task_parts(call)
     s = np.zeros(q.shape[2:3] + k.shape[2:3], np.float32)
     _structured_probe(s, np.ones_like(s), mods, (dtable[0], dpair[0], dx[0, 0, 0], dy[0, 0]))
     assert (s != 0).any() == structured and dtable.any() == structured

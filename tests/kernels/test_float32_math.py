@@ -1,9 +1,10 @@
-"""The float32 exp and the row primitives of the CPU softmax against NumPy."""
+"""The float32 exp, log, sine and cosine and the row primitives of the CPU softmax against
+NumPy."""
 import numpy as np
 import pytest
 from numba import njit
 
-from seqattn.kernels.cpu.float32_math import exp_f32
+from seqattn.kernels.cpu.float32_math import exp_f32, log_f32, sin_cos_f32
 from seqattn.kernels.cpu.llvm_vectors import AVX512
 from seqattn.kernels.cpu.softmax_rows import (_exp_shifted_bits, _exp_shifted_scalef, exp_shifted,
                                               row_max, softmax_grad_row)
@@ -36,6 +37,44 @@ def test_exp_f32_is_within_two_ulps_over_the_softmax_range():
     want = np.exp(x.astype(np.float64))
     rel = np.abs(_exp_all(x) - want) / want
     assert rel.max() <= 2 * F32_EPS, f"max relative error {rel.max():.3g}"
+
+
+@njit
+def _log_all(x):
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = log_f32(x[i])
+    return out
+
+
+@njit
+def _sin_cos_all(u):
+    sine, cosine = np.empty_like(u), np.empty_like(u)
+    for i in range(u.shape[0]):
+        sine[i], cosine[i] = sin_cos_f32(u[i])
+    return sine, cosine
+
+
+def test_log_f32_is_within_two_ulps_of_its_result_or_of_one():
+    x = np.concatenate([np.geomspace(1e-37, 1e37, 200_001), np.linspace(0.5, 2.0, 100_001)])
+    x = x.astype(np.float32)
+    want = np.log(x.astype(np.float64))
+    # near x = 1 the result is small: its error is measured against the ulps of 1 there
+    ulps = np.maximum(np.spacing(np.abs(want).astype(np.float32)), F32_EPS)
+    assert np.max(np.abs(_log_all(x) - want) / ulps) <= 2
+    assert _log_all(np.array([0.0], np.float32))[0] == -np.inf
+
+
+def test_sin_cos_f32_keep_sine_relative_near_zero_over_a_quarter_turn():
+    u = np.concatenate([np.linspace(0.0, np.pi / 2, 200_001),
+                        np.geomspace(1e-30, 1.0, 10_001)]).astype(np.float32)
+    sine, cosine = _sin_cos_all(u)
+    wide = u.astype(np.float64)
+    positive = u > 0
+    rel = np.abs(sine[positive] - np.sin(wide[positive])) / np.sin(wide[positive])
+    assert rel.max() <= 2 * F32_EPS, f"sine's max relative error {rel.max():.3g}"
+    assert np.max(np.abs(cosine - np.cos(wide))) <= 2 * F32_EPS
+    assert sine[0] == 0 and cosine[0] == 1
 
 
 def test_exp_f32_underflows_to_exact_zero():

@@ -1079,15 +1079,17 @@ StructuredGrads.__doc__ = """Outputs for the structured biases' gradients, in ke
 distance_table (H, P, C), x (B, 3, N), y (B, 3, M), pair_table (H, C); None where absent."""
 
 
-def _structured_parts(call, n_chunks):
-    """Zeroed per-task gradient buffers for _backward_tasks (1-element ones where unused)."""
+def _structured_parts(call, n_chunks, table_lanes=LANES):
+    """Zeroed per-task gradient buffers for _backward_tasks (1-element ones where unused);
+    ``table_lanes`` copies of each distance-table gradient (the short-sequence attention's
+    shared geometry adds into one)."""
     B, H, N = call.q.shape[:3]
     Hkv, M = call.k.shape[1], call.k.shape[2]
     n_tasks, group, dtype = B * Hkv * n_chunks, H // Hkv, call.q.dtype
     distance, pair = call.distance, call.pair
     P, C = distance.table.shape[1:]
     if distance.has:
-        dtable = np.zeros((n_tasks, group, LANES, P, C), dtype)
+        dtable = np.zeros((n_tasks, group, table_lanes, P, C), dtype)
         dx = np.zeros((n_chunks, Hkv, B, 3, N), dtype)
         dy = np.zeros((Hkv, B, 3, M), dtype)
     else:

@@ -27,7 +27,9 @@ dK += scale dS^T q (dK and dV summed transposed, then transposed into place).
 
 The structured biases (distances, pair codes; attention_bias.py) are added to each (b, h) score
 tile whole, and their gradients gathered from its dS tile into the task's own buffers, as the
-tiled kernel does per tile (its flat ``mods`` tuple, the same per-task buffers and sum). The op
+tiled kernel does per tile (its flat ``mods`` tuple, the same per-task buffers and sum). A
+distance bias with types, a smooth cutoff or a cell takes its per-pair geometry from a buffer
+that a chunk fills once per batch and its heads share (distance_geometry.py). The op
 (``seqattn.ops.attention``) sends the longer sequences (MAX_LENGTH_TIMES_HEAD_DIM) to
 attention.py.
 """
@@ -35,9 +37,11 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from .attention import (PAIR_AT, STRUCTURED_AT, _mods, _structured_biases, _structured_grads,
-                        _structured_parts, _sum_structured_parts)
-from .attention_bias import add_distance_bias, add_pair_bias
+from .attention import (PAIR_AT, STRUCTURED_AT, _mods, _structured_biases, _structured_parts,
+                        _sum_structured_parts)
+from .attention_bias import LANES, add_pair_bias, pair_bias_grads
+from .distance_geometry import (add_shared_distance_bias, distance_geometry, shared_distance_bias_grads,
+                                shares_geometry)
 from .float32_math import FASTMATH
 from .gemm.register_gemm import (register_gemm, register_gemm_softmax_grad,
                                  transpose)
@@ -116,11 +120,29 @@ def _hide_keys(s, padded, has_kpm, lo, hi):
 
 
 @njit(cache=True)
-def _structured_biases_added(s, b, h, mods):
+def _new_geometry(rows, cols, like, mods, with_grads):
+    """A chunk's buffers for the distance bias's per-pair geometry (distance_geometry.py)."""
+    distance, pair = _structured_biases(mods)
+    return distance_geometry(rows, cols, like, distance, with_grads)
+
+
+@njit(cache=True)
+def _structured_biases_added(s, b, h, mods, geometry):
     """Add the call's structured biases to the (N, M) scores s of (b, h)."""
     distance, pair = _structured_biases(mods)
-    add_distance_bias(s, b, h, 0, 0, distance)
+    add_shared_distance_bias(s, b, h, distance, geometry)
     add_pair_bias(s, b, h, 0, 0, pair)
+
+
+@njit(cache=True)
+def _structured_grads(ds, b, h, mods, geometry, task_grads):
+    """Gradients of the structured biases from the (N, M) dS tile of (b, h), into one task's
+    own buffers: task_grads = (dtable (group, lanes, P, C), dpair (group, LANES, C), dx (3, N),
+    dy (3, M)) of :func:`task_parts`, where h % group picks the head's slot."""
+    distance, pair = _structured_biases(mods)
+    dtable, dpair, dx, dy = task_grads
+    shared_distance_bias_grads(ds, b, h, distance, geometry, dtable[h % dtable.shape[0]], dx, dy)
+    pair_bias_grads(ds, b, 0, 0, pair, dpair[h % dpair.shape[0]])
 
 
 def _with_structured_biases(kernel):
@@ -141,6 +163,7 @@ def _with_structured_biases(kernel):
     return run
 
 
+_geometry = _with_structured_biases(_new_geometry)
 _add_structured_biases = _with_structured_biases(_structured_biases_added)
 _add_structured_grads = _with_structured_biases(_structured_grads)
 
@@ -164,6 +187,8 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods):
         kt = np.empty((D, M), q.dtype)
         scores = np.empty((N, M), q.dtype)
         factors = np.empty(N, q.dtype)
+        # None for a call without structured biases; its heads share a batch's geometry
+        geometry = _geometry(N, M, q, mods, False)
         start, stop = _chunk(chunk, chunks, B * H)
         for task in range(start, stop):
             b, h = task // H, task % H
@@ -180,7 +205,7 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods):
             # a run-time flag as well as the compile-time choice of _with_structured_biases:
             # the backward would otherwise take views of its gradient buffers per head
             if structured:
-                _add_structured_biases(scores, b, h, mods)
+                _add_structured_biases(scores, b, h, mods, geometry)
             for i in range(N):
                 s = scores[i]
                 factors[i] = 0
@@ -231,6 +256,7 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
         p = np.empty((N, M), q.dtype)
         ds = np.empty((N, M), q.dtype)
         delta = np.empty(N, q.dtype)
+        geometry = _geometry(N, M, q, mods, True)
         start, stop = _chunk(chunk, chunks, B * Hkv)
         for task in range(start, stop):
             b, hk = task // Hkv, task % Hkv
@@ -246,7 +272,7 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
                 # forward: s = scale q k^T, modified, outside the row's band -inf
                 register_gemm(p[:, :], q[b, h, :, :], kt[:, :], scale, False)
                 if structured:
-                    _add_structured_biases(p, b, h, mods)
+                    _add_structured_biases(p, b, h, mods, geometry)
                 for i in range(N):
                     row_lse = lse[b, h, i]
                     delta[i] = 0
@@ -272,7 +298,7 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
                 # softmax: dS = P (dP - delta)
                 register_gemm_softmax_grad(ds, dout[b, h], vt, one, p, delta)
                 if structured:
-                    _add_structured_grads(ds, b, h, 0, 0, mods, (
+                    _add_structured_grads(ds, b, h, mods, geometry, (
                         dtable[task % dtable.shape[0]], dpair[task % dpair.shape[0]],
                         dx[0, hk % dx.shape[1], b % dx.shape[2]],
                         dy[hk % dy.shape[0], b % dy.shape[1]]))
@@ -305,12 +331,19 @@ def attention_forward(out, lse, call):
             _structured(call), _mods(call))
 
 
+def task_parts(call):
+    """Zeroed gradient buffers of the structured biases, one set per backward task
+    (attention._structured_parts); one copy of each distance-table gradient where the call
+    takes the shared geometry."""
+    return _structured_parts(call, 1, 1 if shares_geometry(call.distance) else LANES)
+
+
 def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
     """Fill dq, dk, dv and the structured biases' gradients ``structured`` (an
     attention.StructuredGrads, its arrays not None where the call has that bias) for a prepared
     call, given the forward's out and lse (all C-contiguous)."""
     B, Hkv = call.k.shape[:2]
-    parts = _structured_parts(call, 1)
+    parts = task_parts(call)
     _launch(_backward_tasks, B * Hkv, dq, dk, dv, parts, dout, out, lse, call.q, call.k, call.v,
             _scale(call), _structured(call), _mods(call))
     _sum_structured_parts(structured, parts, call)

@@ -51,15 +51,15 @@ d_model 48: 24.4 / 145. The pair potential on validation: 42.8 / 254 by the crit
 Test MAEs (energy meV/atom, forces meV/A; quick: 91 / 21 / 28 structures, full: 312 / 72 / 96):
 
     run, seed                   seqattn     pair potential  at 3.4 A       for energies
-    quick, 0                    29.6  179   46.7  284       64.1  304      21.8  370
+    quick, 0                    29.2  179   46.7  284       64.1  304      21.8  370
     quick, 1                    22.6  155   25.9  333       66.6  278      32.5  646
-    full, 0                     14.8   87   23.0  309       56.7  239      16.9  454
+    full, 0                     15.3   89   23.0  309       56.7  239      16.9  454
 
 The model beats the pair potential by the shared criterion on both metrics (the quick test
 asserts a 20 % margin for seed 0) and halves its force error. A pair potential fitted for
 energies alone, reaching 6.5 A (the model's 3.4 A cutoff sees the first neighbour shell only),
-comes close to the model's energies (quick seed 0: better; full run: 16.9 against 14.8) with two
-to five times its force error. The full run (pair potentials 5.5 and 6.5 A) takes about 160 s on
+comes close to the model's energies (quick seed 0: better; full run: 16.9 against 15.3) with two
+to five times its force error. The full run (pair potentials 5.5 and 6.5 A) takes about 90 s on
 a quiet 2-core machine once the kernels are compiled (BENCHMARKS.md). Its parity plot shows four large
 force components (magnitudes 9-13 eV/A) predicted with the wrong sign, probably close pairs (large
 forces, rare in training; the distance tables have no repulsive core): not investigated.

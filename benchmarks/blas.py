@@ -7,7 +7,8 @@ torch's CPU GEMM as references, and on the linear layers' shapes seqattn's regis
 ``packed_gemm.gemm_in_registers`` where the CPU has AVX-512 (the layers call it there for
 dout^T x, and for x W^T and dout W where OpenBLAS runs a narrower kernel, as it prints).
 Shapes: the 4-layer encoder's linear layers (benchmarks/
-encoder.py, a thread's block of 4096 of 8192 token rows), attention tiles (256 queries x 512
+encoder.py, a thread's block of 4096 of 8192 token rows), small models' weight gradients (below
+``packed_gemm.MIN_WORK``), attention tiles (256 queries x 512
 keys, D 32, 64 and 128) and a square 2048 product for the machine's rate; then the square
 product on all threads through NumPy and torch. Prints GFLOP/s, the fastest of many short
 alternating rounds: on a shared machine a short round often escapes the other users' load,
@@ -36,6 +37,12 @@ SHAPES = [  # name, M, N, K, transpose a, transpose b (row-major c = op(a) op(b)
     ("linear dout^T x, 128 x 256 x 8192", 128, 256, 8192, True, False),
     ("linear dout^T x, 512 x 256 x 8192", 512, 256, 8192, True, False),
     ("linear dout^T x, 128 x 1024 x 8192", 128, 1024, 8192, True, False),
+    # small models' dW (d_model 16-64, FFN 2 d_model, 256-1024 token rows): below MIN_WORK
+    ("linear dout^T x, 64 x 64 x 368", 64, 64, 368, True, False),
+    ("linear dout^T x, 128 x 64 x 736", 128, 64, 736, True, False),
+    ("linear dout^T x, 64 x 64 x 1024", 64, 64, 1024, True, False),
+    ("linear dout^T x, 32 x 32 x 1024", 32, 32, 1024, True, False),
+    ("linear dout^T x, 16 x 16 x 256", 16, 16, 256, True, False),
     ("scores q k^T, 256 x 512 x 32", 256, 512, 32, False, True),
     ("scores q k^T, 256 x 512 x 64", 256, 512, 64, False, True),
     ("scores q k^T, 256 x 512 x 128", 256, 512, 128, False, True),

@@ -101,8 +101,7 @@ def _linear(backward):
             def launch(threads):
                 with single_threaded_blas():
                     kernel.run(threads, dx, dw, db, y, x, w, True, True, True,
-                               linear.NT_NN_IN_REGISTERS, linear.TN_IN_REGISTERS,
-                               linear.TN_MIN_WORK, threads)
+                               linear.NT_NN_IN_REGISTERS, linear.TN_IN_REGISTERS, threads)
         else:
             kernel = linear._linear_forward
 

@@ -17,9 +17,6 @@ from seqattn.kernels.cpu.gemm.packed_gemm import gemm_in_registers, nt_nn_in_reg
 # features past 32-column panels, inner dimensions (K forward, O for dx) of one to three
 # chunks (KC = 256), and more columns than one chunk of b (NC = 512).
 SHAPES = [(203, 300, 77), (130, 45, 530), (13, 1, 40)]
-# Small layers' dW below MIN_WORK: as many inputs as outputs (d_model 64, the FFN's 64 -> 128)
-# and 40 -> 40 (a last panel of 8 columns), over 368-1030 token rows.
-SMALL_WEIGHT_GRADIENTS = [(368, 64, 64), (1030, 40, 40), (736, 64, 128)]
 
 
 @pytest.fixture
@@ -73,12 +70,10 @@ def test_float64_is_unaffected(R, K, O, nt_nn_in_registers_on):
     np.testing.assert_allclose(dx, dout @ weight, **tolerance)
 
 
-@pytest.mark.parametrize("R, K, O", SHAPES[:2] + SMALL_WEIGHT_GRADIENTS)
+@pytest.mark.parametrize("R, K, O", SHAPES[:2])
 def test_register_path_bits_do_not_depend_on_the_thread_count(R, K, O):
-    """The kernels' split of rows (and of dW's features) for 1 to 4 tasks (run serially: the
-    split, not the threads that run it, sets the blocks) gives the same y and dx, bit for bit,
-    and the same dW where the small layers' dW takes the register path (BLAS promises no
-    bits)."""
+    """The kernels' split of rows for 1 to 4 tasks (run serially: the split, not the threads
+    that run it, sets the blocks) gives the same y and dx, bit for bit."""
     rng = np.random.default_rng(3)
     x, weight, bias, dout = _layer(rng, R, K, O)
     results = []
@@ -88,35 +83,11 @@ def test_register_path_bits_do_not_depend_on_the_thread_count(R, K, O):
         with single_threaded_blas():
             linear._linear_forward.serial(y, x, weight, bias, True, True, tasks)
             linear._linear_backward.serial(dx, dweight, dbias, dout, x, weight, True, True,
-                                           True, True, packed_gemm.TN_IN_REGISTERS,
-                                           packed_gemm.TN_MIN_WORK, tasks)
-        results.append((y, dx, dweight))
-    for tasks, (y, dx, dweight) in zip((2, 3, 4), results[1:]):
+                                           True, True, packed_gemm.TN_IN_REGISTERS, tasks)
+        results.append((y, dx))
+    for tasks, (y, dx) in zip((2, 3, 4), results[1:]):
         np.testing.assert_array_equal(y, results[0][0], f"y with {tasks} tasks")
         np.testing.assert_array_equal(dx, results[0][1], f"dx with {tasks} tasks")
-        if packed_gemm.TN_MIN_WORK <= R * K * O < packed_gemm.MIN_WORK:
-            np.testing.assert_array_equal(dweight, results[0][2], f"dW with {tasks} tasks")
-
-
-@pytest.mark.parametrize("R, K, O", SMALL_WEIGHT_GRADIENTS)
-def test_small_weight_gradients_take_registers_against_a_narrower_openblas_kernel(R, K, O):
-    """Below MIN_WORK, dW is the register path's product where x W^T and dout W take it (from
-    NARROW_BLAS_MIN_WORK multiply-adds) and BLAS's elsewhere, as accurate as NumPy's float32
-    product either way."""
-    rng = np.random.default_rng(R + K)
-    x, weight, _, dout = _layer(rng, R, K, O)
-    assert packed_gemm.NARROW_BLAS_MIN_WORK <= R * K * O < packed_gemm.MIN_WORK
-    weight_grad = np.zeros_like(weight)
-    ops.linear_backward(dout, x, weight, weight_grad=weight_grad, need_input_grad=False)
-    want = np.zeros_like(weight)
-    registers = packed_gemm.TN_IN_REGISTERS and packed_gemm.NT_NN_IN_REGISTERS
-    (gemm_in_registers if registers else packed_gemm.gemm_through_blas)(want, dout, x, True,
-                                                                        False, True)
-    np.testing.assert_array_equal(weight_grad, want)
-    assert_float32_close("dW", weight_grad, dout.T.astype(np.float64) @ x, dout.T @ x)
-    assert packed_gemm.TN_MIN_WORK == (packed_gemm.NARROW_BLAS_MIN_WORK
-                                       if packed_gemm.NT_NN_IN_REGISTERS
-                                       else packed_gemm.MIN_WORK)
 
 
 @pytest.mark.parametrize("corename, wanted", [

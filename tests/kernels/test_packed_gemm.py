@@ -117,7 +117,7 @@ def test_rows_in_whole_strips_get_the_bits_of_the_whole_product(transpose_a, tra
 
 @njit
 def _tn(c, a, b, accumulate, in_registers):
-    gemm_tn(c, a, b, accumulate, in_registers, MIN_WORK)
+    gemm_tn(c, a, b, accumulate, in_registers)
 
 
 @pytest.mark.parametrize("K", [MIN_WORK // (64 * 64) // 4, MIN_WORK // (64 * 64)])

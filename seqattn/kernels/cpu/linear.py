@@ -24,8 +24,7 @@ from numba import njit, prange
 
 from .gemm import tile_linear
 from .gemm.blas_library import single_threaded_blas
-from .gemm.packed_gemm import (MIN_WORK, NT_NN_IN_REGISTERS, TN_IN_REGISTERS, TN_MIN_WORK,
-                               gemm_tn, packed_gemm, strip_block)
+from .gemm.packed_gemm import NT_NN_IN_REGISTERS, TN_IN_REGISTERS, gemm_tn, packed_gemm, strip_block
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).
@@ -82,13 +81,9 @@ def _linear_forward(out, x, weight, bias, has_bias, in_registers, tasks):
 
 @sized_kernel(GRAIN)
 def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight, has_bias,
-                     nn_in_registers, tn_in_registers, tn_min_work, tasks):
+                     nn_in_registers, tn_in_registers, tasks):
     R, O = dout.shape
     K = x.shape[1]
-    # dW split by columns, not rows: where the inputs are more (below), and for the products
-    # below MIN_WORK that take the register path: a block of rows would round apart from the
-    # whole where it has 24 rows or fewer (packed_gemm.strip_block), a block of columns never
-    by_columns = K > O or (tn_in_registers and tn_min_work < MIN_WORK and R * K * O < MIN_WORK)
     for t in prange(tasks):
         r0, r1 = _row_block(t, tasks, R, nn_in_registers)
         if need_dx and r1 > r0:
@@ -99,15 +94,13 @@ def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight,
         # whole of one operand and its block of the other: blocks of the wider one, so that
         # less is packed (with K > O, 256 -> 1024 features, 1.19x faster a block, measured).
         o0, o1 = _block(t, tasks, O)
-        if need_dweight and by_columns:
+        if need_dweight and K > O:
             k0, k1 = _block(t, tasks, K)
             if k1 > k0:
-                gemm_tn(dweight[:, k0:k1], dout[:, :], x[:, k0:k1], True, tn_in_registers,
-                        tn_min_work)
+                gemm_tn(dweight[:, k0:k1], dout[:, :], x[:, k0:k1], True, tn_in_registers)
         elif need_dweight and o1 > o0:
             # views of any layout, as in the branch above: gemm_tn compiles once
-            gemm_tn(dweight[o0:o1, :], dout[:, o0:o1], x[:, :], True, tn_in_registers,
-                    tn_min_work)
+            gemm_tn(dweight[o0:o1, :], dout[:, o0:o1], x[:, :], True, tn_in_registers)
         if has_bias and o1 > o0:
             # out += b  ->  db += sum of dout over rows
             _add_column_sums(dbias, dout, o0, o1)
@@ -161,4 +154,4 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
         # The products' choices are arguments, so that cached code does not keep them.
         _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
                              need_dweight, has_bias, _rows_in_registers(x), TN_IN_REGISTERS,
-                             TN_MIN_WORK, tasks)
+                             tasks)

@@ -72,12 +72,6 @@ def nt_nn_in_registers(tn_in_registers, corename):
 
 
 NT_NN_IN_REGISTERS = nt_nn_in_registers(TN_IN_REGISTERS, CORENAME)
-# Where x W^T and dout W take the register path (OpenBLAS's kernel is narrower than AVX-512),
-# dW takes it from this many multiply-adds, not MIN_WORK: against that kernel it ran 1.2-1.9x
-# as fast from 2^16 (the layers of d_model 16-128 models, 256-8192 token rows; a tie at
-# 2^13-2^14; benchmarks/small_launches.py). MIN_WORK was measured against wider kernels.
-NARROW_BLAS_MIN_WORK = 1 << 15
-TN_MIN_WORK = NARROW_BLAS_MIN_WORK if NT_NN_IN_REGISTERS else MIN_WORK
 # Padding of the transposed rows of a (16 floats, 64 bytes), so that a row stride of 1024
 # floats does not map every row of the strip to the same cache sets.
 PAD = 16
@@ -213,10 +207,10 @@ def _packed_gemm_impl(c, a, b, transpose_a, transpose_b, accumulate, in_register
 
 
 @njit(cache=True)
-def gemm_tn(c, a, b, accumulate, in_registers, min_work):
+def gemm_tn(c, a, b, accumulate, in_registers):
     """c (M, N) = a (K, M)^T @ b (K, N), plus c when ``accumulate`` (dW = dout^T x): through
     :func:`packed_gemm`, in registers when ``in_registers`` (pass ``TN_IN_REGISTERS``) and the
-    product has at least ``min_work`` multiply-adds (pass ``TN_MIN_WORK``)."""
-    big = c.shape[0] * c.shape[1] * a.shape[0] >= min_work
+    product has at least MIN_WORK multiply-adds."""
+    big = c.shape[0] * c.shape[1] * a.shape[0] >= MIN_WORK
     # views of any layout: one compiled packed_gemm for the blocks of either operand
     packed_gemm(c[:, :], a[:, :], b[:, :], True, False, accumulate, in_registers and big)

@@ -28,8 +28,8 @@ dK += scale dS^T q (dK and dV summed transposed, then transposed into place).
 The structured biases (distances, pair codes; attention_bias.py) are added to each (b, h) score
 tile whole, and their gradients gathered from its dS tile into the task's own buffers, as the
 tiled kernel does per tile (its flat ``mods`` tuple, the same per-task buffers and sum). A
-distance bias with types, a smooth cutoff or a cell takes its per-pair geometry from a buffer
-that a chunk fills once per batch and its heads share (distance_geometry.py). The op
+distance bias takes its per-pair geometry from a buffer that a chunk fills once per batch and
+its heads share (distance_geometry.py). The op
 (``seqattn.ops.attention``) sends the longer sequences (MAX_LENGTH_TIMES_HEAD_DIM) to
 attention.py.
 """
@@ -39,9 +39,9 @@ from numba.extending import overload
 
 from .attention import (PAIR_AT, STRUCTURED_AT, _mods, _structured_biases, _structured_parts,
                         _sum_structured_parts)
-from .attention_bias import LANES, add_pair_bias, pair_bias_grads
-from .distance_geometry import (add_shared_distance_bias, distance_geometry, shared_distance_bias_grads,
-                                shares_geometry)
+from .attention_bias import add_pair_bias, pair_bias_grads
+from .distance_geometry import (add_shared_distance_bias, distance_geometry,
+                                shared_distance_bias_grads)
 from .float32_math import FASTMATH
 from .gemm.register_gemm import (register_gemm, register_gemm_softmax_grad,
                                  transpose)
@@ -137,7 +137,7 @@ def _structured_biases_added(s, b, h, mods, geometry):
 @njit(cache=True)
 def _structured_grads(ds, b, h, mods, geometry, task_grads):
     """Gradients of the structured biases from the (N, M) dS tile of (b, h), into one task's
-    own buffers: task_grads = (dtable (group, lanes, P, C), dpair (group, LANES, C), dx (3, N),
+    own buffers: task_grads = (dtable (group, 1, P, C), dpair (group, LANES, C), dx (3, N),
     dy (3, M)) of :func:`task_parts`, where h % group picks the head's slot."""
     distance, pair = _structured_biases(mods)
     dtable, dpair, dx, dy = task_grads
@@ -333,9 +333,9 @@ def attention_forward(out, lse, call):
 
 def task_parts(call):
     """Zeroed gradient buffers of the structured biases, one set per backward task
-    (attention._structured_parts); one copy of each distance-table gradient where the call
-    takes the shared geometry."""
-    return _structured_parts(call, 1, 1 if shares_geometry(call.distance) else LANES)
+    (attention._structured_parts); one copy of each distance-table gradient (the shared
+    geometry's)."""
+    return _structured_parts(call, 1, 1)
 
 
 def attention_backward(dq, dk, dv, structured, dout, out, lse, call):

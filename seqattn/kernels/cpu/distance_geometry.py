@@ -1,13 +1,14 @@
 """A distance bias's per-pair geometry, worked out once per batch and shared by its heads.
 
 The short-sequence attention (``attention_small.py``) adds a distance bias to whole (batch, head)
-score tiles. Outside the open case (``attention_bias._open_case``: no cell, types or envelope,
-which has its own register rows), a pair's bias costs the minimum image, a square root, the
-table coordinate, and the cosine envelope's log and tan: work that depends on the two positions
-only, not on the head. Recomputed for every head, and again for the backward's recomputed
-scores and its gradients, it was most of a molecule model's attention. Here it is done once per
-batch into a :class:`DistanceGeometry`, from which each head's scores and gradients take a
-table lookup per pair.
+score tiles. A pair's bias costs the minimum image, a square root, the table coordinate, and
+the cosine envelope's log and tan: work that depends on the two positions only, not on the head.
+Recomputed for every head, and again for the backward's recomputed scores and its gradients (as
+the tiled kernel's loops in attention_bias.py do), it was most of a molecule model's attention.
+Here it is done once per batch into a :class:`DistanceGeometry`, from which each head's scores
+and gradients take a table lookup per pair. The open case (no cell, types or envelope) takes it
+too: as fast as attention_bias's register rows at these lengths, and the short kernel then
+compiles one distance path, not three.
 
 Per pair (i, j) of batch ``batch[0]``:
 
@@ -21,7 +22,7 @@ Per pair (i, j) of batch ``batch[0]``:
   the minimum image), so that dL/dx_i = sum_j g ((T[k+1] - T[k]) table_slope + envelope_slope) r
   and dL/dy_j the opposite.
 
-A call without a distance bias, or in the open case, gets buffers of no elements.
+A call without a distance bias gets buffers of no elements.
 """
 from collections import namedtuple
 
@@ -30,8 +31,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from .attention_bias import (_cartesian, _fractional, _log_envelope, _log_envelope_grad,
-                             _nearest_image, _open_case, _table_coordinate, _where_present,
-                             add_distance_bias, distance_bias_grads, has_distance)
+                             _nearest_image, _table_coordinate, _where_present, has_distance)
 from .. import structured_bias_math as sbm
 from .float32_math import FASTMATH, log_f32, sin_cos_f32
 
@@ -42,24 +42,11 @@ DistanceGeometry = namedtuple(
     "batch entry weight envelope table_slope envelope_slope rx ry rz")
 
 
-@njit(inline="always")
-def _shares_geometry(dist):
-    """Whether a call's distance bias takes the geometry path (present, not the open case)."""
-    return has_distance(dist) and not _open_case(dist)
-
-
-def shares_geometry(distance):
-    """_shares_geometry of a DistanceCall (seqattn.ops.structured_bias), in Python: such a call's
-    per-task table gradient needs one copy (``attention._structured_parts``' table_lanes)."""
-    return bool(distance.has) and (distance.periodic != sbm.NOT_PERIODIC or distance.has_types
-                                   or distance.smooth)
-
-
 @njit(cache=True)
 def distance_geometry(rows, cols, like, dist, with_grads):
     """Empty geometry buffers for (rows, cols) pairs in the dtype of the array ``like``; the
     gradient fields only ``with_grads``; of no elements where the call does not need them."""
-    n, m = (rows, cols) if _shares_geometry(dist) else (0, 0)
+    n, m = (rows, cols) if has_distance(dist) else (0, 0)
     g, h = (n, m) if with_grads else (0, 0)
     dtype = like.dtype
     return DistanceGeometry(np.full(1, -1, np.int64), np.empty((n, m), np.int32),
@@ -191,7 +178,8 @@ def _grads_from_geometry(ds, tab, geometry, dtab, dx, dy):
     dy (3, cols) += dS df/dy_j. Hidden pairs have dS = 0 and entry -1. One copy of the table
     gradient, not attention_bias's LANES: with types and distances, neighbouring keys seldom add
     into the same entry (as fast as eight copies, measured), and the per-task copies were
-    megabytes to zero and sum."""
+    megabytes to zero and sum (the keys beyond r_max all add into the last entry, which costs
+    the open case about a nanosecond each)."""
     entry, weight = geometry.entry, geometry.weight
     zero = ds.dtype.type(0)
     for r in range(ds.shape[0]):
@@ -223,10 +211,7 @@ def _grads_from_geometry(ds, tab, geometry, dtab, dx, dy):
 @njit(cache=True)
 def _add_shared_distance_bias(s, b, h, dist, geometry):
     """s (N, M) += the distance bias of (b, h), from the geometry (filled for b first where it
-    holds another batch) outside the open case."""
-    if not _shares_geometry(dist):
-        add_distance_bias(s, b, h, 0, 0, dist)
-        return
+    holds another batch)."""
     if geometry.batch[0] != b:
         _fill(geometry, b, dist)
     tab = dist.table[h]
@@ -237,11 +222,7 @@ def _add_shared_distance_bias(s, b, h, dist, geometry):
 @njit(cache=True)
 def _shared_distance_bias_grads(ds, b, h, dist, geometry, dtab, dx, dy):
     """The distance bias's gradients from the (N, M) dS tile of (b, h) (see
-    _grads_from_geometry), from the geometry outside the open case: dtab (1, P, C) there (one
-    copy), (LANES, P, C) in the open case."""
-    if not _shares_geometry(dist):
-        distance_bias_grads(ds, b, h, 0, 0, dist, dtab, dx, dy)
-        return
+    _grads_from_geometry), from the geometry: dtab (1, P, C), one copy."""
     if geometry.batch[0] != b:
         _fill(geometry, b, dist)
     tab = dist.table[h]

@@ -96,12 +96,12 @@ def _fill(geometry, b, dist):
     if dist.has_types:
         for j in range(cols):
             key_entries[j] = dist.types_k[b, j] * C
-    # the displacements: the geometry's rows where it keeps them, else scratch rows
-    r = np.empty((3, 1 if with_grads else rows, cols), xq.dtype)
+    # the displacements: the geometry's rows where it keeps them, else one scratch row each
+    scratch = np.empty((3, cols), xq.dtype)
     distance = np.empty(cols, xq.dtype)
     for i in range(rows):
         rx, ry, rz = ((geometry.rx[i], geometry.ry[i], geometry.rz[i]) if with_grads
-                      else (r[0, 0], r[1, 0], r[2, 0]))
+                      else (scratch[0], scratch[1], scratch[2]))
         xi, yi, zi = xq[0, i], xq[1, i], xq[2, i]
         if periodic == sbm.NOT_PERIODIC:
             for j in range(cols):

@@ -58,8 +58,13 @@ def table_coordinate(d, inv_step, last):
 
 
 def log_cosine_envelope(d, half_angle_per_distance, two):
-    """log(0.5 (1 + cos(pi d / cutoff))) = 2 log cos(a d) with a = pi / (2 cutoff), d < cutoff."""
-    return two * math.log(math.cos(half_angle_per_distance * d))
+    """log(0.5 (1 + cos(pi d / cutoff))) = 2 log |cos(a d)| with a = pi / (2 cutoff), d <= cutoff.
+
+    The absolute value is for a pair at the cutoff itself: float32's a * cutoff rounds above
+    pi / 2, where the cosine is about -4e-8 and its log NaN (on a GPU; the CUDA simulator and
+    Python raise). |cos| there is the envelope a rounding error inside the cutoff: a weight
+    of about 1e-15."""
+    return two * math.log(abs(math.cos(half_angle_per_distance * d)))
 
 
 def log_cosine_envelope_grad(d, half_angle_per_distance, two):

@@ -221,3 +221,35 @@ STRUCTURED_CASES = [
 FD_CASES = [c for c in STRUCTURED_CASES if c.name in (
     "distance_triclinic_types", "distance_smooth_cutoff", "distance_cross_types",
     "pair_codes_int16_per_batch", "distance_and_pair")]
+
+
+def pair_at_the_cutoff(dtype, N=4):
+    """Attention inputs whose distance bias (smooth cutoff 2) has key 1 exactly at the cutoff
+    from query 0, and the same call with that pair hidden by a mask instead: float32's
+    a * cutoff rounds past pi / 2, where the envelope's cosine turns negative. Returns (q, k, v,
+    options, the options with the pair masked)."""
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0.0, 1.0, size=(1, N, 3)).astype(dtype)
+    x[0, :2] = [[0.5, 0.25, 0.75], [2.5, 0.25, 0.75]]  # exact in binary: d = 2 exactly
+    q, k, v = (rng.normal(size=(1, 2, N, 4)).astype(dtype) for _ in range(3))
+    bias = DistanceBias(x, rng.normal(size=(2, 5)).astype(dtype), 2.0, cutoff=2.0,
+                        smooth_cutoff=True)
+    hidden = np.ones((1, 1, N, N), bool)
+    hidden[0, 0, 0, 1] = False
+    return q, k, v, {"distance_bias": bias}, {"distance_bias": bias, "attn_mask": hidden}
+
+
+def check_pair_at_the_cutoff(attention_fn, backward_fn, dtype):
+    """The pair at the cutoff weighs (next to) nothing: outputs and gradients finite and equal
+    to the masked call's within the dtype's tolerance."""
+    q, k, v, opts, masked = pair_at_the_cutoff(dtype)
+    atol = 1e-5 if dtype == np.float32 else 1e-12
+    runs = []
+    for options in (opts, masked):
+        out, lse = attention_fn(q, k, v, return_lse=True, **options)
+        grads = backward_fn(np.ones_like(out), q, k, v, out, lse, **options)
+        runs.append({"out": out, "lse": lse, "dq": grads.dq, "dk": grads.dk, "dv": grads.dv,
+                     "table": grads.distance_bias.table, "x": grads.distance_bias.x})
+    for name, got in runs[0].items():
+        assert np.isfinite(got).all(), f"{name} is not finite with a pair at the cutoff"
+        np.testing.assert_allclose(got, runs[1][name], atol=atol, err_msg=name)

@@ -16,7 +16,7 @@ import reference
 from attention_cases import Case, assert_close
 from cpu_tiny_tiles import tiny_tile_attention, tiny_tile_backward
 from structured_bias_cases import (FD_CASES, STRUCTURED_CASES, StructuredCase,
-                                   backward_inputs, check_structured,
+                                   backward_inputs, check_pair_at_the_cutoff, check_structured,
                                    check_structured_finite_differences, dense_options)
 
 DTYPES = [np.float32, np.float64]
@@ -73,6 +73,11 @@ def test_cutoff_hiding_every_key_gives_zeros_not_nan(cpu_path):
                     ("x", grads.distance_bias.x)):
         assert np.isfinite(g).all(), f"d{name} must be finite"
     assert np.all(grads.dq[0, :, 0] == 0), "a row that sees nothing has no query gradient"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_a_pair_exactly_at_the_smooth_cutoff_weighs_nothing_and_stays_finite(dtype, cpu_path):
+    check_pair_at_the_cutoff(seqattn.attention, seqattn.attention_backward, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)

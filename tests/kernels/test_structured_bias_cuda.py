@@ -22,7 +22,8 @@ from gradcheck import (  # noqa: E402
     assert_directional_derivatives, assert_same_gradient, shared_runs,
 )
 from structured_bias_cases import (  # noqa: E402
-    STRUCTURED_CASES, StructuredCase, backward_inputs, check_structured, named_gradients,
+    STRUCTURED_CASES, StructuredCase, backward_inputs, check_pair_at_the_cutoff, check_structured,
+    named_gradients,
 )
 
 
@@ -153,3 +154,10 @@ def test_backward_is_the_same_in_any_block_order(deterministic, monkeypatch):
             f"{name} depends on the order the blocks run in"
     if not deterministic:
         assert not np.array_equal(usual["dq"], reversed_order["dq"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+def test_a_pair_exactly_at_the_smooth_cutoff_weighs_nothing_and_stays_finite(dtype):
+    """float32's a * cutoff rounds past pi / 2: the envelope took the log of a negative cosine
+    (NaN on a GPU; the simulator raised)."""
+    check_pair_at_the_cutoff(cuda_attention, _backward_on_device, dtype)

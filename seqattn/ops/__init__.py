@@ -14,7 +14,7 @@ what is specific to their device. One module per concept:
 """
 from .arithmetic import (affine, concat, concat_backward, mean_along, mean_along_backward,
                          multiply, reciprocal)
-from .arrays import add, add_into, fill, sum_leading
+from .arrays import add, add_into, fill, move_toward, sum_leading
 from .attention import AttentionGradients, attention, attention_backward, attention_weights
 from .layers import (additive_scores, additive_scores_backward, dropout, dropout_backward,
                      embedding, embedding_backward, gelu, gelu_backward, layer_norm,
@@ -35,7 +35,7 @@ __all__ = ["AttentionGradients", "DistanceBias", "DistanceBiasGradients", "PairB
     "dropout_backward", "embedding", "embedding_backward", "fill", "first_token",
     "first_token_backward", "gelu", "gelu_backward",
     "layer_norm", "layer_norm_backward", "linear", "linear_backward", "mean_along",
-    "mean_along_backward", "masked_mean", "masked_mean_backward", "merge_heads", "multiply", "pointwise_loss", "pointwise_loss_backward",
+    "mean_along_backward", "masked_mean", "masked_mean_backward", "merge_heads", "move_toward", "multiply", "pointwise_loss", "pointwise_loss_backward",
     "prepend_token", "prepend_token_backward", "reciprocal", "relu", "relu_backward", "rms_norm", "rms_norm_backward", "rope",
     "rope_backward", "sgd_step", "silu", "silu_backward", "split_heads", "sum_leading",
     "sum_of_squares", "swiglu", "swiglu_backward", "write_positions"]

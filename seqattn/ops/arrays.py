@@ -1,4 +1,5 @@
-"""Array arithmetic on either device: broadcast adds, their reductions, in-place sums, fills."""
+"""Array arithmetic on either device: broadcast adds, their reductions, in-place sums, fills,
+moving averages."""
 import numpy as np
 
 from ..backend import CPU, empty_like_on, kernels_for
@@ -119,3 +120,30 @@ def fill(x, value):
         else:
             kernels.fill(flat(x), float(value))
     return x
+
+
+def move_toward(dst, src, weight):
+    """``dst += weight * (src - dst)`` in place (same shape): one step of a moving average.
+
+    Parameters
+    ----------
+    dst : array
+        The average, updated in place, on the CPU (NumPy) or the GPU (numba.cuda device array).
+    src : array
+        The new value, shaped like ``dst``, on the same device.
+    weight : float
+        How far ``dst`` moves toward ``src``, in [0, 1].
+
+    Returns
+    -------
+    array
+        ``dst``.
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"weight must be in [0, 1] (how far dst moves toward src); got {weight!r}")
+    device, a = prepared({"dst": dst, "src": src})
+    expect_shape("src", a["src"], shape_of(dst), "dst.shape")
+    expect_updatable("dst", dst, a["dst"])
+    if dst.size:
+        kernels_for(device, "elementwise").move_toward(flat(dst), flat(a["src"]), float(weight))
+    return dst

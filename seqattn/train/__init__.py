@@ -1,6 +1,6 @@
 """Training: losses, optimizers, schedules, clipping, the fit loop and checkpoints."""
 from .batches import ArrayBatches, IterableBatches, TrainingBatch
-from .checkpoints import has_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoints import has_checkpoint, load_average, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
 from .distributed import DataParallel
 from .early_stopping import EarlyStopping
@@ -11,12 +11,13 @@ from .losses import (BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, LatitudeWei
                      MAELoss, MSELoss)
 from .optimizers import SGD, Adam, AdamW
 from .schedules import StepDecay, WarmupCosine, warmup_and_decay
+from .weight_average import EMA
 
 __all__ = [
     "Adam", "AdamW", "ArrayBatches", "BCEWithLogitsLoss", "CrossEntropyLoss", "DataParallel",
-    "EarlyStopping",
+    "EMA", "EarlyStopping",
     "EnergyForceLoss", "FitState", "HuberLoss", "IterableBatches", "LatitudeWeightedMSELoss", "MAELoss", "MSELoss",
     "NonFiniteLossError", "PropertyLoss", "SGD", "StepDecay", "TrainingBatch", "WarmupCosine", "clip_factor",
-    "evaluate", "fit", "global_grad_norm", "has_checkpoint", "load_checkpoint", "save_checkpoint",
+    "evaluate", "fit", "global_grad_norm", "has_checkpoint", "load_average", "load_checkpoint", "save_checkpoint",
     "warmup_and_decay",
 ]

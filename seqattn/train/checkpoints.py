@@ -10,7 +10,9 @@ last epoch's. Beside them, ``training/`` holds what resuming needs:
   history, early-stopping progress and the dropout generators' states;
 * ``optimizer.safetensors``: the optimizer's state arrays;
 * ``last.safetensors``: the last epoch's weights, where training continues, when they are not
-  the weights above (early stopping keeps best weights).
+  the weights above (early stopping keeps best weights, or fit averages the weights);
+* ``average.safetensors``: the moving average of the weights, when fit keeps one
+  (:class:`~seqattn.train.EMA`; its settings and step count are in ``state.json``).
 
 The whole folder is one commit (:func:`seqattn.storage.write_folder`): written and flushed
 beside the old one, then renamed into place, with the sha256 of every file in ``seqattn.json``.
@@ -30,6 +32,7 @@ TRAINING = "training"
 STATE = f"{TRAINING}/state.json"
 OPTIMIZER = f"{TRAINING}/optimizer.safetensors"
 LAST = f"{TRAINING}/last.safetensors"
+AVERAGE = f"{TRAINING}/average.safetensors"
 
 
 def _dropouts(model):
@@ -54,7 +57,7 @@ def has_checkpoint(path):
 
 
 def save_checkpoint(path, model, optimizer, epoch, history=None, early_stopping=None,
-                    extra=None):
+                    extra=None, average=None):
     """Write the checkpoint folder ``path`` after ``epoch`` completed epochs, in one commit.
 
     Parameters
@@ -63,8 +66,8 @@ def save_checkpoint(path, model, optimizer, epoch, history=None, early_stopping=
         The checkpoint folder; an earlier checkpoint there is replaced whole.
     model : seqattn.nn.Module
         The model being trained. Its weights are the folder's ``seqattn.load`` weights unless
-        ``early_stopping`` holds best weights, which then take their place (the last weights
-        are kept beside them for resuming).
+        ``early_stopping`` holds best weights or ``average`` averages them, which then take
+        their place (the last weights are kept beside them for resuming).
     optimizer : optimizer
         Its settings and arrays (``state_dict()``) are stored.
     epoch : int
@@ -75,8 +78,15 @@ def save_checkpoint(path, model, optimizer, epoch, history=None, early_stopping=
         Its state and best weights are stored.
     extra : dict or None, default None
         Further JSON-serialisable state to store (read back from ``load_checkpoint``'s result).
+    average : EMA or None, default None
+        The moving average of the weights ``fit`` keeps: stored, and without early stopping's
+        best weights its averaged weights are the folder's ``seqattn.load`` weights.
     """
     best = None if early_stopping is None else early_stopping.best_weights
+    average_state = None if average is None else average.state_dict()
+    if best is None and average is not None:
+        with average.applied():
+            best = model.state_dict()
     optimizer_state = optimizer.state_dict()
     files = {OPTIMIZER: arrays_bytes(optimizer_state["arrays"]),
              STATE: json_bytes({
@@ -88,7 +98,10 @@ def save_checkpoint(path, model, optimizer, epoch, history=None, early_stopping=
                  "dropout_generators": {name: m._rng.bit_generator.state
                                         for name, m in _dropouts(model)},
                  "extra": extra or {},
+                 "average": None if average is None else average_state["settings"],
              })}
+    if average is not None:
+        files[AVERAGE] = arrays_bytes(average_state["arrays"])
     if best is not None:
         files[LAST] = arrays_bytes(model.state_dict())
     write_module(path, model, weights=best, require_arguments=False, files=files)
@@ -114,6 +127,32 @@ def _weights(path, name, description):
     arrays = read_arrays(path, name, description)
     check_weights(path / name, arrays, description.get("dtype"))
     return arrays
+
+
+def load_average(path, average):
+    """Load the moving average of the weights stored in the checkpoint ``path`` into
+    ``average`` (an :class:`~seqattn.train.EMA` attached to the model's parameters), as
+    ``fit(..., resume=True)`` does. The checkpoint and the run must agree on whether the weights
+    are averaged: resuming with another choice would not end where the interrupted run would.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint folder that :func:`save_checkpoint` wrote.
+    average : EMA or None
+        The run's average; None when the run keeps none.
+    """
+    path = Path(path)
+    description = read_description(path)
+    stored = _state(path, description).get("average")
+    if (stored is None) != (average is None):
+        raise ValueError(
+            f"{path} was written by a run that {'averaged' if stored else 'did not average'} "
+            f"the weights, but this one {'does not' if average is None else 'does'} "
+            f"(average={average!r}); resume with the same average as the interrupted run")
+    if average is not None:
+        arrays = _weights(path, AVERAGE, description)
+        average.load_state_dict({"settings": stored, "arrays": arrays})
 
 
 def load_checkpoint(path, model, optimizer=None, early_stopping=None):

@@ -16,6 +16,7 @@ than one forward and backward (a loss on forces, which are themselves a gradient
 serves evaluation.
 """
 import math
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from ..nn.call_arguments import takes_keyword
 from ..nn.placement import moved
 from ..nn.structured_bias import structure_argument
 from .batches import as_batches
-from .checkpoints import has_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoints import has_checkpoint, load_average, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
 from .distributed import DataParallel
 from .progress import EpochProgress
@@ -192,7 +193,7 @@ def _gradients(model, loss, optimizer, batch, where, pass_coords):
 
 
 def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_grad_norm,
-                 pass_coords, display, parallel):
+                 pass_coords, display, parallel, average):
     """One epoch of steps; returns its mean loss (weighted as one big batch would be)."""
     parameters = [p for _, p in optimizer.params]
     total = weight = 0.0
@@ -216,6 +217,8 @@ def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_gr
         if schedule is not None:
             optimizer.lr = schedule(optimizer.steps)
         optimizer.step(1.0 if clip_grad_norm is None else clip_factor(norm, clip_grad_norm))
+        if average is not None:
+            average.update()
         total += value * batch_weight
         weight += batch_weight
         steps += 1
@@ -227,7 +230,8 @@ def _train_epoch(model, loss, optimizer, epoch_batches, epoch, schedule, clip_gr
 
 def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, seed=0,
         validation=None, metrics=None, schedule=None, clip_grad_norm=None, early_stopping=None,
-        callbacks=(), checkpoint=None, resume=False, progress=True, distributed=None):
+        callbacks=(), checkpoint=None, resume=False, progress=True, distributed=None,
+        average=None):
     """Train ``model`` and return the history: per-epoch lists of ``loss`` (training),
     ``lr`` (at the epoch's last step), and with ``validation`` ``val_loss`` and ``val_<metric>``.
 
@@ -284,6 +288,11 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
         :class:`~seqattn.train.DataParallel`; see :mod:`seqattn.train.distributed`. Each step
         is then the one a single process makes on the union of the ranks' batches; rank 0
         alone writes checkpoints and shows progress.
+    average : EMA, default None
+        Keep a moving average of the weights (:class:`~seqattn.train.EMA`), updated after every
+        step. Validation (so the history's ``val_*``), early stopping and checkpoints then see
+        the averaged weights, and the model ends with them (or with early stopping's best
+        averaged weights); the steps go on from the raw weights.
 
     Returns
     -------
@@ -306,11 +315,16 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
     pass_coords = takes_coords(model)
     history = {"loss": [], "lr": []}
     start_epoch = 0
-    if checkpoint is not None and resume and has_checkpoint(checkpoint):
+    resuming = checkpoint is not None and resume and has_checkpoint(checkpoint)
+    if resuming:
         state = load_checkpoint(checkpoint, model, optimizer, early_stopping)
         start_epoch, history = state["epoch"], state["history"]
     if parallel is not None:
         parallel.broadcast_parameters(model)
+    if average is not None:
+        average.attach(optimizer.params)
+    if resuming:
+        load_average(checkpoint, average)
     fit_state = FitState(model, optimizer, history)
     if early_stopping is not None and early_stopping.include_start and start_epoch == 0:
         if validation is None:
@@ -329,10 +343,11 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
             with single_threaded_blas():
                 logs = {"loss": _train_epoch(model, loss, optimizer, epoch_batches, epoch,
                                              schedule, clip_grad_norm, pass_coords, display,
-                                             parallel),
+                                             parallel, average),
                         "lr": optimizer.lr}
                 if validation is not None:
-                    val = evaluate(model, loss, validation, metrics, batch_size, parallel)
+                    with _averaged(average):
+                        val = evaluate(model, loss, validation, metrics, batch_size, parallel)
                     logs.update({f"val_{k}": v for k, v in val.items()})
         except BaseException:
             display.close()
@@ -340,9 +355,11 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
         for key, value in logs.items():
             history.setdefault(key, []).append(value)
         display.close(logs)
-        stop = early_stopping is not None and early_stopping.update(epoch, logs, model)
+        with _averaged(average):
+            stop = early_stopping is not None and early_stopping.update(epoch, logs, model)
         if checkpoint is not None and root:
-            save_checkpoint(checkpoint, model, optimizer, epoch + 1, history, early_stopping)
+            save_checkpoint(checkpoint, model, optimizer, epoch + 1, history, early_stopping,
+                            average=average)
         fit_state.epoch = epoch + 1
         for callback in callbacks:
             callback(fit_state)
@@ -350,4 +367,13 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
             break
     if early_stopping is not None and early_stopping.best_weights is not None:
         model.load_state_dict(early_stopping.best_weights)
+    elif average is not None:
+        with average.applied():
+            weights = model.state_dict()
+        model.load_state_dict(weights)
     return history
+
+
+def _averaged(average):
+    """The averaged weights in the model for a block, when fit keeps an average."""
+    return nullcontext() if average is None else average.applied()

@@ -202,6 +202,12 @@ def _add_into(dst, src):
     return dst
 
 
+def _move_toward(dst, src, weight):
+    dst = copy_of(dst)
+    ops.move_toward(dst, src, weight)
+    return dst
+
+
 def _fill(x, value):
     x = copy_of(x)
     ops.fill(x, value)
@@ -255,6 +261,10 @@ ARRAY_CASES = [
     OpCase("add_into", "elementwise",
            lambda rng: {"dst": rng.normal(size=(3, 4)), "src": rng.normal(size=(3, 4))},
            _add_into, ref_arrays.add_into, float_inputs=("dst", "src")),
+    OpCase("move_toward", "elementwise",
+           lambda rng: {"dst": rng.normal(size=(3, 4)), "src": rng.normal(size=(3, 4)),
+                        "weight": 0.3},
+           _move_toward, ref_arrays.move_toward, float_inputs=("dst", "src")),
     OpCase("fill", "elementwise",
            lambda rng: {"x": rng.normal(size=(3, 4)), "value": -0.3},
            _fill, ref_arrays.fill, float_inputs=("x",)),

@@ -1,5 +1,5 @@
 """Plain NumPy references for the array ops: broadcast adds and products, their reductions,
-in-place sums and fills (the in-place ones return the updated copy), affine maps, reciprocals,
+in-place sums, fills and moving-average steps (the in-place ones return the updated copy), affine maps, reciprocals,
 concatenation and sums along an axis."""
 import numpy as np
 
@@ -18,6 +18,10 @@ def sum_leading_into(x, out):
 
 def add_into(dst, src):
     return dst + src
+
+
+def move_toward(dst, src, weight):
+    return dst + weight * (src - dst)
 
 
 def fill(x, value):

@@ -1,4 +1,5 @@
-"""Elementwise arithmetic on the CPU: residual and broadcast adds, in-place accumulation, fill.
+"""Elementwise arithmetic on the CPU: residual and broadcast adds, in-place accumulation, fill,
+moving toward another array (weight averaging).
 
 Arrays are flat (the ops layer ravels them). ``b`` of size S broadcasts over a of size G * S:
 a[g * S + s] pairs with b[s] (a bias (E,), a positional table (N * E,), or a full residual).
@@ -56,3 +57,9 @@ def fill(out, value):
     """out[:] = value."""
     for i in prange(out.size):
         out[i] = value
+
+
+def move_toward(dst, src, weight):
+    """dst += weight * (src - dst) (same size): one step of an exponential moving average.
+    NumPy's loops: once a step over the weights, memory-bound, and nothing to compile."""
+    dst += dst.dtype.type(weight) * (src - dst)

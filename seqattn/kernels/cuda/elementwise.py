@@ -28,6 +28,13 @@ def fill_kernel(out, value):
         out[i] = value
 
 
+@cuda.jit(cache=True)
+def move_toward_kernel(dst, src, weight):
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] += weight * (src[i] - dst[i])
+
+
 def add_forward(out, a, b):
     """out = a + b, with b repeated over a's leading rows."""
     add_forward_kernel[blocks_for(a.size), THREADS](out, a, b)
@@ -41,3 +48,8 @@ def add_into(dst, src):
 def fill(out, value):
     """out[:] = value."""
     fill_kernel[blocks_for(out.size), THREADS](out, value)
+
+
+def move_toward(dst, src, weight):
+    """dst += weight * (src - dst) (same size)."""
+    move_toward_kernel[blocks_for(dst.size), THREADS](dst, src, dst.dtype.type(weight))

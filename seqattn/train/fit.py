@@ -30,6 +30,7 @@ from .checkpoints import has_checkpoint, load_average, load_checkpoint, save_che
 from .clipping import clip_factor, global_grad_norm
 from .distributed import DataParallel
 from .progress import EpochProgress
+from .weight_average import EMA
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -322,6 +323,9 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
     if parallel is not None:
         parallel.broadcast_parameters(model)
     if average is not None:
+        if not isinstance(average, EMA):
+            raise TypeError(f"average must be a seqattn.train.EMA (the weights' moving "
+                            f"average) or None, got {type(average).__name__}")
         average.attach(optimizer.params)
     if resuming:
         load_average(checkpoint, average)

@@ -118,6 +118,12 @@ def test_a_decay_outside_zero_to_one_is_named(decay):
         EMA(decay)
 
 
+def test_an_average_that_is_not_an_ema_is_named():
+    model = small_token_model()
+    with pytest.raises(TypeError, match="average must be a seqattn.train.EMA"):
+        fit(model, MSELoss(), SGD(model, lr=1e-2), delayed_copy(16, 0), average=0.99, **QUIET)
+
+
 def test_an_average_used_outside_fit_says_how_to_attach_it():
     with pytest.raises(RuntimeError, match="average=EMA"):
         EMA().update()

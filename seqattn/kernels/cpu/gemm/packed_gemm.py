@@ -39,6 +39,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from .blas_gemm import gemm
+from ..called_by_name import called_by_name
 from .blas_library import CORENAME, LIBRARY, OPENBLAS
 from ..llvm_vectors import AVX512
 from .register_gemm import IN_REGISTERS, WIDE, register_gemm, transpose
@@ -134,11 +135,15 @@ def _transpose_into_panels(panels, src):
         transpose(panels[q, :, :w], src[j0:j0 + w])
 
 
-@njit(cache=True)
-def gemm_in_registers(c, a, b, transpose_a, transpose_b, accumulate):
-    """c (M, N) = op(a) @ op(b), plus c when ``accumulate``, float32 through register_gemm;
-    op(a) (M, K) is a (K, M)^T when ``transpose_a``, op(b) (K, N) is b (N, K)^T when
-    ``transpose_b``. a and b need unit stride along their last axis."""
+_VIEW = types.Array(types.float32, 2, "A")
+
+
+# Compiled once and called by name, so that the kernels calling it do not each link, optimize
+# and emit its loops again (called_by_name.py).
+@called_by_name("seqattn_packed_gemm_in_registers",
+                types.void(_VIEW, _VIEW, _VIEW, types.boolean, types.boolean, types.boolean))
+def _in_registers(c, a, b, transpose_a, transpose_b, accumulate):
+    """The loops of :func:`gemm_in_registers`."""
     M, N = c.shape
     K = a.shape[0] if transpose_a else a.shape[1]
     if K == 0 or M == 0 or N == 0:
@@ -168,6 +173,14 @@ def gemm_in_registers(c, a, b, transpose_a, transpose_b, accumulate):
                     # 1.07-1.2x slower (the copy costs more than its locality gains)
                     a_strip = a[i0:i1, p0:p1]
                 _panels_product(c[i0:i1, j0:j1], a_strip, b_chunk, add)
+
+
+@njit(cache=True)
+def gemm_in_registers(c, a, b, transpose_a, transpose_b, accumulate):
+    """c (M, N) = op(a) @ op(b), plus c when ``accumulate``, float32 through register_gemm;
+    op(a) (M, K) is a (K, M)^T when ``transpose_a``, op(b) (K, N) is b (N, K)^T when
+    ``transpose_b``. a and b need unit stride along their last axis."""
+    _in_registers((c[:, :], a[:, :], b[:, :], transpose_a, transpose_b, accumulate))
 
 
 @njit(cache=True)

@@ -33,6 +33,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .blas_gemm import gemm
+from ..called_by_name import called_by_name
 from ..softmax_rows import exp_shifted, softmax_grad_row, vector_exp
 from ..llvm_vectors import (AVX512, F32, I32, LANES, MASK, TARGET_FEATURES, VEC, declare,
                            has_avx2_fma, has_avx512, lanes_below, masked_load, masked_store, splat,
@@ -364,7 +365,12 @@ def _depth_step(rows, depth, epilogue):
     return step if MIN_DEPTH_STEP <= step < depth else depth
 
 
-@njit(cache=True)
+# Compiled once, called by name: its register blocks are half a megabyte of LLVM IR, which every
+# kernel calling it would otherwise link, optimize and emit again (called_by_name.py).
+@called_by_name("seqattn_register_gemm_product_f32", types.void(
+    types.uintp, types.intp, types.uintp, types.intp, types.intp, types.uintp, types.intp,
+    types.intp, types.intp, types.intp, types.intp, types.float32, types.boolean, types.intp,
+    types.uintp, types.uintp))
 def _product_f32(c, c_row, a, a_row, a_step, b, b_row, b_block, rows, n, depth, alpha,
                  accumulate, epilogue, row_operands, other):
     """Addresses and strides (elements) of c (rows, n), a (rows, depth), b (depth, n): b's
@@ -408,10 +414,10 @@ def _register_gemm_f32(c, a, b, alpha, accumulate, epilogue, row_operands, other
         b_row, b_block = b.strides[1] // _BYTES, b.strides[0] // _BYTES
     else:
         b_row, b_block = b.strides[0] // _BYTES, WIDE
-    _product_f32(c.ctypes.data, c.strides[0] // _BYTES, a.ctypes.data, a.strides[0] // _BYTES,
-                 a.strides[1] // _BYTES, b.ctypes.data, b_row, b_block, rows, n, a.shape[1],
-                 np.float32(alpha), _run_time(accumulate), _run_time(epilogue),
-                 _address(row_operands), _address(other))
+    _product_f32((c.ctypes.data, c.strides[0] // _BYTES, a.ctypes.data,
+                  a.strides[0] // _BYTES, a.strides[1] // _BYTES, b.ctypes.data, b_row, b_block,
+                  rows, n, a.shape[1], np.float32(alpha), accumulate, epilogue,
+                  _address(row_operands), _address(other)))
 
 
 def tile_products_in_registers(cpu_features):

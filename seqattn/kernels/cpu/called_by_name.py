@@ -1,0 +1,95 @@
+"""Large CPU functions compiled once, as C functions, and called by symbol name, so that their
+code is not copied into every kernel that calls them.
+
+Numba links the LLVM IR of every function a kernel calls into that kernel's own module, then
+optimizes the whole module and emits its machine code: a callee of half a megabyte of IR
+(register_gemm's register blocks) was optimized and emitted again for each of the twenty-odd
+kernels that reach it, most of a first run's compilation (BENCHMARKS.md, "The first run").
+
+``called_by_name(symbol, signature)(py_func)`` compiles ``py_func`` as a ``numba.cfunc``
+(cached on disk like the kernels) when a kernel that calls it is first compiled or loaded,
+registers its address with LLVM under ``symbol``, and returns an intrinsic that calls it with
+one tuple of arguments. A calling kernel's module holds only a declaration of the symbol, which
+the JIT resolves when it loads the kernel's machine code: freshly compiled (the intrinsic's
+typing registers the symbol first) or from Numba's cache in a later process (Numba's loading of
+cached code is wrapped to register every symbol named in the code before it is loaded).
+Nothing is compiled at import.
+
+The call is not inlined: use this for functions whose calls are few and long (a product over
+a whole tile), never in an inner loop.
+"""
+import llvmlite.binding as llvm
+from llvmlite import ir
+from numba import cfunc, types
+from numba.core import cgutils
+from numba.core.codegen import CPUCodeLibrary
+from numba.extending import intrinsic
+
+# symbol -> (py_func, signature); the compiled C functions, kept alive while the process runs
+_DEFINITIONS = {}
+_COMPILED = {}
+
+
+def register(symbol):
+    """Compile (or load from the cache) the C function ``symbol`` and give LLVM its address;
+    once per process."""
+    if symbol not in _COMPILED:
+        py_func, signature = _DEFINITIONS[symbol]
+        _COMPILED[symbol] = None  # loading the C function's own cached code comes back here
+        try:
+            compiled = cfunc(signature, cache=True)(py_func)
+        except BaseException:
+            del _COMPILED[symbol]
+            raise
+        llvm.add_symbol(symbol, compiled.address)
+        _COMPILED[symbol] = compiled
+
+
+def _registering_first(unserialize):
+    """Numba's loading of a cached library, after registering the symbols its code names."""
+    def load(cls, codegen, state):
+        _, kind, data = state
+        code = data[0] if kind == "object" else data
+        for symbol in _DEFINITIONS:
+            if symbol.encode() in code:
+                register(symbol)
+        return unserialize(cls, codegen, state)
+    load.wrapped = unserialize
+    return classmethod(load)
+
+
+if not hasattr(CPUCodeLibrary._unserialize, "wrapped"):
+    CPUCodeLibrary._unserialize = _registering_first(CPUCodeLibrary._unserialize.__func__)
+
+
+def called_by_name(symbol, signature):
+    """A decorator: ``py_func`` compiled with ``signature`` (scalar arguments), called from
+    @njit code as ``f((arg0, arg1, ...))``."""
+    def decorate(py_func):
+        _DEFINITIONS[symbol] = (py_func, signature)
+        return _caller(symbol, signature)
+    return decorate
+
+
+def _caller(symbol, signature):
+    arity = len(signature.args)
+
+    @intrinsic
+    def call(typingctx, arguments):
+        if not isinstance(arguments, types.BaseTuple) or len(arguments) != arity:
+            return None
+        register(symbol)  # before the calling kernel's code is linked
+
+        def codegen(context, builder, sig, args):
+            # the types of numba.cfunc's C wrapper
+            function_type = ir.FunctionType(context.get_value_type(signature.return_type),
+                                            [context.get_value_type(t) for t in signature.args])
+            function = cgutils.get_or_insert_function(builder.module, function_type, symbol)
+            values = [context.cast(builder, builder.extract_value(args[0], i), arguments[i], t)
+                      for i, t in enumerate(signature.args)]
+            result = builder.call(function, values)
+            if signature.return_type == types.void:
+                return context.get_dummy_value()
+            return result
+        return signature.return_type(arguments), codegen
+    return call

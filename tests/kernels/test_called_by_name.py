@@ -1,0 +1,71 @@
+"""Functions called by name (seqattn.kernels.cpu.called_by_name): a calling kernel's module holds
+a declaration of the register products, not their code; and a kernel that calls them runs when
+it comes from Numba's cache in a new process (which must register the symbol before the cached
+code is loaded: without it the process crashed)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+from numba import njit
+
+from seqattn.kernels.cpu.gemm.register_gemm import register_gemm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@njit
+def _product(c, a, b):
+    register_gemm(c, a, b, 1.0, False)
+
+
+def test_a_caller_holds_a_declaration_of_the_products_not_their_code():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(13, 7)).astype(np.float32), rng.normal(size=(7, 40)).astype(np.float32)
+    c = np.zeros((13, 40), np.float32)
+    _product(c, a, b)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+    ir = next(iter(_product.inspect_llvm().values()))
+    assert "seqattn_register_gemm_product_f32" in ir
+    defined = [line for line in ir.splitlines() if line.startswith("define")]
+    assert not any("_columns_product" in line or "_product_f32" in line for line in defined)
+    assert len(ir) < 100_000, f"the caller's IR is {len(ir)} characters"
+
+
+_CHILD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from seqattn import ops
+    from seqattn.kernels.cpu import linear
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(700, 32)).astype(np.float32)
+    w = rng.normal(size=(48, 32)).astype(np.float32)
+    out = np.zeros((700, 48), np.float32)
+    # the serial and the parallel (prange) kernels, each calling the products by name
+    linear._linear_forward.serial(out, x, w, np.zeros(48, np.float32), False, True, 1)
+    serial = out.copy()
+    linear._linear_forward.parallel(out, x, w, np.zeros(48, np.float32), False, True, 2)
+    misses = sum(sum(d.stats.cache_misses.values())
+                 for d in (linear._linear_forward.serial, linear._linear_forward.parallel))
+    print(json.dumps({"error": float(np.abs(serial - x @ w.T).max()),
+                      "same": bool((serial == out).all()), "misses": misses}))
+""")
+
+
+def _child(cache):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), SEQATTN_COMPILE_HELPER="0",
+               SEQATTN_COMPILE_NOTICE="0",
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, f"rc {result.returncode}:\n{result.stderr[-3000:]}"
+    import json
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_kernels_calling_by_name_run_when_loaded_from_the_cache_in_a_new_process(tmp_path):
+    compiled, loaded = _child(tmp_path), _child(tmp_path)
+    assert compiled["misses"] == 2 and loaded["misses"] == 0
+    for run in (compiled, loaded):
+        assert run["error"] < 1e-4 and run["same"]

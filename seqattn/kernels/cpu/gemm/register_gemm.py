@@ -619,11 +619,11 @@ def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, cols):
     return types.none(dst, dst_row, src, src_row, rows, cols), codegen
 
 
-@njit(cache=True)
-def _transpose_f32(dst, src):
-    rows, cols = src.shape
-    d, d_row = dst.ctypes.data, dst.strides[0] // _BYTES
-    s, s_row = src.ctypes.data, src.strides[0] // _BYTES
+# Called by name, as _product_f32 is: its blocks would otherwise be linked into every caller.
+@called_by_name("seqattn_register_gemm_transpose_f32", types.void(
+    types.uintp, types.intp, types.uintp, types.intp, types.intp, types.intp))
+def _transpose_f32(d, d_row, s, s_row, rows, cols):
+    """dst = src^T from their addresses and row strides (elements), src (rows, cols)."""
     for r0 in range(0, rows, LANES):
         for c0 in range(0, cols, LANES):
             _transpose_block(d + (c0 * d_row + r0) * _BYTES, d_row, s + (r0 * s_row + c0) * _BYTES,
@@ -647,5 +647,7 @@ def transpose(dst, src):
 @overload(transpose, jit_options={"cache": True})
 def _transpose_impl(dst, src):
     if dst.dtype == types.float32 and src.dtype == types.float32:
-        return lambda dst, src: _transpose_f32(dst, src)
+        return lambda dst, src: _transpose_f32((dst.ctypes.data, dst.strides[0] // _BYTES,
+                                                src.ctypes.data, src.strides[0] // _BYTES,
+                                                src.shape[0], src.shape[1]))
     return lambda dst, src: _transpose_loop(dst, src)

@@ -183,16 +183,43 @@ def gemm_in_registers(c, a, b, transpose_a, transpose_b, accumulate):
     _in_registers((c[:, :], a[:, :], b[:, :], transpose_a, transpose_b, accumulate))
 
 
-@njit(cache=True)
-def gemm_through_blas(c, a, b, transpose_a, transpose_b, accumulate):
-    """:func:`gemm_in_registers` through BLAS: float64 always, float32 where the register path
-    is not taken."""
+def _through_blas(c, a, b, transpose_a, transpose_b, accumulate):
+    """The BLAS call of :func:`gemm_through_blas`."""
     K = a.shape[0] if transpose_a else a.shape[1]
     if K == 0:  # BLAS rejects the leading dimension of an empty operand
         if not accumulate:
             c[...] = 0
     else:
         gemm(c, a, b, transpose_a, transpose_b, 1.0, 1.0 if accumulate else 0.0)
+
+
+# Called by name, one C function per dtype, as _in_registers is (its argument checks and BLAS
+# call are 77 KB of IR that a dozen kernels of a first run linked and emitted again).
+_THROUGH_BLAS = {
+    dtype: called_by_name(f"seqattn_packed_gemm_through_blas_{dtype}", types.void(
+        *(types.Array(dtype, 2, "A"),) * 3, types.boolean, types.boolean, types.boolean))(
+            _through_blas)
+    for dtype in (types.float32, types.float64)}
+
+
+def _through_blas_of_dtype(c, a, b, transpose_a, transpose_b, accumulate):
+    raise NotImplementedError("callable from @njit code only")
+
+
+@overload(_through_blas_of_dtype, jit_options={"cache": True})
+def _through_blas_of_dtype_impl(c, a, b, transpose_a, transpose_b, accumulate):
+    call = _THROUGH_BLAS.get(c.dtype)
+    if call is None:
+        return None
+    return lambda c, a, b, transpose_a, transpose_b, accumulate: call(
+        (c[:, :], a[:, :], b[:, :], transpose_a, transpose_b, accumulate))
+
+
+@njit(cache=True)
+def gemm_through_blas(c, a, b, transpose_a, transpose_b, accumulate):
+    """:func:`gemm_in_registers` through BLAS: float64 always, float32 where the register path
+    is not taken."""
+    _through_blas_of_dtype(c, a, b, transpose_a, transpose_b, accumulate)
 
 
 def packed_gemm(c, a, b, transpose_a, transpose_b, accumulate, in_registers):

@@ -7,6 +7,7 @@ few samples (tens of series, hundreds of molecules) decides which epoch early st
 stopping, checkpoints and the model ``fit`` returns all use the averaged weights, while the
 steps themselves go on from the raw ones.
 """
+import numbers
 from contextlib import contextmanager
 
 import numpy as np
@@ -24,7 +25,7 @@ def _copy(x):
 class EMA:
     """Exponential moving average of the trained parameters, updated after every step.
 
-    After step t the average moves toward the weights by ``1 - d_t``, where
+    After step t (1, 2, ...) the average moves toward the weights by ``1 - d_t``, where
     ``d_t = min(decay, (1 + t) / (10 + t))`` with ``warmup`` (so that the first steps, far from
     any good weights, are forgotten quickly) and ``d_t = decay`` without it. With decay d the
     average spans about 1 / (1 - d) steps: 0.99 about a hundred, 0.999 about a thousand.
@@ -34,11 +35,11 @@ class EMA:
     decay : float, default 0.99
         The average's weight on its previous value, in (0, 1).
     warmup : bool, default True
-        Ramp the decay up from 0.1 over the first steps, as above.
+        Ramp the decay up over the first steps, as above (2/11 at the first, 0.5 at the eighth).
     """
 
     def __init__(self, decay=0.99, warmup=True):
-        if isinstance(decay, bool) or not isinstance(decay, (int, float)) \
+        if isinstance(decay, bool) or not isinstance(decay, numbers.Real) \
                 or not 0.0 < decay < 1.0:
             raise ValueError(f"decay must be a number in (0, 1), the average's weight on its "
                              f"previous value; got {decay!r}")

@@ -118,6 +118,10 @@ def test_a_decay_outside_zero_to_one_is_named(decay):
         EMA(decay)
 
 
+def test_a_numpy_decay_is_a_number():
+    assert EMA(np.float32(0.9)).decay == pytest.approx(0.9)
+
+
 def test_an_average_that_is_not_an_ema_is_named():
     model = small_token_model()
     with pytest.raises(TypeError, match="average must be a seqattn.train.EMA"):

@@ -135,13 +135,14 @@ def _transpose_into_panels(panels, src):
         transpose(panels[q, :, :w], src[j0:j0 + w])
 
 
-_VIEW = types.Array(types.float32, 2, "A")
+_F32_VIEW = types.Array(types.float32, 2, "A")
 
 
 # Compiled once and called by name, so that the kernels calling it do not each link, optimize
 # and emit its loops again (called_by_name.py).
 @called_by_name("seqattn_packed_gemm_in_registers",
-                types.void(_VIEW, _VIEW, _VIEW, types.boolean, types.boolean, types.boolean))
+                types.void(_F32_VIEW, _F32_VIEW, _F32_VIEW, types.boolean, types.boolean,
+                           types.boolean))
 def _in_registers(c, a, b, transpose_a, transpose_b, accumulate):
     """The loops of :func:`gemm_in_registers`."""
     M, N = c.shape

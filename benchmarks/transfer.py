@@ -20,11 +20,13 @@ computation by hand: evaluate could not read a molecule model's dict outputs bef
 * ``dna``: ``examples/dna_binding.py`` (fixed on janggu's Oct4 and Mafk peaks) telling CTCF
   from TAp73alpha ChIP-seq peaks, GimmeMotifs' example files (``pip install --no-deps
   gimmemotifs``).
-* ``advection``, ``alloys``, ``dms``, ``grids`` (one file each, ``transfer_<domain>.py``): the
-  main job's recipe on a world its simulator makes with other physics; ``alloy_forces.py``
-  (fixed on Cu-Au) on Ni-Pt from the same EMT generator; ``protein_dms.py`` (fixed on GB1 and
-  TDP-43) on MAVE-NN's amyloid beta scan; ``sst_forecast.py`` (fixed on the OSTIA band) on
-  HadCM3's annual air temperature over North America (iris-sample-data).
+* ``advection``, ``alloys``, ``dms``, ``grids``, ``splice`` (one file each,
+  ``transfer_<domain>.py``): the main job's recipe on a world its simulator makes with other
+  physics; ``alloy_forces.py`` (fixed on Cu-Au) on Ni-Pt from the same EMT generator;
+  ``protein_dms.py`` (fixed on GB1 and TDP-43) on MAVE-NN's amyloid beta scan;
+  ``sst_forecast.py`` (fixed on the OSTIA band) on HadCM3's annual air temperature over North
+  America (iris-sample-data); ``splice_site_mpra.py`` on the splicing assay's replicate
+  measurement, which MAVE-NN ships beside the recipe's file.
 
 Run ``python benchmarks/transfer.py --domain graphs [--quick] [--seeds 0]``; without
 ``--domain`` every domain runs. ``--quick`` runs the example's own ``--quick`` recipe (CI); the
@@ -47,6 +49,7 @@ import transfer_advection
 import transfer_alloys
 import transfer_dms
 import transfer_grids
+import transfer_splice
 from transfer_rows import HEADER, Row, example, machine, metric_of
 
 # ---- graphs: the connectome recipe on the other hemisphere ------------------------------------
@@ -488,7 +491,8 @@ def dna(quick=False, seeds=None):
 
 DOMAINS = {"advection": transfer_advection.rows, "alloys": transfer_alloys.rows,
            "dms": transfer_dms.rows, "dna": dna, "graphs": graphs, "grids": transfer_grids.rows,
-           "molecules": molecules, "series": series, "station": station}
+           "molecules": molecules, "series": series, "splice": transfer_splice.rows,
+           "station": station}
 
 
 

@@ -79,11 +79,13 @@ def resources():
     return Path(spec.submodule_search_locations[0]) / "examples" / "datasets"
 
 
-def load():
-    """The residue Dataset of every splice site with its score ``y`` and ``part``."""
+def load(file="mpsa_data.csv.gz"):
+    """The residue Dataset of every splice site with its score ``y`` and ``part``, from one of
+    MAVE-NN's splicing-assay files (``file``: the recipe's; the transfer protocol reads the
+    replicate beside it)."""
     import pandas as pd
 
-    table = pd.read_csv(resources() / "mpsa_data.csv.gz")
+    table = pd.read_csv(resources() / file)
     ds = from_residues(list(table["x"]), alphabet=RNA)
     ds["y"] = ("record", table["y"].to_numpy(np.float64), {"long_name": "log10 PSI"})
     return ds.assign_coords(part=("record", table["set"].to_numpy(object)))

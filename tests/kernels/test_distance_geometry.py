@@ -1,6 +1,13 @@
 """The distance bias's shared per-pair geometry (kernels/cpu/distance_geometry.py) against the
-same quantities computed in NumPy float64, in open space and in both kinds of periodic cell."""
+same quantities computed in NumPy float64, in open space and in both kinds of periodic cell; and
+the fill called by name (one C function per dtype, called_by_name.py), also from Numba's cache in
+a new process."""
 import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -12,6 +19,7 @@ from seqattn.kernels.cpu.attention_bias import distance_args
 from seqattn.ops import DistanceBias
 from seqattn.ops.structured_bias import prepare_distance_bias
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 B, H, N, M, T, C = 2, 3, 5, 7, 3, 9
 R_MAX, CUTOFF = 3.0, 2.5
 CELLS = {
@@ -105,3 +113,59 @@ def test_a_geometry_is_filled_again_for_another_batch():
     want = np.zeros((N, M), np.float32)
     _add_for(want, 0, 1, dist, distance_geometry.distance_geometry(N, M, dist.x, dist, False))
     np.testing.assert_allclose(after_batch_0, want + fresh, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+def test_a_caller_calls_the_fill_by_name_and_holds_none_of_its_code(dtype):
+    dist = distance_args(prepare_distance_bias(_bias(CELLS["triclinic"], True, dtype), CPU,
+                                               np.dtype(dtype), B, H, N, M), dtype)
+    by_name = np.zeros((N, M), dtype)
+    _add_for(by_name, 1, 2, dist, distance_geometry.distance_geometry(N, M, dist.x, dist, False))
+    # the same scores from a geometry filled by the loops themselves, compiled here
+    geometry = distance_geometry.distance_geometry(N, M, dist.x, dist, False)
+    distance_geometry._fill(geometry, 1, dist)
+    inline = np.zeros((N, M), dtype)
+    distance_geometry._add_from_geometry(inline, dist.table[2].ravel(), geometry.entry,
+                                         geometry.weight, geometry.envelope)
+    np.testing.assert_array_equal(by_name, inline)
+    ir = _add_for.inspect_llvm(_add_for.signatures[-1])
+    assert f"seqattn_distance_geometry_fill_{np.dtype(dtype).name}" in ir
+    defined = [line for line in ir.splitlines() if line.startswith("define")]
+    assert not any("distance_geometry5_fill" in line or "_fill_fields" in line
+                   for line in defined)
+
+
+_CHILD = textwrap.dedent("""
+    import json
+    import numpy as np
+    from seqattn import ops
+    from seqattn.kernels.cpu import attention_small
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(2, 2, 6, 8)).astype(np.float32) for _ in range(3))
+    bias = ops.DistanceBias(rng.uniform(0, 3, (2, 6, 3)),
+                            rng.normal(size=(2, 2, 2, 9)).astype(np.float32),
+                            3.0, types=rng.integers(0, 2, (2, 6)), cutoff=2.5,
+                            smooth_cutoff=True)
+    out = ops.attention(q, k, v, distance_bias=bias)
+    kernel = attention_small._forward_tasks.serial
+    print(json.dumps({"out": out.tolist(),
+                      "misses": sum(kernel.stats.cache_misses.values()),
+                      "hits": sum(kernel.stats.cache_hits.values())}))
+""")
+
+
+def _child(cache):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), SEQATTN_COMPILE_HELPER="0",
+               SEQATTN_COMPILE_NOTICE="0",
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, f"rc {result.returncode}:\n{result.stderr[-3000:]}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_attention_calling_the_fill_by_name_runs_from_the_cache_in_a_new_process(tmp_path):
+    compiled, loaded = _child(tmp_path), _child(tmp_path)
+    assert compiled["misses"] == 1 and loaded["misses"] == 0 and loaded["hits"] == 1
+    assert np.isfinite(compiled["out"]).all()
+    assert loaded["out"] == compiled["out"]

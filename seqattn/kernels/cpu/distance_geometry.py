@@ -30,8 +30,10 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .attention_bias import (_cartesian, _fractional, _log_envelope, _log_envelope_grad,
-                             _nearest_image, _table_coordinate, _where_present, has_distance)
+from .attention_bias import (DistanceArgs, _cartesian, _fractional, _log_envelope,
+                             _log_envelope_grad, _nearest_image, _table_coordinate,
+                             _where_present, has_distance)
+from .called_by_name import called_by_name
 from .. import structured_bias_math as sbm
 from .float32_math import FASTMATH, log_f32, sin_cos_f32
 
@@ -158,6 +160,60 @@ def _fill(geometry, b, dist):
     geometry.batch[0] = b
 
 
+def _fill_fields(batch, entry, weight, envelope, table_slope, envelope_slope, rx, ry, rz, b, x,
+                 y, table, types_q, types_k, n_types, has_types, cell, inv_cell, images, periodic,
+                 inv_step, last, cutoff, smooth, smooth_a, zero, half, one, two):
+    """:func:`_fill` with the geometry's and the bias's fields as arguments, the form of the C
+    function below."""
+    _fill(DistanceGeometry(batch, entry, weight, envelope, table_slope, envelope_slope, rx, ry,
+                           rz), b,
+          DistanceArgs(True, x, y, table, types_q, types_k, n_types, has_types, cell, inv_cell,
+                       images, periodic, inv_step, last, cutoff, smooth, smooth_a, zero, half,
+                       one, two))
+
+
+def _fill_signature(dtype):
+    """The C signature of _fill_fields for row-major arrays of ``dtype``."""
+    def array(ndim, of=dtype):
+        return types.Array(of, ndim, "C")
+    f = dtype
+    return types.void(array(1, types.int64), array(2, types.int32), *(array(2),) * 7,
+                      types.intp, array(3), array(3), array(3), array(2, types.int32),
+                      array(2, types.int32), types.int64, types.boolean, array(3), array(3),
+                      array(3), types.int64, f, f, f, types.boolean, f, f, f, f, f)
+
+
+# Called by name, one C function per dtype: its loops are 217 KB of LLVM IR, which each of the
+# kernels of a molecule model's attention linked, optimized and emitted again (called_by_name.py).
+_FILL_BY_NAME = {
+    dtype: called_by_name(f"seqattn_distance_geometry_fill_{dtype}",
+                          _fill_signature(dtype))(_fill_fields)
+    for dtype in (types.float32, types.float64)}
+
+
+def _fill_called_by_name(geometry, b, dist):
+    raise NotImplementedError("callable from @njit code only")
+
+
+@overload(_fill_called_by_name, jit_options={"cache": True})
+def _fill_called_by_name_impl(geometry, b, dist):
+    """The C function of the geometry's dtype where every array is row-major, the same
+    signature as the C function's; else :func:`_fill` compiled into the caller."""
+    dtype = geometry.types[geometry.fields.index("weight")].dtype
+    call = _FILL_BY_NAME.get(dtype)
+    fields = (*geometry.types, b, *dist.types[1:])
+    if call is None or _fill_signature(dtype).args != tuple(types.unliteral(t) for t in fields):
+        return lambda geometry, b, dist: _fill(geometry, b, dist)
+
+    def by_name(geometry, b, dist):
+        g, d = geometry, dist
+        call((g.batch, g.entry, g.weight, g.envelope, g.table_slope, g.envelope_slope, g.rx,
+              g.ry, g.rz, b, d.x, d.y, d.table, d.types_q, d.types_k, d.n_types, d.has_types,
+              d.cell, d.inv_cell, d.images, d.periodic, d.inv_step, d.last, d.cutoff, d.smooth,
+              d.smooth_a, d.zero, d.half, d.one, d.two))
+    return by_name
+
+
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _add_from_geometry(s, tab, entry, weight, envelope):
     """s[r, c] += (1 - w) T[k] + w T[k + 1] + envelope, -inf where the key is hidden; tab is the
@@ -213,7 +269,7 @@ def _add_shared_distance_bias(s, b, h, dist, geometry):
     """s (N, M) += the distance bias of (b, h), from the geometry (filled for b first where it
     holds another batch)."""
     if geometry.batch[0] != b:
-        _fill(geometry, b, dist)
+        _fill_called_by_name(geometry, b, dist)
     tab = dist.table[h]
     _add_from_geometry(s, tab.reshape(tab.size), geometry.entry, geometry.weight,
                        geometry.envelope)
@@ -224,7 +280,7 @@ def _shared_distance_bias_grads(ds, b, h, dist, geometry, dtab, dx, dy):
     """The distance bias's gradients from the (N, M) dS tile of (b, h) (see
     _grads_from_geometry), from the geometry: dtab (1, P, C), one copy."""
     if geometry.batch[0] != b:
-        _fill(geometry, b, dist)
+        _fill_called_by_name(geometry, b, dist)
     tab = dist.table[h]
     _grads_from_geometry(ds, tab.reshape(tab.size), geometry, dtab[0].reshape(dtab[0].size),
                          dx, dy)

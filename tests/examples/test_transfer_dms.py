@@ -17,6 +17,7 @@ import xarray as xr
 
 import seqattn
 from seqattn.adapters import ResidueAdapter
+from selection_spy import recorded_selections
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -40,17 +41,8 @@ def module():
 @pytest.fixture(scope="module")
 def quick_seed(module):
     """One quick seed's runs, with the records every adapter selection read, in order."""
-    read = []
-    select = ResidueAdapter.select
-
-    def spy(self, ds, where, name="where"):
-        chosen = select(self, ds, where, name)
-        read.append(set(chosen["record"].values.tolist()))
-        return chosen
-
     config = replace(module.QUICK, seed=SEED)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ResidueAdapter, "select", spy)
+    with recorded_selections(ResidueAdapter) as read:
         runs = transfer_dms.seed_runs(module, config)
     return runs, read
 

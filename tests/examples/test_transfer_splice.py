@@ -15,6 +15,7 @@ import pytest
 
 import seqattn
 from seqattn.adapters import ResidueAdapter
+from selection_spy import recorded_selections
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -34,16 +35,7 @@ def module():
 @pytest.fixture(scope="module")
 def quick_seed(module):
     """One quick seed's run, with the records every adapter selection read, in order."""
-    read = []
-    select = ResidueAdapter.select
-
-    def spy(self, ds, where, name="where"):
-        chosen = select(self, ds, where, name)
-        read.append(set(chosen["record"].values.tolist()))
-        return chosen
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ResidueAdapter, "select", spy)
+    with recorded_selections(ResidueAdapter) as read:
         run = transfer_splice.seed_run(module, replace(module.QUICK, seed=SEED))
     return run, read
 

@@ -2,17 +2,13 @@
 a declaration of the register products, not their code; and a kernel that calls them runs when
 it comes from Numba's cache in a new process (which must register the symbol before the cached
 code is loaded: without it the process crashed)."""
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 from numba import njit
 
+from cache_child import run_on_cache
 from seqattn.kernels.cpu.gemm.register_gemm import register_gemm
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @njit
@@ -53,19 +49,8 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _child(cache):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), SEQATTN_COMPILE_HELPER="0",
-               SEQATTN_COMPILE_NOTICE="0",
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, f"rc {result.returncode}:\n{result.stderr[-3000:]}"
-    import json
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def test_kernels_calling_by_name_run_when_loaded_from_the_cache_in_a_new_process(tmp_path):
-    compiled, loaded = _child(tmp_path), _child(tmp_path)
+    compiled, loaded = run_on_cache(_CHILD, tmp_path), run_on_cache(_CHILD, tmp_path)
     assert compiled["misses"] == 2 and loaded["misses"] == 0
     for run in (compiled, loaded):
         assert run["error"] < 1e-4 and run["same"]

@@ -3,23 +3,19 @@ same quantities computed in NumPy float64, in open space and in both kinds of pe
 the fill called by name (one C function per dtype, called_by_name.py), also from Numba's cache in
 a new process."""
 import itertools
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 from numba import njit
 
+from cache_child import run_on_cache
 from seqattn.backend import CPU
 from seqattn.kernels.cpu import distance_geometry
 from seqattn.kernels.cpu.attention_bias import distance_args
 from seqattn.ops import DistanceBias
 from seqattn.ops.structured_bias import prepare_distance_bias
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 B, H, N, M, T, C = 2, 3, 5, 7, 3, 9
 R_MAX, CUTOFF = 3.0, 2.5
 CELLS = {
@@ -154,18 +150,8 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _child(cache):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), SEQATTN_COMPILE_HELPER="0",
-               SEQATTN_COMPILE_NOTICE="0",
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, f"rc {result.returncode}:\n{result.stderr[-3000:]}"
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def test_attention_calling_the_fill_by_name_runs_from_the_cache_in_a_new_process(tmp_path):
-    compiled, loaded = _child(tmp_path), _child(tmp_path)
+    compiled, loaded = run_on_cache(_CHILD, tmp_path), run_on_cache(_CHILD, tmp_path)
     assert compiled["misses"] == 1 and loaded["misses"] == 0 and loaded["hits"] == 1
     assert np.isfinite(compiled["out"]).all()
     assert loaded["out"] == compiled["out"]

@@ -301,6 +301,11 @@ def test_an_adapter_saved_by_seqattn_0_1_loads_and_encodes_as_it_did():
     a, b = old.encode(ds), new.encode(ds)
     np.testing.assert_array_equal(a.tokens, b.tokens)
     for key in b.targets:
-        np.testing.assert_allclose(a.targets[key], b.targets[key], rtol=1e-6, err_msg=key)
+        # normalized targets in float32: an element whose exact value is 0 comes back as
+        # rounding noise of either adapter's statistics (7.6e-14 against 1.9e-14 with NumPy's
+        # OpenBLAS 0.3.31), so the comparison is relative to the targets' magnitude
+        scale = np.nanmax(np.abs(b.targets[key]))
+        np.testing.assert_allclose(a.targets[key], b.targets[key], rtol=1e-6, atol=1e-6 * scale,
+                                   err_msg=key)
     decoded = old.decode(a, a.targets)
     np.testing.assert_allclose(decoded["energy"], ds["energy"], rtol=1e-5)

@@ -2,9 +2,13 @@
 linear path reads every two patches' pixels (the library's pairwise logistic regression, its
 strongest baseline here) and starts from that baseline as fitted on the training images, the
 attention trained on the training images and their one-pixel shifts. It beats every baseline
-seqattn.evaluate fits on the same tokens, the pairwise logistic included (quick test, seed 0:
-accuracy 0.993 against 0.991, log loss 0.016 against 0.083); the shifts are of training
-images only, and the path is the fitted baseline itself."""
+seqattn.evaluate fits on the same tokens in log loss, the pairwise logistic included (quick
+test, seed 0: 0.018 against 0.055), and is not behind the strongest in accuracy. Accuracy on
+450 test images at 99 % is a matter of one image, which floating-point rounding decides: 0.993
+against 0.991 with OpenBLAS 0.3.30's Haswell kernel, 0.991 against 0.991 (446 images each)
+with 0.3.31's SkylakeX kernel; over seeds 1 and 2 the model's log loss stayed lower while its
+accuracy won once and lost once (BENCHMARKS.md). The shifts are of training images only, and
+the path is the fitted baseline itself."""
 import sys
 from pathlib import Path
 
@@ -51,7 +55,7 @@ def test_quick_run_beats_the_strongest_library_baseline():
     assert {"additive logistic", "pairwise logistic", "pooled logistic"} <= set(accuracy.index)
     neighbours = [name for name in accuracy.index if name.endswith("nearest neighbour")]
     assert len(neighbours) == 1, accuracy
-    assert accuracy["model"] > accuracy[strongest_baseline(scores, "accuracy")], accuracy
+    assert accuracy["model"] >= accuracy[strongest_baseline(scores, "accuracy")], accuracy
     log_loss = scores.log_loss.to_series()
     assert log_loss["model"] < log_loss[strongest_baseline(scores, "log_loss")], log_loss
     # both ways to train were scored on the validation images and the better one chosen

@@ -47,6 +47,17 @@ def pooled(inputs, key_padding_mask, statistics):
     return np.where(np.isfinite(features), features, 0.0)
 
 
+def smoothed_votes(neighbour_classes, n_classes):
+    """(B, k) class ids of each sample's k nearest training samples -> (B, n_classes) log
+    probabilities: the votes smoothed by one pseudo-vote shared by the classes,
+    ``(votes + 1 / C) / (k + 1)`` (see the module docstring)."""
+    neighbour_classes = np.asarray(neighbour_classes)
+    k = neighbour_classes.shape[1]
+    counts = np.zeros((len(neighbour_classes), n_classes))
+    np.add.at(counts, (np.arange(len(neighbour_classes))[:, None], neighbour_classes), 1.0)
+    return np.log(np.maximum((counts + 1.0 / n_classes) / (k + 1), PROBABILITY_FLOOR))
+
+
 class PooledFeatures(LinearBaseline):
     """Ridge (values) or logistic regression (classes) per sample on its inputs pooled over
     the tokens that are not padding, for targets per sample (N -> 1); the penalty chosen on
@@ -109,12 +120,23 @@ class NearestNeighbour(Baseline):
 
     def features(self, batch):
         tokens = np.asarray(batch.tokens)
-        if self.flat_width is not None and tokens.shape[1] * (
-                self.vocab_size or tokens.shape[-1]) == self.flat_width:
+        if self.flat_width is not None:
+            if self._width(batch) != self.flat_width:
+                raise ValueError(f"the batch's samples flatten to {self._width(batch)} numbers (or "
+                                 "have padding); NearestNeighbour was fitted on samples of one "
+                                 f"length, {self.flat_width} numbers, compared position by "
+                                 "position")
             return token_inputs(batch, self.vocab_size).reshape(len(tokens), -1)
         if self.vocab_size is not None:
             return id_frequencies(batch, self.vocab_size)
         return pooled(token_inputs(batch), batch.key_padding_mask, STATISTICS)
+
+    def _width(self, batch):
+        """How many numbers a sample of `batch` flattens to; None if any sample is padded."""
+        tokens = np.asarray(batch.tokens)
+        if batch.key_padding_mask is not None and np.asarray(batch.key_padding_mask).any():
+            return None
+        return tokens.shape[1] * (self.vocab_size or tokens.shape[-1])
 
     def rows(self, batches):
         X = np.concatenate([self.features(b) for b in batches])
@@ -128,9 +150,10 @@ class NearestNeighbour(Baseline):
             raise ValueError("NearestNeighbour predicts one target per sample; these targets "
                              "are per token")
         self.vocab_size = vocab_size_of(train)
-        widths = {np.asarray(b.tokens).shape[1] for b in train + validation}
-        width = widths.pop() * (self.vocab_size or np.asarray(train[0].tokens).shape[-1])
-        self.flat_width = width if not widths and width <= self.max_features else None
+        widths = {self._width(b) for b in train + validation}
+        width = widths.pop()
+        self.flat_width = (width if not widths and width is not None
+                           and width <= self.max_features else None)
         X, Y, known = self.rows(train)
         keep = known if known.ndim == 1 else known.any(axis=1)
         self.X, self.Y, self.known = X[keep], Y[keep], known[keep]
@@ -157,10 +180,7 @@ class NearestNeighbour(Baseline):
     def _from_neighbours(self, X):
         _, nearest = self.index.kneighbors((X - self.mean) / self.scale, n_neighbors=self.k)
         if self.layout.classes:
-            counts = np.zeros((len(X), self.layout.n_outputs))
-            np.add.at(counts, (np.arange(len(X))[:, None], self.Y[nearest]), 1.0)
-            shared = 1.0 / self.layout.n_outputs  # one pseudo-vote (module docstring)
-            return np.log(np.maximum((counts + shared) / (self.k + 1), PROBABILITY_FLOOR))
+            return smoothed_votes(self.Y[nearest], self.layout.n_outputs)
         known = self.known[nearest]
         return (np.where(known, self.Y[nearest], 0.0).sum(axis=1)
                 / np.maximum(known.sum(axis=1), 1))

@@ -73,3 +73,28 @@ def test_accuracy_decides_before_the_log_loss():
     accuracy, loss = fitted.chosen["validation_accuracy"], fitted.chosen["validation_log_loss"]
     assert max(accuracy, key=accuracy.get) == 1 and min(loss, key=loss.get) == 9
     assert fitted.chosen["k"] == 1
+
+
+def test_the_classes_are_counted_over_every_training_batch():
+    """The first batch lacks class 3: the votes still have four columns."""
+    first, second = spots(1, 1), spots(1, 2)
+    keep = first.targets != 3
+    first = batch(np.asarray(first.tokens)[keep], first.targets[keep])
+    fitted = NearestNeighbour().fit([first, second], [spots(1, 3)])
+    assert fitted.layout.n_outputs == N_CLASSES
+    assert fitted.predict(spots(1, 4)).shape == (SPOTS, N_CLASSES)
+
+
+def test_padded_samples_are_compared_on_their_pooled_features():
+    """Batches of one width but with padding (series of several lengths) are not compared
+    position by position (padding against values); samples fitted position by position meet a
+    batch of another length with an error that says so."""
+    rng = np.random.default_rng(7)
+    tokens, labels = rng.normal(size=(20, 4, 2)), np.arange(20) % 2
+    padding = np.arange(4)[None, :] >= rng.integers(2, 5, size=20)[:, None]
+    padded = batch(tokens, labels, key_padding_mask=padding)
+    assert NearestNeighbour().fit([padded], [padded]).flat_width is None
+    one_length = NearestNeighbour().fit([batch(tokens, labels)], [batch(tokens, labels)])
+    assert one_length.flat_width == 8
+    with pytest.raises(ValueError, match="fitted on samples of one length, 8 numbers"):
+        one_length.predict(batch(tokens[:, :3], labels))

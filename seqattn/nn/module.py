@@ -46,6 +46,7 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_persistent", set())
         object.__setattr__(self, "_training", True)
 
     def __setattr__(self, name, value):
@@ -55,9 +56,13 @@ class Module:
             self._modules[name] = value
         object.__setattr__(self, name, value)
 
-    def register_buffer(self, name, array):
-        """A derived array (a positional table) that moves with the module but is not saved."""
+    def register_buffer(self, name, array, persistent=False):
+        """An array that moves with the module but takes no gradient: a derived one (a
+        positional table) is not saved; a ``persistent`` one (data the model holds, such as
+        the neighbour path's reference samples) is, in ``state_dict`` beside the parameters."""
         self._buffers[name] = array
+        if persistent:
+            self._persistent.add(name)
         object.__setattr__(self, name, array)
 
     # -- running ---------------------------------------------------------------------------
@@ -212,33 +217,53 @@ class Module:
 
     # -- state -----------------------------------------------------------------------------
 
+    def named_persistent_buffers(self, prefix=""):
+        for module_name, module in self.named_modules(prefix):
+            for name in module._persistent:
+                yield (f"{module_name}.{name}" if module_name else name), module, name
+
     def state_dict(self):
-        """Parameter name -> NumPy array (a host copy), with torch.nn's names."""
-        return OrderedDict((name, np.array(moved(p.data, CPU)))
-                           for name, p in self.named_parameters())
+        """Parameter (and persistent buffer) name -> NumPy array (a host copy), with torch.nn's
+        names."""
+        state = OrderedDict((name, np.array(moved(p.data, CPU)))
+                            for name, p in self.named_parameters())
+        for name, module, buffer in self.named_persistent_buffers():
+            state[name] = np.array(moved(module._buffers[buffer], CPU))
+        return state
 
     def load_state_dict(self, state, strict=True):
         """Copy arrays (NumPy, or anything np.asarray accepts, e.g. a torch state dict's tensors
-        after ``.numpy()``) into the parameters, keeping this module's device and dtype."""
-        params = dict(self.named_parameters())
-        missing = sorted(set(params) - set(state))
-        unexpected = sorted(set(state) - set(params))
+        after ``.numpy()``) into the parameters and persistent buffers, keeping this module's
+        device and dtype."""
+        current = {name: p.data for name, p in self.named_parameters()}
+        buffers = {name: (module, buffer)
+                   for name, module, buffer in self.named_persistent_buffers()}
+        current.update({name: module._buffers[buffer] for name, (module, buffer) in
+                        buffers.items()})
+        missing = sorted(set(current) - set(state))
+        unexpected = sorted(set(state) - set(current))
         if strict and (missing or unexpected):
             raise KeyError(f"state dict does not match {type(self).__name__}: missing "
                            f"{missing}, unexpected {unexpected}")
+        params = dict(self.named_parameters())
         for name, value in state.items():
-            if name not in params:
+            if name not in current:
                 continue
-            p = params[name]
             value = np.asarray(value)
             if value.dtype.kind not in "fiu" or not np.isfinite(value).all():
                 raise ValueError(f"{name} in the state dict is not finite numbers ({value.dtype}"
                                  f"{'' if value.dtype.kind not in 'fiu' else ', with inf or NaN'}"
                                  "); weights must be finite")
-            if tuple(value.shape) != p.shape:
+            if tuple(value.shape) != tuple(current[name].shape):
                 raise ValueError(f"{name} has shape {tuple(value.shape)} in the state dict but "
-                                 f"{p.shape} in the module")
-            p.data = moved(np.ascontiguousarray(value, dtype=p.dtype), device_of(p.data))
+                                 f"{tuple(current[name].shape)} in the module")
+            loaded = moved(np.ascontiguousarray(value, dtype=current[name].dtype),
+                           device_of(current[name]))
+            if name in params:
+                params[name].data = loaded
+            else:
+                module, buffer = buffers[name]
+                module.register_buffer(buffer, loaded, persistent=True)
         return self
 
     def __repr__(self):

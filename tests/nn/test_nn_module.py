@@ -63,6 +63,23 @@ def test_load_state_dict_checks_names_and_shapes():
         model.load_state_dict({"weight": np.zeros((3, 2)), "bias": np.zeros(2)})
 
 
+def test_persistent_buffers_are_saved_and_derived_ones_are_not():
+    layer = nn.Linear(3, 2)
+    layer.register_buffer("table", np.arange(4.0, dtype=np.float32))
+    layer.register_buffer("kept", np.arange(3.0, dtype=np.float32), persistent=True)
+    state = layer.state_dict()
+    assert sorted(state) == ["bias", "kept", "weight"]
+    other = nn.Linear(3, 2)
+    other.register_buffer("kept", np.zeros(3, np.float32), persistent=True)
+    other.load_state_dict({**state, "kept": np.array([7.0, 8.0, 9.0])})
+    np.testing.assert_array_equal(other.kept, [7.0, 8.0, 9.0])
+    assert other.kept.dtype == np.float32
+    with pytest.raises(KeyError, match="missing \\['kept'\\]"):
+        other.load_state_dict({k: v for k, v in state.items() if k != "kept"})
+    with pytest.raises(ValueError, match="kept has shape \\(2,\\)"):
+        other.load_state_dict({**state, "kept": np.zeros(2)})
+
+
 def test_input_on_another_device_than_the_module():
     from numba import cuda
 

@@ -169,6 +169,27 @@ def _path_features(baseline):
                      f"{STATISTICS} (linear_features='pooled')")
 
 
+def _start_from_neighbours(model, baseline):
+    """warm_start's work for a NearestNeighbour: checked, then the model's neighbour path holds
+    its references (:meth:`seqattn.models.SequenceModel.start_from_neighbours`)."""
+    config = getattr(model, "config", None)
+    if getattr(config, "linear_features", None) != "neighbours" or not config.linear:
+        raise ValueError("a NearestNeighbour starts a SequenceModel's neighbour path: build it "
+                         "with linear=True, linear_features='neighbours'")
+    if baseline.chosen is None:
+        raise ValueError("the NearestNeighbour is not fitted: call its fit first")
+    if not baseline.layout.classes or baseline.vocab_size is not None:
+        raise ValueError("the neighbour path takes a NearestNeighbour fitted on classes of "
+                         "float tokens")
+    if baseline.layout.n_outputs != config.out_features:
+        raise ValueError(f"the NearestNeighbour votes for {baseline.layout.n_outputs} classes; "
+                         f"the model has {config.out_features} outputs")
+    n_tokens = (None if baseline.flat_width is None
+                else baseline.flat_width // config.in_features)
+    model.start_from_neighbours(baseline.X, baseline.Y, baseline.mean, baseline.scale,
+                                baseline.k, n_tokens)
+
+
 def warm_start(model, baseline, keep_head=False):
     """Start `model`'s linear path at the fitted linear `baseline` (TokenFeatures for a
     TokenModel; for a SequenceModel PooledFeatures or PositionFeatures, read by the path of
@@ -210,6 +231,9 @@ def _start_path(model, baseline):
     """warm_start's work: the path set, the head zeroed."""
     if isinstance(baseline, LeadRidge) and baseline.chosen is not None:
         _start_from_lead_ridge(model, baseline)
+        return
+    if isinstance(baseline, NearestNeighbour):
+        _start_from_neighbours(model, baseline)
         return
     if isinstance(baseline, KmerCounts):
         has = getattr(getattr(model, "config", None), "linear_features", "mean")

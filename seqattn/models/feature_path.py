@@ -98,7 +98,8 @@ def feature_path(config):
     than "mean" (checked: float tokens, ``linear_tokens`` for the position features)."""
     features = config.linear_features
     if features not in FEATURES:
-        raise ValueError(f"linear_features={features!r}; expected one of {FEATURES}")
+        raise ValueError(f"linear_features={features!r}; expected one of "
+                         f"{FEATURES + ('neighbours',)}")
     if config.in_features is None:
         raise ValueError(f"linear_features={features!r} needs float tokens (in_features); got "
                          f"vocab_size={config.vocab_size!r}: use linear_features='mean'")

@@ -192,7 +192,8 @@ def linear_path(config):
     return LinearPath(config.in_features, config.vocab_size, config.out_features, dtype)
 
 
-def _zero_head(model):
+def zero_head(model):
+    """Set the task head's weights and bias to zero: the model's outputs are its path's."""
     for _, parameter in model.head.named_parameters():
         parameter.data[...] = 0
 
@@ -209,7 +210,7 @@ def start_from_leads(model, maps):
                          f"{list(model.linear.leads)}")
     for lead, (weight, bias) in maps.items():
         model.linear.set_lead(lead, weight, bias)
-    _zero_head(model)
+    zero_head(model)
 
 
 def start_from_linear(model, weight, bias):
@@ -219,7 +220,7 @@ def start_from_linear(model, weight, bias):
         raise ValueError(f"{type(model).__name__} has no linear path; build it with "
                          "linear=True in its config")
     model.linear.set(weight, bias)
-    _zero_head(model)
+    zero_head(model)
 
 
 def residual_parameters(model):

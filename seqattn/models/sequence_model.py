@@ -8,7 +8,8 @@ from ..nn import Linear, Module
 from ..nn.init import generator
 from .encoder import EncoderConfig, SequenceEncoder
 from .feature_path import feature_path
-from .linear_path import linear_path, start_from_linear
+from .linear_path import linear_path, start_from_linear, zero_head
+from .neighbour_path import neighbour_path
 from .pooling import AttentionPooling, ClassTokenPooling, MaskedMeanPooling
 
 POOLINGS = ("mean", "cls", "attention")
@@ -35,9 +36,17 @@ class SequenceModelConfig(EncoderConfig):
         channel's mean, std, min and max, and the number of tokens), ``"additive"`` or
         ``"pairwise"`` (every position's row, and the products of every two positions' rows),
         the features of :class:`seqattn.baselines.PooledFeatures` and
-        :class:`~seqattn.baselines.PositionFeatures` (:mod:`seqattn.models.feature_path`).
+        :class:`~seqattn.baselines.PositionFeatures` (:mod:`seqattn.models.feature_path`);
+        or, for classes, ``"neighbours"``: the smoothed votes of the nearest reference samples
+        that :func:`seqattn.baselines.warm_start` copies from a fitted
+        :class:`~seqattn.baselines.NearestNeighbour` (:mod:`seqattn.models.neighbour_path`).
     linear_tokens : int, default None
-        The tokens per sequence N, for ``linear_features`` "additive" and "pairwise".
+        The tokens per sequence N, for ``linear_features`` "additive" and "pairwise"; for
+        "neighbours", given when samples are compared position by position.
+    linear_references : int, default None
+        The reference samples the neighbour path holds (warm_start sets it).
+    linear_neighbours : int, default 1
+        k, the neighbour path's voting references (warm_start sets it).
     """
 
     out_features: int = 1
@@ -45,6 +54,8 @@ class SequenceModelConfig(EncoderConfig):
     linear: bool = False
     linear_features: str = "mean"
     linear_tokens: int = None
+    linear_references: int = None
+    linear_neighbours: int = 1
 
 
 class SequenceModel(Module):
@@ -74,8 +85,12 @@ class SequenceModel(Module):
         else:
             self.pool = AttentionPooling(config.d_model, config.nhead, dtype, rng)
         self.head = Linear(config.d_model, config.out_features, dtype=dtype, seed=rng)
-        self.linear = feature_path(config) if config.linear and \
-            config.linear_features != "mean" else linear_path(config)
+        if config.linear and config.linear_features == "neighbours":
+            self.linear = neighbour_path(config)
+        elif config.linear and config.linear_features != "mean":
+            self.linear = feature_path(config)
+        else:
+            self.linear = linear_path(config)
 
     def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None,
                 structure=None):
@@ -90,3 +105,22 @@ class SequenceModel(Module):
         """Start at the linear map (weight (out, F), bias (out,)) of the inputs' mean over
         unpadded tokens and learn the residual (see :mod:`seqattn.models.linear_path`)."""
         start_from_linear(self, weight, bias)
+
+    def start_from_neighbours(self, references, reference_classes, mean, scale, neighbours,
+                              n_tokens):
+        """Start at the nearest-neighbour rule of the `references` (R, width) of classes
+        `reference_classes` (R,), compared after subtracting `mean` and dividing by `scale`
+        (position by position for `n_tokens` unpadded tokens, else on pooled statistics), the
+        `neighbours` nearest voting; the head zeroed (see :mod:`seqattn.models.neighbour_path`).
+        The path is rebuilt to hold them and the config records their number, k and
+        `n_tokens`, so that seqattn.load rebuilds it."""
+        if not self.config.linear or self.config.linear_features != "neighbours":
+            raise ValueError("this SequenceModel has no neighbour path; build it with "
+                             "linear=True, linear_features='neighbours'")
+        config = replace(self.config, linear_references=len(references),
+                         linear_neighbours=int(neighbours), linear_tokens=n_tokens)
+        path = neighbour_path(config).to(device=self.device)
+        path.set(references, reference_classes, mean, scale)
+        self.linear, self.config = path, config
+        self._config["config"] = config
+        zero_head(self)

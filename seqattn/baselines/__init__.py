@@ -195,23 +195,28 @@ def warm_start(model, baseline, keep_head=False):
     TokenModel; for a SequenceModel PooledFeatures or PositionFeatures, read by the path of
     the same ``linear_features``; LeadRidge for a TokenModel with ``linear_leads``: with
     ``linear_tokens`` where the ridge flattened the inputs, without where it regressed per
-    token) with the head zeroed: the model predicts what the baseline does and training
-    learns the residual. With `keep_head` the head stays as it is, so that a model trained
-    with its path at zero (``AdamW(residual_parameters(model))``) adds the baseline's outputs
-    to its own: for classes, the product of the two as experts.
+    token), or a SequenceModel's neighbour path at a fitted NearestNeighbour of classes
+    (``linear_features="neighbours"``), with the head zeroed: the model predicts what the
+    baseline does and training learns the residual. With `keep_head` the head stays as it
+    is, so that a model trained with its path at zero (``AdamW(residual_parameters(model))``)
+    adds the baseline's outputs to its own: for classes, the product of the two as experts.
 
     Parameters
     ----------
     model : seqattn.models.TokenModel or seqattn.models.SequenceModel
         A model built with a linear path (``linear=True``, or ``linear_leads``) whose inputs
         are the baseline's features.
-    baseline : TokenFeatures, PooledFeatures, PositionFeatures, KmerCounts or LeadRidge
-        The fitted baseline; a PooledFeatures pools the mean only (``statistics=("mean",)``,
-        ``linear_features="mean"``) or, of float tokens, all its statistics
+    baseline : seqattn.baselines.Baseline
+        The fitted baseline: a TokenFeatures, PooledFeatures, PositionFeatures, KmerCounts,
+        LeadRidge or NearestNeighbour; a PooledFeatures pools the mean only
+        (``statistics=("mean",)``, ``linear_features="mean"``) or, of float tokens, all its
+        statistics
         (``linear_features="pooled"``); a PositionFeatures is read by
         ``linear_features="additive"`` or ``"pairwise"`` as it is; a KmerCounts fitted on the
         model's own overlapping k-mer ids (``token_k``, k at most ``token_k``) by the path on
-        their frequencies (:meth:`KmerCounts.on_token_frequencies`).
+        their frequencies (:meth:`KmerCounts.on_token_frequencies`); a NearestNeighbour
+        fitted on classes of float tokens by the neighbour path, which takes its references,
+        k and standardization (:mod:`seqattn.models.neighbour_path`).
     keep_head : bool, default False
         Keep the head's weights instead of zeroing them.
 

@@ -209,9 +209,20 @@ class AtomLayer(Module):
         (B, 2 N, 3), key_types (B, 2 N)); ``key_padding_mask`` (B, 2 N); ``anchor_types``
         (B, N) the atoms' element indices."""
         h = self.norm1(x)
-        keys = autodiff.concat([h, self.anchors(anchor_types)], axis=1)
-        out, _ = self.self_attn(h, keys, keys, key_padding_mask=key_padding_mask,
-                                structure=structure)
+        attention = self.self_attn
+        heads = attention.num_heads
+        # the atoms' queries, keys and values in one product, as self-attention's
+        q, k, v = autodiff.split_heads(
+            autodiff.linear(h, attention.in_proj_weight, attention.in_proj_bias), heads, parts=3)
+        # an anchor's key and value depend on its element only: project the anchor table (T
+        # rows) and look its rows up, rather than projecting B N anchor rows (the query
+        # columns come along unused: one product with the packed weight, no slices of it)
+        anchor_rows = autodiff.embedding(anchor_types, autodiff.linear(
+            self.anchors.weight, attention.in_proj_weight, attention.in_proj_bias))
+        _, anchor_k, anchor_v = autodiff.split_heads(anchor_rows, heads, parts=3)
+        out, _ = attention.attend(q, autodiff.concat([k, anchor_k], axis=2),
+                                  autodiff.concat([v, anchor_v], axis=2),
+                                  key_padding_mask=key_padding_mask, structure=structure)
         x = x + out
         return x + self.feed_forward(self.norm2(x))
 

@@ -156,6 +156,15 @@ class MultiheadAttention(Module):
         else:
             q, k, v = (autodiff.split_heads(autodiff.linear(x, *self._projection(i)), H)
                        for i, x in enumerate((query, key, value)))  # each (B, H, len, D)
+        return self.attend(q, k, v, key_padding_mask, attn_mask, bias, need_weights, is_causal,
+                           structure)
+
+    def attend(self, q, k, v, key_padding_mask=None, attn_mask=None, bias=None,
+               need_weights=False, is_causal=False, structure=None):
+        """forward's attention and output projection of heads already projected: q
+        (B, H, N, D), k and v (B, H, M, D) -> (out (B, N, E), weights (B, H, N, M) or None);
+        the rest as in forward. For a layer whose keys are made otherwise than by projecting
+        token rows (MoleculeModel's anchors: a table's rows, projected once per element)."""
         if self.rotary is not None:
             q, k = self.rotary.rotate(q), self.rotary.rotate(k)
         options = dict(causal=is_causal, key_padding_mask=key_padding_mask,

@@ -204,9 +204,10 @@ def _parallel_case_inputs(structured):
 
 @pytest.mark.parametrize("structured", [False, True], ids=["plain", "structured"])
 def test_the_parallel_version_gives_the_serial_bits(structured):
-    """Each (batch, head) task owns its outputs (the structured biases' gradients included), so
-    the kernels compiled with prange, the tasks split into chunks, give the bits of their serial
-    copies in one chunk (which the small launches of the other tests run)."""
+    """Each (batch, head) task owns its outputs (the structured biases' gradients included, the
+    distance table's shared by a fixed set of tasks), so the kernels compiled with prange, the
+    tasks split into chunks, give the bits of their serial copies in one chunk (which the small
+    launches of the other tests run)."""
     dout, q, k, v, opts = _parallel_case_inputs(structured)
     call = prepare_attention(q, k, v, **opts)
     mods, scale = short._mods(call), np.float32(call.scale)
@@ -214,7 +215,7 @@ def test_the_parallel_version_gives_the_serial_bits(structured):
     for version, chunks in (("serial", 1), ("parallel", 3)):
         out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
         dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-        parts = short.task_parts(call)
+        parts = short.task_parts(call, sets=2)
         getattr(short._forward_tasks, version)(chunks, out, lse, q, k, v, scale, structured,
                                                mods)
         getattr(short._backward_tasks, version)(chunks, dq, dk, dv, parts, dout, out, lse, q, k,
@@ -224,6 +225,26 @@ def test_the_parallel_version_gives_the_serial_bits(structured):
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv", "dtable", "dpair", "dx", "dy"),
                           results["serial"], results["parallel"]):
         assert np.array_equal(a, b), f"{name}: the parallel version differs from the serial"
+
+
+def test_the_distance_table_gradient_sums_its_sets_of_tasks():
+    """With the tasks' table gradients in several sets (as at larger sizes), each set holds a
+    part and their sum is the gradient of one set, up to the order of the additions."""
+    dout, q, k, v, opts = _parallel_case_inputs(structured=True)
+    call = prepare_attention(q, k, v, **opts)
+    mods, scale = short._mods(call), np.float32(call.scale)
+    out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
+    short._forward_tasks.serial(1, out, lse, q, k, v, scale, True, mods)
+    tables = {}
+    for sets in (1, 2):
+        dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+        parts = short.task_parts(call, sets=sets)
+        short._backward_tasks.serial(1, dq, dk, dv, parts, dout, out, lse, q, k, v, scale, True,
+                                     mods)
+        tables[sets] = parts[0]
+    assert all(part.any() for part in tables[2]), "a set of tasks wrote no table gradient"
+    np.testing.assert_allclose(tables[2].sum(axis=0), tables[1][0], rtol=1e-5, atol=1e-6,
+                               err_msg="the sets' sum differs from one set's gradient")
 
 
 @njit

@@ -1079,22 +1079,25 @@ StructuredGrads.__doc__ = """Outputs for the structured biases' gradients, in ke
 distance_table (H, P, C), x (B, 3, N), y (B, 3, M), pair_table (H, C); None where absent."""
 
 
-def _structured_parts(call, n_chunks, table_lanes=LANES):
+def _structured_parts(call, n_chunks, table_lanes=LANES, table_sets=None):
     """Zeroed per-task gradient buffers for _backward_tasks (1-element ones where unused);
     ``table_lanes`` copies of each distance-table gradient (the short-sequence attention's
-    shared geometry adds into one)."""
+    shared geometry adds into one); with ``table_sets``, that many distance-table gradients
+    (sets, H, lanes, P, C), each shared by a set of tasks, rather than one per task."""
     B, H, N = call.q.shape[:3]
     Hkv, M = call.k.shape[1], call.k.shape[2]
     n_tasks, group, dtype = B * Hkv * n_chunks, H // Hkv, call.q.dtype
     distance, pair = call.distance, call.pair
     P, C = distance.table.shape[1:]
+    buffers, slots = (n_tasks, group) if table_sets is None else (table_sets, H)
     if distance.has:
-        dtable = np.zeros((n_tasks, group, table_lanes, P, C), dtype)
+        dtable = np.zeros((buffers, slots, table_lanes, P, C), dtype)
         dx = np.zeros((n_chunks, Hkv, B, 3, N), dtype)
         dy = np.zeros((Hkv, B, 3, M), dtype)
     else:
-        dtable, dx, dy = (np.zeros((1, 1, 1, 1, 1), dtype), np.zeros((1, 1, 1, 3, 1), dtype),
-                          np.zeros((1, 1, 3, 1), dtype))
+        # one element per set: the short kernel splits its tasks by their count
+        dtable = np.zeros((1 if table_sets is None else table_sets, 1, 1, 1, 1), dtype)
+        dx, dy = np.zeros((1, 1, 1, 3, 1), dtype), np.zeros((1, 1, 3, 1), dtype)
     n_codes = pair.table.shape[1]
     dpair = np.zeros((n_tasks, group, LANES, n_codes) if pair.mode != NO_PAIR else (1, 1, 1, 1),
                      dtype)

@@ -27,7 +27,8 @@ dK += scale dS^T q (dK and dV summed transposed, then transposed into place).
 
 The structured biases (distances, pair codes; attention_bias.py) are added to each (b, h) score
 tile whole, and their gradients gathered from its dS tile into the task's own buffers, as the
-tiled kernel does per tile (its flat ``mods`` tuple, the same per-task buffers and sum). A
+tiled kernel does per tile (its flat ``mods`` tuple, the same per-task buffers and sum), but
+for the distance table: a set of consecutive tasks adds into one copy (``task_parts``). A
 distance bias takes its per-pair geometry from a buffer that a chunk fills once per batch and
 its heads share (distance_geometry.py). The op
 (``seqattn.ops.attention``) sends the longer sequences (MAX_LENGTH_TIMES_HEAD_DIM) to
@@ -136,9 +137,10 @@ def _structured_biases_added(s, b, h, mods, geometry):
 
 @njit(cache=True)
 def _structured_grads(ds, b, h, mods, geometry, task_grads):
-    """Gradients of the structured biases from the (N, M) dS tile of (b, h), into one task's
-    own buffers: task_grads = (dtable (group, 1, P, C), dpair (group, LANES, C), dx (3, N),
-    dy (3, M)) of :func:`task_parts`, where h % group picks the head's slot."""
+    """Gradients of the structured biases from the (N, M) dS tile of (b, h), into the task's
+    buffers: task_grads = (dtable (H, 1, P, C), its set's, dpair (group, LANES, C), dx (3, N),
+    dy (3, M), the task's own) of :func:`task_parts`, where h % group picks the head's slot
+    (h itself in the distance table's)."""
     distance, pair = _structured_biases(mods)
     dtable, dpair, dx, dy = task_grads
     shared_distance_bias_grads(ds, b, h, distance, geometry, dtable[h % dtable.shape[0]], dx, dy)
@@ -172,6 +174,12 @@ _add_structured_grads = _with_structured_biases(_structured_grads)
 def _chunk(chunk, chunks, tasks):
     """[start, stop) of the tasks in chunk number ``chunk`` of ``chunks``."""
     return chunk * tasks // chunks, (chunk + 1) * tasks // chunks
+
+
+@njit(inline="always")
+def _set_of(task, tasks, sets):
+    """The set whose _chunk of ``tasks`` holds ``task``."""
+    return ((task + 1) * sets - 1) // tasks
 
 
 @sized_kernel(GRAIN, work=lambda chunks, out, lse, q, k, *rest: _score_work(
@@ -237,9 +245,9 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods):
               _score_work(*q.shape[:3], k.shape[2], q.shape[3]))
 def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale,
                     structured, mods):
-    """structured_parts: attention._structured_parts for one chunk of keys (task b * Hkv + hk
-    owns dtable[task], dpair[task], dx[0, hk, b], dy[hk, b]); structured: whether the call has
-    a structured bias."""
+    """structured_parts: :func:`task_parts` (task b * Hkv + hk owns dpair[task], dx[0, hk, b],
+    dy[hk, b] and adds into its set's dtable; a chunk takes whole sets); structured: whether
+    the call has a structured bias."""
     bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
         has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
     dtable, dpair, dx, dy = structured_parts
@@ -247,6 +255,7 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
     Hkv, M = k.shape[1], k.shape[2]
     group, off = H // Hkv, M - N
     one = q.dtype.type(1)
+    tasks, sets = B * Hkv, dtable.shape[0]
     for chunk in prange(chunks):
         kt = np.empty((D, M), q.dtype)
         vt = np.empty((D, M), q.dtype)
@@ -257,8 +266,8 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
         ds = np.empty((N, M), q.dtype)
         delta = np.empty(N, q.dtype)
         geometry = _geometry(N, M, q, mods, True)
-        start, stop = _chunk(chunk, chunks, B * Hkv)
-        for task in range(start, stop):
+        first_set, stop_set = _chunk(chunk, chunks, sets)
+        for task in range(first_set * tasks // sets, stop_set * tasks // sets):
             b, hk = task // Hkv, task % Hkv
             if M == 0 or N == 0:  # no key or no query: no gradient (BLAS rejects empty operands)
                 dq[b, hk * group:(hk + 1) * group] = 0
@@ -299,7 +308,7 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
                 register_gemm_softmax_grad(ds, dout[b, h], vt, one, p, delta)
                 if structured:
                     _add_structured_grads(ds, b, h, mods, geometry, (
-                        dtable[task % dtable.shape[0]], dpair[task % dpair.shape[0]],
+                        dtable[_set_of(task, tasks, sets)], dpair[task % dpair.shape[0]],
                         dx[0, hk % dx.shape[1], b % dx.shape[2]],
                         dy[hk % dy.shape[0], b % dy.shape[1]]))
                 # forward: s = scale q k^T  ->  dq = scale dS k, dK^T += scale q^T dS
@@ -331,11 +340,44 @@ def attention_forward(out, lse, call):
             _structured(call), _mods(call))
 
 
-def task_parts(call):
-    """Zeroed gradient buffers of the structured biases, one set per backward task
-    (attention._structured_parts); one copy of each distance-table gradient (the shared
-    geometry's)."""
-    return _structured_parts(call, 1, 1)
+def table_sets(call):
+    """How many distance-table gradients the backward's tasks add into: one below two
+    grains of work (one thread), else four per thread that the work could pay for, so that
+    chunks of whole sets stay balanced. The count follows from the call's sizes alone: the
+    tasks of a set add in their order, and the bits do not depend on the threads."""
+    B, H, N, D = call.q.shape
+    Hkv, M = call.k.shape[1], call.k.shape[2]
+    grains = _score_work(B, H, N, M, D) // GRAIN
+    return 1 if grains < 2 else int(min(B * Hkv, 4 * grains))
+
+
+def task_parts(call, sets=None, table=None):
+    """Zeroed gradient buffers of the structured biases for the backward's tasks: their own
+    for the pair table and the positions (attention._structured_parts), and for the distance
+    table one (H, 1, P, C) per set of consecutive tasks (``sets``, default
+    :func:`table_sets`): a table of many element types per task was megabytes to zero and
+    sum (a molecule model's 36 x 36 types, 4 heads, 32 bins: 0.66 MB a task). One set adds
+    straight into ``table`` (H, P, C), the output, where given (zeroed here)."""
+    sets = table_sets(call) if sets is None else sets
+    direct = table is not None and sets == 1
+    dtable, dpair, dx, dy = _structured_parts(call, 1, 1, 0 if direct else sets)
+    if direct:
+        table[...] = 0
+        dtable = table.reshape(1, table.shape[0], 1, *table.shape[1:])
+    return dtable, dpair, dx, dy
+
+
+def _sum_task_parts(grads, parts, call):
+    """Add the tasks' parts into the outputs in a fixed order: the distance table's sets, then
+    as attention._sum_structured_parts for the rest."""
+    dtable, dpair, dx, dy = parts
+    if grads.distance_table is not None:
+        if not np.may_share_memory(dtable, grads.distance_table):  # else it is the output
+            np.sum(dtable.reshape(dtable.shape[0], *grads.distance_table.shape), axis=0,
+                   out=grads.distance_table)
+        grads.x[...] = dx.sum(axis=(0, 1))
+        grads.y[...] = dy.sum(axis=0)
+    _sum_structured_parts(grads._replace(distance_table=None), parts, call)
 
 
 def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
@@ -343,7 +385,7 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
     attention.StructuredGrads, its arrays not None where the call has that bias) for a prepared
     call, given the forward's out and lse (all C-contiguous)."""
     B, Hkv = call.k.shape[:2]
-    parts = task_parts(call)
+    parts = task_parts(call, table=structured.distance_table)
     _launch(_backward_tasks, B * Hkv, dq, dk, dv, parts, dout, out, lse, call.q, call.k, call.v,
             _scale(call), _structured(call), _mods(call))
-    _sum_structured_parts(structured, parts, call)
+    _sum_task_parts(structured, parts, call)

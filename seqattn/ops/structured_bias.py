@@ -195,12 +195,11 @@ def _to_host(x):
 
 def _on(device, x):
     """A host array moved to ``device`` (a contiguous copy either way: user data stays as is)."""
-    x = np.ascontiguousarray(x)
     if device == CUDA:
         from numba import cuda
 
-        return cuda.to_device(x)
-    return x.copy()
+        return cuda.to_device(np.ascontiguousarray(x))
+    return np.array(x, order="C")  # one copy, where a contiguous copy of a view copied twice
 
 
 def _float_array(name, x, dtype=None):
@@ -242,6 +241,15 @@ def _cell(cell, B, dtype):
     if shape_of(cell) != (B, 3, 3):
         raise ValueError(f"cell has shape {shape_of(cell)}; expected (B, 3, 3) = {(B, 3, 3)} or "
                          "(3, 3), rows the lattice vectors")
+    # every layer of a model, and each pass of a step on forces, brings the batch's cells
+    # again: their inverses and images are looked up by the cells' values (callers copy them)
+    return _cell_of_values(np.ascontiguousarray(cell).tobytes(), B, np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=64)
+def _cell_of_values(values, B, dtype):
+    """_cell's work on cells (B, 3, 3) given as the bytes of their float64 values."""
+    cell = np.frombuffer(values, np.float64).reshape(B, 3, 3)
     if not np.isfinite(cell).all() or np.any(np.abs(np.linalg.det(cell)) == 0):
         raise ValueError("cell must be finite with non-zero volume (rows: lattice vectors)")
     off_diagonal = cell * (1 - np.eye(3))
@@ -250,8 +258,10 @@ def _cell(cell, B, dtype):
     if periodic == TRICLINIC:
         shifts += [n for n in itertools.product((-1, 0, 1), repeat=3) if any(n)]
     images = np.einsum("in,bnk->bik", np.array(shifts, np.float64), cell)
-    return (cell.astype(dtype), np.linalg.inv(cell).astype(dtype), images.astype(dtype),
-            periodic)
+    arrays = (cell.astype(dtype), np.linalg.inv(cell).astype(dtype), images.astype(dtype))
+    for a in arrays:  # shared by every call with these cells
+        a.setflags(write=False)
+    return (*arrays, periodic)
 
 
 # The placeholders stand in for an absent bias (the kernels never read them), so each is made

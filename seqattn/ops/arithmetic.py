@@ -1,6 +1,7 @@
 """Arithmetic between layers on either device: products, affine maps, reciprocals, concatenation
 and means or sums along one axis (with their backward). ``seqattn.autodiff`` records them, so
 what a model writes between its layers takes part in the gradient."""
+import math
 import numbers
 
 import numpy as np
@@ -99,8 +100,7 @@ def normalized_axis(axis, ndim, name="axis"):
 
 def around_axis(shape, axis):
     """(P, L, Q): the sizes before, along and after ``axis``."""
-    return (int(np.prod(shape[:axis], dtype=np.int64)), shape[axis],
-            int(np.prod(shape[axis + 1:], dtype=np.int64)))
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
 
 
 def concat(arrays, axis=0):

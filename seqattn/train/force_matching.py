@@ -30,6 +30,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..kernels.cpu.gemm.blas_library import single_threaded_blas
 from .property_loss import PropertyLoss
 
 
@@ -67,6 +68,10 @@ class EnergyForceLoss(PropertyLoss):
     def training_step(self, model, batch):
         """The loss of one batch; adds its whole parameter gradient (energies, forces and
         other outputs) into the parameters' ``.grad`` in three passes (module docstring)."""
+        with single_threaded_blas():  # once for the three passes' launches (PropertyLoss's)
+            return self._three_passes(model, batch)
+
+    def _three_passes(self, model, batch):
         inputs, mask, structure, targets = self._parts(batch)
         pred = model.predict(inputs, mask, structure=structure)
         value = self(pred, targets, mask, model.config)

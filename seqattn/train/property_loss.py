@@ -9,6 +9,7 @@ per step. Energies trained with their forces need :class:`~seqattn.train.EnergyF
 import numpy as np
 
 from ..data.targets import MISSING_CLASS
+from ..kernels.cpu.gemm.blas_library import single_threaded_blas
 
 
 def masked_mse(pred, target, divisor=None):
@@ -165,5 +166,8 @@ class PropertyLoss:
                                  model.config)
             return model.output_gradients(self.backward(), (per_structure, atoms))
 
-        model.differentiate(inputs, mask, structure, douts, parameters=True)
+        # BLAS held at one thread once for the step's launches (fit holds it for an epoch; a
+        # step called on its own paid for setting and restoring it at every launch)
+        with single_threaded_blas():
+            model.differentiate(inputs, mask, structure, douts, parameters=True)
         return value["loss"]

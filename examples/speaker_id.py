@@ -20,7 +20,7 @@ token holds) is chosen per set, by cross-validation on its training file (``--se
     a product of the two experts) -> seqattn.evaluate: accuracy, log loss and AUROC on the
     test file, from the model's probabilities of every class.
 
-Why the second expert: on small sets of aligned series (ArrowHead's 29 outlines) attention
+Why the second expert: on small sets of aligned series (ArrowHead's 30 training outlines) attention
 alone trails the nearest training series by 0.2 in accuracy, and learning the residual of the
 neighbours' rule from its few training errors overfits them; the product of the two experts
 kept the neighbours' accuracy there and cost nothing beyond the seed spread on the recipe's own

@@ -210,16 +210,16 @@ def test_the_parallel_version_gives_the_serial_bits(structured):
     launches of the other tests run)."""
     dout, q, k, v, opts = _parallel_case_inputs(structured)
     call = prepare_attention(q, k, v, **opts)
-    mods, scale = short._mods(call), np.float32(call.scale)
+    (mods, geometry), scale = short._mods_and_geometry(call), np.float32(call.scale)
     results = {}
     for version, chunks in (("serial", 1), ("parallel", 3)):
         out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
         dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
         parts = short.task_parts(call, sets=2)
         getattr(short._forward_tasks, version)(chunks, out, lse, q, k, v, scale, structured,
-                                               mods)
+                                               mods, geometry)
         getattr(short._backward_tasks, version)(chunks, dq, dk, dv, parts, dout, out, lse, q, k,
-                                                v, scale, structured, mods)
+                                                v, scale, structured, mods, geometry)
         results[version] = (out, lse, dq, dk, dv, *parts)
     assert not structured or np.any(results["serial"][5] != 0), "no table gradient was written"
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv", "dtable", "dpair", "dx", "dy"),
@@ -232,15 +232,15 @@ def test_the_distance_table_gradient_sums_its_sets_of_tasks():
     part and their sum is the gradient of one set, up to the order of the additions."""
     dout, q, k, v, opts = _parallel_case_inputs(structured=True)
     call = prepare_attention(q, k, v, **opts)
-    mods, scale = short._mods(call), np.float32(call.scale)
+    (mods, geometry), scale = short._mods_and_geometry(call), np.float32(call.scale)
     out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
-    short._forward_tasks.serial(1, out, lse, q, k, v, scale, True, mods)
+    short._forward_tasks.serial(1, out, lse, q, k, v, scale, True, mods, geometry)
     tables = {}
     for sets in (1, 2):
         dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
         parts = short.task_parts(call, sets=sets)
         short._backward_tasks.serial(1, dq, dk, dv, parts, dout, out, lse, q, k, v, scale, True,
-                                     mods)
+                                     mods, geometry)
         tables[sets] = parts[0]
     assert all(part.any() for part in tables[2]), "a set of tasks wrote no table gradient"
     np.testing.assert_allclose(tables[2].sum(axis=0), tables[1][0], rtol=1e-5, atol=1e-6,
@@ -248,10 +248,9 @@ def test_the_distance_table_gradient_sums_its_sets_of_tasks():
 
 
 @njit
-def _structured_probe(s, ds, mods, task_grads):
+def _structured_probe(s, ds, mods, geometry, task_grads):
     """What a task of the short kernels does with the structured biases (not cached, so the
     functions it reaches are typed in this process whatever the disk cache holds)."""
-    geometry = short._geometry(s.shape[0], s.shape[1], s, mods, True)
     short._add_structured_biases(s, 0, 0, mods, geometry)
     short._add_structured_grads(ds, 0, 0, mods, geometry, task_grads)
 
@@ -260,10 +259,11 @@ def _structured_probe(s, ds, mods, task_grads):
 def test_a_call_without_structured_biases_compiles_none_of_their_code(structured):
     dout, q, k, v, opts = _parallel_case_inputs(structured)
     call = prepare_attention(q, k, v, **opts)
-    mods = short._mods(call)
+    mods, geometry = short._mods_and_geometry(call)
     dtable, dpair, dx, dy = short.task_parts(call)
     s = np.zeros(q.shape[2:3] + k.shape[2:3], np.float32)
-    _structured_probe(s, np.ones_like(s), mods, (dtable[0], dpair[0], dx[0, 0, 0], dy[0, 0]))
+    _structured_probe(s, np.ones_like(s), mods, geometry,
+                      (dtable[0], dpair[0], dx[0, 0, 0], dy[0, 0]))
     assert (s != 0).any() == structured and dtable.any() == structured
     typed = [numba.typeof(mods) in signature
              for signature in short._structured_biases_added.overloads]

@@ -29,8 +29,8 @@ The structured biases (distances, pair codes; attention_bias.py) are added to ea
 tile whole, and their gradients gathered from its dS tile into the task's own buffers, as the
 tiled kernel does per tile (its flat ``mods`` tuple, the same per-task buffers and sum), but
 for the distance table: a set of consecutive tasks adds into one copy (``task_parts``). A
-distance bias takes its per-pair geometry from a buffer that a chunk fills once per batch and
-its heads share (distance_geometry.py). The op
+distance bias takes its per-pair geometry from buffers filled once for the batch, which its heads,
+the next layer and the backward share (batch_geometry.py). The op
 (``seqattn.ops.attention``) sends the longer sequences (MAX_LENGTH_TIMES_HEAD_DIM) to
 attention.py.
 """
@@ -41,8 +41,8 @@ from numba.extending import overload
 from .attention import (PAIR_AT, STRUCTURED_AT, _mods, _structured_biases, _structured_parts,
                         _sum_structured_parts)
 from .attention_bias import add_pair_bias, pair_bias_grads
-from .distance_geometry import (add_shared_distance_bias, distance_geometry,
-                                shared_distance_bias_grads)
+from .batch_geometry import batch_view, no_geometry, shared_geometry
+from .distance_geometry import add_shared_distance_bias, shared_distance_bias_grads
 from .float32_math import FASTMATH
 from .gemm.register_gemm import (register_gemm, register_gemm_softmax_grad,
                                  transpose)
@@ -121,17 +121,11 @@ def _hide_keys(s, padded, has_kpm, lo, hi):
 
 
 @njit(cache=True)
-def _new_geometry(rows, cols, like, mods, with_grads):
-    """A chunk's buffers for the distance bias's per-pair geometry (distance_geometry.py)."""
-    distance, pair = _structured_biases(mods)
-    return distance_geometry(rows, cols, like, distance, with_grads)
-
-
-@njit(cache=True)
 def _structured_biases_added(s, b, h, mods, geometry):
-    """Add the call's structured biases to the (N, M) scores s of (b, h)."""
+    """Add the call's structured biases to the (N, M) scores s of (b, h); geometry: the
+    batch geometry of batch_geometry.py."""
     distance, pair = _structured_biases(mods)
-    add_shared_distance_bias(s, b, h, distance, geometry)
+    add_shared_distance_bias(s, b, h, distance, batch_view(geometry, b))
     add_pair_bias(s, b, h, 0, 0, pair)
 
 
@@ -143,7 +137,8 @@ def _structured_grads(ds, b, h, mods, geometry, task_grads):
     (h itself in the distance table's)."""
     distance, pair = _structured_biases(mods)
     dtable, dpair, dx, dy = task_grads
-    shared_distance_bias_grads(ds, b, h, distance, geometry, dtable[h % dtable.shape[0]], dx, dy)
+    shared_distance_bias_grads(ds, b, h, distance, batch_view(geometry, b),
+                               dtable[h % dtable.shape[0]], dx, dy)
     pair_bias_grads(ds, b, 0, 0, pair, dpair[h % dpair.shape[0]])
 
 
@@ -165,7 +160,6 @@ def _with_structured_biases(kernel):
     return run
 
 
-_geometry = _with_structured_biases(_new_geometry)
 _add_structured_biases = _with_structured_biases(_structured_biases_added)
 _add_structured_grads = _with_structured_biases(_structured_grads)
 
@@ -184,7 +178,7 @@ def _set_of(task, tasks, sets):
 
 @sized_kernel(GRAIN, work=lambda chunks, out, lse, q, k, *rest: _score_work(
     *q.shape[:3], k.shape[2], q.shape[3]))
-def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods):
+def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry):
     bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
         has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
     B, H, N, D = q.shape
@@ -195,8 +189,6 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods):
         kt = np.empty((D, M), q.dtype)
         scores = np.empty((N, M), q.dtype)
         factors = np.empty(N, q.dtype)
-        # None for a call without structured biases; its heads share a batch's geometry
-        geometry = _geometry(N, M, q, mods, False)
         start, stop = _chunk(chunk, chunks, B * H)
         for task in range(start, stop):
             b, h = task // H, task % H
@@ -244,7 +236,7 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods):
 @sized_kernel(GRAIN, work=lambda chunks, dq, dk, dv, parts, dout, out, lse, q, k, *rest:
               _score_work(*q.shape[:3], k.shape[2], q.shape[3]))
 def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale,
-                    structured, mods):
+                    structured, mods, geometry):
     """structured_parts: :func:`task_parts` (task b * Hkv + hk owns dpair[task], dx[0, hk, b],
     dy[hk, b] and adds into its set's dtable; a chunk takes whole sets); structured: whether
     the call has a structured bias."""
@@ -265,7 +257,6 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
         p = np.empty((N, M), q.dtype)
         ds = np.empty((N, M), q.dtype)
         delta = np.empty(N, q.dtype)
-        geometry = _geometry(N, M, q, mods, True)
         first_set, stop_set = _chunk(chunk, chunks, sets)
         for task in range(first_set * tasks // sets, stop_set * tasks // sets):
             b, hk = task // Hkv, task % Hkv
@@ -333,11 +324,25 @@ def _launch(kernel, tasks, *args):
     kernel.run(threads, min(threads, tasks), *args)
 
 
+def _mods_and_geometry(call):
+    """(the flat mods tuple, the distance bias's batch geometry: shared with the other calls
+    on the same positions, batch_geometry.py; a stand-in for a pair bias alone, None for a
+    call without structured biases)."""
+    mods = _mods(call)
+    if not _structured(call):
+        return mods, None
+    B, N = call.q.shape[0], call.q.shape[2]
+    if not call.distance.has:
+        return mods, no_geometry(B, call.q.dtype)
+    distance, _ = _structured_biases(mods)
+    return mods, shared_geometry(distance, B, N, call.k.shape[2], call.q.dtype)
+
+
 def attention_forward(out, lse, call):
     """Fill out (B, H, N, D) and lse (B, H, N) for a prepared call."""
     B, H = call.q.shape[:2]
     _launch(_forward_tasks, B * H, out, lse, call.q, call.k, call.v, _scale(call),
-            _structured(call), _mods(call))
+            _structured(call), *_mods_and_geometry(call))
 
 
 def table_sets(call):
@@ -387,5 +392,5 @@ def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
     B, Hkv = call.k.shape[:2]
     parts = task_parts(call, table=structured.distance_table)
     _launch(_backward_tasks, B * Hkv, dq, dk, dv, parts, dout, out, lse, call.q, call.k, call.v,
-            _scale(call), _structured(call), _mods(call))
+            _scale(call), _structured(call), *_mods_and_geometry(call))
     _sum_task_parts(structured, parts, call)

@@ -37,6 +37,18 @@ def feature_width(features, in_features, n_tokens):
                     if features == "pairwise" else 0)
 
 
+def host_tokens(inputs, key_padding_mask, in_features, path):
+    """Host inputs (B, N, F) in float64 and their padding (B, N) as bools (none: all False),
+    checked to be float tokens of `in_features` channels; `path` names the path in the error."""
+    inputs = np.asarray(inputs, np.float64)
+    if inputs.ndim != 3 or inputs.shape[2] != in_features:
+        raise ValueError(f"inputs have shape {inputs.shape}; the {path} path reads float "
+                         f"tokens (B, N, {in_features})")
+    padding = (np.zeros(inputs.shape[:2], bool) if key_padding_mask is None
+               else np.asarray(key_padding_mask, bool))
+    return inputs, padding
+
+
 class FeaturePath(Module):
     """inputs (B, N, F) floats -> (B, out): one Linear on the inputs' ``features`` ("pooled",
     "additive" or "pairwise", see the module docstring); ``n_tokens`` is N for the position
@@ -58,12 +70,7 @@ class FeaturePath(Module):
         from ..baselines.sequences import STATISTICS
         from ..baselines.sequences import pooled as pooled_statistics
 
-        inputs = np.asarray(inputs, np.float64)
-        if inputs.ndim != 3 or inputs.shape[2] != self.in_features:
-            raise ValueError(f"inputs have shape {inputs.shape}; the feature path reads float "
-                             f"tokens (B, N, {self.in_features})")
-        padding = (np.zeros(inputs.shape[:2], bool) if key_padding_mask is None
-                   else np.asarray(key_padding_mask, bool))
+        inputs, padding = host_tokens(inputs, key_padding_mask, self.in_features, "feature")
         if self.features == "pooled":
             return pooled_statistics(inputs, padding, STATISTICS)
         if inputs.shape[1] != self.n_tokens or padding.any():

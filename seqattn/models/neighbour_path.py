@@ -23,6 +23,7 @@ from ..autodiff.tensor import unwrap
 from ..backend import CPU, device_of
 from ..nn import Linear, Module
 from ..nn.placement import moved
+from .feature_path import host_tokens
 
 # a squared distance below this fraction of the two samples' squared norms is rounding of zero
 SAME_SAMPLE = 1e-10
@@ -75,12 +76,7 @@ class NeighbourPath(Module):
         compares samples."""
         from ..baselines.sequences import STATISTICS, pooled
 
-        inputs = np.asarray(inputs, np.float64)
-        if inputs.ndim != 3 or inputs.shape[2] != self.in_features:
-            raise ValueError(f"inputs have shape {inputs.shape}; the neighbour path reads "
-                             f"float tokens (B, N, {self.in_features})")
-        padding = (np.zeros(inputs.shape[:2], bool) if key_padding_mask is None
-                   else np.asarray(key_padding_mask, bool))
+        inputs, padding = host_tokens(inputs, key_padding_mask, self.in_features, "neighbour")
         if self.n_tokens:
             if inputs.shape[1] != self.n_tokens or padding.any():
                 raise ValueError(f"inputs have {inputs.shape[1]} tokens (or padding); the "

@@ -349,9 +349,10 @@ class MoleculeModel(Module):
             key_positions = np.concatenate([positions, positions], axis=1)
         padded = np.zeros(shape, bool) if key_padding_mask is None else \
             np.asarray(moved(autodiff.unwrap(key_padding_mask), CPU))
-        anchored = Structure(positions=positions, key_positions=key_positions, types=types,
-                             key_types=np.concatenate([types, types + self.config.num_types],
-                                                      axis=1),
+        # the types go where the positions are: the attention takes its arrays on one device
+        key_types = np.concatenate([types, types + self.config.num_types], axis=1)
+        anchored = Structure(positions=positions, key_positions=key_positions,
+                             types=moved(types, device), key_types=moved(key_types, device),
                              cell=structure.cell)
         return (anchored, moved(np.concatenate([padded, padded], axis=1), device),
                 moved(types, device))

@@ -174,3 +174,24 @@ def test_predicting_forces_leaves_the_parameter_gradients_alone():
     run(model, *atoms(n=5))
     for name, p in model.named_parameters():
         assert np.all(p.grad == 0.5), f"{name}.grad changed"
+
+
+def test_the_model_on_the_gpu_gives_the_cpu_outputs_and_forces():
+    """Inputs on the device (the CUDA simulator in CI; a triclinic cell, the widest path): the
+    anchors' types go to the device with the positions (they stayed on the host, and the
+    attention refused arrays on two devices)."""
+    from numba import cuda
+
+    model = small_model()
+    tokens, mask, positions, types = atoms(n=5, B=2, spread=5.0)
+    cells = np.broadcast_to(TRICLINIC, (2, 3, 3)).copy()
+    expected = run(model, tokens, mask, positions, types, cells)
+    on_gpu = MoleculeModel(model.config).to("cuda").load_state_dict(model.state_dict())
+    device = {name: cuda.to_device(np.ascontiguousarray(a))
+              for name, a in (("tokens", tokens), ("mask", mask), ("positions", positions),
+                              ("types", types))}
+    got = run(on_gpu, device["tokens"], device["mask"], device["positions"], device["types"],
+              cuda.to_device(cells))
+    for name in ("structure", "atoms", "forces"):
+        value = got[name].copy_to_host() if hasattr(got[name], "copy_to_host") else got[name]
+        np.testing.assert_allclose(value, expected[name], rtol=1e-10, atol=1e-12)

@@ -29,7 +29,8 @@ def test_every_batch_is_filled_as_alone(cell):
     dist = _dist(cell=cell)
     shared = batch_geometry.shared_geometry(dist, B, N, M, np.float32)
     for b in range(B):
-        alone = distance_geometry.distance_geometry(N, M, dist.x, dist, True)
+        alone = distance_geometry.DistanceGeometry(
+            *(field[0] for field in batch_geometry._buffers(1, N, M, np.dtype(np.float32))))
         distance_geometry._fill(alone, b, dist)
         assert shared.batch[b, 0] == b, f"batch {b} was not filled"
         for field in alone._fields[1:]:

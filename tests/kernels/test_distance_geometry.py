@@ -11,7 +11,7 @@ from numba import njit
 
 from cache_child import run_on_cache
 from seqattn.backend import CPU
-from seqattn.kernels.cpu import distance_geometry
+from seqattn.kernels.cpu import batch_geometry, distance_geometry
 from seqattn.kernels.cpu.attention_bias import distance_args
 from seqattn.ops import DistanceBias
 from seqattn.ops.structured_bias import prepare_distance_bias
@@ -63,13 +63,20 @@ def _reference(bias, b):
                 r=r)
 
 
+def _one_batch(dtype):
+    """Unfilled buffers of one batch's geometry, as batch_geometry.py hands a batch's part to
+    the functions of distance_geometry.py."""
+    buffers = batch_geometry._buffers(1, N, M, np.dtype(dtype))
+    return distance_geometry.DistanceGeometry(*(field[0] for field in buffers))
+
+
 @pytest.mark.parametrize("smooth", [True, False], ids=["smooth", "sharp"])
 @pytest.mark.parametrize("cell", CELLS, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
 def test_geometry_equals_numpy(cell, smooth, dtype):
     bias = _bias(CELLS[cell], smooth, dtype)
     dist = distance_args(prepare_distance_bias(bias, CPU, np.dtype(dtype), B, H, N, M), dtype)
-    geometry = distance_geometry.distance_geometry(N, M, dist.x, dist, True)
+    geometry = _one_batch(dist.x.dtype)
     tol = 2e-5 if dtype == np.float32 else 1e-12
     for b in range(B):
         distance_geometry._fill(geometry, b, dist)
@@ -99,15 +106,15 @@ def test_a_geometry_is_filled_again_for_another_batch():
     bias = _bias(CELLS["orthorhombic"], True)
     dist = distance_args(prepare_distance_bias(bias, CPU, np.dtype(np.float32), B, H, N, M),
                          np.float32)
-    shared = distance_geometry.distance_geometry(N, M, dist.x, dist, False)
+    shared = _one_batch(dist.x.dtype)
     after_batch_0 = np.zeros((N, M), np.float32)
     _add_for(after_batch_0, 0, 1, dist, shared)
     _add_for(after_batch_0, 1, 1, dist, shared)
     assert shared.batch[0] == 1
     fresh = np.zeros((N, M), np.float32)
-    _add_for(fresh, 1, 1, dist, distance_geometry.distance_geometry(N, M, dist.x, dist, False))
+    _add_for(fresh, 1, 1, dist, _one_batch(dist.x.dtype))
     want = np.zeros((N, M), np.float32)
-    _add_for(want, 0, 1, dist, distance_geometry.distance_geometry(N, M, dist.x, dist, False))
+    _add_for(want, 0, 1, dist, _one_batch(dist.x.dtype))
     np.testing.assert_allclose(after_batch_0, want + fresh, rtol=1e-6)
 
 
@@ -116,9 +123,9 @@ def test_a_caller_calls_the_fill_by_name_and_holds_none_of_its_code(dtype):
     dist = distance_args(prepare_distance_bias(_bias(CELLS["triclinic"], True, dtype), CPU,
                                                np.dtype(dtype), B, H, N, M), dtype)
     by_name = np.zeros((N, M), dtype)
-    _add_for(by_name, 1, 2, dist, distance_geometry.distance_geometry(N, M, dist.x, dist, False))
+    _add_for(by_name, 1, 2, dist, _one_batch(dist.x.dtype))
     # the same scores from a geometry filled by the loops themselves, compiled here
-    geometry = distance_geometry.distance_geometry(N, M, dist.x, dist, False)
+    geometry = _one_batch(dist.x.dtype)
     distance_geometry._fill(geometry, 1, dist)
     inline = np.zeros((N, M), dtype)
     distance_geometry._add_from_geometry(inline, dist.table[2].ravel(), geometry.entry,

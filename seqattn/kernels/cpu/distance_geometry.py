@@ -22,7 +22,9 @@ Per pair (i, j) of batch ``batch[0]``:
   the minimum image), so that dL/dx_i = sum_j g ((T[k+1] - T[k]) table_slope + envelope_slope) r
   and dL/dy_j the opposite.
 
-A call without a distance bias gets buffers of no elements.
+The buffers come from batch_geometry.py, which fills every batch's part in one launch and keeps
+it for the calls that bring the same positions; a part that holds another batch is filled again
+here first.
 """
 from collections import namedtuple
 
@@ -32,7 +34,7 @@ from numba.extending import overload
 
 from .attention_bias import (DistanceArgs, _cartesian, _fractional, _log_envelope,
                              _log_envelope_grad, _nearest_image, _table_coordinate,
-                             _where_present, has_distance)
+                             _where_present)
 from .called_by_name import called_by_name
 from .. import structured_bias_math as sbm
 from .float32_math import FASTMATH, log_f32, sin_cos_f32
@@ -42,20 +44,6 @@ NEG_INF = -np.inf
 DistanceGeometry = namedtuple(
     "DistanceGeometry",
     "batch entry weight envelope table_slope envelope_slope rx ry rz")
-
-
-@njit(cache=True)
-def distance_geometry(rows, cols, like, dist, with_grads):
-    """Empty geometry buffers for (rows, cols) pairs in the dtype of the array ``like``; the
-    gradient fields only ``with_grads``; of no elements where the call does not need them."""
-    n, m = (rows, cols) if has_distance(dist) else (0, 0)
-    g, h = (n, m) if with_grads else (0, 0)
-    dtype = like.dtype
-    return DistanceGeometry(np.full(1, -1, np.int64), np.empty((n, m), np.int32),
-                            np.empty((n, m), dtype), np.empty((n, m), dtype),
-                            np.empty((g, h), dtype), np.empty((g, h), dtype),
-                            np.empty((g, h), dtype), np.empty((g, h), dtype),
-                            np.empty((g, h), dtype))
 
 
 def _envelope(d, a, cutoff, two):

@@ -214,10 +214,10 @@ class Baseline:
         self.group = target_group(train)
         train = [group_view(b, self.group) for b in train]
         validation = [group_view(b, self.group) for b in validation]
-        if n_classes is None and np.asarray(train[0].targets).dtype.kind in "biu":
-            # every training batch's labels, not the first batch's: it may lack the last class
-            n_classes = max(int(max(np.asarray(b.targets).max(initial=0), 1)) + 1 for b in train)
         self.layout = layout_of(train[0], n_classes)
+        if n_classes is None and self.layout.classes:
+            # every training batch's labels, not the first batch's: it may lack the last class
+            self.layout = layout_of(train[0], max(layout_of(b).n_outputs for b in train))
         self.chosen = self._fit(train, validation)
         return self
 

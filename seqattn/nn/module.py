@@ -46,7 +46,8 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
-        object.__setattr__(self, "_persistent", set())
+        # names of the buffers state_dict saves, in the order registered (a dict keeps it)
+        object.__setattr__(self, "_persistent", {})
         object.__setattr__(self, "_training", True)
 
     def __setattr__(self, name, value):
@@ -62,7 +63,7 @@ class Module:
         the neighbour path's reference samples) is, in ``state_dict`` beside the parameters."""
         self._buffers[name] = array
         if persistent:
-            self._persistent.add(name)
+            self._persistent[name] = True
         object.__setattr__(self, name, array)
 
     # -- running ---------------------------------------------------------------------------

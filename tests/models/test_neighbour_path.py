@@ -114,3 +114,41 @@ def test_bad_configs_and_baselines_are_named():
     model = warm_start(neighbour_model(), fitted())
     with pytest.raises(ValueError, match="compares 5 unpadded tokens"):
         model(TOKENS[:, :4])
+
+
+def test_the_whole_path_with_the_neighbours_as_a_second_expert(tmp_path):
+    """SignalAdapter -> a model with a neighbour path -> fit (attention alone) -> warm_start
+    with keep_head -> seqattn.predict on the Dataset's samples -> save / load -> the same
+    predictions, and the second expert changed them."""
+    import xarray as xr
+
+    import seqattn
+    from seqattn.adapters import SignalAdapter
+    from seqattn.models import build
+    from seqattn.models.linear_path import residual_parameters
+    from seqattn.train import AdamW, CrossEntropyLoss, fit
+
+    rng = np.random.default_rng(2)
+    labels = np.arange(40) % 2
+    x = rng.normal(size=(40, 24, 1))
+    x[labels == 1, 8:12] += 2.0
+    ds = xr.Dataset({"x": (("sample", "time", "channel"), x), "label": ("sample", labels)})
+    train, valid = ds.sample < 30, ds.sample >= 30
+    adapter = SignalAdapter(["x"], window=4, hop=4, channel_dims=("channel",)).fit(
+        ds, targets="label", where=train)
+    model = build(adapter.model_config(task="classification", d_model=8, nhead=2,
+                                       num_layers=1, dim_feedforward=8, linear=True,
+                                       linear_features="neighbours"))
+    held = adapter.batches(ds, where=valid, batch_size=8)
+    fit(model, CrossEntropyLoss(), AdamW(residual_parameters(model), lr=3e-3),
+        adapter.batches(ds, where=train, batch_size=8, shuffle=True, seed=0), epochs=2,
+        validation=held, progress=False)
+    alone = seqattn.predict(model, ds, adapter, where=valid)
+    neighbours = NearestNeighbour().fit(adapter.batches(ds, where=train, batch_size=64), held)
+    model = warm_start(model, neighbours, keep_head=True)
+    both = seqattn.predict(model, ds, adapter, where=valid)
+    assert list(both["label"].dims) == ["sample"] and both.sizes["sample"] == 10
+    assert not np.allclose(both["label_probability"], alone["label_probability"])
+    seqattn.save(model, tmp_path / "model")
+    again = seqattn.predict(seqattn.load(tmp_path / "model"), ds, adapter, where=valid)
+    xr.testing.assert_identical(again, both)

@@ -66,7 +66,7 @@ JOB_PRIORITY, VERSION_PRIORITY, LATER_PRIORITY = "0", "1", "2"
 # Sequence lengths of the attention jobs: ops.attention may run short sequences through a kernel
 # of their own and long ones through the tiled kernel of kernels/cpu/attention.py; the jobs
 # take one of each, and the helper the long one (the tiled backward is the one it compiles).
-SHORT, LONG = 16, 320
+SHORT, LONG = 16, 1024
 HEAD_DIM = 8
 
 

@@ -53,11 +53,13 @@ NEG_INF = -np.inf
 
 # This path serves calls whose longest length (N or M) times the head dim D is at most this.
 # benchmarks/attention_short.py, one thread, forward and backward with padding masks: faster
-# here than on the tiled kernel at every size measured up to N 512 with D 8-64 (N * D 4096 at
-# each D), a loss first at N 1024 with D 16. The limit stays below the N * D of
-# seqattn/compile.py's long job (320 x 8), which must reach the tiled kernel
-# (tests/kernels/test_first_run.py); it takes the examples' longest sequences, N 300 at D 8.
-MAX_LENGTH_TIMES_HEAD_DIM = 2400
+# here than on the tiled kernel at every size measured up to N 768 with D 8-32 and N 512 with
+# D 64, a loss first at N 1024 with D 16 (BENCHMARKS.md). The limit takes N 768 at D 8 and
+# N 384 at D 16, so that a model trained on short sequences and run on a few hundred tokens
+# (long_range.py's quick test at N 512) does not compile the tiled kernel as well; it stays
+# below the N * D of seqattn/compile.py's long job, which must reach the tiled kernel
+# (tests/kernels/test_first_run.py).
+MAX_LENGTH_TIMES_HEAD_DIM = 6144
 
 # Multiply-adds of q k^T a thread must have before a launch takes it, as attention.py's GRAIN.
 GRAIN = 2 ** 20

@@ -1,0 +1,173 @@
+"""Per sample (N -> 1): the nearest training series under dynamic time warping.
+
+The field's standard strong baseline for time-series classification: the k nearest training
+samples in dynamic time warping (DTW) distance, within a Sakoe-Chiba band chosen on validation.
+:class:`WarpingNeighbour` compares the samples' tokens in their order (each token one step of
+the warped series, its channels standardized with the mean and spread of the training samples'
+tokens), every pair over the tokens that are not padding, which may differ in number; the
+distance is the least sum of squared Euclidean distances of matched tokens
+(:mod:`seqattn.kernels.cpu.warping_distance`). A missing value inside a token counts as what
+the model reads there.
+
+The band (a fraction of the longer series' length: 0 matches token i with token i only, the
+squared Euclidean distance between series of one length; 1 is no band) and the number of
+neighbours k are chosen together on validation, as :class:`NearestNeighbour` chooses k: for
+classes the best validation accuracy (ties: the lower validation log loss of the smoothed
+votes, then the narrower band, then the smaller k), for values the lowest validation mean
+squared error (ties: the narrower band, then the smaller k).
+
+Its cost grows as the training samples times the compared samples times the squared number of
+tokens, so :func:`seqattn.evaluate` with ``baselines=True`` leaves it out (saying so) where
+that product, with the validation and evaluated samples compared, passes
+:data:`MAX_DEFAULT_CELLS`; give it in ``baselines=[...]`` to fit it whatever the size.
+"""
+import numpy as np
+
+from .base import Baseline, target_matrix
+from .estimators import log_loss, masked_mse, standardizer
+from .linear import vocab_size_of
+from .sequences import NEIGHBOURS, smoothed_votes
+
+WINDOWS = (0.0, 0.05, 0.1, 0.2, 1.0)
+# Cells of the DTW tables (training samples x compared samples x tokens x tokens) above which
+# evaluate's defaults leave the baseline out: about half a minute on two cores at 8 channels.
+MAX_DEFAULT_CELLS = 5e9
+
+
+def _window_text(window):
+    return "no window" if window >= 1.0 else f"window {100 * window:g} %"
+
+
+def _by_choice(table):
+    """{(window, k): score} keyed by readable strings (what evaluate stores as JSON)."""
+    return {f"{_window_text(w)}, k={k}": v for (w, k), v in table.items()}
+
+
+def series(batch):
+    """`batch`'s float tokens as series: (B, T, F) float64 with each sample's tokens that are
+    not padding moved to the front (in their order), and (B,) their numbers."""
+    tokens = np.asarray(batch.tokens)
+    if tokens.dtype.kind != "f" or tokens.ndim != 3:
+        raise ValueError(f"the batch's tokens have dtype {tokens.dtype} and shape {tokens.shape}; "
+                         "WarpingNeighbour compares float tokens (B, N, F) as series (integer "
+                         "ids have no distance between steps)")
+    present = (np.ones(tokens.shape[:2], bool) if batch.key_padding_mask is None
+               else ~np.asarray(batch.key_padding_mask, bool))
+    lengths = present.sum(axis=1)
+    # a stable sort of "padding" moves the real tokens to the front in their order
+    order = np.argsort(~present, axis=1, kind="stable")
+    return np.take_along_axis(tokens, order[..., None], axis=1).astype(np.float64), lengths
+
+
+class WarpingNeighbour(Baseline):
+    """The mean target (values) or the smoothed class votes (classes) of the k nearest training
+    samples in dynamic time warping distance, the band and k chosen on validation (see the
+    module docstring), for targets per sample (N -> 1) of float tokens.
+
+    Parameters
+    ----------
+    windows : tuple of float, default (0.0, 0.05, 0.1, 0.2, 1.0)
+        The candidate Sakoe-Chiba bands, as fractions (0 to 1) of the longer series' number
+        of tokens; a band is widened to the two lengths' difference where that is larger.
+    neighbours : tuple of int, default (1, 3, 5, 9)
+        The candidate numbers of neighbours k; one larger than the number of training
+        samples is cut to it.
+    """
+
+    def __init__(self, windows=WINDOWS, neighbours=NEIGHBOURS):
+        windows, neighbours = tuple(windows), tuple(neighbours)
+        if not windows or not all(0.0 <= w <= 1.0 for w in windows):
+            raise ValueError(f"windows={windows!r}; expected bands as fractions of the length "
+                             "from 0 to 1, e.g. (0.0, 0.1, 1.0)")
+        if not neighbours or not all(isinstance(k, (int, np.integer)) and k >= 1
+                                     for k in neighbours):
+            raise ValueError(f"neighbours={neighbours!r}; expected numbers of neighbours >= 1, "
+                             "e.g. (1, 3, 5)")
+        self.windows, self.neighbours = tuple(float(w) for w in windows), neighbours
+
+    @property
+    def name(self):
+        if not self.chosen:
+            return "k-nearest neighbour (DTW)"
+        return f"{self.k}-nearest neighbour (DTW, {_window_text(self.window)})"
+
+    def affordable(self, train, others):
+        """Whether the DTW tables of every training sample against every sample of `others`
+        (validation and evaluated batches), counted at their padded numbers of tokens, hold
+        at most MAX_DEFAULT_CELLS cells."""
+        cells = (sum(len(b.tokens) for b in train) * max(np.shape(b.tokens)[1] for b in train)
+                 * sum(len(b.tokens) * np.shape(b.tokens)[1] for b in others))
+        return cells <= MAX_DEFAULT_CELLS
+
+    def _rows(self, batches):
+        parts = [series(b) for b in batches]
+        width = max(x.shape[1] for x, _ in parts)
+        X = np.concatenate([np.pad(x, ((0, 0), (0, width - x.shape[1]), (0, 0)))
+                            for x, _ in parts])
+        targets = [target_matrix(b, self.layout)[:2] for b in batches]
+        return (X, np.concatenate([n for _, n in parts]),
+                np.concatenate([t for t, _ in targets]), np.concatenate([k for _, k in targets]))
+
+    def _fit(self, train, validation):
+        if self.layout.per_token:
+            raise ValueError("WarpingNeighbour predicts one target per sample; these targets are "
+                             "per token")
+        if vocab_size_of(train) is not None:
+            raise ValueError("the training batches' tokens are integer ids; WarpingNeighbour "
+                             "compares float tokens as series")
+        X, lengths, Y, known = self._rows(train)
+        keep = (known if known.ndim == 1 else known.any(axis=1)) & (lengths > 0)
+        if not keep.any():
+            raise ValueError("no training sample has both a known target and a token that is "
+                             "not padding; WarpingNeighbour needs at least one")
+        X, self.lengths, self.Y, self.known = X[keep], lengths[keep], Y[keep], known[keep]
+        real = np.arange(X.shape[1]) < self.lengths[:, None]
+        self.mean, self.scale = standardizer(X[real])
+        self.X = np.where(real[..., None], (X - self.mean) / self.scale, 0.0)
+        X_valid, lengths_valid, Y_valid, known_valid = self._rows(validation)
+        scores, accuracies = {}, {}
+        for window in self.windows:
+            distances = self._distances(X_valid, lengths_valid, window)
+            for k in self.neighbours:
+                self.k = min(k, len(self.X))
+                prediction = self._from_neighbours(distances)
+                if self.layout.classes:
+                    logits, labels = prediction[known_valid], Y_valid[known_valid]
+                    accuracies[window, k] = float(np.mean(logits.argmax(axis=1) == labels))
+                    scores[window, k] = log_loss(logits, labels)
+                else:
+                    scores[window, k] = masked_mse(prediction, Y_valid, known_valid)
+        if self.layout.classes:
+            best = min(scores, key=lambda c: (-accuracies[c], scores[c], c))
+        else:
+            best = min(scores, key=lambda c: (scores[c], c))
+        self.window, self.k = best[0], min(best[1], len(self.X))
+        if not self.layout.classes:
+            return {"window": self.window, "k": self.k, "validation_mse": _by_choice(scores)}
+        return {"window": self.window, "k": self.k,
+                "validation_accuracy": _by_choice(accuracies),
+                "validation_log_loss": _by_choice(scores)}
+
+    def _distances(self, X, lengths, window):
+        """(B, R) DTW distances of series X (B, T, F) (unstandardized, their real tokens first)
+        to the training series within band `window`."""
+        from ..backend import CPU, kernels_for
+
+        return kernels_for(CPU, "warping_distance").warping_distance_matrix(
+            (X - self.mean) / self.scale, lengths, self.X, self.lengths, window)
+
+    def _from_neighbours(self, distances):
+        # a stable sort: of equally distant training samples the earlier one counts first
+        nearest = np.argsort(distances, axis=1, kind="stable")[:, :self.k]
+        if self.layout.classes:
+            return smoothed_votes(self.Y[nearest], self.layout.n_outputs)
+        known = self.known[nearest]
+        return (np.where(known, self.Y[nearest], 0.0).sum(axis=1)
+                / np.maximum(known.sum(axis=1), 1))
+
+    def _predict(self, batch):
+        X, lengths = series(batch)
+        if X.shape[2] != self.X.shape[2]:
+            raise ValueError(f"the batch's tokens have {X.shape[2]} channels; WarpingNeighbour "
+                             f"was fitted on tokens of {self.X.shape[2]}")
+        return self._from_neighbours(self._distances(X, lengths, self.window)).astype(np.float32)

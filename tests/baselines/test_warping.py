@@ -1,0 +1,211 @@
+"""WarpingNeighbour: the dynamic time warping distance against a plain Python table, its band
+and k chosen on validation, and the baseline through seqattn.evaluate on a SignalAdapter's
+series of unequal lengths."""
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import seqattn
+from baseline_batches import batch
+from seqattn.adapters import SignalAdapter
+from seqattn.baselines import NearestNeighbour, PooledFeatures, WarpingNeighbour, for_batch
+from seqattn.baselines import warping
+from seqattn.kernels.cpu.warping_distance import warping_distance_matrix
+from seqattn.models import build
+
+LENGTH = 40
+
+
+def reference_distance(a, b, band):
+    """DTW of a (n, F) and b (m, F): the whole (n + 1, m + 1) table, cells off the band
+    |i - j| <= max(floor(band * max(n, m)), |n - m|) unreachable."""
+    n, m = len(a), len(b)
+    w = max(int(np.floor(band * max(n, m))), abs(n - m))
+    table = np.full((n + 1, m + 1), np.inf)
+    table[0, 0] = 0.0
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            if abs(i - j) <= w:
+                table[i, j] = np.sum((a[i - 1] - b[j - 1]) ** 2) + min(
+                    table[i - 1, j], table[i, j - 1], table[i - 1, j - 1])
+    return table[n, m]
+
+
+@pytest.mark.parametrize("band", [0.0, 0.1, 0.25, 1.0])
+def test_distances_match_the_full_table_on_unequal_lengths(band):
+    rng = np.random.default_rng(0)
+    queries, references = rng.normal(size=(4, 9, 3)), rng.normal(size=(5, 12, 3))
+    query_lengths, reference_lengths = np.array([9, 5, 0, 7]), np.array([12, 3, 9, 0, 7])
+    got = warping_distance_matrix(queries, query_lengths, references, reference_lengths, band)
+    want = [[reference_distance(q[:n], r[:m], band)
+             for r, m in zip(references, reference_lengths)]
+            for q, n in zip(queries, query_lengths)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    # the empty query is 0 from the empty reference and infinitely far from the others
+    assert got[2, 3] == 0.0 and np.isinf(got[2, [0, 1, 2, 4]]).all()
+
+
+def bump(centre, length=LENGTH, width=1.5):
+    return np.exp(-0.5 * ((np.arange(length) - centre) / width) ** 2)
+
+
+def test_a_shifted_copy_is_at_distance_zero_within_a_wide_enough_band():
+    a, b = bump(12)[:, None], bump(16)[:, None]
+    lengths = np.array([LENGTH])
+
+    def distance(band):
+        return warping_distance_matrix(a[None], lengths, b[None], lengths, band)[0, 0]
+
+    euclidean = np.sum((a - b) ** 2)
+    assert euclidean > 1.0
+    assert distance(0.0) == pytest.approx(euclidean, rel=1e-12)  # band 0: matched in step
+    assert 0.0 < distance(0.05) < euclidean  # 2 steps of the 4 the shift needs
+    assert distance(0.1) == pytest.approx(0.0, abs=1e-9)
+    assert distance(1.0) == pytest.approx(0.0, abs=1e-9)
+
+
+def bumps(n, seed, by_shape, cut=False):
+    """n series of LENGTH steps (with `cut`, the tail of each from 30 on cut at random: NaN),
+    class 0 or 1 alternately, in noise. by_shape: a bump then a dip 5 steps later (class 0), or the dip
+    first (class 1), anywhere, so that only warping sees the class; else one bump early (0) or
+    late (1)."""
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % 2
+    x = np.empty((n, LENGTH))
+    for i, label in enumerate(labels):
+        if by_shape:
+            at = rng.uniform(4, 24)
+            x[i] = (1 - 2 * label) * (bump(at) - bump(at + 5))
+        else:
+            x[i] = bump(rng.uniform(5, 9) + 16 * label)
+        x[i] += 0.05 * rng.normal(size=LENGTH)
+        if cut:
+            x[i, rng.integers(30, LENGTH + 1):] = np.nan
+    return x, labels
+
+
+def series_batch(x, labels):
+    missing = np.isnan(x)
+    return batch(np.where(missing, 0.0, x)[..., None], labels, key_padding_mask=missing)
+
+
+@pytest.mark.parametrize("by_shape", [True, False])
+def test_the_band_is_chosen_on_validation(by_shape):
+    """Series of one length. Classes told by shape: no band beats matching in step; told by
+    position: warping without a band makes early and late bumps alike, and a
+    narrow band wins."""
+    train, valid, test = (series_batch(*bumps(n, seed, by_shape))
+                          for n, seed in ((16, 1), (20, 2), (20, 3)))
+    fitted = WarpingNeighbour().fit([train], [valid])
+    accuracy = fitted.chosen["validation_accuracy"]
+    no_band, in_step = accuracy["no window, k=1"], accuracy["window 0 %, k=1"]
+    if by_shape:
+        assert fitted.window > 0.0 and no_band > in_step, accuracy
+    else:
+        assert fitted.window < 1.0 and in_step > no_band, accuracy
+    assert accuracy[f"{warping._window_text(fitted.window)}, k={fitted.k}"] == max(
+        accuracy.values())
+    assert np.mean(fitted.predict(test).argmax(-1) == test.targets) >= 0.9
+    assert fitted.name == f"{fitted.k}-nearest neighbour (DTW, " \
+        f"{'no window' if fitted.window == 1.0 else f'window {100 * fitted.window:g} %'})"
+
+
+def test_padding_anywhere_is_left_out_and_the_order_kept():
+    tokens = np.arange(10, dtype=float).reshape(1, 5, 2)
+    padded = np.array([[False, True, False, True, False]])
+    x, lengths = warping.series(batch(tokens, [0], key_padding_mask=padded))
+    assert lengths.tolist() == [3]
+    np.testing.assert_array_equal(x[0, :3], tokens[0, [0, 2, 4]])
+
+
+def signal_dataset(n=60):
+    """bumps by shape as a Dataset (sample, time), NaN-padded, labels as strings."""
+    x, labels = bumps(n, 4, by_shape=True, cut=True)
+    return xr.Dataset({"x": (("sample", "time"), x),
+                       "label": ("sample", np.array(["one", "two"], dtype=object)[labels])},
+                      coords={"time": np.arange(LENGTH) / 100.0, "sample": np.arange(n)})
+
+
+TRAIN, VALID, TEST = ({"sample": slice(a, b)} for a, b in ((0, 20), (20, 40), (40, 60)))
+
+
+def test_evaluate_scores_it_on_the_signal_adapters_steps():
+    ds = signal_dataset()
+    adapter = SignalAdapter(["x"], 1, hop=1).fit(ds.isel(TRAIN), targets="label")
+    model = build(adapter.model_config(task="classification", d_model=8, nhead=2, num_layers=1,
+                                       dim_feedforward=8))
+    scores = seqattn.evaluate(model, ds, adapter, where=TEST, train=TRAIN, validation=VALID)
+    names = [str(p) for p in scores.predictor.values]
+    dtw = [p for p in names if "(DTW, " in p]
+    assert len(dtw) == 1, names
+    # the same fit by hand, on the adapter's batches, predicts the same classes
+    by_hand = WarpingNeighbour().fit(adapter.batches(ds, where=TRAIN),
+                                     adapter.batches(ds, where=VALID))
+    assert by_hand.name == dtw[0]
+    test = list(adapter.batches(ds, where=TEST))
+    hand_accuracy = np.mean(np.concatenate(
+        [by_hand.predict(b).argmax(-1) == b.targets for b in test]))
+    assert float(scores.accuracy.sel(predictor=dtw[0])) == pytest.approx(hand_accuracy)
+    assert hand_accuracy >= 0.9
+    assert str(scores.chosen.sel(predictor=dtw[0]).item()).startswith('{"window"')
+
+
+def test_evaluate_leaves_it_out_past_the_size_rule_unless_asked(monkeypatch):
+    ds = signal_dataset()
+    adapter = SignalAdapter(["x"], 1, hop=1).fit(ds.isel(TRAIN), targets="label")
+    model = build(adapter.model_config(task="classification", d_model=8, nhead=2, num_layers=1,
+                                       dim_feedforward=8))
+    monkeypatch.setattr(warping, "MAX_DEFAULT_CELLS", 20 * 40 * 40 * 40 - 1)
+    with pytest.warns(UserWarning, match="WarpingNeighbour left out of baselines=True"):
+        scores = seqattn.evaluate(model, ds, adapter, where=TEST, train=TRAIN,
+                                  validation=VALID)
+    assert not any("DTW" in str(p) for p in scores.predictor.values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        asked = seqattn.evaluate(model, ds, adapter, where=TEST, train=TRAIN, validation=VALID,
+                                 baselines=[WarpingNeighbour()])
+    assert ["DTW" in str(p) for p in asked.predictor.values] == [False, True]
+
+
+def test_defaults_take_it_for_classes_of_series_only():
+    values = np.random.default_rng(5).normal(size=(4, 6, 2))
+    on_time = {"time": np.broadcast_to(np.arange(6.0), (4, 6))}
+    def kinds(b):
+        return [type(x) for x in for_batch(b)]
+
+    assert kinds(batch(values, [0, 1, 0, 1], coords=on_time))[:3] == [
+        PooledFeatures, NearestNeighbour, WarpingNeighbour]
+    assert WarpingNeighbour not in kinds(batch(values, [0, 1, 0, 1]))  # no time axis
+    assert WarpingNeighbour not in kinds(batch(values, values[:, 0], coords=on_time))  # values
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(windows=(0.1, 1.5)), "windows="),
+    (dict(windows=()), "windows="),
+    (dict(neighbours=(0, 1)), "neighbours="),
+])
+def test_bad_options_are_named(options, message):
+    with pytest.raises(ValueError, match=message):
+        WarpingNeighbour(**options)
+
+
+def test_bad_inputs_are_named():
+    x, labels = bumps(8, 0, by_shape=True, cut=True)
+    series = series_batch(x, labels)
+    ids = batch(np.random.default_rng(0).integers(0, 4, (8, 6)), labels)
+    with pytest.raises(ValueError, match="integer ids"):
+        WarpingNeighbour().fit([ids], [ids])
+    per_token = batch(np.zeros((8, 6, 1)), np.zeros((8, 6), int))
+    with pytest.raises(ValueError, match="per token"):
+        WarpingNeighbour().fit([per_token], [per_token])
+    fitted = WarpingNeighbour().fit([series], [series])
+    with pytest.raises(ValueError, match="2 channels"):
+        fitted.predict(batch(np.zeros((2, 5, 2)), [0, 1]))
+    lengths = np.array([3])
+    with pytest.raises(ValueError, match="band="):
+        warping_distance_matrix(np.zeros((1, 3, 1)), lengths, np.zeros((1, 3, 1)), lengths, 2.0)
+    with pytest.raises(ValueError, match="query_lengths"):
+        warping_distance_matrix(np.zeros((1, 3, 1)), np.array([4]), np.zeros((1, 3, 1)),
+                                lengths, 0.1)

@@ -23,6 +23,7 @@ that product, with the validation and evaluated samples compared, passes
 """
 import numpy as np
 
+from ..backend import CPU, kernels_for
 from .base import Baseline, target_matrix
 from .estimators import log_loss, masked_mse, standardizer
 from .linear import vocab_size_of
@@ -151,8 +152,6 @@ class WarpingNeighbour(Baseline):
     def _distances(self, X, lengths, window):
         """(B, R) DTW distances of series X (B, T, F) (unstandardized, their real tokens first)
         to the training series within band `window`."""
-        from ..backend import CPU, kernels_for
-
         return kernels_for(CPU, "warping_distance").warping_distance_matrix(
             (X - self.mean) / self.scale, lengths, self.X, self.lengths, window)
 

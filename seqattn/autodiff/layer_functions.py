@@ -16,7 +16,7 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, dout):
         s = ctx.saved
-        weight_grad = ctx.accumulator(1)
+        weight_grad = ctx.accumulator(1) if ctx.needs_grad[1] else None
         bias_grad = ctx.accumulator(2) if ctx.needs_grad[2] else None
         dx = ops.linear_backward(dout, s["x"], s["weight"], weight_grad=weight_grad,
                                  bias_grad=bias_grad, need_input_grad=ctx.needs_grad[0])

@@ -29,7 +29,7 @@ import numpy as np
 from .. import autodiff
 from ..autodiff import Tensor
 from ..autodiff.recording import forward_scope, recording
-from ..backend import CPU, device_of
+from ..backend import CPU
 from ..nn import (DistanceBiasTable, Embedding, FeedForward, LayerNorm, Linear, Module,
                   ModuleList, MultiheadAttention)
 from ..nn.init import generator
@@ -167,18 +167,18 @@ ANCHOR_HIDDEN = -8.0  # initial bias of another atom's anchor: e^-8 of the atten
 
 
 @contextlib.contextmanager
-def _scratch_gradients(parameters):
-    """Parameter gradients of the block go to scratch arrays, so ``.grad`` keeps what it held
-    (for passes that want position gradients only). The parameters still take part in the
-    record: some layers' backward needs their weights' gradient slots."""
-    saved = [p.grad for p in parameters]
+def _frozen(parameters):
+    """The parameters take part in the block's forward as constants, so its backward computes
+    no parameter gradient and ``.grad`` keeps what it held (for passes that want position
+    gradients only)."""
+    parameters = [p for p in parameters if p.requires_grad]
     for p in parameters:
-        p.grad = moved(np.zeros(p.shape, p.dtype), device_of(p.data))
+        p.requires_grad = False
     try:
         yield
     finally:
-        for p, grad in zip(parameters, saved):
-            p.grad = grad
+        for p in parameters:
+            p.requires_grad = True
 
 
 class AtomLayer(Module):
@@ -372,9 +372,8 @@ class MoleculeModel(Module):
         structure = replace(structure, positions=positions)
         tokens = Tensor(moved(np.ascontiguousarray(inputs, self.dtype), device))
         mask = None if key_padding_mask is None else moved(np.asarray(key_padding_mask), device)
-        scratch = contextlib.nullcontext() if parameters else \
-            _scratch_gradients(self.parameters())
-        with scratch:
+        frozen = contextlib.nullcontext() if parameters else _frozen(self.parameters())
+        with frozen:
             with forward_scope(), recording(True):
                 outputs = self.forward(tokens, mask, structure)
             host = tuple(None if t is None else moved(t.data, CPU) for t in outputs)

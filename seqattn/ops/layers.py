@@ -54,8 +54,8 @@ def linear_backward(dout, x, weight, *, weight_grad, bias_grad=None, need_input_
         The forward call's input.
     weight : array (O, K)
         The forward call's weight.
-    weight_grad : array (O, K)
-        dLoss/dweight is added into it.
+    weight_grad : array (O, K) or None
+        dLoss/dweight is added into it; None: not computed (a frozen weight).
     bias_grad : array (O,), optional
         dLoss/dbias is added into it.
     need_input_grad : bool, default True
@@ -71,15 +71,16 @@ def linear_backward(dout, x, weight, *, weight_grad, bias_grad=None, need_input_
     O, K = shape_of(a["weight"])
     expect_last_dim("x", a["x"], K, "in_features")
     expect_shape("dout", a["dout"], shape_of(a["x"])[:-1] + (O,), "(..., O)")
-    expect_shape("weight_grad", a["weight_grad"], (O, K), "(O, K)")
-    expect_updatable("weight_grad", weight_grad, a["weight_grad"])
+    if weight_grad is not None:
+        expect_shape("weight_grad", a["weight_grad"], (O, K), "(O, K)")
+        expect_updatable("weight_grad", weight_grad, a["weight_grad"])
     if bias_grad is not None:
         expect_shape("bias_grad", a["bias_grad"], (O,), "(O,)")
         expect_updatable("bias_grad", bias_grad, a["bias_grad"])
     dx = empty_like_on(device, shape_of(a["x"]), a["x"].dtype) if need_input_grad else None
     kernels_for(device, "linear").linear_backward(
         rows(dx) if need_input_grad else rows(a["x"]), a["weight_grad"],
-        a["weight_grad"] if bias_grad is None else a["bias_grad"],
+        a["weight"] if bias_grad is None else a["bias_grad"],
         rows(a["dout"]), rows(a["x"]), a["weight"], need_input_grad, bias_grad is not None)
     return dx
 

@@ -136,19 +136,23 @@ def linear_forward(out, x, weight, bias, has_bias):
 def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
     """Gradients of linear_forward; dweight and dbias are accumulated (+=), dx is overwritten.
 
-    dx (R, K) is written only when ``need_dx`` (the first layer of a model has no input gradient).
+    dx (R, K) is written only when ``need_dx`` (the first layer of a model has no input gradient),
+    dweight only when it is not None (a frozen weight).
     """
     if need_dx and tile_linear.backward_on_tiles(x, weight) and dx.flags.c_contiguous:
         tile_linear.rows_times_weight(dx, np.ascontiguousarray(dout),
                                       tile_linear.weight_over_outputs(weight), _vector(dbias),
                                       False)
         need_dx = False
-    need_dweight = True
-    if tile_linear.weight_gradient_on_tiles(x, weight) and dweight.flags.c_contiguous:
+    need_dweight = dweight is not None
+    if need_dweight and tile_linear.weight_gradient_on_tiles(x, weight) and \
+            dweight.flags.c_contiguous:
         tile_linear.weight_gradient(dweight, np.ascontiguousarray(dout), np.ascontiguousarray(x))
         need_dweight = False
     if not (need_dx or need_dweight or has_bias):
         return
+    if dweight is None:
+        dweight = weight  # a stand-in of the same type, never written
     tasks = _linear_backward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
         # The products' choices are arguments, so that cached code does not keep them.

@@ -26,12 +26,14 @@ def linear_forward(out, x, weight, bias, has_bias):
 
 
 def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
-    """Gradients of linear_forward; dweight and dbias are accumulated (+=), dx is overwritten."""
+    """Gradients of linear_forward; dweight (unless None) and dbias are accumulated (+=), dx is
+    overwritten."""
     # out = x W^T  ->  dx = dout W
     if need_dx:
         gemm(dx, dout, weight, False, False, False)
     # out = x W^T  ->  dW += dout^T x
-    gemm(dweight, dout, x, True, False, True)
+    if dweight is not None:
+        gemm(dweight, dout, x, True, False, True)
     # out += b  ->  db += sum of dout over rows
     if has_bias:
         sum_over_rows(dbias, dout, True)

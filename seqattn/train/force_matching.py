@@ -15,7 +15,8 @@ then three forward and backward passes of the model (:meth:`MoleculeModel.differ
    g (for the energies and other outputs) and v (for the forces);
 2. and 3. at x ± ε v, each backward carrying g / 2 for the outputs (their mean is the gradient
    at x up to O(ε²)) and ∓ 1 / (2 ε) for the energy, which together add the whole gradient to
-   the parameters' ``.grad``.
+   the parameters' ``.grad``. Both run as one pass over the batch taken twice (its structures
+   do not interact), which halves the passes' fixed costs at the small batches of training.
 
 ε is chosen so that the largest displacement ε max|v| is the model's ``force_step`` (1e-3
 Angstrom by default): small next to the distance bins, large next to float32 rounding of the
@@ -94,8 +95,33 @@ class EnergyForceLoss(PropertyLoss):
 
         epsilon = model.config.force_step / largest
         positions = np.asarray(structure.positions, np.float64)
-        for sign in (1.0, -1.0):
-            shifted = replace(structure, positions=positions + sign * epsilon * v)
-            model.differentiate(inputs, mask, shifted, douts(0.5, -sign / (2 * epsilon)),
-                                parameters=True)
+        shifts = (1.0, -1.0)
+        halves = [douts(0.5, -sign / (2 * epsilon)) for sign in shifts]
+        B = len(positions)
+
+        def both(per_structure, atoms):
+            """The halves' output gradients, joined as the outputs are."""
+            parts = [of(*(None if o is None else o[k * B:(k + 1) * B]
+                          for o in (per_structure, atoms)))
+                     for k, of in enumerate(halves)]
+            return tuple(None if part[0] is None else np.concatenate(part)
+                         for part in zip(*parts))
+
+        twice = _twice(structure, [positions + sign * epsilon * v for sign in shifts])
+        model.differentiate(np.concatenate([inputs, inputs]),
+                            None if mask is None else np.concatenate([mask, mask]), twice,
+                            both, parameters=True)
         return value
+
+
+def _twice(structure, positions):
+    """``structure`` for its batch taken twice, with ``positions`` (two (B, N, 3) arrays) for
+    the two copies; arrays shared by the whole batch ((3, 3) cells, (N, M) pair codes) stay
+    shared."""
+    batched = {"positions": 3, "key_positions": 3, "types": 2, "key_types": 2, "cell": 3,
+               "pair_codes": 3, "query_index": 2, "key_index": 2}
+    joined = {name: np.concatenate([getattr(structure, name)] * 2)
+              for name, ndim in batched.items()
+              if getattr(structure, name) is not None and np.ndim(getattr(structure, name)) == ndim}
+    joined["positions"] = np.concatenate(positions)
+    return replace(structure, **joined)

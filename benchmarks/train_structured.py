@@ -14,8 +14,8 @@ in torch, parameter for parameter (the seqattn model's weights copied in):
   (``PropertyLoss.training_step``, what ``fit`` runs for the hydration example). Steps on
   energies and forces (the alloy example): EnergyForceLoss with the example's first-stage
   weights (1, 1), forces = -dE/dx; its parameter gradient is a second derivative, which seqattn
-  takes by force matching (``EnergyForceLoss.training_step``: three first-order passes, a
-  central difference along the force residual) and torch by a double backward
+  takes by force matching (``EnergyForceLoss.training_step``: first-order passes, a central
+  difference along the force residual) and torch by a double backward
   (``create_graph=True``; scaled_dot_product_attention on its math backend, as the CPU flash
   kernel has no double backward). The two gradients differ by the central difference's error,
   so the second step's losses agree to about 2e-5 there, not to the last digit.

@@ -8,8 +8,8 @@ record. With v = dLoss/dF held fixed,
     dLoss_F/dθ = sum_i v_i dF_i/dθ = -d/dε [dE/dθ (x + ε v)] at ε = 0
                ≈ -[dE/dθ (x + ε v) - dE/dθ (x - ε v)] / (2 ε),
 
-a directional derivative of the ordinary parameter gradient along the positions. A step is
-then three forward and backward passes of the model (:meth:`MoleculeModel.differentiate`):
+a directional derivative of the ordinary parameter gradient along the positions. A step then
+takes three first-order gradients of the model (:meth:`MoleculeModel.differentiate`):
 
 1. at x, parameters frozen: the outputs and the forces, hence the loss and its gradients
    g (for the energies and other outputs) and v (for the forces);
@@ -68,8 +68,8 @@ class EnergyForceLoss(PropertyLoss):
 
     def training_step(self, model, batch):
         """The loss of one batch; adds its whole parameter gradient (energies, forces and
-        other outputs) into the parameters' ``.grad`` in three passes (module docstring)."""
-        with single_threaded_blas():  # once for the three passes' launches (PropertyLoss's)
+        other outputs) into the parameters' ``.grad`` in two passes (module docstring)."""
+        with single_threaded_blas():  # once for the passes' launches (PropertyLoss's)
             return self._three_passes(model, batch)
 
     def _three_passes(self, model, batch):

@@ -1,5 +1,5 @@
 """Training on energies and forces: the parameter gradient that EnergyForceLoss.training_step
-adds (three first-order passes, a central difference along dLoss/dF) against float64 finite
+adds (first-order passes, a central difference along dLoss/dF) against float64 finite
 differences of the whole loss, for each term alone and together; and the loss's NaN handling."""
 import numpy as np
 import pytest

@@ -22,7 +22,7 @@ from .threads import sized_kernel
 
 # Pairs a thread must have before a launch takes it (a pair's fill is several nanoseconds).
 GRAIN = 1 << 16
-# Geometries kept: the current pass's, and one more (a step on forces runs three passes).
+# Geometries kept: the current pass's, and one more (a step on forces runs two passes).
 KEPT = 2
 
 

@@ -36,6 +36,7 @@ class Attention(Function):
         s = ctx.saved
         grads = attention_backward_of_call(s["call"], dout, s["out"], s["lse"],
                                            bias_requires_grad=ctx.needs_grad[3],
+                                           positions_require_grad=any(ctx.needs_grad[5:7]),
                                            deterministic=s["deterministic"])
         distance = grads.distance_bias or (None, None, None)
         pair_table = None if grads.pair_bias is None else grads.pair_bias.table

@@ -343,10 +343,10 @@ class MoleculeModel(Module):
         device = self.device
         types = np.asarray(moved(autodiff.unwrap(structure.types), CPU), np.int32)
         positions = structure.positions
-        if isinstance(positions, Tensor):
-            key_positions = autodiff.concat([positions, positions], axis=1)
-        else:
+        if isinstance(positions, np.ndarray):
             key_positions = np.concatenate([positions, positions], axis=1)
+        else:  # recorded for the positions' gradient, or on the GPU
+            key_positions = autodiff.concat([positions, positions], axis=1)
         padded = np.zeros(shape, bool) if key_padding_mask is None else \
             np.asarray(moved(autodiff.unwrap(key_padding_mask), CPU))
         # the types go where the positions are: the attention takes its arrays on one device
@@ -357,9 +357,11 @@ class MoleculeModel(Module):
         return (anchored, moved(np.concatenate([padded, padded], axis=1), device),
                 moved(types, device))
 
-    def differentiate(self, inputs, key_padding_mask, structure, douts, parameters=True):
+    def differentiate(self, inputs, key_padding_mask, structure, douts, parameters=True,
+                      positions=True):
         """One forward at ``structure.positions`` and one backward: returns the outputs (host
-        arrays, as forward's) and d(sum(outputs * douts))/d positions (B, N, 3) on the host.
+        arrays, as forward's) and d(sum(outputs * douts))/d positions (B, N, 3) on the host
+        (None without ``positions``: the backward then skips it).
 
         ``douts(structure_outputs, atom_outputs)`` gives the (structure, atom) output
         gradients (arrays of those shapes, or None) once the outputs are known. With
@@ -367,9 +369,10 @@ class MoleculeModel(Module):
         without, ``.grad`` is left as it was."""
         self._check_structure(structure, tuple(int(s) for s in inputs.shape[:2]))
         device = self.device
-        positions = Tensor(moved(np.ascontiguousarray(structure.positions, self.dtype), device),
-                           requires_grad=True)
-        structure = replace(structure, positions=positions)
+        at = moved(np.ascontiguousarray(structure.positions, self.dtype), device)
+        if positions:
+            at = Tensor(at, requires_grad=True)
+        structure = replace(structure, positions=at)
         tokens = Tensor(moved(np.ascontiguousarray(inputs, self.dtype), device))
         mask = None if key_padding_mask is None else moved(np.asarray(key_padding_mask), device)
         frozen = contextlib.nullcontext() if parameters else _frozen(self.parameters())
@@ -380,9 +383,9 @@ class MoleculeModel(Module):
             gradients = douts(*host)
             pairs = [(t, moved(np.ascontiguousarray(g, self.dtype), device))
                      for t, g in zip(outputs, gradients) if t is not None and g is not None]
-            (dx,) = autodiff.backward([t for t, _ in pairs], [g for _, g in pairs],
-                                      inputs=[positions])
-        return host, moved(dx, CPU)
+            grads = autodiff.backward([t for t, _ in pairs], [g for _, g in pairs],
+                                      inputs=[at] if positions else [])
+        return host, moved(grads[0], CPU) if positions else None
 
     def predict(self, inputs, key_padding_mask=None, structure=None):
         """{"structure": (B, S), "atoms": (B, N, A) (when the model has atom outputs),

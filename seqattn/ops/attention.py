@@ -138,13 +138,15 @@ def _check_saved(name, x, shape, dtype):
         raise TypeError(f"{name} has dtype {np.dtype(x.dtype)}; expected {dtype} like q")
 
 
-def _structured_outputs(call):
-    """Kernel-layout outputs for the structured biases' gradients (None where absent)."""
+def _structured_outputs(call, positions=True):
+    """Kernel-layout outputs for the structured biases' gradients (None where absent, and for
+    the positions' without ``positions``)."""
     B, H, Hkv, N, M, D = shapes_of(call)
     distance, pair = call.distance, call.pair
     table = x = y = pair_table = None
     if distance.has:
         table = empty_like_on(call.device, tuple(distance.table.shape), call.q.dtype)
+    if distance.has and positions:
         x = empty_like_on(call.device, (B, 3, N), call.q.dtype)
         y = empty_like_on(call.device, (B, 3, M), call.q.dtype)
     if pair.mode:
@@ -220,9 +222,11 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mas
 
 
 def attention_backward_of_call(call, dout, out, lse, *, bias_requires_grad=False,
-                               deterministic=True):
+                               positions_require_grad=True, deterministic=True):
     """:func:`attention_backward` of the forward's prepared ``call`` (see
-    :func:`attention_of_call`); ``dout``, ``out`` and ``lse`` are checked here."""
+    :func:`attention_of_call`); ``dout``, ``out`` and ``lse`` are checked here. Without
+    ``positions_require_grad`` the distance bias's position gradients may be None (the
+    short-sequence kernels then skip them)."""
     if bias_requires_grad and not call.has_bias:
         raise ValueError("bias_requires_grad=True but no bias was passed")
     B, H, Hkv, N, M, D = shapes_of(call)
@@ -238,7 +242,8 @@ def attention_backward_of_call(call, dout, out, lse, *, bias_requires_grad=False
     dk = empty_like_on(call.device, (B, Hkv, M, D), dtype)
     dv = empty_like_on(call.device, (B, Hkv, M, D), dtype)
     short = _short_sequence_kernels(call)
-    structured = kernels.StructuredGrads(*_structured_outputs(call))
+    structured = kernels.StructuredGrads(*_structured_outputs(
+        call, positions=positions_require_grad or short is None))
     if short is not None:  # deterministic whatever the flag: each task owns its outputs
         short.attention_backward(dq, dk, dv, structured, dout, out, lse, call)
     else:

@@ -411,7 +411,8 @@ def prepare_pair_bias(bias, device, dtype, B, H, N, M):
 def distance_gradients(call, dtable, dx, dy):
     """The user-facing :class:`DistanceBiasGradients` from kernel-layout gradients.
 
-    dtable (H, P, C); dx (B, 3, N) and dy (B, 3, M) on the host.
+    dtable (H, P, C); dx (B, 3, N) and dy (B, 3, M) on the host, or None (positions that need
+    no gradient: then the gradients' x and y are None).
     """
     shape = call.table_shape
     if call.has_types:
@@ -419,6 +420,8 @@ def distance_gradients(call, dtable, dx, dy):
         table = dtable.reshape(shape[2], T, T, shape[3]).transpose(1, 2, 0, 3)
     else:
         table = dtable.reshape(shape)
+    if dx is None:
+        return DistanceBiasGradients(np.ascontiguousarray(table), None, None)
     gx = dx.transpose(0, 2, 1)
     gy = dy.transpose(0, 2, 1)
     if call.self_attention:

@@ -110,7 +110,7 @@ class EnergyForceLoss(PropertyLoss):
         twice = _twice(structure, [positions + sign * epsilon * v for sign in shifts])
         model.differentiate(np.concatenate([inputs, inputs]),
                             None if mask is None else np.concatenate([mask, mask]), twice,
-                            both, parameters=True)
+                            both, parameters=True, positions=False)
         return value
 
 

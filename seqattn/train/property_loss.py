@@ -169,5 +169,6 @@ class PropertyLoss:
         # BLAS held at one thread once for the step's launches (fit holds it for an epoch; a
         # step called on its own paid for setting and restoring it at every launch)
         with single_threaded_blas():
-            model.differentiate(inputs, mask, structure, douts, parameters=True)
+            model.differentiate(inputs, mask, structure, douts, parameters=True,
+                                positions=False)
         return value["loss"]

@@ -358,16 +358,20 @@ def table_sets(call):
     return 1 if grains < 2 else int(min(B * Hkv, 4 * grains))
 
 
-def task_parts(call, sets=None, table=None):
+def task_parts(call, sets=None, table=None, positions=True):
     """Zeroed gradient buffers of the structured biases for the backward's tasks: their own
-    for the pair table and the positions (attention._structured_parts), and for the distance
-    table one (H, 1, P, C) per set of consecutive tasks (``sets``, default
-    :func:`table_sets`): a table of many element types per task was megabytes to zero and
-    sum (a molecule model's 36 x 36 types, 4 heads, 32 bins: 0.66 MB a task). One set adds
-    straight into ``table`` (H, P, C), the output, where given (zeroed here)."""
+    for the pair table and the positions (attention._structured_parts; without
+    ``positions``, position buffers of no columns, which the distance bias's gradient then
+    skips), and for the distance table one (H, 1, P, C) per set of consecutive tasks
+    (``sets``, default :func:`table_sets`): a table of many element types per task was
+    megabytes to zero and sum (a molecule model's 36 x 36 types, 4 heads, 32 bins: 0.66 MB a
+    task). One set adds straight into ``table`` (H, P, C), the output, where given (zeroed
+    here)."""
     sets = table_sets(call) if sets is None else sets
     direct = table is not None and sets == 1
     dtable, dpair, dx, dy = _structured_parts(call, 1, 1, 0 if direct else sets)
+    if not positions:
+        dx, dy = (np.zeros(a.shape[:-1] + (0,), a.dtype) for a in (dx, dy))
     if direct:
         table[...] = 0
         dtable = table.reshape(1, table.shape[0], 1, *table.shape[1:])
@@ -382,17 +386,20 @@ def _sum_task_parts(grads, parts, call):
         if not np.may_share_memory(dtable, grads.distance_table):  # else it is the output
             np.sum(dtable.reshape(dtable.shape[0], *grads.distance_table.shape), axis=0,
                    out=grads.distance_table)
-        grads.x[...] = dx.sum(axis=(0, 1))
-        grads.y[...] = dy.sum(axis=0)
+        if grads.x is not None:
+            grads.x[...] = dx.sum(axis=(0, 1))
+            grads.y[...] = dy.sum(axis=0)
     _sum_structured_parts(grads._replace(distance_table=None), parts, call)
 
 
 def attention_backward(dq, dk, dv, structured, dout, out, lse, call):
     """Fill dq, dk, dv and the structured biases' gradients ``structured`` (an
-    attention.StructuredGrads, its arrays not None where the call has that bias) for a prepared
-    call, given the forward's out and lse (all C-contiguous)."""
+    attention.StructuredGrads, its arrays not None where the call has that bias, but for the
+    positions' where they need none) for a prepared call, given the forward's out and lse (all
+    C-contiguous)."""
     B, Hkv = call.k.shape[:2]
-    parts = task_parts(call, table=structured.distance_table)
+    parts = task_parts(call, table=structured.distance_table,
+                       positions=structured.x is not None or structured.distance_table is None)
     _launch(_backward_tasks, B * Hkv, dq, dk, dv, parts, dout, out, lse, call.q, call.k, call.v,
             _scale(call), _structured(call), *_mods_and_geometry(call))
     _sum_task_parts(structured, parts, call)

@@ -40,7 +40,6 @@ values or samples scored; ``chosen`` holds what each baseline chose on validatio
 evaluated samples' batches and every predictor's outputs are held in memory until scored.
 """
 import json
-import warnings
 
 import numpy as np
 import xarray as xr
@@ -86,10 +85,8 @@ def evaluate(model, ds, adapter, *, where=None, targets=None, metrics=None, base
         and the probabilities (R, C) of the R labelled samples or tokens.
     baselines : bool or list of seqattn.baselines.Baseline, default True
         True: the families that fit the task (:func:`seqattn.baselines.for_batch`, told the
-        adapter), fitted here, less those whose cost on these samples passes their size rule
-        (:meth:`seqattn.baselines.Baseline.affordable`: dynamic time warping's, with a
-        warning); False or None: the model alone; a list: those baselines, the fitted ones
-        used as they are and the others fitted here.
+        adapter), fitted here; False or None: the model alone; a list: those baselines, the
+        fitted ones used as they are and the others fitted here.
     train : selection, optional
         The samples the baselines are fitted on; needed, with `validation`, when any
         baseline is to be fitted.
@@ -125,7 +122,7 @@ def evaluate(model, ds, adapter, *, where=None, targets=None, metrics=None, base
     views = [group_view(b, group) for b in batches]
     layout = layout_of(views[0], outputs[MODEL][0].shape[-1])
     fitted = _fitted_baselines(baselines, adapter, ds, train, validation, batch_size, options,
-                               layout, batches)
+                               layout)
     for baseline in fitted:
         if baseline.group != group:
             raise ValueError(f"baseline {baseline.name!r} was fitted on target group "
@@ -145,8 +142,7 @@ def evaluate(model, ds, adapter, *, where=None, targets=None, metrics=None, base
     return scores
 
 
-def _fitted_baselines(baselines, adapter, ds, train, validation, batch_size, options, layout,
-                      evaluated):
+def _fitted_baselines(baselines, adapter, ds, train, validation, batch_size, options, layout):
     if baselines is False or baselines is None:
         return []
     given = None if baselines is True else list(baselines)
@@ -165,24 +161,8 @@ def _fitted_baselines(baselines, adapter, ds, train, validation, batch_size, opt
     valid_batches = as_list(adapter.batches(ds, where=validation, batch_size=batch_size,
                                             shuffle=False, **options), "validation")
     n_classes = layout.n_outputs if layout.classes else None
-    if given is None:
-        given = _affordable(for_batch(train_batches[0], adapter), train_batches,
-                            valid_batches + evaluated)
     return [b if b.chosen is not None else b.fit(train_batches, valid_batches, n_classes=n_classes)
-            for b in given]
-
-
-def _affordable(found, train_batches, others):
-    """The default baselines `found` less those whose size rule says no, each said aloud."""
-    kept = []
-    for baseline in found:
-        if baseline.affordable(train_batches, others):
-            kept.append(baseline)
-        else:
-            warnings.warn(f"{type(baseline).__name__} left out of baselines=True: its cost on "
-                          "these training, validation and evaluated samples passes its size "
-                          "rule; give it in baselines=[...] to fit it anyway", stacklevel=4)
-    return kept
+            for b in (given if given is not None else for_batch(train_batches[0], adapter))]
 
 
 def _group_output(out, group, who):

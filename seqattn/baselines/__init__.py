@@ -18,10 +18,8 @@ Families (one module each), by the task the targets describe (:mod:`.base`):
 * graph nodes (per-token classes or values with ``structure.pair_codes``):
   :class:`NodeFeatures`, and for classes :class:`LabelPropagation`;
 * per sample: :class:`PooledFeatures` (ridge / logistic on pooled inputs),
-  :class:`NearestNeighbour`, and for classes of float tokens on a time axis (a
-  ``time`` coordinate: a signal's frames) :class:`WarpingNeighbour` (dynamic time warping; left
-  out where its cost passes its size rule, :meth:`Baseline.affordable`); sequences of one
-  length (a library of variants):
+  :class:`NearestNeighbour`, and given by name, :class:`WarpingNeighbour` (dynamic time
+  warping, for series); sequences of one length (a library of variants):
   :class:`PositionFeatures` (additive, and pairwise where its columns fit); DNA bases (or
   a k-mer model's ids, the bases read back from them): :class:`KmerCounts`, plain and
   strand-symmetric; structures with atom types: :class:`ElementCounts`.
@@ -87,8 +85,6 @@ def for_batch(batch, adapter=None):
             return found + [LeadRidge()]
         return [TokenFeatures()]
     found = [PooledFeatures(), NearestNeighbour()]
-    if _warps(batch, layout):
-        found.append(WarpingNeighbour())
     if fixed_length(batch) and getattr(structure, "types", None) is None:
         found += [PositionFeatures(pairwise=pairwise) for pairwise in (False, True)
                   if position_width(batch, pairwise) <= MAX_FEATURES]
@@ -102,13 +98,6 @@ def for_batch(batch, adapter=None):
         return found
     # either strand may be read: the counts plain and strand-symmetric
     return found + [KmerCounts(strand_symmetric=s, **reads) for s in (False, True)]
-
-
-def _warps(batch, layout):
-    """Whether `batch` is classes of float tokens ordered in time (a ``time`` coordinate on its
-    tokens) with no atom types: series that dynamic time warping compares."""
-    return (layout.classes and np.asarray(batch.tokens).dtype.kind == "f"
-            and "time" in batch.coords and getattr(batch.structure, "types", None) is None)
 
 
 def _kmer_ids_of(adapter):

@@ -224,13 +224,6 @@ class Baseline:
     def _fit(self, train, validation):
         raise NotImplementedError(f"{type(self).__name__} must define _fit(train, validation)")
 
-    def affordable(self, train, others):
-        """Whether :func:`seqattn.evaluate` with ``baselines=True`` fits this baseline on the
-        `train` batches and compares the `others` (validation and evaluated batches) with
-        them: yes, unless a baseline whose cost grows faster than its data says no above its
-        size rule (:class:`~seqattn.baselines.WarpingNeighbour`)."""
-        return True
-
     def predict(self, batch):
         """The outputs a model reading `batch` would give.
 

@@ -17,9 +17,8 @@ votes, then the narrower band, then the smaller k), for values the lowest valida
 squared error (ties: the narrower band, then the smaller k).
 
 Its cost grows as the training samples times the compared samples times the squared number of
-tokens, so :func:`seqattn.evaluate` with ``baselines=True`` leaves it out (saying so) where
-that product, with the validation and evaluated samples compared, passes
-:data:`MAX_DEFAULT_CELLS`; give it in ``baselines=[...]`` to fit it whatever the size.
+tokens. :func:`seqattn.evaluate` fits it where it is given, ``baselines=[...]``; it is not among
+the defaults of :func:`seqattn.baselines.for_batch`.
 """
 import numpy as np
 
@@ -30,9 +29,6 @@ from .linear import vocab_size_of
 from .sequences import NEIGHBOURS, smoothed_votes
 
 WINDOWS = (0.0, 0.05, 0.1, 0.2, 1.0)
-# Cells of the DTW tables (training samples x compared samples x tokens x tokens) above which
-# evaluate's defaults leave the baseline out: about half a minute on two cores at 8 channels.
-MAX_DEFAULT_CELLS = 5e9
 
 
 def _window_text(window):
@@ -91,14 +87,6 @@ class WarpingNeighbour(Baseline):
         if not self.chosen:
             return "k-nearest neighbour (DTW)"
         return f"{self.k}-nearest neighbour (DTW, {_window_text(self.window)})"
-
-    def affordable(self, train, others):
-        """Whether the DTW tables of every training sample against every sample of `others`
-        (validation and evaluated batches), counted at their padded numbers of tokens, hold
-        at most MAX_DEFAULT_CELLS cells."""
-        cells = (sum(len(b.tokens) for b in train) * max(np.shape(b.tokens)[1] for b in train)
-                 * sum(len(b.tokens) * np.shape(b.tokens)[1] for b in others))
-        return cells <= MAX_DEFAULT_CELLS
 
     def _rows(self, batches):
         parts = [series(b) for b in batches]

@@ -1,8 +1,6 @@
 """WarpingNeighbour: the dynamic time warping distance against a plain Python table, its band
 and k chosen on validation, and the baseline through seqattn.evaluate on a SignalAdapter's
 series of unequal lengths."""
-import warnings
-
 import numpy as np
 import pytest
 import xarray as xr
@@ -10,7 +8,7 @@ import xarray as xr
 import seqattn
 from baseline_batches import batch
 from seqattn.adapters import SignalAdapter
-from seqattn.baselines import NearestNeighbour, PooledFeatures, WarpingNeighbour, for_batch
+from seqattn.baselines import PooledFeatures, WarpingNeighbour
 from seqattn.baselines import warping
 from seqattn.kernels.cpu.warping_distance import warping_distance_matrix
 from seqattn.models import build
@@ -136,7 +134,8 @@ def test_evaluate_scores_it_on_the_signal_adapters_steps():
     adapter = SignalAdapter(["x"], 1, hop=1).fit(ds.isel(TRAIN), targets="label")
     model = build(adapter.model_config(task="classification", d_model=8, nhead=2, num_layers=1,
                                        dim_feedforward=8))
-    scores = seqattn.evaluate(model, ds, adapter, where=TEST, train=TRAIN, validation=VALID)
+    scores = seqattn.evaluate(model, ds, adapter, where=TEST, train=TRAIN, validation=VALID,
+                              baselines=[PooledFeatures(), WarpingNeighbour()])
     names = [str(p) for p in scores.predictor.values]
     dtw = [p for p in names if "(DTW, " in p]
     assert len(dtw) == 1, names
@@ -150,35 +149,6 @@ def test_evaluate_scores_it_on_the_signal_adapters_steps():
     assert float(scores.accuracy.sel(predictor=dtw[0])) == pytest.approx(hand_accuracy)
     assert hand_accuracy >= 0.9
     assert str(scores.chosen.sel(predictor=dtw[0]).item()).startswith('{"window"')
-
-
-def test_evaluate_leaves_it_out_past_the_size_rule_unless_asked(monkeypatch):
-    ds = signal_dataset()
-    adapter = SignalAdapter(["x"], 1, hop=1).fit(ds.isel(TRAIN), targets="label")
-    model = build(adapter.model_config(task="classification", d_model=8, nhead=2, num_layers=1,
-                                       dim_feedforward=8))
-    monkeypatch.setattr(warping, "MAX_DEFAULT_CELLS", 20 * 40 * 40 * 40 - 1)
-    with pytest.warns(UserWarning, match="WarpingNeighbour left out of baselines=True"):
-        scores = seqattn.evaluate(model, ds, adapter, where=TEST, train=TRAIN,
-                                  validation=VALID)
-    assert not any("DTW" in str(p) for p in scores.predictor.values)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        asked = seqattn.evaluate(model, ds, adapter, where=TEST, train=TRAIN, validation=VALID,
-                                 baselines=[WarpingNeighbour()])
-    assert ["DTW" in str(p) for p in asked.predictor.values] == [False, True]
-
-
-def test_defaults_take_it_for_classes_of_series_only():
-    values = np.random.default_rng(5).normal(size=(4, 6, 2))
-    on_time = {"time": np.broadcast_to(np.arange(6.0), (4, 6))}
-    def kinds(b):
-        return [type(x) for x in for_batch(b)]
-
-    assert kinds(batch(values, [0, 1, 0, 1], coords=on_time))[:3] == [
-        PooledFeatures, NearestNeighbour, WarpingNeighbour]
-    assert WarpingNeighbour not in kinds(batch(values, [0, 1, 0, 1]))  # no time axis
-    assert WarpingNeighbour not in kinds(batch(values, values[:, 0], coords=on_time))  # values
 
 
 @pytest.mark.parametrize("options, message", [

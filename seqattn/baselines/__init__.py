@@ -171,21 +171,38 @@ def _path_features(baseline):
                      f"{STATISTICS} (linear_features='pooled')")
 
 
+def _checked_neighbour_start(model, baseline):
+    """The model's config, once `model` has a neighbour path that fitted `baseline` (a
+    NearestNeighbour or WarpingNeighbour) of classes of float tokens can start."""
+    kind = type(baseline).__name__
+    config = getattr(model, "config", None)
+    if getattr(config, "linear_features", None) != "neighbours" or not config.linear:
+        raise ValueError(f"a {kind} starts a SequenceModel's neighbour path: build it "
+                         "with linear=True, linear_features='neighbours'")
+    if baseline.chosen is None:
+        raise ValueError(f"the {kind} is not fitted: call its fit first")
+    if not baseline.layout.classes or getattr(baseline, "vocab_size", None) is not None:
+        raise ValueError(f"the neighbour path takes a {kind} fitted on classes of float tokens")
+    if baseline.layout.n_outputs != config.out_features:
+        raise ValueError(f"the {kind} votes for {baseline.layout.n_outputs} classes; "
+                         f"the model has {config.out_features} outputs")
+    return config
+
+
+def _start_from_warping_neighbours(model, baseline):
+    """warm_start's work for a WarpingNeighbour: checked, then the model's neighbour path
+    compares by warping distance and holds its references
+    (:meth:`seqattn.models.SequenceModel.start_from_warping_neighbours`)."""
+    _checked_neighbour_start(model, baseline)
+    model.start_from_warping_neighbours(baseline.X, baseline.lengths, baseline.Y,
+                                        baseline.mean, baseline.scale, baseline.k,
+                                        baseline.window)
+
+
 def _start_from_neighbours(model, baseline):
     """warm_start's work for a NearestNeighbour: checked, then the model's neighbour path holds
     its references (:meth:`seqattn.models.SequenceModel.start_from_neighbours`)."""
-    config = getattr(model, "config", None)
-    if getattr(config, "linear_features", None) != "neighbours" or not config.linear:
-        raise ValueError("a NearestNeighbour starts a SequenceModel's neighbour path: build it "
-                         "with linear=True, linear_features='neighbours'")
-    if baseline.chosen is None:
-        raise ValueError("the NearestNeighbour is not fitted: call its fit first")
-    if not baseline.layout.classes or baseline.vocab_size is not None:
-        raise ValueError("the neighbour path takes a NearestNeighbour fitted on classes of "
-                         "float tokens")
-    if baseline.layout.n_outputs != config.out_features:
-        raise ValueError(f"the NearestNeighbour votes for {baseline.layout.n_outputs} classes; "
-                         f"the model has {config.out_features} outputs")
+    config = _checked_neighbour_start(model, baseline)
     n_tokens = (None if baseline.flat_width is None
                 else baseline.flat_width // config.in_features)
     model.start_from_neighbours(baseline.X, baseline.Y, baseline.mean, baseline.scale,
@@ -197,8 +214,8 @@ def warm_start(model, baseline, keep_head=False):
     TokenModel; for a SequenceModel PooledFeatures or PositionFeatures, read by the path of
     the same ``linear_features``; LeadRidge for a TokenModel with ``linear_leads``: with
     ``linear_tokens`` where the ridge flattened the inputs, without where it regressed per
-    token), or a SequenceModel's neighbour path at a fitted NearestNeighbour of classes
-    (``linear_features="neighbours"``), with the head zeroed: the model predicts what the
+    token), or a SequenceModel's neighbour path at a fitted NearestNeighbour or
+    WarpingNeighbour of classes (``linear_features="neighbours"``), with the head zeroed: the model predicts what the
     baseline does and training learns the residual. With `keep_head` the head stays as it
     is, so that a model trained with its path at zero (``AdamW(residual_parameters(model))``)
     adds the baseline's outputs to its own: for classes, the product of the two as experts.
@@ -218,7 +235,9 @@ def warm_start(model, baseline, keep_head=False):
         model's own overlapping k-mer ids (``token_k``, k at most ``token_k``) by the path on
         their frequencies (:meth:`KmerCounts.on_token_frequencies`); a NearestNeighbour
         fitted on classes of float tokens by the neighbour path, which takes its references,
-        k and standardization (:mod:`seqattn.models.neighbour_path`).
+        k and standardization (:mod:`seqattn.models.neighbour_path`); a WarpingNeighbour the
+        same way, the path then comparing by dynamic time warping within its band
+        (:mod:`seqattn.models.warping_path`).
     keep_head : bool, default False
         Keep the head's weights instead of zeroing them.
 
@@ -242,6 +261,9 @@ def _start_path(model, baseline):
     if isinstance(baseline, NearestNeighbour):
         _start_from_neighbours(model, baseline)
         return
+    if isinstance(baseline, WarpingNeighbour):
+        _start_from_warping_neighbours(model, baseline)
+        return
     if isinstance(baseline, KmerCounts):
         has = getattr(getattr(model, "config", None), "linear_features", "mean")
         if has != "mean" or getattr(model.config, "vocab_size", None) is None:
@@ -252,7 +274,8 @@ def _start_path(model, baseline):
         return
     if not isinstance(baseline, LinearBaseline) or baseline.chosen is None:
         raise ValueError(f"baseline is {baseline!r}; expected a fitted TokenFeatures, "
-                         "PooledFeatures or PositionFeatures")
+                         "PooledFeatures, PositionFeatures, KmerCounts, LeadRidge, "
+                         "NearestNeighbour or WarpingNeighbour")
     if not isinstance(baseline, (TokenFeatures, PooledFeatures, PositionFeatures)):
         raise ValueError(f"baseline is a {type(baseline).__name__}; its features are not the "
                          "linear path's: use TokenFeatures, PooledFeatures or PositionFeatures")

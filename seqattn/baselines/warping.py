@@ -48,12 +48,18 @@ def series(batch):
         raise ValueError(f"the batch's tokens have dtype {tokens.dtype} and shape {tokens.shape}; "
                          "WarpingNeighbour compares float tokens (B, N, F) as series (integer "
                          "ids have no distance between steps)")
-    present = (np.ones(tokens.shape[:2], bool) if batch.key_padding_mask is None
-               else ~np.asarray(batch.key_padding_mask, bool))
-    lengths = present.sum(axis=1)
+    padding = (np.zeros(tokens.shape[:2], bool) if batch.key_padding_mask is None
+               else np.asarray(batch.key_padding_mask, bool))
+    return real_tokens_first(tokens, padding)
+
+
+def real_tokens_first(tokens, padding):
+    """Tokens (B, N, F) and their padding (B, N) -> (B, N, F) float64 with each sample's tokens
+    that are not padding moved to the front in their order, and (B,) their numbers."""
     # a stable sort of "padding" moves the real tokens to the front in their order
-    order = np.argsort(~present, axis=1, kind="stable")
-    return np.take_along_axis(tokens, order[..., None], axis=1).astype(np.float64), lengths
+    order = np.argsort(padding, axis=1, kind="stable")
+    return (np.take_along_axis(tokens, order[..., None], axis=1).astype(np.float64),
+            (~padding).sum(axis=1))
 
 
 class WarpingNeighbour(Baseline):

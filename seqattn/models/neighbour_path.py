@@ -138,12 +138,20 @@ class NeighbourPath(Module):
 
 
 def neighbour_path(config):
-    """The NeighbourPath of a SequenceModelConfig with ``linear_features="neighbours"``."""
+    """The NeighbourPath of a SequenceModelConfig with ``linear_features="neighbours"``: one
+    that compares by dynamic time warping where the config has a ``linear_window``
+    (:mod:`seqattn.models.warping_path`)."""
     if config.in_features is None:
         raise ValueError("linear_features='neighbours' needs float tokens (in_features); got "
                          f"vocab_size={config.vocab_size!r}")
     references, neighbours = config.linear_references or 0, config.linear_neighbours
     if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 1:
         raise ValueError(f"linear_neighbours must be a positive int (k), got {neighbours!r}")
+    dtype = np.dtype(config.dtype).type
+    if config.linear_window is not None:
+        from .warping_path import WarpingNeighbourPath
+
+        return WarpingNeighbourPath(config.in_features, config.linear_tokens, references,
+                                    neighbours, config.out_features, config.linear_window, dtype)
     return NeighbourPath(config.in_features, config.linear_tokens, references, neighbours,
-                         config.out_features, np.dtype(config.dtype).type)
+                         config.out_features, dtype)

@@ -47,6 +47,12 @@ class SequenceModelConfig(EncoderConfig):
         The reference samples the neighbour path holds (warm_start sets it).
     linear_neighbours : int, default 1
         k, the neighbour path's voting references (warm_start sets it).
+    linear_window : float, default None
+        For "neighbours": None compares as :class:`~seqattn.baselines.NearestNeighbour` does;
+        a Sakoe-Chiba band (0 to 1) compares by dynamic time warping, as a fitted
+        :class:`~seqattn.baselines.WarpingNeighbour` that warm_start copies
+        (:mod:`seqattn.models.warping_path`); ``linear_tokens`` is then the longest reference's
+        tokens.
     """
 
     out_features: int = 1
@@ -56,6 +62,7 @@ class SequenceModelConfig(EncoderConfig):
     linear_tokens: int = None
     linear_references: int = None
     linear_neighbours: int = 1
+    linear_window: float = None
 
 
 class SequenceModel(Module):
@@ -114,13 +121,37 @@ class SequenceModel(Module):
         `neighbours` nearest voting; the head zeroed (see :mod:`seqattn.models.neighbour_path`).
         The path is rebuilt to hold them and the config records their number, k and
         `n_tokens`, so that seqattn.load rebuilds it."""
+        self._check_neighbour_path()
+        config = replace(self.config, linear_references=len(references),
+                         linear_neighbours=int(neighbours), linear_tokens=n_tokens,
+                         linear_window=None)
+        path = neighbour_path(config).to(device=self.device)
+        path.set(references, reference_classes, mean, scale)
+        self._take_neighbour_path(path, config)
+
+    def start_from_warping_neighbours(self, references, reference_lengths, reference_classes,
+                                      mean, scale, neighbours, window):
+        """Start at the rule of a fitted WarpingNeighbour: the standardized `references`
+        (R, S, F) with `reference_lengths` (R,) real tokens, of classes `reference_classes`
+        (R,), an input's tokens standardized by `mean` and `scale` (F,), the `neighbours`
+        nearest in warping distance within the band `window` voting; the head zeroed (see
+        :mod:`seqattn.models.warping_path`). The config records their number, S, k and the
+        band, so that seqattn.load rebuilds the path."""
+        self._check_neighbour_path()
+        references = np.asarray(references)
+        config = replace(self.config, linear_references=len(references),
+                         linear_neighbours=int(neighbours), linear_tokens=references.shape[1],
+                         linear_window=float(window))
+        path = neighbour_path(config).to(device=self.device)
+        path.set(references, reference_lengths, reference_classes, mean, scale)
+        self._take_neighbour_path(path, config)
+
+    def _check_neighbour_path(self):
         if not self.config.linear or self.config.linear_features != "neighbours":
             raise ValueError("this SequenceModel has no neighbour path; build it with "
                              "linear=True, linear_features='neighbours'")
-        config = replace(self.config, linear_references=len(references),
-                         linear_neighbours=int(neighbours), linear_tokens=n_tokens)
-        path = neighbour_path(config).to(device=self.device)
-        path.set(references, reference_classes, mean, scale)
+
+    def _take_neighbour_path(self, path, config):
         self.linear, self.config = path, config
         self._config["config"] = config
         zero_head(self)

@@ -1,0 +1,98 @@
+"""A SequenceModel's neighbour path that compares series by dynamic time warping.
+
+The nearest-neighbour path (:mod:`seqattn.models.neighbour_path`) compares samples as
+:class:`seqattn.baselines.NearestNeighbour` does. This one holds a fitted
+:class:`seqattn.baselines.WarpingNeighbour` instead: its references are the training series'
+standardized tokens, and an input's neighbours are the references nearest in dynamic time
+warping distance within the baseline's Sakoe-Chiba band (each pair over its own unpadded
+tokens, :mod:`seqattn.kernels.cpu.warping_distance`). :func:`seqattn.baselines.warm_start`
+builds it where the model was built with ``linear_features="neighbours"``; the config's
+``linear_window`` (the band) tells ``seqattn.load`` to rebuild this path. As in the other path,
+a reference identical to the input is left out of its neighbours, the references are saved with
+the weights and take no gradient, and the path's map starts at the identity.
+"""
+import numpy as np
+
+from ..backend import CPU, kernels_for
+from ..nn.placement import moved
+from .feature_path import host_tokens
+from .neighbour_path import SAME_SAMPLE, NeighbourPath
+
+
+class WarpingNeighbourPath(NeighbourPath):
+    """inputs (B, N, F) floats -> (B, classes): a Linear on the log smoothed votes of the
+    ``neighbours`` references nearest in dynamic time warping distance within ``window``
+    (see the module docstring).
+
+    Parameters
+    ----------
+    in_features : int
+        Input channels F.
+    n_tokens : int
+        The longest reference's tokens S (the references are stored padded to it).
+    references : int
+        How many reference series the path holds.
+    neighbours : int
+        k, the references that vote.
+    classes : int
+        The classes (the model's outputs).
+    window : float
+        The Sakoe-Chiba band, a fraction (0 to 1) of the longer series' tokens.
+    dtype : numpy float type
+        The map's dtype.
+    """
+
+    def __init__(self, in_features, n_tokens, references, neighbours, classes, window, dtype):
+        super().__init__(in_features, n_tokens, references, neighbours, classes, dtype)
+        self.window = float(window)
+        # per channel, as the baseline standardizes a token; the references stored standardized
+        for name, shape, value in (("mean", in_features, 0.0), ("scale", in_features, 1.0),
+                                   ("reference_lengths", references, 0.0)):
+            self.register_buffer(name, np.full(shape, value, dtype), persistent=True)
+
+    def votes(self, inputs, key_padding_mask=None):
+        """The log smoothed votes (B, classes) of each input's nearest references in warping
+        distance, a reference identical to the input left out."""
+        from ..baselines.sequences import smoothed_votes
+        from ..baselines.warping import real_tokens_first
+
+        inputs, padding = host_tokens(inputs, key_padding_mask, self.in_features, "neighbour")
+        queries, lengths = real_tokens_first(inputs, padding)
+        mean, scale = (moved(b, CPU).astype(np.float64) for b in (self.mean, self.scale))
+        real = (np.arange(queries.shape[1])[None, :] < lengths[:, None])[..., None]
+        queries = np.where(real, (queries - mean) / scale, 0.0)
+        references = moved(self.references, CPU).astype(np.float64).reshape(
+            len(self.references), self.n_tokens, self.in_features)
+        reference_lengths = moved(self.reference_lengths, CPU).astype(np.int64)
+        if len(references) == 0:
+            return np.zeros((len(queries), self.classes))
+        distance = kernels_for(CPU, "warping_distance").warping_distance_matrix(
+            queries, lengths, references, reference_lengths, self.window)
+        norms = ((queries ** 2).sum(axis=(1, 2))[:, None]
+                 + (references ** 2).sum(axis=(1, 2))[None, :])
+        same = distance <= SAME_SAMPLE * norms
+        distance = np.where(same, np.inf, distance)
+        # k past the references left in is cut to them (none left: the votes are uniform)
+        k = min(self.neighbours, len(references) - int(same.any()))
+        nearest = np.argsort(distance, axis=1, kind="stable")[:, :k]
+        classes = moved(self.reference_classes, CPU).astype(np.int64)
+        return smoothed_votes(classes[nearest], self.classes)
+
+    def set(self, references, reference_lengths, reference_classes, mean, scale):
+        """Take a fitted WarpingNeighbour's rule: its standardized `references` (R, S, F), the
+        real tokens first and zeros after `reference_lengths` (R,), their classes (R,), and the
+        per-channel `mean` and `scale` (F,) that standardize an input's tokens, all stored in
+        the map's dtype; the map starts at the identity."""
+        references = np.asarray(references)
+        expected = (self.n_tokens, self.in_features)
+        if references.ndim != 3 or references.shape[1:] != expected:
+            raise ValueError(f"references have shape {references.shape}; the warping path holds "
+                             f"(R, {expected[0]}, {expected[1]}) series")
+        dtype = self.map.weight.dtype
+        flat = references.reshape(len(references), -1)
+        for name, array in (("references", flat), ("reference_lengths", reference_lengths),
+                            ("reference_classes", reference_classes), ("mean", mean),
+                            ("scale", scale)):
+            self.register_buffer(name, np.ascontiguousarray(array, dtype), persistent=True)
+        self.map.weight.data[...] = np.eye(self.classes)
+        self.map.bias.data[...] = 0

@@ -133,7 +133,7 @@ def graphs(quick=False, seeds=None):
 
 # ---- series: the speaker_id recipe on other UCR/UEA sets sktime ships --------------------------
 
-SERIES_SETS = ("ArrowHead", "BasicMotions", "ItalyPowerDemand", "OSULeaf", "ACSF1")
+SERIES_SETS = ("ArrowHead", "BasicMotions", "ItalyPowerDemand", "OSULeaf", "ACSF1", "PLAID")
 QUICK_SERIES_SETS = ("ItalyPowerDemand",)
 SERIES_SEEDS = (0, 1, 2)
 

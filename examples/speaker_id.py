@@ -13,18 +13,21 @@ token holds) is chosen per set, by cross-validation on its training file (``--se
     `hop`, its statistics, the labels as classes; the padding becomes the key-padding mask) ->
     SequenceModel (mean pooling, a neighbour path) built from adapter.model_config -> fit on
     the adapter's batches (cross-entropy, AdamW, warmup-cosine, early stopping on a validation
-    fifth of the training file) -> the nearest training series added as a second expert
-    (``seqattn.baselines.NearestNeighbour`` fitted on the training part, k chosen on the
-    validation part, put into the model's neighbour path by ``warm_start(...,
-    keep_head=True)``: the model's logits are attention's plus the votes' log probabilities,
-    a product of the two experts) -> seqattn.evaluate: accuracy, log loss and AUROC on the
-    test file, from the model's probabilities of every class.
+    fifth of the training file) -> the nearest training series in dynamic time warping
+    distance added as a second expert (``seqattn.baselines.WarpingNeighbour`` fitted on the
+    training part, its band and k chosen on the validation part, put into the model's
+    neighbour path by ``warm_start(..., keep_head=True)``: the model's logits are attention's
+    plus the votes' log probabilities, a product of the two experts) -> seqattn.evaluate:
+    accuracy, log loss and AUROC on the test file, from the model's probabilities of every
+    class.
 
 Why the second expert: on small sets of aligned series (ArrowHead's 30 training outlines) attention
 alone trails the nearest training series by 0.2 in accuracy, and learning the residual of the
 neighbours' rule from its few training errors overfits them; the product of the two experts
 kept the neighbours' accuracy there and cost nothing beyond the seed spread on the recipe's own
-sets (docs/transfer.md).
+sets (docs/transfer.md). The expert compares by warping since the library has
+``WarpingNeighbour``, which contains the Euclidean neighbours (band 0 between series of one
+length) and chooses between them on validation (the figures of both: docs/results.md).
 
 ``seqattn.evaluate`` scores the model on the test file against the default baselines of
 ``seqattn.baselines`` on the model's own frame tokens (logistic regression on the frames pooled
@@ -55,7 +58,7 @@ import xarray as xr
 
 import seqattn
 from seqattn.adapters import SignalAdapter
-from seqattn.baselines import NearestNeighbour, WarpingNeighbour, warm_start
+from seqattn.baselines import WarpingNeighbour, warm_start
 from seqattn.evaluation import strongest_baseline
 from seqattn.models import build
 from seqattn.models.linear_path import residual_parameters
@@ -225,9 +228,10 @@ def train_model(train, validation, frames, config):
         validation=held, epochs=config.epochs, seed=config.seed,
         schedule=WarmupCosine(config.lr, steps // 20, steps),
         early_stopping=EarlyStopping(patience=config.patience), progress=False)
-    # ... then the nearest training series join as a second expert: their votes' log
-    # probabilities are added to attention's logits (k chosen on the validation part)
-    neighbours = NearestNeighbour().fit(adapter.batches(train, batch_size=64), held,
+    # ... then the nearest training series in warping distance join as a second expert: their
+    # votes' log probabilities are added to attention's logits (band and k chosen on the
+    # validation part; band 0 between series of one length is the Euclidean neighbours)
+    neighbours = WarpingNeighbour().fit(adapter.batches(train, batch_size=64), held,
                                         n_classes=model.config.out_features)
     return warm_start(model, neighbours, keep_head=True), adapter
 

@@ -47,6 +47,16 @@ def pooled(inputs, key_padding_mask, statistics):
     return np.where(np.isfinite(features), features, 0.0)
 
 
+def neighbours_outputs(nearest, Y, known, layout):
+    """What the (B, k) `nearest` training samples (rows of targets `Y`, `known` where given)
+    predict: for classes their smoothed votes' log probabilities, for values the mean of their
+    known targets."""
+    if layout.classes:
+        return smoothed_votes(Y[nearest], layout.n_outputs)
+    known = known[nearest]
+    return np.where(known, Y[nearest], 0.0).sum(axis=1) / np.maximum(known.sum(axis=1), 1)
+
+
 def smoothed_votes(neighbour_classes, n_classes):
     """(B, k) class ids of each sample's k nearest training samples -> (B, n_classes) log
     probabilities: the votes smoothed by one pseudo-vote shared by the classes,
@@ -179,11 +189,7 @@ class NearestNeighbour(Baseline):
 
     def _from_neighbours(self, X):
         _, nearest = self.index.kneighbors((X - self.mean) / self.scale, n_neighbors=self.k)
-        if self.layout.classes:
-            return smoothed_votes(self.Y[nearest], self.layout.n_outputs)
-        known = self.known[nearest]
-        return (np.where(known, self.Y[nearest], 0.0).sum(axis=1)
-                / np.maximum(known.sum(axis=1), 1))
+        return neighbours_outputs(nearest, self.Y, self.known, self.layout)
 
     def _predict(self, batch):
         return self._from_neighbours(self.features(batch)).astype(np.float32)

@@ -26,7 +26,7 @@ from ..backend import CPU, kernels_for
 from .base import Baseline, target_matrix
 from .estimators import log_loss, masked_mse, standardizer
 from .linear import vocab_size_of
-from .sequences import NEIGHBOURS, smoothed_votes
+from .sequences import NEIGHBOURS, neighbours_outputs
 
 WINDOWS = (0.0, 0.05, 0.1, 0.2, 1.0)
 
@@ -152,11 +152,7 @@ class WarpingNeighbour(Baseline):
     def _from_neighbours(self, distances):
         # a stable sort: of equally distant training samples the earlier one counts first
         nearest = np.argsort(distances, axis=1, kind="stable")[:, :self.k]
-        if self.layout.classes:
-            return smoothed_votes(self.Y[nearest], self.layout.n_outputs)
-        known = self.known[nearest]
-        return (np.where(known, self.Y[nearest], 0.0).sum(axis=1)
-                / np.maximum(known.sum(axis=1), 1))
+        return neighbours_outputs(nearest, self.Y, self.known, self.layout)
 
     def _predict(self, batch):
         X, lengths = series(batch)

@@ -53,6 +53,19 @@ class Structure:
     query_index: object = None
     key_index: object = None
 
+    # the number of dims of each field that holds one row per sample of the batch (the cell and
+    # the pair codes may instead be one array shared by the whole batch)
+    _PER_SAMPLE_NDIM = {"positions": 3, "key_positions": 3, "types": 2, "key_types": 2,
+                        "cell": 3, "pair_codes": 3, "query_index": 2, "key_index": 2}
+
+    def batch_taken(self, times):
+        """This structure for its batch repeated ``times`` over (host arrays): every per-sample
+        array concatenated ``times`` along the batch, the arrays shared by the batch kept."""
+        return replace(self, **{
+            name: np.concatenate([getattr(self, name)] * times)
+            for name, ndim in self._PER_SAMPLE_NDIM.items()
+            if getattr(self, name) is not None and np.ndim(getattr(self, name)) == ndim})
+
     def on(self, device, dtype):
         """This structure with its arrays on ``device`` and its float arrays (positions, cell)
         cast to ``dtype``, the model's, as the kernels require; Tensors (positions that record

@@ -70,9 +70,9 @@ class EnergyForceLoss(PropertyLoss):
         """The loss of one batch; adds its whole parameter gradient (energies, forces and
         other outputs) into the parameters' ``.grad`` in two passes (module docstring)."""
         with single_threaded_blas():  # once for the passes' launches (PropertyLoss's)
-            return self._three_passes(model, batch)
+            return self._passes(model, batch)
 
-    def _three_passes(self, model, batch):
+    def _passes(self, model, batch):
         inputs, mask, structure, targets = self._parts(batch)
         pred = model.predict(inputs, mask, structure=structure)
         value = self(pred, targets, mask, model.config)
@@ -107,21 +107,9 @@ class EnergyForceLoss(PropertyLoss):
             return tuple(None if part[0] is None else np.concatenate(part)
                          for part in zip(*parts))
 
-        twice = _twice(structure, [positions + sign * epsilon * v for sign in shifts])
+        twice = replace(structure.batch_taken(2), positions=np.concatenate(
+            [positions + sign * epsilon * v for sign in shifts]))
         model.differentiate(np.concatenate([inputs, inputs]),
                             None if mask is None else np.concatenate([mask, mask]), twice,
                             both, parameters=True, positions=False)
         return value
-
-
-def _twice(structure, positions):
-    """``structure`` for its batch taken twice, with ``positions`` (two (B, N, 3) arrays) for
-    the two copies; arrays shared by the whole batch ((3, 3) cells, (N, M) pair codes) stay
-    shared."""
-    batched = {"positions": 3, "key_positions": 3, "types": 2, "key_types": 2, "cell": 3,
-               "pair_codes": 3, "query_index": 2, "key_index": 2}
-    joined = {name: np.concatenate([getattr(structure, name)] * 2)
-              for name, ndim in batched.items()
-              if getattr(structure, name) is not None and np.ndim(getattr(structure, name)) == ndim}
-    joined["positions"] = np.concatenate(positions)
-    return replace(structure, **joined)

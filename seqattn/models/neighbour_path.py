@@ -93,8 +93,6 @@ class NeighbourPath(Module):
     def votes(self, inputs, key_padding_mask=None):
         """The log smoothed votes (B, classes) of each input's nearest references, a reference
         identical to the input left out."""
-        from ..baselines.sequences import smoothed_votes
-
         query = self.compared(inputs, key_padding_mask)
         references = self.standardized(moved(self.references, CPU).astype(np.float64))
         if len(references) == 0:
@@ -102,10 +100,18 @@ class NeighbourPath(Module):
         query_norms = (query ** 2).sum(axis=1)[:, None]
         reference_norms = (references ** 2).sum(axis=1)[None, :]
         distance = query_norms - 2.0 * query @ references.T + reference_norms
-        same = distance <= SAME_SAMPLE * (query_norms + reference_norms)
+        return self.nearest_votes(distance, query_norms + reference_norms)
+
+    def nearest_votes(self, distance, norms):
+        """The log smoothed votes (B, classes) of the references nearest by ``distance``
+        (B, R), those at a distance below SAME_SAMPLE of the pair's squared ``norms`` (the
+        input itself) left out."""
+        from ..baselines.sequences import smoothed_votes
+
+        same = distance <= SAME_SAMPLE * norms
         distance = np.where(same, np.inf, distance)
         # k past the references left in is cut to them (none left: the votes are uniform)
-        k = min(self.neighbours, len(references) - int(same.any()))
+        k = min(self.neighbours, distance.shape[1] - int(same.any()))
         nearest = np.argsort(distance, axis=1, kind="stable")[:, :k]
         classes = moved(self.reference_classes, CPU).astype(np.int64)
         return smoothed_votes(classes[nearest], self.classes)

@@ -16,7 +16,7 @@ import numpy as np
 from ..backend import CPU, kernels_for
 from ..nn.placement import moved
 from .feature_path import host_tokens
-from .neighbour_path import SAME_SAMPLE, NeighbourPath
+from .neighbour_path import NeighbourPath
 
 
 class WarpingNeighbourPath(NeighbourPath):
@@ -53,7 +53,6 @@ class WarpingNeighbourPath(NeighbourPath):
     def votes(self, inputs, key_padding_mask=None):
         """The log smoothed votes (B, classes) of each input's nearest references in warping
         distance, a reference identical to the input left out."""
-        from ..baselines.sequences import smoothed_votes
         from ..baselines.warping import real_tokens_first
 
         inputs, padding = host_tokens(inputs, key_padding_mask, self.in_features, "neighbour")
@@ -70,13 +69,7 @@ class WarpingNeighbourPath(NeighbourPath):
             queries, lengths, references, reference_lengths, self.window)
         norms = ((queries ** 2).sum(axis=(1, 2))[:, None]
                  + (references ** 2).sum(axis=(1, 2))[None, :])
-        same = distance <= SAME_SAMPLE * norms
-        distance = np.where(same, np.inf, distance)
-        # k past the references left in is cut to them (none left: the votes are uniform)
-        k = min(self.neighbours, len(references) - int(same.any()))
-        nearest = np.argsort(distance, axis=1, kind="stable")[:, :k]
-        classes = moved(self.reference_classes, CPU).astype(np.int64)
-        return smoothed_votes(classes[nearest], self.classes)
+        return self.nearest_votes(distance, norms)
 
     def set(self, references, reference_lengths, reference_classes, mean, scale):
         """Take a fitted WarpingNeighbour's rule: its standardized `references` (R, S, F), the

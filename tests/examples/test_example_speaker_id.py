@@ -33,6 +33,5 @@ def test_quick_run_beats_the_strongest_library_baseline_and_nearest_neighbours()
         assert results["seqattn"] > results[strongest], (name, strongest, results)
         assert results["seqattn"] > results["1-NN Euclidean"], (name, results)
         assert results["seqattn"] > results["1-NN DTW"], (name, results)
-        assert 0.0 <= results["k-NN DTW on the frames"] <= 1.0, (name, results)
         if name == "JapaneseVowels":
             assert results["seqattn"] > results["k-NN DTW on the frames"], results

@@ -8,9 +8,10 @@
 The seqattn path, the same model and training for both sets; only the frame (how many steps a
 token holds) is chosen per set, by cross-validation on its training file (``--select``):
 
-    .ts files -> Dataset (sample, time, channel), shorter series NaN-padded, the labels as the
-    files' strings -> SignalAdapter fitted on the training part (frames of `window` steps every
-    `hop`, its statistics, the labels as classes; the padding becomes the key-padding mask) ->
+    .ts files -> seqattn.readers.read_series_file -> Dataset (sample, time, channel), shorter
+    series NaN-padded, the labels as the files' strings -> SignalAdapter fitted on the training
+    part (frames of `window` steps every `hop`, its statistics, the labels as classes; the
+    padding becomes the key-padding mask) ->
     SequenceModel (mean pooling, a neighbour path) built from adapter.model_config -> fit on
     the adapter's batches (cross-entropy, AdamW, warmup-cosine, early stopping on a validation
     fifth of the training file) -> the nearest training series in dynamic time warping
@@ -62,6 +63,7 @@ from seqattn.baselines import WarpingNeighbour, warm_start
 from seqattn.evaluation import strongest_baseline
 from seqattn.models import build
 from seqattn.models.linear_path import residual_parameters
+from seqattn.readers import read_series_file
 from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine, fit
 
 # (window, hop) of a frame token, in steps, chosen per set by `--select` (5-fold
@@ -102,42 +104,10 @@ def data_folder():
     return Path(spec.submodule_search_locations[0]) / "datasets" / "data"
 
 
-def read_ts(path):
-    """A .ts file (the UCR/UEA time series format) as (series, labels): a list of (channels,
-    length) float arrays and the class labels as strings. '?' marks a missing value."""
-    series, labels = [], []
-    in_data = False
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if not in_data:
-            in_data = line.lower() == "@data"
-            continue
-        *channels, label = line.split(":")
-        series.append(np.array([[np.nan if v == "?" else float(v) for v in c.split(",")]
-                                for c in channels]))
-        labels.append(label)
-    return series, np.array(labels)
-
-
-def as_dataset(series, labels):
-    """(sample, time, channel) Dataset with the labels as they are written (strings); series
-    shorter than the longest are NaN-padded, which the adapter turns into padding masks."""
-    length = max(s.shape[1] for s in series)
-    x = np.full((len(series), length, series[0].shape[0]), np.nan)
-    for i, s in enumerate(series):
-        x[i, :s.shape[1]] = s.T
-    return xr.Dataset({"x": (("sample", "time", "channel"), x),
-                       "label": ("sample", labels)},
-                      coords={"sample": np.arange(len(series)), "time": np.arange(length)})
-
-
 def load_set(name):
     folder = data_folder() / name
-    train, train_labels = read_ts(folder / f"{name}_TRAIN.ts")
-    test, test_labels = read_ts(folder / f"{name}_TEST.ts")
-    return as_dataset(train, train_labels), as_dataset(test, test_labels)
+    return (read_series_file(folder / f"{name}_TRAIN.ts"),
+            read_series_file(folder / f"{name}_TEST.ts"))
 
 
 def joined(parts):

@@ -7,9 +7,11 @@ from .molecule_files import read_sdf, read_smiles
 from .rdkit_molecules import from_rdkit, from_smiles
 from .fasta import FastaRecord, from_faidx, open_fasta, read_fasta
 from .sequences import from_dataarray, from_sequences, to_strings
+from .series_files import read_series_file
 
 __all__ = ["from_networkx", "from_ase", "from_rdkit", "from_smiles", "read_sdf",
            "read_smiles", "read_structures", "graph_dataset"]
 __all__ += ["FastaRecord", "from_dataarray", "from_faidx", "from_sequences", "open_fasta",
             "read_fasta", "to_strings"]
 __all__ += ["complexes_from_atoms", "read_complex", "read_docked_complexes"]
+__all__ += ["read_series_file"]

@@ -7,23 +7,11 @@ JapaneseVowels; on GunPoint it beats the recipe (the example and the README say 
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from seqattn.evaluation import strongest_baseline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
 import speaker_id  # noqa: E402
-
-
-def test_ts_reader_keeps_channels_lengths_and_missing_values(tmp_path):
-    path = tmp_path / "tiny.ts"
-    path.write_text("# comment\n@problemName tiny\n@classLabel true a b\n@data\n"
-                    "1,2,3:4,5,6:a\n7,?:8,9:b\n")
-    series, labels = speaker_id.read_ts(path)
-    assert [s.shape for s in series] == [(2, 3), (2, 2)]
-    assert np.isnan(series[1][0, 1]) and series[1][1, 1] == 9
-    assert list(labels) == ["a", "b"]
 
 
 def test_quick_run_beats_the_strongest_library_baseline_and_nearest_neighbours():

@@ -40,7 +40,7 @@ from numba.extending import overload
 
 from .attention import (PAIR_AT, STRUCTURED_AT, _mods, _structured_biases, _structured_parts,
                         _sum_structured_parts)
-from .attention_bias import add_pair_bias, pair_bias_grads
+from .attention_bias import DistanceArgs, add_pair_bias, pair_bias_grads
 from .batch_geometry import batch_view, no_geometry, shared_geometry
 from .distance_geometry import add_shared_distance_bias, shared_distance_bias_grads
 from .float32_math import FASTMATH
@@ -336,7 +336,9 @@ def _mods_and_geometry(call):
     B, N = call.q.shape[0], call.q.shape[2]
     if not call.distance.has:
         return mods, no_geometry(B, call.q.dtype)
-    distance, _ = _structured_biases(mods)
+    # split in Python, not by the @njit _structured_biases: that would box the scalars as
+    # Python floats, and a fill typed with float64 scalars compiles apart from the kernels'
+    distance = DistanceArgs(*mods[STRUCTURED_AT:PAIR_AT])
     return mods, shared_geometry(distance, B, N, call.k.shape[2], call.q.dtype)
 
 

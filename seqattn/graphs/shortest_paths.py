@@ -1,5 +1,5 @@
 """Shortest-path distances as attention pair codes: a breadth-first search from every node,
-in parallel over the sources, written as one byte per pair.
+in parallel over the sources (on one thread for small graphs), written as one byte per pair.
 
 Pair codes (what ``seqattn.ops.PairBias`` reads, one learnable bias per head and code) for
 ``max_distance`` D:
@@ -20,11 +20,16 @@ The codes are int8 when they fit (D <= 125), int16 otherwise: N x N bytes for N 
 float N x N matrix.
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ..kernels.cpu.threads import sized_kernel
 from .adjacency import as_adjacency
 
 HIDDEN = -1  # PairBias: a negative code hides the key from the query
+# Pairs a thread must have before a launch takes it (a pair costs tens of nanoseconds of search
+# and a write): graphs of up to about 90 nodes run the serial version, which a first run
+# compiles several times faster than the parallel one.
+GRAIN = 1 << 12
 
 
 def farther_code(max_distance):
@@ -77,7 +82,7 @@ def num_distance_codes(max_distance, hide_farther=False):
     return max_distance + 1 if hide_farther else max_distance + 3
 
 
-@njit(parallel=True, cache=True)
+@sized_kernel(GRAIN)
 def breadth_first_codes(codes, indptr, indices, max_distance, depth_limit, farther, unreachable):
     """codes (N, N) int8/int16 out: codes[s, t] for the hop distance d from s to t along the
     CSR edges (indptr (N + 1,), indices (E,)): d if d <= max_distance, ``farther`` if greater,

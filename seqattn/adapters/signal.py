@@ -177,6 +177,27 @@ class SignalAdapter(WindowedAdapter):
         self.require_fitted("value_width")
         return sum(self.value_widths.values())
 
+    def step_features(self):
+        """(hop, K) int array: the token features that hold each of the first `hop` steps of a
+        frame, every variable's channels of that step (K of them). Taken from consecutive
+        tokens they are the series' own steps again, one per row: what
+        :class:`seqattn.baselines.WarpingNeighbour` compares with ``steps=`` (warping the
+        steps, not the frames). Raw frames only."""
+        self.require_fitted("step_features")
+        if self.frame_features is not None:
+            raise ValueError("step_features: this adapter computes features of each frame "
+                             "(frame_features), so its tokens do not hold the steps")
+        window, hop = self.frame
+        if hop > window:
+            raise ValueError(f"step_features: frames of {window} steps every {hop} leave steps "
+                             "out; the steps are in the tokens only where hop <= window")
+        rows, offset = [], 0
+        for name in self.variables:
+            channels = self.value_widths[name] // window
+            rows.append(offset + np.arange(hop)[:, None] * channels + np.arange(channels))
+            offset += self.value_widths[name]
+        return np.concatenate(rows, axis=1)
+
     def token_width(self):
         """Features per frame: values, then validity and calendar channels."""
         return (self.value_width() + (len(self.variables) if self.validity_channel else 0)

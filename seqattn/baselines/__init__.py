@@ -194,9 +194,10 @@ def _start_from_warping_neighbours(model, baseline):
     compares by warping distance and holds its references
     (:meth:`seqattn.models.SequenceModel.start_from_warping_neighbours`)."""
     _checked_neighbour_start(model, baseline)
+    steps = baseline.steps if baseline.view == "steps" else None
     model.start_from_warping_neighbours(baseline.X, baseline.lengths, baseline.Y,
                                         baseline.mean, baseline.scale, baseline.k,
-                                        baseline.window)
+                                        baseline.window, steps)
 
 
 def _start_from_neighbours(model, baseline):

@@ -16,8 +16,15 @@ classes the best validation accuracy (ties: the lower validation log loss of the
 votes, then the narrower band, then the smaller k), for values the lowest validation mean
 squared error (ties: the narrower band, then the smaller k).
 
+Tokens that are frames of a series (:class:`seqattn.adapters.SignalAdapter`) can also be
+compared as the steps they hold: with ``steps=adapter.step_features()`` each token's first
+`hop` steps are taken in order, so the warping works on the series' own steps, which keeps a
+waveform's shape that frames of several steps blur; whether to compare frames or steps is then
+chosen on validation with the band and k, the steps only where their validation accuracy (for
+values: mean squared error) is strictly better.
+
 Its cost grows as the training samples times the compared samples times the squared number of
-tokens. :func:`seqattn.evaluate` fits it where it is given, ``baselines=[...]``; it is not among
+tokens (of steps, `hop` times more, where those are compared). :func:`seqattn.evaluate` fits it where it is given, ``baselines=[...]``; it is not among
 the defaults of :func:`seqattn.baselines.for_batch`.
 """
 import numpy as np
@@ -36,8 +43,17 @@ def _window_text(window):
 
 
 def _by_choice(table):
-    """{(window, k): score} keyed by readable strings (what evaluate stores as JSON)."""
-    return {f"{_window_text(w)}, k={k}": v for (w, k), v in table.items()}
+    """{(view, window, k): score} keyed by readable strings (what evaluate stores as JSON)."""
+    return {("on the steps, " if view == "steps" else "") + f"{_window_text(w)}, k={k}": v
+            for (view, w, k), v in table.items()}
+
+
+def as_steps(X, lengths, steps):
+    """Frame tokens (B, N, F) with `lengths` real tokens first -> the steps they hold
+    (B, N * hop, K): each token's features `steps` (hop, K), in order; `hop` times the
+    lengths."""
+    hop, width = steps.shape
+    return X[:, :, steps].reshape(len(X), X.shape[1] * hop, width), lengths * hop
 
 
 def series(batch):
@@ -75,9 +91,12 @@ class WarpingNeighbour(Baseline):
     neighbours : tuple of int, default (1, 3, 5, 9)
         The candidate numbers of neighbours k; one larger than the number of training
         samples is cut to it.
+    steps : array of int (hop, K), optional
+        ``SignalAdapter.step_features()``: also compare the steps the frame tokens hold, and
+        choose between frames and steps on validation.
     """
 
-    def __init__(self, windows=WINDOWS, neighbours=NEIGHBOURS):
+    def __init__(self, windows=WINDOWS, neighbours=NEIGHBOURS, steps=None):
         windows, neighbours = tuple(windows), tuple(neighbours)
         if not windows or not all(0.0 <= w <= 1.0 for w in windows):
             raise ValueError(f"windows={windows!r}; expected bands as fractions of the length "
@@ -87,12 +106,32 @@ class WarpingNeighbour(Baseline):
             raise ValueError(f"neighbours={neighbours!r}; expected numbers of neighbours >= 1, "
                              "e.g. (1, 3, 5)")
         self.windows, self.neighbours = tuple(float(w) for w in windows), neighbours
+        if steps is not None:
+            steps = np.asarray(steps)
+            if steps.ndim != 2 or steps.size == 0 or steps.dtype.kind not in "iu":
+                raise ValueError(f"steps has shape {steps.shape} and dtype {steps.dtype}; "
+                                 "expected the (hop, K) feature indices that "
+                                 "SignalAdapter.step_features() gives")
+        self.steps = steps
+        self.view = "frames"
 
     @property
     def name(self):
         if not self.chosen:
             return "k-nearest neighbour (DTW)"
-        return f"{self.k}-nearest neighbour (DTW, {_window_text(self.window)})"
+        on = ", on the steps" if self.view == "steps" else ""
+        return f"{self.k}-nearest neighbour (DTW{on}, {_window_text(self.window)})"
+
+    def _views(self, X, lengths):
+        """{view: (series, lengths)}: the tokens as they are, and the steps they hold where
+        ``steps`` was given."""
+        views = {"frames": (X, lengths)}
+        if self.steps is not None:
+            if self.steps.max() >= X.shape[2]:
+                raise ValueError(f"steps index feature {self.steps.max()}; the tokens have "
+                                 f"{X.shape[2]}")
+            views["steps"] = as_steps(X, lengths, self.steps)
+        return views
 
     def _rows(self, batches):
         parts = [series(b) for b in batches]
@@ -115,33 +154,51 @@ class WarpingNeighbour(Baseline):
         if not keep.any():
             raise ValueError("no training sample has both a known target and a token that is "
                              "not padding; WarpingNeighbour needs at least one")
-        X, self.lengths, self.Y, self.known = X[keep], lengths[keep], Y[keep], known[keep]
-        real = np.arange(X.shape[1]) < self.lengths[:, None]
+        self.Y, self.known, self.n_features = Y[keep], known[keep], X.shape[2]
+        training = self._views(X[keep], lengths[keep])
+        X_valid, lengths_valid, Y_valid, known_valid = self._rows(validation)
+        references, scores, accuracies = {}, {}, {}
+        # frames first: of views that score the same, the frames are kept
+        for order, (view, queries) in enumerate(self._views(X_valid, lengths_valid).items()):
+            self._reference(*training[view], view)
+            references[view] = (self.X, self.lengths, self.mean, self.scale)
+            for window in self.windows:
+                distances = self._distances(*queries, window)
+                for k in self.neighbours:
+                    self.k = min(k, len(self.X))
+                    prediction = self._from_neighbours(distances)
+                    choice = (view, window, k)
+                    if self.layout.classes:
+                        logits, labels = prediction[known_valid], Y_valid[known_valid]
+                        accuracies[choice] = float(np.mean(logits.argmax(axis=1) == labels))
+                        scores[choice] = log_loss(logits, labels)
+                    else:
+                        scores[choice] = masked_mse(prediction, Y_valid, known_valid)
+        # the steps only where they score strictly better on validation: the frames are the
+        # tokens the model reads
+        rank = {"frames": 0, "steps": 1}
+        if self.layout.classes:
+            best = min(scores, key=lambda c: (-accuracies[c], rank[c[0]], scores[c], c[1:]))
+        else:
+            best = min(scores, key=lambda c: (scores[c], rank[c[0]], c[1:]))
+        self.view, self.window = best[0], best[1]
+        self.X, self.lengths, self.mean, self.scale = references[self.view]
+        self.k = min(best[2], len(self.X))
+        chosen = {"window": self.window, "k": self.k}
+        if self.steps is not None:
+            chosen["view"] = self.view
+        if not self.layout.classes:
+            return {**chosen, "validation_mse": _by_choice(scores)}
+        return {**chosen, "validation_accuracy": _by_choice(accuracies),
+                "validation_log_loss": _by_choice(scores)}
+
+    def _reference(self, X, lengths, view):
+        """Keep the training series `X` (real tokens first) of `view`, standardized with the
+        mean and spread of their real tokens."""
+        real = np.arange(X.shape[1]) < lengths[:, None]
         self.mean, self.scale = standardizer(X[real])
         self.X = np.where(real[..., None], (X - self.mean) / self.scale, 0.0)
-        X_valid, lengths_valid, Y_valid, known_valid = self._rows(validation)
-        scores, accuracies = {}, {}
-        for window in self.windows:
-            distances = self._distances(X_valid, lengths_valid, window)
-            for k in self.neighbours:
-                self.k = min(k, len(self.X))
-                prediction = self._from_neighbours(distances)
-                if self.layout.classes:
-                    logits, labels = prediction[known_valid], Y_valid[known_valid]
-                    accuracies[window, k] = float(np.mean(logits.argmax(axis=1) == labels))
-                    scores[window, k] = log_loss(logits, labels)
-                else:
-                    scores[window, k] = masked_mse(prediction, Y_valid, known_valid)
-        if self.layout.classes:
-            best = min(scores, key=lambda c: (-accuracies[c], scores[c], c))
-        else:
-            best = min(scores, key=lambda c: (scores[c], c))
-        self.window, self.k = best[0], min(best[1], len(self.X))
-        if not self.layout.classes:
-            return {"window": self.window, "k": self.k, "validation_mse": _by_choice(scores)}
-        return {"window": self.window, "k": self.k,
-                "validation_accuracy": _by_choice(accuracies),
-                "validation_log_loss": _by_choice(scores)}
+        self.lengths, self.view = lengths, view
 
     def _distances(self, X, lengths, window):
         """(B, R) DTW distances of series X (B, T, F) (unstandardized, their real tokens first)
@@ -156,7 +213,8 @@ class WarpingNeighbour(Baseline):
 
     def _predict(self, batch):
         X, lengths = series(batch)
-        if X.shape[2] != self.X.shape[2]:
+        if X.shape[2] != self.n_features:
             raise ValueError(f"the batch's tokens have {X.shape[2]} channels; WarpingNeighbour "
-                             f"was fitted on tokens of {self.X.shape[2]}")
+                             f"was fitted on tokens of {self.n_features}")
+        X, lengths = self._views(X, lengths)[self.view]
         return self._from_neighbours(self._distances(X, lengths, self.window)).astype(np.float32)

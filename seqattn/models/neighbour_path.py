@@ -163,6 +163,7 @@ def neighbour_path(config):
         from .warping_path import WarpingNeighbourPath
 
         return WarpingNeighbourPath(config.in_features, config.linear_tokens, references,
-                                    neighbours, config.out_features, config.linear_window, dtype)
+                                    neighbours, config.out_features, config.linear_window, dtype,
+                                    config.linear_steps)
     return NeighbourPath(config.in_features, config.linear_tokens, references, neighbours,
                          config.out_features, dtype)

@@ -53,6 +53,10 @@ class SequenceModelConfig(EncoderConfig):
         :class:`~seqattn.baselines.WarpingNeighbour` that warm_start copies
         (:mod:`seqattn.models.warping_path`); ``linear_tokens`` is then the longest reference's
         tokens.
+    linear_steps : tuple of int, default None
+        For a warping path that compares the steps frame tokens hold: the shape (hop, K) of
+        their feature indices (``SignalAdapter.step_features()``; warm_start sets it, the
+        indices are saved with the weights); ``linear_tokens`` then counts steps.
     """
 
     out_features: int = 1
@@ -63,6 +67,7 @@ class SequenceModelConfig(EncoderConfig):
     linear_references: int = None
     linear_neighbours: int = 1
     linear_window: float = None
+    linear_steps: tuple = None
 
 
 class SequenceModel(Module):
@@ -124,26 +129,29 @@ class SequenceModel(Module):
         self._check_neighbour_path()
         config = replace(self.config, linear_references=len(references),
                          linear_neighbours=int(neighbours), linear_tokens=n_tokens,
-                         linear_window=None)
+                         linear_window=None, linear_steps=None)
         path = neighbour_path(config).to(device=self.device)
         path.set(references, reference_classes, mean, scale)
         self._take_neighbour_path(path, config)
 
     def start_from_warping_neighbours(self, references, reference_lengths, reference_classes,
-                                      mean, scale, neighbours, window):
+                                      mean, scale, neighbours, window, steps=None):
         """Start at the rule of a fitted WarpingNeighbour: the standardized `references`
         (R, S, F) with `reference_lengths` (R,) real tokens, of classes `reference_classes`
         (R,), an input's tokens standardized by `mean` and `scale` (F,), the `neighbours`
-        nearest in warping distance within the band `window` voting; the head zeroed (see
-        :mod:`seqattn.models.warping_path`). The config records their number, S, k and the
-        band, so that seqattn.load rebuilds the path."""
+        nearest in warping distance within the band `window` voting; where `steps` (hop, K)
+        is given, the references are the steps of frame tokens (R, S, K) and an input is
+        compared by its steps too; the head zeroed (see :mod:`seqattn.models.warping_path`).
+        The config records their number, S, k, the band and the steps' shape, so that
+        seqattn.load rebuilds the path."""
         self._check_neighbour_path()
         references = np.asarray(references)
+        steps_shape = None if steps is None else tuple(int(n) for n in np.shape(steps))
         config = replace(self.config, linear_references=len(references),
                          linear_neighbours=int(neighbours), linear_tokens=references.shape[1],
-                         linear_window=float(window))
+                         linear_window=float(window), linear_steps=steps_shape)
         path = neighbour_path(config).to(device=self.device)
-        path.set(references, reference_lengths, reference_classes, mean, scale)
+        path.set(references, reference_lengths, reference_classes, mean, scale, steps)
         self._take_neighbour_path(path, config)
 
     def _check_neighbour_path(self):

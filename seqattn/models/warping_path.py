@@ -10,6 +10,9 @@ builds it where the model was built with ``linear_features="neighbours"``; the c
 ``linear_window`` (the band) tells ``seqattn.load`` to rebuild this path. As in the other path,
 a reference identical to the input is left out of its neighbours while training, the references
 are saved with the weights and take no gradient, and the path's map starts at the identity.
+Where the baseline chose to compare the steps that frame tokens hold (``steps=``), the path
+holds the same (hop, K) feature indices (a buffer, its shape in the config's ``linear_steps``)
+and compares an input's steps the same way.
 """
 import numpy as np
 
@@ -40,28 +43,47 @@ class WarpingNeighbourPath(NeighbourPath):
         The Sakoe-Chiba band, a fraction (0 to 1) of the longer series' tokens.
     dtype : numpy float type
         The map's dtype.
+    steps_shape : (int, int), optional
+        (hop, K) where the references are the steps the frame tokens hold (``n_tokens`` then
+        counts steps, of K channels).
     """
 
-    def __init__(self, in_features, n_tokens, references, neighbours, classes, window, dtype):
+    def __init__(self, in_features, n_tokens, references, neighbours, classes, window, dtype,
+                 steps_shape=None):
         super().__init__(in_features, n_tokens, references, neighbours, classes, dtype)
         self.window = float(window)
+        self.steps_shape = None if steps_shape is None else tuple(int(n) for n in steps_shape)
+        # the channels compared per step of a series: a token's, or a step's inside the frames
+        width = in_features if steps_shape is None else self.steps_shape[1]
         # per channel, as the baseline standardizes a token; the references stored standardized
-        for name, shape, value in (("mean", in_features, 0.0), ("scale", in_features, 1.0),
+        for name, shape, value in (("references", (references, n_tokens * width), 0.0),
+                                   ("mean", width, 0.0), ("scale", width, 1.0),
                                    ("reference_lengths", references, 0.0)):
             self.register_buffer(name, np.full(shape, value, dtype), persistent=True)
+        if steps_shape is not None:
+            # feature indices, stored in the weights' dtype (exact) as the classes are
+            self.register_buffer("steps", np.zeros(self.steps_shape, dtype), persistent=True)
+
+    @property
+    def width(self):
+        """The channels compared per step of a series."""
+        return self.in_features if self.steps_shape is None else self.steps_shape[1]
 
     def votes(self, inputs, key_padding_mask=None):
         """The log smoothed votes (B, classes) of each input's nearest references in warping
         distance, a reference identical to the input left out in training mode."""
-        from ..baselines.warping import real_tokens_first
+        from ..baselines.warping import as_steps, real_tokens_first
 
         inputs, padding = host_tokens(inputs, key_padding_mask, self.in_features, "neighbour")
         queries, lengths = real_tokens_first(inputs, padding)
+        if self.steps_shape is not None:
+            queries, lengths = as_steps(queries, lengths,
+                                        moved(self.steps, CPU).astype(np.int64))
         mean, scale = (moved(b, CPU).astype(np.float64) for b in (self.mean, self.scale))
         real = (np.arange(queries.shape[1])[None, :] < lengths[:, None])[..., None]
         queries = np.where(real, (queries - mean) / scale, 0.0)
         references = moved(self.references, CPU).astype(np.float64).reshape(
-            len(self.references), self.n_tokens, self.in_features)
+            len(self.references), self.n_tokens, self.width)
         reference_lengths = moved(self.reference_lengths, CPU).astype(np.int64)
         if len(references) == 0:
             return np.zeros((len(queries), self.classes))
@@ -71,13 +93,21 @@ class WarpingNeighbourPath(NeighbourPath):
                  + (references ** 2).sum(axis=(1, 2))[None, :])
         return self.nearest_votes(distance, norms)
 
-    def set(self, references, reference_lengths, reference_classes, mean, scale):
+    def set(self, references, reference_lengths, reference_classes, mean, scale, steps=None):
         """Take a fitted WarpingNeighbour's rule: its standardized `references` (R, S, F), the
         real tokens first and zeros after `reference_lengths` (R,), their classes (R,), and the
         per-channel `mean` and `scale` (F,) that standardize an input's tokens, all stored in
-        the map's dtype; the map starts at the identity."""
+        the map's dtype, and where it compares steps, the (hop, K) feature indices `steps`
+        (the references then (R, S, K)); the map starts at the identity."""
         references = np.asarray(references)
-        expected = (self.n_tokens, self.in_features)
+        if (steps is None) != (self.steps_shape is None) or (
+                steps is not None and np.shape(steps) != self.steps_shape):
+            raise ValueError(f"steps of shape {np.shape(steps) if steps is not None else None}; "
+                             f"this warping path compares steps of shape {self.steps_shape}")
+        if steps is not None:
+            self.register_buffer("steps", np.asarray(steps, self.map.weight.dtype),
+                                 persistent=True)
+        expected = (self.n_tokens, self.width)
         if references.ndim != 3 or references.shape[1:] != expected:
             raise ValueError(f"references have shape {references.shape}; the warping path holds "
                              f"(R, {expected[0]}, {expected[1]}) series")

@@ -241,3 +241,26 @@ def test_inf_is_missing_at_fit_and_at_encode_and_never_spreads():
     assert batch.tokens[0, 1, -1] == 0.75                                   # its validity
     back = adapter.decode(batch)
     assert np.isnan(back.x.values[0, 5]) and np.isfinite(back.x.values[0, 4])
+
+
+def test_step_features_take_the_steps_back_out_of_the_frames():
+    rng = np.random.default_rng(0)
+    ds = xr.Dataset({"x": (("sample", "time", "channel"), rng.normal(size=(3, 20, 2))),
+                     "y": (("sample", "time"), rng.normal(size=(3, 20))),
+                     "label": ("sample", ["a", "b", "a"])})
+    adapter = SignalAdapter(["x", "y"], 4, hop=2, channel_dims=("channel",),
+                            normalize=False).fit(ds, targets="label")
+    steps = adapter.step_features()
+    # x's 4 x 2 frame features, then y's 4: step s of a token is x's 2 * s, 2 * s + 1 and y's s
+    np.testing.assert_array_equal(steps, [[0, 1, 8], [2, 3, 9]])
+    tokens = np.asarray(adapter.encode(ds).tokens)
+    series = tokens[:, :, steps].reshape(3, -1, 3)
+    np.testing.assert_allclose(series[:, :18, :2], ds.x.values[:, :18], rtol=1e-6)
+    np.testing.assert_allclose(series[:, :18, 2], ds.y.values[:, :18], rtol=1e-6)
+    with pytest.raises(ValueError, match="leave steps out"):
+        SignalAdapter(["y"], 2, hop=3, normalize=False).fit(ds, targets="label").step_features()
+    features = SignalAdapter(["y"], 4, hop=2, normalize=False,
+                             frame_features=lambda f: f.mean(-1, keepdims=True))
+    features = features.fit(ds, targets="label")
+    with pytest.raises(ValueError, match="frame_features"):
+        features.step_features()

@@ -1,7 +1,11 @@
 """The neighbour path that compares by dynamic time warping: a model warm-started from a fitted
 WarpingNeighbour gives its probabilities on new series of unequal lengths, a training series is
 not its own neighbour, the references are saved with the weights and rebuilt by seqattn.load,
-and a model with the path as a second expert runs end to end from a SignalAdapter."""
+a model with the path as a second expert runs end to end from a SignalAdapter, and a path that
+compares the steps of frame tokens gives its baseline's probabilities and saves."""
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -16,6 +20,7 @@ from seqattn.kernels.cpu.warping_distance import warping_distance_matrix
 from seqattn.models import SequenceModel, SequenceModelConfig, build
 from seqattn.models.linear_path import residual_parameters
 from seqattn.models.warping_path import WarpingNeighbourPath
+from seqattn.readers import read_series_file
 
 RNG = np.random.default_rng(11)
 TINY = dict(d_model=8, nhead=2, num_layers=1, dim_feedforward=8, dtype="float64")
@@ -149,3 +154,36 @@ def test_the_path_as_a_second_expert_end_to_end(tmp_path):
                                                      adapter.batches(valid, batch_size=8)))
     assert other.config.linear_window is None
     assert not isinstance(other.linear, WarpingNeighbourPath)
+
+
+
+
+def test_a_path_that_compares_the_steps_of_frames_gives_the_baseline_and_saves(tmp_path):
+    # JapaneseVowels' frames of 8 steps every 4: the baseline compares their steps (its
+    # validation says so, tests/baselines/test_warping.py), and so does the model's path
+    sktime = importlib.util.find_spec("sktime")  # its data files; the tests install it
+    folder = Path(sktime.submodule_search_locations[0]) / "datasets" / "data" / "JapaneseVowels"
+    ds = read_series_file(folder / "JapaneseVowels_TRAIN.ts")
+    train, valid, new = (ds.isel(sample=slice(k, None, 5)) for k in (0, 1, 2))
+    adapter = SignalAdapter(["x"], 8, hop=4, channel_dims=("channel",),
+                            per_dims=("channel",)).fit(train, targets="label")
+    baseline = WarpingNeighbour(steps=adapter.step_features()).fit(
+        adapter.batches(train, batch_size=64), adapter.batches(valid, batch_size=64))
+    assert baseline.chosen["view"] == "steps"
+    model = build(adapter.model_config(task="classification", d_model=8, nhead=2, num_layers=1,
+                                       dim_feedforward=8, linear=True,
+                                       linear_features="neighbours"))
+    warm_start(model, baseline)
+    assert isinstance(model.linear, WarpingNeighbourPath)
+    assert model.config.linear_steps == (4, 12)
+    tokens = next(iter(adapter.batches(new, batch_size=64)))
+    np.testing.assert_allclose(probabilities(model(tokens.tokens, tokens.key_padding_mask)),
+                               np.exp(baseline.predict(tokens)), rtol=1e-5)
+    save(model, tmp_path / "model")
+    loaded = load(tmp_path / "model")
+    np.testing.assert_array_equal(loaded.linear.steps, adapter.step_features())
+    np.testing.assert_array_equal(loaded(tokens.tokens, tokens.key_padding_mask),
+                                  model(tokens.tokens, tokens.key_padding_mask))
+    with pytest.raises(ValueError, match=r"this warping path compares steps of shape \(4, 12\)"):
+        model.linear.set(baseline.X, baseline.lengths, baseline.Y, baseline.mean,
+                         baseline.scale)

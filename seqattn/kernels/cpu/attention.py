@@ -175,7 +175,8 @@ STRUCTURED_AT = 10
 PAIR_AT = STRUCTURED_AT + len(DistanceArgs._fields)
 
 
-@njit(cache=True)
+# inlined: compiled apart, typing the whole flat tuple cost a first run as much as a kernel
+@njit(inline="always")
 def _structured_biases(mods):
     """(DistanceArgs, PairArgs) from their fields in the flat mods tuple."""
     return DistanceArgs(*mods[STRUCTURED_AT:PAIR_AT]), PairArgs(*mods[PAIR_AT:])

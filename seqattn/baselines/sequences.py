@@ -57,6 +57,15 @@ def neighbours_outputs(nearest, Y, known, layout):
     return np.where(known, Y[nearest], 0.0).sum(axis=1) / np.maximum(known.sum(axis=1), 1)
 
 
+def validation_scores(prediction, Y, known, layout):
+    """How neighbours' `prediction` scores on validation targets `Y` (`known` where given):
+    (accuracy, log loss) for classes, (None, mean squared error) for values."""
+    if not layout.classes:
+        return None, masked_mse(prediction, Y, known)
+    logits, labels = prediction[known], Y[known]
+    return float(np.mean(logits.argmax(axis=1) == labels)), log_loss(logits, labels)
+
+
 def smoothed_votes(neighbour_classes, n_classes):
     """(B, k) class ids of each sample's k nearest training samples -> (B, n_classes) log
     probabilities: the votes smoothed by one pseudo-vote shared by the classes,
@@ -173,13 +182,8 @@ class NearestNeighbour(Baseline):
         scores, accuracies = {}, {}
         for k in self.neighbours:
             self.k = min(k, len(self.X))
-            prediction = self._from_neighbours(X_valid)
-            if self.layout.classes:
-                logits, labels = prediction[known_valid], Y_valid[known_valid]
-                accuracies[k] = float(np.mean(logits.argmax(axis=1) == labels))
-                scores[k] = log_loss(logits, labels)
-            else:
-                scores[k] = masked_mse(prediction, Y_valid, known_valid)
+            accuracies[k], scores[k] = validation_scores(self._from_neighbours(X_valid),
+                                                         Y_valid, known_valid, self.layout)
         if not self.layout.classes:
             self.k = min(min(scores, key=scores.get), len(self.X))
             return {"k": self.k, "validation_mse": scores}

@@ -31,9 +31,9 @@ import numpy as np
 
 from ..backend import CPU, kernels_for
 from .base import Baseline, target_matrix
-from .estimators import log_loss, masked_mse, standardizer
+from .estimators import standardizer
 from .linear import vocab_size_of
-from .sequences import NEIGHBOURS, neighbours_outputs
+from .sequences import NEIGHBOURS, neighbours_outputs, validation_scores
 
 WINDOWS = (0.0, 0.05, 0.1, 0.2, 1.0)
 
@@ -166,14 +166,9 @@ class WarpingNeighbour(Baseline):
                 distances = self._distances(*queries, window)
                 for k in self.neighbours:
                     self.k = min(k, len(self.X))
-                    prediction = self._from_neighbours(distances)
                     choice = (view, window, k)
-                    if self.layout.classes:
-                        logits, labels = prediction[known_valid], Y_valid[known_valid]
-                        accuracies[choice] = float(np.mean(logits.argmax(axis=1) == labels))
-                        scores[choice] = log_loss(logits, labels)
-                    else:
-                        scores[choice] = masked_mse(prediction, Y_valid, known_valid)
+                    accuracies[choice], scores[choice] = validation_scores(
+                        self._from_neighbours(distances), Y_valid, known_valid, self.layout)
         # the steps only where they score strictly better on validation: the frames are the
         # tokens the model reads
         rank = {"frames": 0, "steps": 1}

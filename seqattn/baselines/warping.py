@@ -24,8 +24,9 @@ chosen on validation with the band and k, the steps only where their validation 
 values: mean squared error) is strictly better.
 
 Its cost grows as the training samples times the compared samples times the squared number of
-tokens (of steps, `hop` times more, where those are compared). :func:`seqattn.evaluate` fits it where it is given, ``baselines=[...]``; it is not among
-the defaults of :func:`seqattn.baselines.for_batch`.
+tokens (of steps, `hop` times more, where those are compared). :func:`seqattn.evaluate` fits it
+where it is given, ``baselines=[...]``; it is not among the defaults of
+:func:`seqattn.baselines.for_batch`.
 """
 import numpy as np
 
@@ -158,8 +159,7 @@ class WarpingNeighbour(Baseline):
         training = self._views(X[keep], lengths[keep])
         X_valid, lengths_valid, Y_valid, known_valid = self._rows(validation)
         references, scores, accuracies = {}, {}, {}
-        # frames first: of views that score the same, the frames are kept
-        for order, (view, queries) in enumerate(self._views(X_valid, lengths_valid).items()):
+        for view, queries in self._views(X_valid, lengths_valid).items():
             self._reference(*training[view], view)
             references[view] = (self.X, self.lengths, self.mean, self.scale)
             for window in self.windows:

@@ -53,8 +53,7 @@ class WarpingNeighbourPath(NeighbourPath):
         super().__init__(in_features, n_tokens, references, neighbours, classes, dtype)
         self.window = float(window)
         self.steps_shape = None if steps_shape is None else tuple(int(n) for n in steps_shape)
-        # the channels compared per step of a series: a token's, or a step's inside the frames
-        width = in_features if steps_shape is None else self.steps_shape[1]
+        width = self.width
         # per channel, as the baseline standardizes a token; the references stored standardized
         for name, shape, value in (("references", (references, n_tokens * width), 0.0),
                                    ("mean", width, 0.0), ("scale", width, 1.0),
@@ -66,7 +65,8 @@ class WarpingNeighbourPath(NeighbourPath):
 
     @property
     def width(self):
-        """The channels compared per step of a series."""
+        """The channels compared per step of a series: a token's, or a step's inside the
+        frames."""
         return self.in_features if self.steps_shape is None else self.steps_shape[1]
 
     def votes(self, inputs, key_padding_mask=None):

@@ -106,12 +106,19 @@ class SequenceModel(Module):
 
     def forward(self, inputs, key_padding_mask=None, coords=None, attn_mask=None,
                 structure=None):
+        out, path = self.terms(inputs, key_padding_mask, coords, attn_mask, structure)
+        return out if path is None else autodiff.add(out, path)
+
+    def terms(self, inputs, key_padding_mask=None, coords=None, attn_mask=None,
+              structure=None):
+        """The two terms the outputs are the sum of, apart: the head's (attention's) and the
+        linear path's (None without one)."""
         encoded = self.encoder(inputs, key_padding_mask, coords, attn_mask, structure)
         out = self.head(self.pool(encoded, None if self.config.pooling == "cls"
                                   else key_padding_mask))
         if self.linear is None:
-            return out
-        return autodiff.add(out, self.linear(inputs, key_padding_mask, pooled=True))
+            return out, None
+        return out, self.linear(inputs, key_padding_mask, pooled=True)
 
     def start_from_linear(self, weight, bias):
         """Start at the linear map (weight (out, F), bias (out,)) of the inputs' mean over

@@ -26,7 +26,7 @@ import xarray as xr
 
 from ..autodiff.tensor import unwrap
 from ..backend import CPU
-from ..data.model_call import ModelCall, evaluation_mode
+from ..data.model_call import evaluation_mode
 from ..nn.placement import moved
 
 # (attention, expert) weights, the product of the two first: a tie goes to the earlier one
@@ -50,14 +50,12 @@ def expert_outputs(model, batches):
     targets)``, attention's logits (S, C) (the head), the neighbour path's outputs (S, C) and
     the class ids (S,) of every sample."""
     _check_two_experts(model)
-    call = ModelCall(model)
     attention, expert, targets = [], [], []
     for batch in batches:
-        whole = call(batch).astype(np.float64)
         with evaluation_mode(model):
-            path = unwrap(model.linear(batch.tokens, batch.key_padding_mask))
-        path = np.asarray(moved(path, CPU), np.float64)
-        attention.append(whole - path)
+            terms = model.terms(batch.tokens, batch.key_padding_mask, coords=batch.coords)
+        head, path = (np.asarray(moved(unwrap(t), CPU), np.float64) for t in terms)
+        attention.append(head)
         expert.append(path)
         targets.append(np.asarray(batch.targets).reshape(-1))
     return (np.concatenate(attention), np.concatenate(expert),
@@ -164,7 +162,7 @@ def weigh_experts(model, weights):
 
 def _check_two_experts(model):
     linear = getattr(model, "linear", None)
-    if getattr(model, "head", None) is None or getattr(linear, "votes", None) is None:
+    if not hasattr(model, "terms") or getattr(linear, "votes", None) is None:
         raise ValueError("expert weights need a SequenceModel with a neighbour path "
                          "(linear_features='neighbours', started by warm_start(..., "
                          "keep_head=True))")

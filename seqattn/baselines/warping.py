@@ -23,6 +23,10 @@ waveform's shape that frames of several steps blur; whether to compare frames or
 chosen on validation with the band and k, the steps only where their validation accuracy (for
 values: mean squared error) is strictly better.
 
+With ``validation_references=True`` the validation samples join the training samples as
+references once the band, k and view are chosen (standardized as the training samples were):
+the choice is made as above, and the rule then votes over every labelled sample it was given.
+
 Its cost grows as the training samples times the compared samples times the squared number of
 tokens (of steps, `hop` times more, where those are compared). :func:`seqattn.evaluate` fits it
 where it is given, ``baselines=[...]``; it is not among the defaults of
@@ -95,9 +99,15 @@ class WarpingNeighbour(Baseline):
     steps : array of int (hop, K), optional
         ``SignalAdapter.step_features()``: also compare the steps the frame tokens hold, and
         choose between frames and steps on validation.
+    validation_references : bool, default False
+        Once the band, k and view are chosen, add the validation samples to the training
+        samples as references (what a cross-validated nearest-neighbour rule does after its
+        choice): on a small training file the fifth held out for the choice is a fifth of
+        the references.
     """
 
-    def __init__(self, windows=WINDOWS, neighbours=NEIGHBOURS, steps=None):
+    def __init__(self, windows=WINDOWS, neighbours=NEIGHBOURS, steps=None,
+                 validation_references=False):
         windows, neighbours = tuple(windows), tuple(neighbours)
         if not windows or not all(0.0 <= w <= 1.0 for w in windows):
             raise ValueError(f"windows={windows!r}; expected bands as fractions of the length "
@@ -114,6 +124,7 @@ class WarpingNeighbour(Baseline):
                                  "expected the (hop, K) feature indices that "
                                  "SignalAdapter.step_features() gives")
         self.steps = steps
+        self.validation_references = bool(validation_references)
         self.view = "frames"
 
     @property
@@ -159,7 +170,8 @@ class WarpingNeighbour(Baseline):
         training = self._views(X[keep], lengths[keep])
         X_valid, lengths_valid, Y_valid, known_valid = self._rows(validation)
         references, scores, accuracies = {}, {}, {}
-        for view, queries in self._views(X_valid, lengths_valid).items():
+        held = self._views(X_valid, lengths_valid)
+        for view, queries in held.items():
             self._reference(*training[view], view)
             references[view] = (self.X, self.lengths, self.mean, self.scale)
             for window in self.windows:
@@ -178,14 +190,35 @@ class WarpingNeighbour(Baseline):
             best = min(scores, key=lambda c: (scores[c], rank[c[0]], c[1:]))
         self.view, self.window = best[0], best[1]
         self.X, self.lengths, self.mean, self.scale = references[self.view]
+        if self.validation_references:
+            self._add_references(held[self.view], Y_valid, known_valid)
         self.k = min(best[2], len(self.X))
         chosen = {"window": self.window, "k": self.k}
         if self.steps is not None:
             chosen["view"] = self.view
+        if self.validation_references:
+            chosen["references"] = len(self.X)
         if not self.layout.classes:
             return {**chosen, "validation_mse": _by_choice(scores)}
         return {**chosen, "validation_accuracy": _by_choice(accuracies),
                 "validation_log_loss": _by_choice(scores)}
+
+    def _add_references(self, validation, Y_valid, known_valid):
+        """Add the validation series `validation` (series, lengths) of the chosen view that have
+        a known target to the references, standardized as the training series were (the rule
+        chosen keeps its scale)."""
+        X_valid, lengths_valid = validation
+        keep = (known_valid if known_valid.ndim == 1 else known_valid.any(axis=1)) & (
+            lengths_valid > 0)
+        X_valid, lengths_valid = X_valid[keep], lengths_valid[keep]
+        real = np.arange(X_valid.shape[1]) < lengths_valid[:, None]
+        X_valid = np.where(real[..., None], (X_valid - self.mean) / self.scale, 0.0)
+        width = max(self.X.shape[1], X_valid.shape[1])
+        self.X = np.concatenate([np.pad(x, ((0, 0), (0, width - x.shape[1]), (0, 0)))
+                                 for x in (self.X, X_valid)])
+        self.lengths = np.concatenate([self.lengths, lengths_valid])
+        self.Y = np.concatenate([self.Y, Y_valid[keep]])
+        self.known = np.concatenate([self.known, known_valid[keep]])
 
     def _reference(self, X, lengths, view):
         """Keep the training series `X` (real tokens first) of `view`, standardized with the

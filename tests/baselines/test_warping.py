@@ -15,6 +15,7 @@ from seqattn.baselines import PooledFeatures, WarpingNeighbour
 from seqattn.baselines import warping
 from seqattn.kernels.cpu.warping_distance import warping_distance_matrix
 from seqattn.baselines.sequences import smoothed_votes
+from seqattn.data.targets import MISSING_CLASS
 from seqattn.models import build
 from seqattn.readers import read_series_file
 
@@ -113,6 +114,34 @@ def test_the_band_is_chosen_on_validation(by_shape):
     assert np.mean(fitted.predict(test).argmax(-1) == test.targets) >= 0.9
     assert fitted.name == f"{fitted.k}-nearest neighbour (DTW, " \
         f"{'no window' if fitted.window == 1.0 else f'window {100 * fitted.window:g} %'})"
+
+
+def test_validation_series_join_the_references_after_the_choice():
+    x, labels = bumps(44, 5, by_shape=True, cut=True)
+    labels[25] = MISSING_CLASS  # a validation series without a label is no reference
+    train, valid, test = (series_batch(x[part], labels[part])
+                          for part in (slice(0, 16), slice(16, 36), slice(36, 44)))
+    plain = WarpingNeighbour().fit([train], [valid])
+    joined = WarpingNeighbour(validation_references=True).fit([train], [valid])
+    # the same choice, made on validation before the validation series joined
+    for key in ("window", "k", "validation_accuracy", "validation_log_loss"):
+        assert joined.chosen[key] == plain.chosen[key]
+    assert joined.chosen["references"] == len(joined.X) == 16 + 19
+    np.testing.assert_array_equal(joined.Y, np.delete(labels[:36], 25))
+    # the validation series are standardized with the training series' statistics
+    assert (joined.mean, joined.scale) == (plain.mean, plain.scale)
+    X, lengths = warping.series(test)
+    distances = warping_distance_matrix((X - joined.mean) / joined.scale, lengths, joined.X,
+                                        joined.lengths, joined.window)
+    assert distances.shape == (8, 35) and np.isfinite(distances).all()
+    nearest = np.argsort(distances, axis=1, kind="stable")[:, :joined.k]
+    np.testing.assert_allclose(joined.predict(test), smoothed_votes(joined.Y[nearest], 2),
+                               rtol=1e-6)
+    # a validation series is now at distance 0 from a reference: its own
+    X, lengths = warping.series(series_batch(x[16:20], labels[16:20]))
+    own = warping_distance_matrix((X - joined.mean) / joined.scale, lengths, joined.X,
+                                  joined.lengths, joined.window)
+    np.testing.assert_allclose(own[np.arange(4), 16 + np.arange(4)], 0.0, atol=1e-9)
 
 
 def test_padding_anywhere_is_left_out_and_the_order_kept():

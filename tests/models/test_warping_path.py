@@ -63,6 +63,19 @@ def test_a_started_model_gives_the_baselines_probabilities_on_new_series():
     assert model.config.linear_tokens == LENGTH
 
 
+def test_a_path_keeps_the_validation_references_of_its_baseline():
+    train = batch(TOKENS[:40], LABELS[:40], key_padding_mask=PADDING[:40])
+    valid = batch(TOKENS[40:50], LABELS[40:50], key_padding_mask=PADDING[40:50])
+    baseline = WarpingNeighbour(windows=(0.0, 0.1, 1.0), neighbours=(1, 3),
+                                validation_references=True).fit([train], [valid])
+    model = warm_start(neighbour_model(), baseline)
+    assert model.config.linear_references == 50
+    new = slice(50, 60)
+    expected = baseline.predict(batch(TOKENS[new], LABELS[new], key_padding_mask=PADDING[new]))
+    np.testing.assert_allclose(probabilities(model(TOKENS[new], PADDING[new])),
+                               np.exp(expected), rtol=1e-6)
+
+
 def test_a_training_series_is_scored_by_the_other_references():
     baseline = fitted(windows=(1.0,), neighbours=(1,))
     model = warm_start(neighbour_model(), baseline)

@@ -1,11 +1,15 @@
 """The linear layers' x W^T and dout W on packed_gemm's register path, forced on (in this
 process it is taken only where SciPy's OpenBLAS runs a kernel narrower than AVX-512): against
 float64 NumPy at shapes with remainders, the path's bits whatever the split of rows over
-threads, and the choice from the kernel family OpenBLAS names."""
+threads, the choice from the kernel family OpenBLAS names, and a forward on BLAS's path
+compiled without the register driver."""
+import textwrap
+
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
 
+from cache_child import run_on_cache
 from gradcheck import assert_float32_close
 from seqattn import ops
 from seqattn.kernels.cpu import linear
@@ -109,3 +113,27 @@ def test_corename_is_the_kernel_family_scipys_openblas_runs():
     assert blas_library.CORENAME == blas_library.openblas_corename() == scipys[0]
     assert packed_gemm.NT_NN_IN_REGISTERS == nt_nn_in_registers(packed_gemm.TN_IN_REGISTERS,
                                                                 scipys[0])
+
+
+_FORWARD_ON_BLAS = textwrap.dedent("""
+    import json
+    import numpy as np
+    from seqattn import ops
+    from seqattn.kernels.cpu import called_by_name, linear
+    linear.NT_NN_IN_REGISTERS = False
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 8)).astype(np.float32)
+    weight = rng.normal(size=(5, 8)).astype(np.float32)
+    y = ops.linear(x, weight)
+    print(json.dumps({"error": float(np.abs(y - x @ weight.T).max()),
+                      "registered": sorted(called_by_name._COMPILED)}))
+""")
+
+
+def test_a_forward_on_blas_path_is_compiled_without_the_register_driver(tmp_path):
+    """Where x W^T takes BLAS's path, the float32 forward's kernel leaves out the register
+    driver (the larger part of a first run's linear forward): its C function is never
+    registered, in a new process on an empty cache."""
+    run = run_on_cache(_FORWARD_ON_BLAS, tmp_path)
+    assert run["error"] < 1e-4
+    assert "seqattn_packed_gemm_in_registers" not in run["registered"]

@@ -113,9 +113,10 @@ def _vector(x):
 
 
 def _rows_in_registers(x):
-    """Whether x W^T and dout W take the register path (float32 only: float64 keeps BLAS's
-    blocks of rows as well as its products)."""
-    return NT_NN_IN_REGISTERS and x.dtype == np.float32
+    """True where x W^T and dout W take the register path (float32 only: float64 keeps BLAS's
+    blocks of rows as well as its products), else None: then the kernels compile BLAS's path
+    only (packed_gemm)."""
+    return True if NT_NN_IN_REGISTERS and x.dtype == np.float32 else None
 
 
 def linear_forward(out, x, weight, bias, has_bias):

@@ -31,8 +31,9 @@ OpenBLAS as the BLAS library: dW always (``TN_IN_REGISTERS``), x W^T and dout W 
 OpenBLAS's kernel is narrower than AVX-512 (``NT_NN_IN_REGISTERS``, from the kernel family
 OpenBLAS names, ``blas_library.CORENAME``). MKL (when installed, ``blas_library``) ran dW
 1.03-1.4x as fast as this driver, so with MKL, on CPUs without AVX-512 and for float64
-(gradient checks), the products are BLAS's. The choices are passed to :func:`packed_gemm` at
-run time: code cached on disk must not keep the library of the process that compiled it.
+(gradient checks), the products are BLAS's. The choices are passed to :func:`packed_gemm` as
+arguments (None for BLAS, whose type leaves the register path out of the compiled code): code
+cached on disk must not keep the library of the process that compiled it.
 """
 import numpy as np
 from numba import njit, types
@@ -228,13 +229,15 @@ def packed_gemm(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
     :func:`gemm_in_registers`); callable from @njit code only. a, b and c need unit stride
     along their last axis (row-major arrays and their row or column blocks). float32 runs
     :func:`gemm_in_registers` when ``in_registers``; otherwise, and float64,
-    :func:`gemm_through_blas`. The caller decides on the product's size (see MIN_WORK)."""
+    :func:`gemm_through_blas`. ``in_registers`` None chooses BLAS when compiled: the register
+    driver, the larger part of a first run's linear forward, is then not compiled in. The
+    caller decides on the product's size (see MIN_WORK)."""
     raise NotImplementedError("packed_gemm is only callable from @njit code")
 
 
 @overload(packed_gemm, jit_options={"cache": True})
 def _packed_gemm_impl(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
-    if c.dtype == types.float32:
+    if c.dtype == types.float32 and not isinstance(in_registers, types.NoneType):
         def by_flag(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
             if in_registers:
                 # as views of any layout: one compiled driver for every caller's layouts

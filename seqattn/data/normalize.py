@@ -88,10 +88,6 @@ class Normalizer:
     def variables(self):
         return list(self.stats.data_vars)
 
-    def _pair(self, name, da):
-        s = self._matched(self.stats[name], da, name)
-        return s.sel(stat="mean", drop=True), s.sel(stat="std", drop=True)
-
     def check(self, ds):
         """Raise the error :meth:`apply` would: a ``per_dims`` coordinate value of `ds` that has
         no statistics (see the module docstring)."""
@@ -120,30 +116,48 @@ class Normalizer:
 
     def apply(self, ds):
         """A new Dataset with every variable that has statistics normalized."""
-        out = ds.copy()
-        for name in self.variables:
-            if name in ds.data_vars:
-                mean, std = self._pair(name, ds[name])
-                out[name] = ((ds[name] - mean) / std).assign_attrs(ds[name].attrs)
-        return out
+        return self._mapped(ds, lambda x, mean, std: (x - mean) / std)
 
     def invert(self, ds):
         """Undo :meth:`apply` on a new Dataset."""
-        out = ds.copy()
-        for name in self.variables:
-            if name in ds.data_vars:
-                mean, std = self._pair(name, ds[name])
-                out[name] = (ds[name] * std + mean).assign_attrs(ds[name].attrs)
-        return out
+        return self._mapped(ds, lambda x, mean, std: x * std + mean)
 
     def invert_scale(self, ds):
         """Undo only the division by std on a new Dataset: for differences of normalized values
         (forecast increments), whose means cancel, ``(a - mean) / std - (b - mean) / std``."""
-        out = ds.copy()
+        return self._mapped(ds, lambda x, mean, std: x * std)
+
+    def _mapped(self, ds, formula):
+        """A new Dataset with ``formula(x, mean, std)`` in place of every variable x that has
+        statistics (its attrs kept).
+
+        The statistics are matched to each variable's coordinates first (:meth:`_matched`).
+        Where each of their dims is one of the variable's, with a coordinate on both or on
+        neither, the formula runs on the arrays broadcast by position and the Dataset is copied
+        with the new arrays: on a batch's region xarray's alignment and merge cost more than
+        the arithmetic. Otherwise xarray broadcasts and aligns them."""
+        arrays, aligned = {}, {}
         for name in self.variables:
-            if name in ds.data_vars:
-                _, std = self._pair(name, ds[name])
-                out[name] = (ds[name] * std).assign_attrs(ds[name].attrs)
+            if name not in ds.data_vars:
+                continue
+            da = ds[name]
+            stats = self._matched(self.stats[name], da, name)
+            dims = [d for d in stats.dims if d != "stat"]
+            if set(stats.coords) <= set(stats.dims) and all(
+                    d in da.dims and (d in stats.coords) == (d in da.coords) for d in dims):
+                order = [d for d in da.dims if d in dims]
+                shape = [da.sizes[d] if d in dims else 1 for d in da.dims]
+                values = stats.transpose("stat", *order)
+                mean, std = (np.asarray(values.sel(stat=s).values).reshape(shape)
+                             for s in STATS)
+                arrays[name] = formula(da.data, mean, std)
+            else:
+                mean, std = (stats.sel(stat=s, drop=True) for s in STATS)
+                aligned[name] = formula(da, mean, std).assign_attrs(da.attrs)
+        out = ds.copy(data={name: arrays.get(name, ds[name].data) for name in ds.data_vars}
+                      if arrays else None)
+        for name, da in aligned.items():
+            out[name] = da
         return out
 
     def to_dict(self):

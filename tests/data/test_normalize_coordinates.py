@@ -91,3 +91,22 @@ def test_labels_match_exactly_and_unlabelled_dims_by_size():
     with pytest.raises(ValueError, match="'x' has 2 entries along 'station', but its statistics "
                                          "per 'station' were fitted on 3"):
         bare.apply(ds.drop_vars("station").isel(station=[0, 1]))
+
+
+def test_statistics_meet_variables_whose_dims_come_in_another_order():
+    # statistics per (level, channel) applied to a variable laid out (channel, time, level):
+    # the same numbers as xarray's own broadcasting by dim name gives, and back again
+    rng = np.random.default_rng(3)
+    ds = xr.Dataset({"x": (("time", "level", "channel"), rng.normal(size=(6, 3, 2)) * 5 + 7)},
+                    coords={"level": LEVELS})
+    ds["x"].attrs["units"] = "K"
+    normalizer = Normalizer.fit(ds, ["x"], per_dims=("level", "channel"))
+    turned = ds.transpose("channel", "time", "level").isel(level=[2, 0])
+    stats = normalizer.stats["x"].sel(level=turned.level)
+    want = (turned["x"] - stats.sel(stat="mean", drop=True)) / stats.sel(stat="std", drop=True)
+    got = normalizer.apply(turned)
+    assert got["x"].dims == ("channel", "time", "level") and got["x"].attrs == {"units": "K"}
+    np.testing.assert_allclose(got["x"].values, want.transpose(*got["x"].dims).values,
+                               rtol=1e-12)
+    xr.testing.assert_allclose(normalizer.invert(got), turned)
+    assert np.abs(got["x"].values).max() < 4  # normalized, not the raw values

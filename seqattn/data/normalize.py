@@ -147,9 +147,9 @@ class Normalizer:
                     d in da.dims and (d in stats.coords) == (d in da.coords) for d in dims):
                 order = [d for d in da.dims if d in dims]
                 shape = [da.sizes[d] if d in dims else 1 for d in da.dims]
-                values = stats.transpose("stat", *order)
-                mean, std = (np.asarray(values.sel(stat=s).values).reshape(shape)
-                             for s in STATS)
+                values = np.asarray(stats.transpose("stat", *order).values)
+                at = list(stats["stat"].values)
+                mean, std = (values[at.index(s)].reshape(shape) for s in STATS)
                 arrays[name] = formula(da.data, mean, std)
             else:
                 mean, std = (stats.sel(stat=s, drop=True) for s in STATS)

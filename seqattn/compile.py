@@ -14,7 +14,8 @@ as many at once as there are cores, since Numba compiles on one thread per proce
 
 A first run that skips this step compiles as it goes (saying so, with a progress bar), beside
 one helper process (:func:`start_helper`, started by the run's first compilation or by its first
-launch that misses a kernel) that takes requests: the backward of each forward the run compiles
+launch that misses a kernel) that takes requests: first the register products' C functions
+(:data:`PRODUCTS`), then the backward of each forward the run compiles
 (linear map, short and tiled attention; for an attention call with structured biases, the
 backward of that call itself, :func:`backward_of_call_job`), and the versions of sized kernels
 (cpu/threads.py) that the run's launches miss; such a launch runs the other version meanwhile
@@ -48,6 +49,11 @@ HANDOVERS = (
     ("seqattn.kernels.cpu.linear._linear_forward", "linear-backward",
      ("seqattn.kernels.cpu.linear._linear_backward",)),
 )
+# The C functions of register_gemm.py (products and transposes), which every float32
+# attention kernel calls by name: the first kernel to reach them compiles them. The helper
+# compiles them first, beside the run's first kernels, and the run's first attention kernel
+# loads them.
+PRODUCTS = ("seqattn_register_gemm_product_f32", "seqattn_register_gemm_transpose_f32")
 # The attention forwards: their backward jobs have the signature of a call without structured
 # biases (distances, pair codes), so they are handed over at such a call's forward only.
 ATTENTION_FORWARDS = (HELPER_AFTER, SHORT_FORWARD)
@@ -113,6 +119,16 @@ def attention_backward_job():
     short_backward_job()
 
 
+def register_products_job():
+    """The C functions of the register products (float32), where float32 products take them."""
+    from .kernels.cpu.called_by_name import register
+    from .kernels.cpu.gemm.register_gemm import IN_REGISTERS
+
+    if IN_REGISTERS:
+        for symbol in PRODUCTS:
+            register(symbol)
+
+
 def linear_backward_job():
     """The linear map's backward (float32, with a bias and an input gradient)."""
     from .kernels.cpu.linear import linear_backward
@@ -173,9 +189,10 @@ JOBS = {"attention-backward": attention_backward_job,
         "sequence-model": sequence_model_job,
         "tiled-backward": tiled_backward_job,
         "short-backward": short_backward_job,
-        "linear-backward": linear_backward_job}
+        "linear-backward": linear_backward_job,
+        "register-products": register_products_job}
 # Jobs that only the helper runs (compile_all's jobs include what they compile).
-HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward")
+HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward", "register-products")
 
 
 def compile_parallel_twins():
@@ -338,6 +355,17 @@ def hand_over(lock, job, launches, on_wait=None, call=None):
     path = _write_request(lock, JOB_PRIORITY, dict(job=job, call=call))
     compiling_elsewhere(launches,
                         lambda: not os.path.exists(path) or not _helper_running(lock), on_wait)
+
+
+def hand_over_products(lock):
+    """At the helper's start: it compiles the register products first (PRODUCTS), and this
+    process's first kernel that calls them waits for it, where float32 products take them and
+    the cache lacks them."""
+    from .kernels.cpu.called_by_name import available
+    from .kernels.cpu.gemm.register_gemm import IN_REGISTERS
+
+    if IN_REGISTERS and not all(available(symbol) for symbol in PRODUCTS):
+        hand_over(lock, "register-products", PRODUCTS)
 
 
 def _serve_one(request):

@@ -8,8 +8,9 @@ says once, on stderr, what is happening, and then counts the kernels compiled (a
 names the one being compiled, on a terminal). A run whose kernels all come from the cache shows
 nothing.
 The first compilation (or a launch that misses its kernel before it) also starts the helper
-process of :func:`seqattn.compile.start_helper`, which compiles the versions of sized kernels
-that launches miss; that of a forward kernel (the linear map's, the attention's) hands it the
+process of :func:`seqattn.compile.start_helper`, which compiles first the register products
+that attention kernels call by name, then the versions of sized kernels that launches miss;
+the first compilation of a forward kernel (the linear map's, the attention's) hands it the
 backward, which the run needs last, and an attention call with structured biases hands it the
 backward of the call itself (:func:`hand_over_structured_backward`).
 """
@@ -123,12 +124,14 @@ class CompileNotice(event.Listener):
 
     def start_helper_once(self):
         """Start the helper, at most once a process (a launch that misses its kernel may do it
-        before any compilation: kernels/cpu/threads.py)."""
-        from .compile import start_helper
+        before any compilation: kernels/cpu/threads.py), and hand it the register products."""
+        from .compile import hand_over_products, start_helper
 
         if self.start_helper and not self._helper_started:
             self._helper_started = True
             self._helper_lock = start_helper()
+            if self._helper_lock is not None:
+                hand_over_products(self._helper_lock)
 
     def _show(self, what):
         if self.bar is not None:

@@ -1,13 +1,16 @@
 """Functions called by name (seqattn.kernels.cpu.called_by_name): a calling kernel's module holds
 a declaration of the register products, not their code; and a kernel that calls them runs when
 it comes from Numba's cache in a new process (which must register the symbol before the cached
-code is loaded: without it the process crashed)."""
+code is loaded: without it the process crashed); and a function that another process is
+compiling into the cache is waited for, not compiled twice."""
 import textwrap
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from cache_child import run_on_cache
+from seqattn.kernels.compiled_elsewhere import compiling_elsewhere
+from seqattn.kernels.cpu.called_by_name import called_by_name
 from seqattn.kernels.cpu.gemm.register_gemm import register_gemm
 
 
@@ -54,3 +57,24 @@ def test_kernels_calling_by_name_run_when_loaded_from_the_cache_in_a_new_process
     assert compiled["misses"] == 2 and loaded["misses"] == 0
     for run in (compiled, loaded):
         assert run["error"] < 1e-4 and run["same"]
+
+
+def _twice(x):
+    return 2 * x
+
+
+_TWICE = called_by_name("seqattn_test_twice", types.int64(types.int64))(_twice)
+
+
+@njit
+def _call_twice(x):
+    return _TWICE((x,))
+
+
+def test_a_c_function_that_another_process_compiles_is_waited_for():
+    """As a helper process compiles the register products on a first run
+    (seqattn.compile.hand_over_products): the first kernel that calls it waits, then loads."""
+    polls = []
+    compiling_elsewhere(["seqattn_test_twice"], lambda: polls.append(1) or len(polls) > 2)
+    assert _call_twice(21) == 42
+    assert len(polls) == 3, "registered without waiting for the process compiling it"

@@ -12,6 +12,7 @@ import types
 
 import numba
 import numpy as np
+import pytest
 from numba import prange
 
 from seqattn.compile import HELPER_LOCK_SECONDS, VersionRequests, _helper_running, serve
@@ -135,10 +136,11 @@ def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once
         monkeypatch):
     import seqattn.compile
 
-    helpers, started = [], []
+    helpers, started, products = [], [], []
     monkeypatch.setattr(seqattn.compile, "start_helper", lambda: helpers.append(1) or "lock")
     monkeypatch.setattr(seqattn.compile, "hand_over",
                         lambda lock, job, launches, on_wait: started.append((lock, job)))
+    monkeypatch.setattr(seqattn.compile, "hand_over_products", products.append)
     notice = CompileNotice(_Stream(False), start_helper=True)
     plain, with_pair = _score_modifications(pair=False), _score_modifications(pair=True)
     # the short kernel's arguments end with the batch geometry, None without structured biases
@@ -151,13 +153,40 @@ def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once
             ("seqattn.kernels.cpu.attention", "_forward_tasks_serial", (with_pair,))]:
         _compile_named(notice, module, name, args)
     assert helpers == [1], "one helper, from the first compilation on"
+    assert products == ["lock"], "the register products, once, at the helper's start"
     handed = [("lock", "linear-backward"), ("lock", "short-backward")]
     assert started == handed, "an attention backward for a forward whose signature it lacks"
     for name in ("_forward_tasks_serial", "_forward_tasks"):
         _compile_named(notice, "seqattn.kernels.cpu.attention", name, (plain,))
     _compile_named(notice, "seqattn.kernels.cpu.linear", "_linear_forward", ())
     assert started == handed + [("lock", "tiled-backward")] and helpers == [1]
+    assert products == ["lock"]
     notice.close()
+
+
+_PRODUCTS_CHILD = """
+import json
+from seqattn.compile import PRODUCTS, run_job
+from seqattn.kernels.cpu.called_by_name import _COMPILED, available
+from seqattn.kernels.cpu.gemm.register_gemm import IN_REGISTERS
+before = [available(symbol) for symbol in PRODUCTS]
+run_job("register-products", parallel_twins=False)
+print(json.dumps({"before": before, "registered": [s in _COMPILED for s in PRODUCTS],
+                  "in_registers": IN_REGISTERS}))
+"""
+
+
+def test_the_register_products_job_fills_the_cache_a_first_attention_kernel_loads(tmp_path):
+    """What the helper compiles first: the C functions that the run's float32 attention
+    kernels then find in the cache (available), where float32 products take them."""
+    from cache_child import run_on_cache
+
+    first = run_on_cache(_PRODUCTS_CHILD, tmp_path)
+    if not first["in_registers"]:
+        pytest.skip("float32 products go through BLAS on this CPU")
+    second = run_on_cache(_PRODUCTS_CHILD, tmp_path)
+    assert all(first["registered"]) and not any(first["before"]), "compiled on an empty cache"
+    assert all(second["before"]), "not found in the cache by the next process"
 
 
 def _score_modifications(pair):

@@ -22,8 +22,13 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 from numba import cfunc, types
 from numba.core import cgutils
+from numba.core.caching import FunctionCache
 from numba.core.codegen import CPUCodeLibrary
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.registry import cpu_target
 from numba.extending import intrinsic
+
+from ..compiled_elsewhere import wait_for
 
 # symbol -> (py_func, signature); the compiled C functions, kept alive while the process runs
 _DEFINITIONS = {}
@@ -34,6 +39,7 @@ def register(symbol):
     """Compile (or load from the cache) the C function ``symbol`` and give LLVM its address;
     once per process."""
     if symbol not in _COMPILED:
+        wait_for(symbol)  # a helper process compiling it into the disk cache: load it then
         py_func, signature = _DEFINITIONS[symbol]
         _COMPILED[symbol] = None  # loading the C function's own cached code comes back here
         try:
@@ -43,6 +49,17 @@ def register(symbol):
             raise
         llvm.add_symbol(symbol, compiled.address)
         _COMPILED[symbol] = compiled
+
+
+def available(symbol):
+    """Whether the C function ``symbol`` is registered in this process or in Numba's disk
+    cache (loading it from there takes milliseconds)."""
+    if _COMPILED.get(symbol) is not None:
+        return True
+    py_func, signature = _DEFINITIONS[symbol]
+    with global_compiler_lock:
+        return FunctionCache(py_func).load_overload(signature,
+                                                    cpu_target.target_context) is not None
 
 
 def _registering_first(unserialize):

@@ -186,10 +186,12 @@ def _fill_called_by_name(geometry, b, dist):
 @overload(_fill_called_by_name, jit_options={"cache": True})
 def _fill_called_by_name_impl(geometry, b, dist):
     """The C function of the geometry's dtype where every array is row-major, the same
-    signature as the C function's; else :func:`_fill` compiled into the caller."""
+    signature as the C function's; else :func:`_fill` compiled into the caller. Any integer
+    batch index is passed as the C function's intp (a parallel loop's index is unsigned)."""
     dtype = geometry.types[geometry.fields.index("weight")].dtype
     call = _FILL_BY_NAME.get(dtype)
-    fields = (*geometry.types, b, *dist.types[1:])
+    index = types.intp if isinstance(b, types.Integer) else b
+    fields = (*geometry.types, index, *dist.types[1:])
     if call is None or _fill_signature(dtype).args != tuple(types.unliteral(t) for t in fields):
         return lambda geometry, b, dist: _fill(geometry, b, dist)
 

@@ -188,10 +188,11 @@ def series_seed(module, train_all, test, seed, quick=False):
     train, validation = module.split_validation(train_all, config.validation_fraction, seed)
     ds = module.joined({"train": train, "validation": validation, "test": test})
     # evaluate's defaults and dynamic time warping on the same frames, which the defaults lack
+    # (the validation part joining its references, as it joins the recipe's expert's)
     defaults = for_batch(next(iter(adapter.batches(train, batch_size=4))), adapter)
     scores = seqattn.evaluate(model, ds, adapter, where=ds.part == "test",
                               train=ds.part == "train", validation=ds.part == "validation",
-                              baselines=[*defaults, WarpingNeighbour()])
+                              baselines=[*defaults, WarpingNeighbour(validation_references=True)])
     return {"model": model, "adapter": adapter, "ds": ds, "scores": scores}
 
 
@@ -200,7 +201,8 @@ def series(quick=False, seeds=None):
     warmup-cosine, early stopping on a stratified validation fifth of the training file) with
     the frame the recipe chose on both its own sets, (8, 4), on other sets sktime ships; test
     accuracy against evaluate's defaults and WarpingNeighbour on the frames (seqattn.baselines,
-    fitted on the training part, k, band and penalty chosen on the validation part) and the
+    fitted on the training part, k, band and penalty chosen on the validation part, which then
+    joins WarpingNeighbour's references) and the
     example's 1-NN of the field, DTW and Euclidean (no choices, on the whole training file)."""
     module = example("speaker_id")
     rows = []

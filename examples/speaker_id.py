@@ -16,8 +16,8 @@ token holds) is chosen per set, by cross-validation on its training file (``--se
     the adapter's batches (cross-entropy, AdamW, warmup-cosine, early stopping on a validation
     fifth of the training file) -> the nearest training series in dynamic time warping
     distance added as a second expert (``seqattn.baselines.WarpingNeighbour`` fitted on the
-    training part, its band and k chosen on the validation part, put into the model's
-    neighbour path by ``warm_start(..., keep_head=True)``: the model's logits are attention's
+    training part, its band and k chosen on the validation part, which then joins the
+    references, put into the model's neighbour path by ``warm_start(..., keep_head=True)``: the model's logits are attention's
     plus the votes' log probabilities, a product of the two experts) -> the two experts
     weighed (``seqattn.train.choose_expert_weights``: the weights of attention's logits and of
     the votes, 0 dropping one, chosen on out-of-fold predictions of the whole training file,
@@ -42,7 +42,8 @@ series), while predictions of samples no model or early stopping saw can.
 over time, the k nearest training series), fitted on the training part with their choices made
 on the validation part. Three more nearest-neighbour baselines are scored beside them:
 ``WarpingNeighbour`` (dynamic time warping, not among evaluate's defaults) on the same frames,
-its band and k chosen on the validation part, which beats this recipe on GunPoint; and two of
+its band and k chosen on the validation part, which then joins its references as it joins the
+model's expert's, which ties this recipe on GunPoint; and two of
 the field on the normalized series themselves, on the whole training file: 1-nearest neighbour
 in dynamic time warping distance (no band, ``WarpingNeighbour`` on one step per token) and in
 Euclidean distance (series resampled to a common length). The test file is read once, for the
@@ -179,10 +180,10 @@ def nearest_dtw(train_all, validation, test):
 
 def warping_on_frames(adapter, train, validation, test):
     """Test accuracy of ``WarpingNeighbour`` on the model's own frame tokens, fitted on the
-    training part, its band and k chosen on the validation part: not among evaluate's
-    defaults, so asked for here."""
-    fitted = WarpingNeighbour().fit(adapter.batches(train, batch_size=64),
-                                    adapter.batches(validation, batch_size=64))
+    training part, its band and k chosen on the validation part, which then joins the
+    references (as in the model's expert): not among evaluate's defaults, so asked for here."""
+    fitted = WarpingNeighbour(validation_references=True).fit(
+        adapter.batches(train, batch_size=64), adapter.batches(validation, batch_size=64))
     return accuracy_of(fitted, adapter.batches(test, batch_size=64))
 
 
@@ -210,9 +211,11 @@ def train_model(train, validation, frames, config):
     # ... then the nearest training series in warping distance join as a second expert: their
     # votes' log probabilities are added to attention's logits (band and k chosen on the
     # validation part, band 0 between series of one length is the Euclidean neighbours; and
-    # whether to warp the frames or the steps they hold, the steps where they score better)
-    neighbours = WarpingNeighbour(steps=adapter.step_features()).fit(
-        adapter.batches(train, batch_size=64), held, n_classes=model.config.out_features)
+    # whether to warp the frames or the steps they hold, the steps where they score better);
+    # the validation part then joins the references
+    neighbours = WarpingNeighbour(steps=adapter.step_features(), validation_references=True)
+    neighbours.fit(adapter.batches(train, batch_size=64), held,
+                   n_classes=model.config.out_features)
     return warm_start(model, neighbours, keep_head=True), adapter
 
 

@@ -2,8 +2,9 @@
 of seqattn.baselines on its frame tokens and both 1-nearest-neighbour baselines of the field
 (Euclidean, DTW) on JapaneseVowels and on GunPoint (the data files come with `pip install
 --no-deps sktime`); each set's frames were chosen by cross-validation on its training file.
-WarpingNeighbour on the frame tokens (band and k chosen on validation) is beaten on
-JapaneseVowels; on GunPoint it beats the recipe (the example and the README say so)."""
+WarpingNeighbour on the frame tokens (band and k chosen on validation, the validation part then
+among its references as in the recipe's expert) is beaten on JapaneseVowels and not better than
+the recipe on GunPoint (a tie there: the example and the README say so)."""
 import sys
 from pathlib import Path
 
@@ -23,3 +24,5 @@ def test_quick_run_beats_the_strongest_library_baseline_and_nearest_neighbours()
         assert results["seqattn"] > results["1-NN DTW"], (name, results)
         if name == "JapaneseVowels":
             assert results["seqattn"] > results["k-NN DTW on the frames"], results
+        else:
+            assert results["seqattn"] >= results["k-NN DTW on the frames"], results

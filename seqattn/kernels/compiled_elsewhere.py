@@ -6,7 +6,13 @@ them, it waits for the helper and then loads the kernel from the cache rather th
 a second time (see SizedKernel.run in cpu/threads.py, and register in cpu/called_by_name.py
 for the C functions that kernels call by name). Numba writes cache files atomically, so
 a kernel is either loaded whole or, if the helper failed, compiled here as usual.
+
+A C function called by name is also marked while a process compiles it (:func:`compiling_here`):
+the job and the helper may reach the same one at once (the distance geometry's fill, the
+register products), and the second waits for the first rather than compiling it beside it.
 """
+import contextlib
+import os
 import time
 
 # A kernel's "module.qualname" (or the symbol of a C function, cpu/called_by_name.py) -> a
@@ -31,3 +37,53 @@ def wait_for(name, poll_seconds=0.05):
         on_wait()
     while not done():
         time.sleep(poll_seconds)
+
+
+# Seconds after which a mark is taken for one left by a process that died (a C function
+# compiles in seconds; a dead child that its parent has not reaped still looks alive).
+MARK_SECONDS = 120
+
+
+def _marked_by_another(mark):
+    """Whether ``mark`` names a live process other than this one and is fresh (an empty mark,
+    of a process that died before writing it or is writing it now, counts as none: at worst
+    two processes compile the function)."""
+    try:
+        with open(mark) as f:
+            pid = int(f.read() or 0)
+        if pid <= 0 or pid == os.getpid() or time.time() - os.path.getmtime(mark) > MARK_SECONDS:
+            return False
+        os.kill(pid, 0)
+    except (OSError, ValueError):  # gone, or its process has ended
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def compiling_here(folder, name, poll_seconds=0.05):
+    """Mark that this process compiles ``name`` into the cache ``folder`` while the block runs;
+    where a live process has marked it, wait until its mark is gone first (the block then finds
+    its work in the cache). Without a folder it can write to, the block just runs."""
+    mark = os.path.join(folder, name + ".compiling")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        while True:
+            try:
+                descriptor = os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                break
+            except FileExistsError:
+                if _marked_by_another(mark):
+                    time.sleep(poll_seconds)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(mark)
+        os.write(descriptor, str(os.getpid()).encode())
+        os.close(descriptor)
+    except OSError:
+        mark = None
+    try:
+        yield
+    finally:
+        if mark is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(mark)

@@ -2,14 +2,20 @@
 a declaration of the register products, not their code; and a kernel that calls them runs when
 it comes from Numba's cache in a new process (which must register the symbol before the cached
 code is loaded: without it the process crashed); and a function that another process is
-compiling into the cache is waited for, not compiled twice."""
+compiling into the cache (handed to the helper, or marked by whichever process reached it first)
+is waited for, not compiled twice."""
+import os
+import subprocess
+import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 from numba import njit, types
 
 from cache_child import run_on_cache
-from seqattn.kernels.compiled_elsewhere import compiling_elsewhere
+from seqattn.kernels.compiled_elsewhere import compiling_elsewhere, compiling_here
 from seqattn.kernels.cpu.called_by_name import called_by_name
 from seqattn.kernels.cpu.gemm.register_gemm import register_gemm
 
@@ -78,3 +84,35 @@ def test_a_c_function_that_another_process_compiles_is_waited_for():
     compiling_elsewhere(["seqattn_test_twice"], lambda: polls.append(1) or len(polls) > 2)
     assert _call_twice(21) == 42
     assert len(polls) == 3, "registered without waiting for the process compiling it"
+
+
+def _sleeping_process(seconds):
+    """A process that lives ``seconds``, reaped when it ends (an unreaped one looks alive)."""
+    process = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+    threading.Thread(target=process.wait, daemon=True).start()
+    return process
+
+
+def test_a_c_function_marked_by_another_live_process_is_waited_for(tmp_path):
+    """The job and the helper reach the distance geometry's fill at once: the second waits
+    until the first's mark is gone (here: its process ends), then marks it itself."""
+    other = _sleeping_process(1.0)
+    mark = tmp_path / "seqattn_toy.compiling"
+    mark.write_text(str(other.pid))
+    started = time.monotonic()
+    with compiling_here(str(tmp_path), "seqattn_toy", poll_seconds=0.01):
+        waited = time.monotonic() - started
+        assert mark.read_text() == str(os.getpid()), "not marked by this process"
+    assert not mark.exists(), "the mark outlived the compilation"
+    assert waited > 0.5 and other.poll() is not None, "did not wait for the live process"
+
+
+def test_a_mark_left_by_an_ended_process_is_taken_over(tmp_path):
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    mark = tmp_path / "seqattn_toy.compiling"
+    mark.write_text(ended.stdout.strip())
+    started = time.monotonic()
+    with compiling_here(str(tmp_path), "seqattn_toy"):
+        assert mark.read_text() == str(os.getpid())
+    assert time.monotonic() - started < 0.5

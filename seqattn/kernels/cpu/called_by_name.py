@@ -28,7 +28,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import cpu_target
 from numba.extending import intrinsic
 
-from ..compiled_elsewhere import wait_for
+from ..compiled_elsewhere import compiling_here, wait_for
 
 # symbol -> (py_func, signature); the compiled C functions, kept alive while the process runs
 _DEFINITIONS = {}
@@ -43,7 +43,9 @@ def register(symbol):
         py_func, signature = _DEFINITIONS[symbol]
         _COMPILED[symbol] = None  # loading the C function's own cached code comes back here
         try:
-            compiled = cfunc(signature, cache=True)(py_func)
+            # another process compiling it (the job and the helper reach some at once): wait
+            with compiling_here(FunctionCache(py_func)._cache_path, symbol):
+                compiled = cfunc(signature, cache=True)(py_func)
         except BaseException:
             del _COMPILED[symbol]
             raise

@@ -21,7 +21,11 @@ It covers what xbatcher's BatchGenerator does and adds what its users ask for:
 Memory stays bounded by the read block, not the dataset: samples are grouped in blocks (the read
 block along batch dims, the dask chunk along input dims, else the whole dim) and only the region
 covering the samples of one block is read at a time. Shuffling permutes the blocks and the
-samples inside each block, which keeps that bound; larger blocks mix more.
+samples inside each block, which keeps that bound; larger blocks mix more. Data already in
+memory (not dask) is the exception that makes epochs cheaper: each region an iterator reads is
+normalized once and kept for its later epochs, up to :data:`REGION_CACHE_BYTES` in all (a small
+training or validation set is then normalized once per fit, not once per epoch; larger data is
+read as above).
 """
 import dataclasses
 
@@ -39,6 +43,8 @@ from .stitch import PutBack
 
 
 BLOCK_BATCHES = 16  # in-memory data is read (and shuffled) this many batches' samples at a time
+# in-memory data: normalized regions up to this many bytes in all are kept for later epochs
+REGION_CACHE_BYTES = 64 * 2 ** 20
 
 
 def window_starts(size, window, overlap, dim):
@@ -162,6 +168,9 @@ class BatchIterator(Batches):
                       if per_dim else np.zeros(1, dtype=np.int64))
         self._coords = token_coordinates(ds)
         self._targets = None if targets is None else self._per_sample(ds, targets, sample_dims)
+        # normalized regions of in-memory data, by their (first, end) indices along self.dims
+        self._regions = {} if all(v.chunks is None for v in self.ds.data_vars.values()) else None
+        self._region_bytes = 0
 
     def _per_sample(self, ds, targets, sample_dims):
         """(columns of `starts` that index the targets, their values with those dims first,
@@ -233,8 +242,7 @@ class BatchIterator(Batches):
         starts = self.starts[samples]
         lo = starts.min(axis=0)
         hi = (starts + np.asarray(self.sizes)).max(axis=0)
-        region = normalized(self.adapter, self.ds.isel(
-            {d: slice(a, b) for d, a, b in zip(self.dims, lo, hi)}).compute())
+        region = self._region(lo, hi)
         rel = starts - lo
         arrays = {name: self._windows(region[name], rel) for name in self.adapter.variables}
         coords = {}
@@ -248,6 +256,20 @@ class BatchIterator(Batches):
             else:
                 coords[name] = np.broadcast_to(values, (len(samples), len(values)))
         return arrays, coords, starts
+
+    def _region(self, lo, hi):
+        """The data from `lo` to `hi` along self.dims, normalized as the adapter encodes it;
+        kept for later epochs where the data is in memory and the cache has room."""
+        key = (tuple(lo.tolist()), tuple(hi.tolist()))
+        if self._regions is not None and key in self._regions:
+            return self._regions[key]
+        region = normalized(self.adapter, self.ds.isel(
+            {d: slice(a, b) for d, a, b in zip(self.dims, lo, hi)}).compute())
+        if self._regions is not None and \
+                self._region_bytes + region.nbytes <= REGION_CACHE_BYTES:
+            self._regions[key] = region
+            self._region_bytes += region.nbytes
+        return region
 
     def _windows(self, da, rel):
         """(B, *window sizes of da's dims) gathered at window starts `rel`, in one indexing."""

@@ -1,4 +1,5 @@
-"""BatchIterator: windows, batch dims, shuffling, laziness, putting outputs back."""
+"""BatchIterator: windows, batch dims, shuffling, laziness, putting outputs back, in-memory
+regions normalized once."""
 import dask.array as dsa
 import numpy as np
 import pytest
@@ -6,6 +7,7 @@ import xarray as xr
 
 from adapters_helpers import forecast_batches, make_grid, put_back_all
 from seqattn.adapters import BatchIterator, GridAdapter
+from seqattn.data import batching
 
 # fitted without statistics, so that windows carry the data's own values
 ADAPTER = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64",
@@ -166,3 +168,45 @@ def test_shuffled_in_memory_batches_mix_samples_from_many_batches():
     assert any(max(g) - min(g) >= 4 for g in groups)      # not 4 neighbours read together
     again = [{int(t) for t in b.placement.starts[:, 0]} for b in it.epoch(1)]
     assert groups != again and sorted(map(sorted, groups)) != sorted(map(sorted, again))
+
+
+def counted_normalizations(monkeypatch, adapter):
+    """A list that grows by one at each normalization of a region read by `adapter`."""
+    calls, apply = [], adapter.normalizer.apply
+    monkeypatch.setattr(adapter.normalizer, "apply", lambda ds: calls.append(1) or apply(ds))
+    return calls
+
+
+def test_in_memory_regions_are_normalized_once_and_the_batches_unchanged(monkeypatch):
+    ds = make_grid(time=12, lat=4, lon=4)
+    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64").fit(ds)
+    calls = counted_normalizations(monkeypatch, adapter)
+    it = BatchIterator(ds, adapter, batch_dims={"time": 4}, batch_size=2, shuffle=True, seed=3)
+    list(it.epoch(0))
+    assert len(calls) == 3                                      # one read per block of 4 times
+    later = list(it.epoch(1))
+    assert len(calls) == 3                                      # kept, not normalized again
+    fresh = list(BatchIterator(ds, adapter, batch_dims={"time": 4}, batch_size=2, shuffle=True,
+                               seed=3).epoch(1))
+    for a, b in zip(later, fresh, strict=True):
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        np.testing.assert_array_equal(a.placement.starts, b.placement.starts)
+    assert np.abs(later[0].tokens).max() < 10                   # normalized values
+
+
+def test_the_region_cache_is_bounded_and_dask_data_is_read_every_epoch(monkeypatch):
+    ds = make_grid(time=12, lat=4, lon=4)
+    adapter = GridAdapter(["t", "u"], {"lat": 2, "lon": 2}, dtype="float64").fit(ds)
+    calls = counted_normalizations(monkeypatch, adapter)
+    one_region = adapter.normalizer.apply(ds.isel(time=slice(0, 4))[["t", "u"]]).nbytes
+    monkeypatch.setattr(batching, "REGION_CACHE_BYTES", one_region)
+    it = BatchIterator(ds, adapter, batch_dims={"time": 4}, batch_size=2)
+    calls.clear()
+    list(it.epoch(0))
+    list(it.epoch(1))
+    assert len(calls) == 3 + 2                                  # only the first region kept
+    lazy = BatchIterator(ds.chunk({"time": 4}), adapter, batch_size=2)
+    calls.clear()
+    list(lazy.epoch(0))
+    list(lazy.epoch(1))
+    assert len(calls) == 2 * 3

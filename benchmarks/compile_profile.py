@@ -15,7 +15,10 @@ compilation Numba makes (its ``numba:compile`` events fire on cache misses only)
 Every compilation happens in the job's process (``SEQATTN_COMPILE_HELPER=0``) unless
 ``--helper`` lets the first run hand work to the helper process of seqattn.compile (the tiled
 attention backward, the versions of sized kernels that launches miss); the warm run then starts
-once the helper has ended, and the report says how long it went on after the cold run.
+once the helper has ended, and the report says how long it went on after the cold run. The
+helper's compilations are recorded too (a ``sitecustomize`` module on the helper's import path
+registers the same recorder there), and both processes' outermost compilations are listed on
+one timeline from the job's start: which of them waits for the other, and what both compile.
 
     python benchmarks/compile_profile.py                       # a small fit (TokenModel)
     python benchmarks/compile_profile.py --top 40
@@ -50,21 +53,21 @@ fit(model, MSELoss(), AdamW(model, lr=1e-3), [(x[i:i + 16], y[i:i + 16]) for i i
     epochs=2, progress=False)
 """
 
-# Runs in the child: records compilations, runs the job, writes the records as JSON.
-CHILD = r"""
-import json, runpy, sys, time
-start = time.perf_counter()
+# Records every compilation of the process that runs it into ``records`` (times from ``start``,
+# time.time() of the job's start): the job's child runs it, and so does the helper process.
+RECORDER = r"""
+import time
 from numba.core import event
 
 records, stack = [], []
 
 class Recorder(event.Listener):
     def on_start(self, ev):
-        stack.append((time.perf_counter(), 0.0))
+        stack.append((time.time(), 0.0))
 
     def on_end(self, ev):
         began, callees = stack.pop()
-        took = time.perf_counter() - began
+        took = time.time() - began
         if stack:
             stack[-1] = (stack[-1][0], stack[-1][1] + took)
         dispatcher = ev.data["dispatcher"]
@@ -77,22 +80,54 @@ class Recorder(event.Listener):
             own=took - callees, total=took, depth=len(stack), at=began - start))
 
 event.register("numba:compile", Recorder())
+"""
+
+# The helper's sitecustomize: in a process serving first-run requests (seqattn.compile --serve),
+# the recorder, whose records are written at exit to $SEQATTN_PROFILE_HELPER/<pid>.json.
+HELPER_SITE = r"""
+import os, sys
+if "--serve" in sys.argv and os.environ.get("SEQATTN_PROFILE_HELPER"):
+    import atexit, json
+    start = float(os.environ["SEQATTN_PROFILE_START"])
+    exec(RECORDER)
+    def _write():
+        path = os.path.join(os.environ["SEQATTN_PROFILE_HELPER"], f"{os.getpid()}.json")
+        with open(path + ".part", "w") as f:
+            json.dump(records, f)
+        os.replace(path + ".part", path)  # read whole or not at all
+    atexit.register(_write)
+"""
+
+# Runs in the child: records compilations, runs the job, writes the records as JSON.
+CHILD = r"""
+import json, os, runpy, sys, time
+start = time.time()
+os.environ["SEQATTN_PROFILE_START"] = repr(start)  # the helper's times count from here too
+exec(RECORDER)
 job, output, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 if job == "-":
     exec(compile(FIT, "<fit>", "exec"), {"__name__": "__main__"})
 else:
     sys.argv = [job] + argv
     runpy.run_path(job, run_name="__main__")
-wall = time.perf_counter() - start
+wall = time.time() - start
 cuda = sorted(m for m in sys.modules if "cuda" in m.split(".")[-1] or m.startswith("numba.cuda"))
 with open(output, "w") as f:
     json.dump(dict(wall=wall, records=records, cuda_modules=cuda), f)
 """
 
 
-def run_child(job, argv, cache_dir, output, helper):
+def run_child(job, argv, cache_dir, output, helper, helper_records=None):
+    """Run the job in a child process; with ``helper_records`` (a folder), the helper process
+    that it starts records its compilations there."""
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, SEQATTN_COMPILE_HELPER=str(int(helper)))
-    code = "FIT = " + repr(FIT) + "\n" + CHILD
+    if helper_records is not None:
+        with open(os.path.join(helper_records, "sitecustomize.py"), "w") as f:
+            f.write("RECORDER = " + repr(RECORDER) + "\n" + HELPER_SITE)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [helper_records] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        env["SEQATTN_PROFILE_HELPER"] = helper_records
+    code = "FIT = " + repr(FIT) + "\nRECORDER = " + repr(RECORDER) + "\n" + CHILD
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", code, job, output, *argv], env=env, check=True,
                    stdout=subprocess.DEVNULL)
@@ -103,12 +138,39 @@ def run_child(job, argv, cache_dir, output, helper):
     return result
 
 
-def wait_for_helper(cache):
-    """Seconds until the helper process that serves ``cache`` has ended (its lock is gone)."""
+def wait_for_helper(cache, records=None):
+    """Seconds until the helper process that serves ``cache`` has ended (its lock is gone) and,
+    with ``records``, has written its records there (at its exit, after the lock)."""
     started = time.perf_counter()
     while glob.glob(os.path.join(cache, "*", "seqattn-compile-helper.lock")):
         time.sleep(0.2)
+    helped = glob.glob(os.path.join(cache, "*", "seqattn-compile-helper-requests"))
+    while records and helped and not glob.glob(os.path.join(records, "*.json")) \
+            and time.perf_counter() - started < 600:
+        time.sleep(0.2)
     return time.perf_counter() - started
+
+
+def helper_records(folder):
+    """The compilations that helper processes recorded in ``folder`` (wait_for_helper first)."""
+    records = []
+    for path in glob.glob(os.path.join(folder, "*.json")):
+        with open(path) as f:
+            records += json.load(f)
+    return records
+
+
+def timeline(cold, top):
+    """Both processes' outermost compilations in the order they started (seconds from the
+    job's start): where the run's chain of compilations waits for the helper's."""
+    rows = [("job", r) for r in cold["records"] if r["depth"] == 0]
+    rows += [("helper", r) for r in cold["helper_records"] if r["depth"] == 0]
+    rows.sort(key=lambda row: row[1]["at"])
+    print(f"\ntimeline of both processes' outermost compilations (P = parallel; the job ended "
+          f"at {cold['wall']:.1f} s):")
+    table([[f"{family(r['module'])}.{r['name']}", who, f"{r['at']:.1f}",
+            f"{r['at'] + r['total']:.1f}", "P" if r["parallel"] else ""] for who, r in rows[:top]],
+          ["kernel", "process", "from", "to", ""])
 
 
 def ir_kernel_modules():
@@ -155,6 +217,12 @@ def report(cold, warm, top):
           f"{min((r['at'] for r in records), default=0):.1f} s")
     if cold["helper_after"] > 0.5:
         print(f"the helper process went on {cold['helper_after']:.1f} s after the cold run")
+    helper = cold.get("helper_records", [])
+    if helper:
+        during = [r for r in helper if r["at"] < cold["wall"]]
+        print(f"the helper: {len(helper)} compilations ({len(during)} during the run, "
+              f"{sum(r['own'] for r in during):.1f} s of them; "
+              f"{sum(r['module'].startswith('seqattn') for r in helper)} of seqattn functions)")
     print(f"warm: {warm['process']:.1f} s (process), {len(warm['records'])} compilations; "
           f"cold/warm {cold['process'] / warm['process']:.2f}")
 
@@ -213,6 +281,8 @@ def report(cold, warm, top):
     on_cuda = [r for r in records if r["cuda"] or ".cuda." in r["module"]]
     print(f"CUDA compilations: {len(on_cuda)}; CUDA modules imported: "
           f"{len(cold['cuda_modules'])} {cold['cuda_modules'][:8]}")
+    if cold.get("helper_records"):
+        timeline(cold, max(top, 40))
 
 
 def main():
@@ -222,7 +292,8 @@ def main():
     parser.add_argument("--json", help="write the cold run's records to this file")
     parser.add_argument("--helper", action="store_true",
                         help="let the first run hand work to the helper process "
-                             "(seqattn.compile.start_helper; its compilations are not recorded)")
+                             "(seqattn.compile.start_helper; its compilations are recorded "
+                             "and shown on a timeline with the job's)")
     args, script_argv = parser.parse_known_args()
     job = args.script or "-"
     print(f"{platform.processor() or platform.machine()}; uptime: "
@@ -233,8 +304,12 @@ def main():
         cache = os.path.join(folder, "cache")
         os.mkdir(cache)
         output = os.path.join(folder, "records.json")
-        cold = run_child(job, script_argv, cache, output, args.helper)
-        cold["helper_after"] = wait_for_helper(cache)
+        records = os.path.join(folder, "helper")
+        os.mkdir(records)
+        cold = run_child(job, script_argv, cache, output, args.helper,
+                         records if args.helper else None)
+        cold["helper_after"] = wait_for_helper(cache, records if args.helper else None)
+        cold["helper_records"] = helper_records(records)
         warm = run_child(job, script_argv, cache, output, args.helper)
     if args.json:  # before the report, so that the records outlive a failure in it
         with open(args.json, "w") as f:

@@ -537,7 +537,7 @@ def _forward_tasks_on_tiles(out, lse, q, k, v, scale, q_work, k_work, v_work, co
     workers of the plan (q_work's first axis), each with its own operands (see
     :func:`_split_operands_of_task`)."""
     B, H, N = q.shape[0], q.shape[1], q.shape[2]
-    Hkv, M = k.shape[1], k.shape[2]
+    M = k.shape[2]
     n_blocks = _ceil_div(N, block_q)
     n_tasks = B * H * n_blocks
     workers = q_work.shape[0]

@@ -61,6 +61,11 @@ def as_steps(X, lengths, steps):
     return X[:, :, steps].reshape(len(X), X.shape[1] * hop, width), lengths * hop
 
 
+def _labelled(known, lengths):
+    """Which samples have a known target and a token that is not padding."""
+    return (known if known.ndim == 1 else known.any(axis=1)) & (lengths > 0)
+
+
 def series(batch):
     """`batch`'s float tokens as series: (B, T, F) float64 with each sample's tokens that are
     not padding moved to the front (in their order), and (B,) their numbers."""
@@ -162,7 +167,7 @@ class WarpingNeighbour(Baseline):
             raise ValueError("the training batches' tokens are integer ids; WarpingNeighbour "
                              "compares float tokens as series")
         X, lengths, Y, known = self._rows(train)
-        keep = (known if known.ndim == 1 else known.any(axis=1)) & (lengths > 0)
+        keep = _labelled(known, lengths)
         if not keep.any():
             raise ValueError("no training sample has both a known target and a token that is "
                              "not padding; WarpingNeighbour needs at least one")
@@ -208,15 +213,12 @@ class WarpingNeighbour(Baseline):
         a known target to the references, standardized as the training series were (the rule
         chosen keeps its scale)."""
         X_valid, lengths_valid = validation
-        keep = (known_valid if known_valid.ndim == 1 else known_valid.any(axis=1)) & (
-            lengths_valid > 0)
-        X_valid, lengths_valid = X_valid[keep], lengths_valid[keep]
-        real = np.arange(X_valid.shape[1]) < lengths_valid[:, None]
-        X_valid = np.where(real[..., None], (X_valid - self.mean) / self.scale, 0.0)
+        keep = _labelled(known_valid, lengths_valid)
+        X_valid = self._standardized(X_valid[keep], lengths_valid[keep])
         width = max(self.X.shape[1], X_valid.shape[1])
         self.X = np.concatenate([np.pad(x, ((0, 0), (0, width - x.shape[1]), (0, 0)))
                                  for x in (self.X, X_valid)])
-        self.lengths = np.concatenate([self.lengths, lengths_valid])
+        self.lengths = np.concatenate([self.lengths, lengths_valid[keep]])
         self.Y = np.concatenate([self.Y, Y_valid[keep]])
         self.known = np.concatenate([self.known, known_valid[keep]])
 
@@ -225,8 +227,14 @@ class WarpingNeighbour(Baseline):
         mean and spread of their real tokens."""
         real = np.arange(X.shape[1]) < lengths[:, None]
         self.mean, self.scale = standardizer(X[real])
-        self.X = np.where(real[..., None], (X - self.mean) / self.scale, 0.0)
+        self.X = self._standardized(X, lengths)
         self.lengths, self.view = lengths, view
+
+    def _standardized(self, X, lengths):
+        """Series `X` (real tokens first) standardized with the references' mean and spread,
+        their padding 0."""
+        real = np.arange(X.shape[1]) < lengths[:, None]
+        return np.where(real[..., None], (X - self.mean) / self.scale, 0.0)
 
     def _distances(self, X, lengths, window):
         """(B, R) DTW distances of series X (B, T, F) (unstandardized, their real tokens first)

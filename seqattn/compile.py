@@ -17,7 +17,8 @@ one helper process (:func:`start_helper`, started by the run's first compilation
 launch that misses a kernel) that takes requests: first the register products' C functions
 (:data:`PRODUCTS`), then the backward of each forward the run compiles
 (linear map, short and tiled attention; for an attention call with structured biases, the
-backward of that call itself, :func:`backward_of_call_job`), and the versions of sized kernels
+backward of that call itself, :func:`backward_of_call_job`), the kernels that end the
+training steps of a first run's fit (:data:`STEP_END_JOBS`), and the versions of sized kernels
 (cpu/threads.py) that the run's launches miss; such a launch runs the other version meanwhile
 (the serial one, which compiles several times faster than the parallel one; same bits).
 Set ``SEQATTN_COMPILE_HELPER=0`` to keep every compilation in the calling process.
@@ -63,10 +64,20 @@ HELPER_SWITCH = "SEQATTN_COMPILE_HELPER"
 HELPER_LOCK_SECONDS = 900
 # Seconds between the helper's looks for requests while it has none.
 POLL_SECONDS = 0.05
-# Request file names sort by priority: a job that the run waits for, then a version that a
-# launch misses (the other version runs meanwhile), then the other version of one compiled in
-# the run, for later runs: those wait until the run has ended, so as not to slow it down.
-JOB_PRIORITY, VERSION_PRIORITY, LATER_PRIORITY = "0", "1", "2"
+# Request file names sort by priority: a job that the run waits for, then one that it waits for
+# at the end of its first training step (after its backward, whose jobs go first), then a
+# version that a launch misses (the other version runs meanwhile), then the other version of
+# one compiled in the run, for later runs: those wait until the run has ended, so as not to
+# slow it down.
+JOB_PRIORITY, STEP_END_PRIORITY, VERSION_PRIORITY, LATER_PRIORITY = "0", "1", "2", "3"
+# The kernels at the end of a training step on float32 NumPy parameters: the gradients' norm
+# (fit computes it every step) and Adam's update of every parameter in one launch. Their
+# signatures do not depend on the model (address tables), so the helper compiles them from
+# the start of a first run's fit; (job, launches) by optimizer.
+GRADIENT_NORM = "seqattn.kernels.cpu.sums_of_squares.sums_of_squares"
+ADAM_MANY = "seqattn.kernels.cpu.optimizers._adam_update_many"
+STEP_END_JOBS = {"adam": ("adam-step", (GRADIENT_NORM, ADAM_MANY)),
+                 "other": ("gradient-norm", (GRADIENT_NORM,))}
 
 
 # Sequence lengths of the attention jobs: ops.attention may run short sequences through a kernel
@@ -139,6 +150,29 @@ def linear_backward_job():
                     weight, True, True)
 
 
+def _tiny_parameters():
+    from .autodiff.parameter import Parameter
+
+    return [Parameter(np.ones(shape, np.float32)) for shape in ((3, 2), (2,))]
+
+
+def gradient_norm_job():
+    """The gradients' squared norm (float32, one launch): what fit computes every step."""
+    from .train.clipping import global_grad_norm
+
+    global_grad_norm(_tiny_parameters())
+
+
+def adam_step_job():
+    """The gradients' norm, then Adam's update of all parameters in one launch (float32)."""
+    from .train import AdamW
+    from .train.clipping import global_grad_norm
+
+    parameters = _tiny_parameters()
+    global_grad_norm(parameters)
+    AdamW(parameters).step()
+
+
 def attention_forward_job():
     """The fused attention forward and weights (float32), for short and long sequences."""
     from .ops import attention, attention_weights
@@ -190,9 +224,12 @@ JOBS = {"attention-backward": attention_backward_job,
         "tiled-backward": tiled_backward_job,
         "short-backward": short_backward_job,
         "linear-backward": linear_backward_job,
-        "register-products": register_products_job}
+        "register-products": register_products_job,
+        "gradient-norm": gradient_norm_job,
+        "adam-step": adam_step_job}
 # Jobs that only the helper runs (compile_all's jobs include what they compile).
-HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward", "register-products")
+HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward", "register-products",
+               "gradient-norm", "adam-step")
 
 
 def compile_parallel_twins():
@@ -344,15 +381,16 @@ def start_helper():
     return lock
 
 
-def hand_over(lock, job, launches, on_wait=None, call=None):
+def hand_over(lock, job, launches, on_wait=None, call=None, priority=JOB_PRIORITY):
     """At a forward kernel's first compilation (HANDOVERS): the helper of ``lock`` (what
     :func:`start_helper` returned) runs ``job`` meanwhile (with ``call``: the backward of that
     prepared attention call, :func:`backward_of_call_job`), and this process's first launch of
     each of ``launches`` waits for it (kernels/compiled_elsewhere.py); ``on_wait()`` is called
-    when such a launch starts waiting."""
+    when such a launch starts waiting. The helper serves the jobs of one ``priority`` in the
+    order they came, STEP_END_PRIORITY's after all of JOB_PRIORITY's."""
     from .kernels.compiled_elsewhere import compiling_elsewhere
 
-    path = _write_request(lock, JOB_PRIORITY, dict(job=job, call=call))
+    path = _write_request(lock, priority, dict(job=job, call=call))
     compiling_elsewhere(launches,
                         lambda: not os.path.exists(path) or not _helper_running(lock), on_wait)
 

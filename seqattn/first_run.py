@@ -12,7 +12,8 @@ process of :func:`seqattn.compile.start_helper`, which compiles first the regist
 that attention kernels call by name, then the versions of sized kernels that launches miss;
 the first compilation of a forward kernel (the linear map's, the attention's) hands it the
 backward, which the run needs last, and an attention call with structured biases hands it the
-backward of the call itself (:func:`hand_over_structured_backward`).
+backward of the call itself (:func:`hand_over_structured_backward`); fit hands it the kernels
+that end each training step (:func:`hand_over_step_end`).
 """
 import atexit
 import os
@@ -23,7 +24,7 @@ import time
 import numpy as np
 from numba.core import event
 
-WAITING = "waiting for the helper process's backward kernels"
+WAITING = "waiting for the kernels that the helper process compiles"
 NOTICE = ("seqattn: compiling kernels for this machine (first run only: later runs load them "
           "from Numba's cache; `python -m seqattn.compile` does it ahead, on every core)")
 
@@ -60,6 +61,8 @@ class CompileNotice(event.Listener):
         self.started = self.last_line = None
         self._helper_started = False
         self._handed = set()  # the jobs handed to the helper (compile.HANDOVERS)
+        # The kind of training step whose end the helper compiles once it is there (fit's)
+        self._step_end = None
         self._helper_lock = None  # the helper's lock file, once started (compile.start_helper)
         # Seconds spent compiling: outermost compilations only (a kernel compiles its callees).
         self.seconds = 0.0
@@ -122,9 +125,32 @@ class CompileNotice(event.Listener):
         except (OSError, pickle.PicklingError):  # compiled here, as without a helper
             pass
 
+    def hand_over_step_end(self, kind):
+        """For fit, before its first step: the helper compiles the kernels that end a training
+        step with an optimizer of ``kind`` (compile.STEP_END_JOBS) once it is there (now or at
+        its start, on a first run), after every backward job; the run's first launch of each
+        waits for it."""
+        self._step_end = kind
+        if self._helper_lock is not None:
+            self._hand_over_step_end()
+
+    def _hand_over_step_end(self):
+        from .compile import STEP_END_JOBS, STEP_END_PRIORITY, hand_over
+
+        job, launches = STEP_END_JOBS[self._step_end]
+        if job in self._handed:
+            return
+        self._handed.add(job)
+        try:
+            hand_over(self._helper_lock, job, launches, on_wait=lambda: self._show(WAITING),
+                      priority=STEP_END_PRIORITY)
+        except OSError:  # compiled here, as without a helper
+            pass
+
     def start_helper_once(self):
         """Start the helper, at most once a process (a launch that misses its kernel may do it
-        before any compilation: kernels/cpu/threads.py), and hand it the register products."""
+        before any compilation: kernels/cpu/threads.py), and hand it the register products and
+        the end of fit's training step if fit has started."""
         from .compile import hand_over_products, start_helper
 
         if self.start_helper and not self._helper_started:
@@ -132,6 +158,8 @@ class CompileNotice(event.Listener):
             self._helper_lock = start_helper()
             if self._helper_lock is not None:
                 hand_over_products(self._helper_lock)
+                if self._step_end is not None:
+                    self._hand_over_step_end()
 
     def _show(self, what):
         if self.bar is not None:
@@ -192,6 +220,17 @@ _NOTICE = CompileNotice()
 def hand_over_structured_backward(call):
     """See :meth:`CompileNotice.hand_over_backward_of` (nothing without a helper: warm runs)."""
     _NOTICE.hand_over_backward_of(call)
+
+
+def hand_over_step_end(optimizer):
+    """For fit: on a first run, the helper compiles the end of ``optimizer``'s training step
+    (:meth:`CompileNotice.hand_over_step_end`), where its parameters are float32 NumPy arrays
+    (the signature of the helper's jobs)."""
+    from .train.optimizers import Adam
+
+    if all(type(p.data) is np.ndarray and p.data.dtype == np.float32
+           for _, p in optimizer.params):
+        _NOTICE.hand_over_step_end("adam" if isinstance(optimizer, Adam) else "other")
 
 
 def _start_helper_quietly():

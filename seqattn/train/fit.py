@@ -21,6 +21,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from ..backend import CPU
+from ..first_run import hand_over_step_end
 from ..kernels.cpu.gemm.blas_library import single_threaded_blas
 from ..nn.call_arguments import takes_keyword
 from ..nn.placement import moved
@@ -336,6 +337,8 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
                              "validation data before training; pass validation=...")
         before = evaluate(model, loss, validation, metrics, batch_size, parallel)
         early_stopping.update(-1, {f"val_{k}": v for k, v in before.items()}, model)
+    # on a first run, the helper compiles the kernels that end each step meanwhile
+    hand_over_step_end(optimizer)
     model.train()
     for epoch in range(start_epoch, epochs):
         epoch_batches = batches.epoch(epoch) if parallel is None \

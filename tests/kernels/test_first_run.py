@@ -231,6 +231,39 @@ def test_the_helper_jobs_compile_the_backward_signatures_a_model_trains_with(mon
         "the model's backward launches took signatures that the helper's jobs did not compile"
 
 
+@pytest.mark.parametrize("optimizer", ["AdamW", "SGD"])
+def test_the_step_end_jobs_compile_the_signatures_that_fit_launches(monkeypatch, optimizer):
+    """The helper's jobs for the end of a training step (compile.STEP_END_JOBS) launch each
+    kernel that fit's step ends with, with the signature of fit's launch."""
+    import seqattn.train
+    from seqattn.compile import JOBS, STEP_END_JOBS
+    from seqattn.kernels.cpu import optimizers, sums_of_squares
+    from seqattn.models import TokenModel, TokenModelConfig
+    from seqattn.train import MSELoss, fit
+
+    kernels = {kernel.__qualname__: kernel for kernel in (
+        sums_of_squares.sums_of_squares, optimizers._adam_update_many, optimizers.sgd_update)}
+    launched = {}
+    for kernel in kernels.values():
+        def run(threads, *args, kernel=kernel, run=kernel.run):
+            launched.setdefault(source[0], set()).add(
+                (kernel.__qualname__, tuple(numba.typeof(a) for a in args)))
+            return run(threads, *args)
+        monkeypatch.setattr(kernel, "run", run)
+    source = ["model"]
+    x = np.random.default_rng(0).standard_normal((4, 6, 3)).astype(np.float32)
+    model = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=8, nhead=2,
+                                        num_layers=0, dim_feedforward=8, max_len=6))
+    fit(model, MSELoss(), getattr(seqattn.train, optimizer)(model, lr=1e-3), (x, x[..., :2]),
+        epochs=1, batch_size=4, progress=False)
+    job, launches = STEP_END_JOBS["adam" if optimizer == "AdamW" else "other"]
+    source[0] = "job"
+    JOBS[job]()
+    assert {name for name, _ in launched["job"]} == {n.rsplit(".", 1)[1] for n in launches}
+    assert launched["job"] <= launched["model"], \
+        "fit's step launched its kernels with signatures that the helper's job did not compile"
+
+
 def test_the_attention_jobs_reach_the_short_and_the_tiled_kernel():
     from seqattn.compile import HEAD_DIM, LONG, SHORT
     from seqattn.kernels.cpu.attention_small import MAX_LENGTH_TIMES_HEAD_DIM
@@ -311,6 +344,22 @@ def test_the_helper_compiles_each_requested_version_once_then_ends(tmp_path):
     assert list(folder.iterdir()) == [] and not lock.exists()
     assert argtypes in _toy_kernel.parallel.overloads
     assert not requests(_toy_kernel, "parallel", argtypes), "no helper is running any more"
+
+
+def test_the_helper_serves_the_end_of_a_step_after_the_backward_jobs(tmp_path, monkeypatch):
+    import seqattn.compile
+    from seqattn.compile import JOB_PRIORITY, STEP_END_PRIORITY, _write_request
+
+    served = []
+    monkeypatch.setattr(seqattn.compile, "run_job", lambda job, parallel_twins: served.append(job))
+    lock = tmp_path / "seqattn-compile-helper.lock"
+    lock.write_text(str(os.getpid()))
+    (tmp_path / "seqattn-compile-helper-requests").mkdir()
+    for priority, job in ((STEP_END_PRIORITY, "adam-step"), (JOB_PRIORITY, "linear-backward"),
+                          (JOB_PRIORITY, "short-backward")):
+        _write_request(str(lock), priority, dict(job=job, call=None))
+    serve(str(lock), client=_ended_process())
+    assert served == ["linear-backward", "short-backward", "adam-step"]
 
 
 def _structured_call(kind):

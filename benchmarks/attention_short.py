@@ -1,5 +1,5 @@
 """Where the short-sequence attention (kernels/cpu/attention_small.py) stops beating the tiled one
-(kernels/cpu/attention.py): the evidence for attention_small.MAX_LENGTH_TIMES_HEAD_DIM.
+(kernels/cpu/attention.py): the evidence for attention_small.MAX_LENGTH.
 
 For the head dims and batch x heads of the small models the examples train, and lengths from 8
 to 512, times a forward plus backward of each kernel on the same prepared call (a padding mask
@@ -11,6 +11,7 @@ work: on a shared machine busier than its cores, wall time charges whoever held 
 
     python benchmarks/attention_short.py                # 1 thread, the grid below
     python benchmarks/attention_short.py --threads 2 --repeats 30
+    python benchmarks/attention_short.py --shapes 16,4,16 16,4,64 --lengths 512 768 1024
 """
 import argparse
 import os
@@ -67,6 +68,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--shapes", nargs="+", metavar="B,H,D",
+                        type=lambda text: tuple(int(n) for n in text.split(",")),
+                        default=SHAPES, help="batch, heads and head dim of each call")
+    parser.add_argument("--lengths", nargs="+", type=int, default=LENGTHS)
     args = parser.parse_args()
 
     import torch  # started before Numba's threads (docs/PERFORMANCE.md)
@@ -81,20 +86,19 @@ def main():
           f"{args.threads} threads, torch {torch.__version__}; float32, padding masks; "
           f"forward + backward, median us ({'CPU' if args.threads == 1 else 'wall'}) of "
           f"{args.repeats} alternating rounds; "
-          f"the op runs the short kernel (*) where N * D <= "
-          f"{attention_small.MAX_LENGTH_TIMES_HEAD_DIM}")
+          f"the op runs the short kernel (*) where N <= {attention_small.MAX_LENGTH}")
     print(f"{'B H D':>10} {'N':>5} {'short':>9} {'tiled':>9} {'torch':>9} "
           f"{'tiled/short':>12} {'torch/short':>12} {'torch/tiled':>12}")
     clock = time.thread_time if args.threads == 1 else time.perf_counter
     load_before = os.getloadavg()[0]
     with threadpool_limits(args.threads):
-        for B, H, D in SHAPES:
-            for N in LENGTHS:
+        for B, H, D in args.shapes:
+            for N in args.lengths:
                 arrays = inputs(B, H, N, D)
                 short, tiled, peer = median_seconds(
                     [kernel_step(attention_small, *arrays), kernel_step(attention, *arrays),
                      torch_step(*arrays)], args.repeats, clock)
-                chosen = "*" if N * D <= attention_small.MAX_LENGTH_TIMES_HEAD_DIM else " "
+                chosen = "*" if N <= attention_small.MAX_LENGTH else " "
                 print(f"{B:>4} {H} {D:>2} {N:>4}{chosen} {1e6 * short:9.1f} {1e6 * tiled:9.1f} "
                       f"{1e6 * peer:9.1f} {tiled / short:12.2f} {peer / short:12.2f} "
                       f"{peer / tiled:12.2f}", flush=True)

@@ -46,13 +46,12 @@ def _attention_kernels(call):
 
 def _short_sequence_kernels(call):
     """attention_small.py's kernels where they serve ``call`` (on the CPU, the longest length
-    times the head dim at most its MAX_LENGTH_TIMES_HEAD_DIM), else None: there a task per
-    (batch, head) over whole rows beats the tiled kernel, which then does not compile at all."""
+    at most its MAX_LENGTH), else None: there a task per (batch, head) over whole rows beats
+    the tiled kernel, which then does not compile at all."""
     if call.device != CPU:
         return None
     small = kernels_for(CPU, "attention_small")
-    N, M, D = call.q.shape[2], call.k.shape[2], call.q.shape[3]
-    return small if max(N, M) * D <= small.MAX_LENGTH_TIMES_HEAD_DIM else None
+    return small if max(call.q.shape[2], call.k.shape[2]) <= small.MAX_LENGTH else None
 
 
 def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, bias=None,

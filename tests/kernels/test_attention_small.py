@@ -180,13 +180,13 @@ def _kernel_results(module, dout, q, k, v, opts):
     return out, lse, dq, dk, dv
 
 
-@pytest.mark.parametrize("N, D, expected", [(768, 8, short), (384, 16, short), (769, 8, tiled),
-                                            (385, 16, tiled)],
-                         ids=["short_d8", "short_d16", "tiled_d8", "tiled_d16"])
+@pytest.mark.parametrize("N, D, expected", [(768, 8, short), (512, 32, short), (769, 8, tiled),
+                                            (769, 16, tiled)],
+                         ids=["short_d8", "short_d32", "tiled_d8", "tiled_d16"])
 def test_the_op_runs_the_short_kernel_up_to_its_limit(N, D, expected):
     """seqattn.attention and attention_backward give the bits of the short kernel while the
-    longest length times D is at most MAX_LENGTH_TIMES_HEAD_DIM, of the tiled one beyond."""
-    assert (N * D <= short.MAX_LENGTH_TIMES_HEAD_DIM) == (expected is short)
+    longest length is at most MAX_LENGTH, whatever the head dim, of the tiled one beyond."""
+    assert (N <= short.MAX_LENGTH) == (expected is short)
     case = Case("limit", B=2, H=2, Hkv=2, N=N, M=N, D=D, key_padding="some")
     got, inputs = _op_results(case)
     want = _kernel_results(expected, *inputs)

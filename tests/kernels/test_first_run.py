@@ -265,11 +265,11 @@ def test_the_step_end_jobs_compile_the_signatures_that_fit_launches(monkeypatch,
 
 
 def test_the_attention_jobs_reach_the_short_and_the_tiled_kernel():
-    from seqattn.compile import HEAD_DIM, LONG, SHORT
-    from seqattn.kernels.cpu.attention_small import MAX_LENGTH_TIMES_HEAD_DIM
+    from seqattn.compile import LONG, SHORT
+    from seqattn.kernels.cpu.attention_small import MAX_LENGTH
 
     # ops.attention's choice (_short_sequence_kernels): the helper's LONG job must be tiled
-    assert SHORT * HEAD_DIM <= MAX_LENGTH_TIMES_HEAD_DIM < LONG * HEAD_DIM
+    assert SHORT <= MAX_LENGTH < LONG
 
 
 def _compile_named(notice, module, qualname, args=()):

@@ -27,7 +27,7 @@ def cpu_path(request, monkeypatch):
     """Each of the op's CPU kernels: the short-sequence one, which takes these cases' lengths,
     and the tiled one (the short kernel's limit set to 0)."""
     if request.param == "tiled":
-        monkeypatch.setattr(attention_small, "MAX_LENGTH_TIMES_HEAD_DIM", 0)
+        monkeypatch.setattr(attention_small, "MAX_LENGTH", 0)
     return request.param
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 import seqattn
 from seqattn.kernels.cpu import workspace
-from seqattn.kernels.cpu.attention_small import MAX_LENGTH_TIMES_HEAD_DIM
+from seqattn.kernels.cpu.attention_small import MAX_LENGTH
 
 
 def test_a_name_gets_the_same_memory_while_it_is_large_enough():
@@ -53,7 +53,7 @@ def test_each_thread_has_its_own_buffers():
 def test_seqattn_release_scratch_gives_back_what_attention_keeps():
     workspace.release_scratch()
     # long enough for the tiled kernel, which keeps scratch (the short one holds none)
-    n = MAX_LENGTH_TIMES_HEAD_DIM // 32 + 1
+    n = MAX_LENGTH + 1
     q = np.random.default_rng(0).standard_normal((1, 2, n, 32)).astype(np.float32)
     seqattn.attention(q, q, q)
     assert workspace.held_bytes() > 0

@@ -31,8 +31,7 @@ tiled kernel does per tile (its flat ``mods`` tuple, the same per-task buffers a
 for the distance table: a set of consecutive tasks adds into one copy (``task_parts``). A
 distance bias takes its per-pair geometry from buffers filled once for the batch, which its heads,
 the next layer and the backward share (batch_geometry.py). The op
-(``seqattn.ops.attention``) sends the longer sequences (MAX_LENGTH_TIMES_HEAD_DIM) to
-attention.py.
+(``seqattn.ops.attention``) sends the longer sequences (beyond MAX_LENGTH) to attention.py.
 """
 import numpy as np
 from numba import njit, prange, types
@@ -51,15 +50,14 @@ from .threads import sized_kernel
 
 NEG_INF = -np.inf
 
-# This path serves calls whose longest length (N or M) times the head dim D is at most this.
+# This path serves calls whose longest length (N or M) is at most this, whatever the head dim.
 # benchmarks/attention_short.py, one thread, forward and backward with padding masks: faster
-# here than on the tiled kernel at every size measured up to N 768 with D 8-32 and N 512 with
-# D 64, a loss first at N 1024 with D 16 (BENCHMARKS.md). The limit takes N 768 at D 8 and
-# N 384 at D 16, so that a model trained on short sequences and run on a few hundred tokens
-# (long_range.py's quick test at N 512) does not compile the tiled kernel as well; it stays
-# below the N * D of seqattn/compile.py's long job, which must reach the tiled kernel
-# (tests/kernels/test_first_run.py).
-MAX_LENGTH_TIMES_HEAD_DIM = 6144
+# here than on the tiled kernel at every length measured up to 768 with head dims 8-64 and up
+# to 512 with 128 and 256, level at 768 with those, and a tie or a loss from 1024 on
+# (BENCHMARKS.md): the score tile a task keeps whole outgrows the caches with the length, not
+# with the head dim. seqattn/compile.py's long job, which must reach the tiled kernel, runs
+# beyond it (tests/kernels/test_first_run.py).
+MAX_LENGTH = 768
 
 # Multiply-adds of q k^T a thread must have before a launch takes it, as attention.py's GRAIN.
 GRAIN = 2 ** 20

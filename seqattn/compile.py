@@ -55,6 +55,10 @@ HANDOVERS = (
 # compiles them first, beside the run's first kernels, and the run's first attention kernel
 # loads them.
 PRODUCTS = ("seqattn_register_gemm_product_f32", "seqattn_register_gemm_transpose_f32")
+# The C functions that launches may ask the helper for (kernels/compiled_elsewhere.py), by
+# symbol: the job that compiles each. The register driver of the linear layers' dW is asked
+# for by the first forward whose dW may take it (a product of packed_gemm.MIN_WORK or more).
+FUNCTION_JOBS = {"seqattn_packed_gemm_in_registers": "dweight-driver"}
 # The attention forwards: their backward jobs have the signature of a call without structured
 # biases (distances, pair codes), so they are handed over at such a call's forward only.
 ATTENTION_FORWARDS = (HELPER_AFTER, SHORT_FORWARD)
@@ -138,6 +142,15 @@ def register_products_job():
     if IN_REGISTERS:
         for symbol in PRODUCTS:
             register(symbol)
+
+
+def dweight_driver_job():
+    """The register driver of large float32 dW products (the linear backward takes it by
+    address, for products of packed_gemm.MIN_WORK multiply-adds or more only)."""
+    from .kernels.cpu.gemm.packed_gemm import TN_IN_REGISTERS, driver_address
+
+    if TN_IN_REGISTERS:
+        driver_address()
 
 
 def linear_backward_job():
@@ -225,6 +238,7 @@ JOBS = {"attention-backward": attention_backward_job,
         "short-backward": short_backward_job,
         "linear-backward": linear_backward_job,
         "register-products": register_products_job,
+        "dweight-driver": dweight_driver_job,
         "gradient-norm": gradient_norm_job,
         "adam-step": adam_step_job}
 # Jobs that only the helper runs (compile_all's jobs include what they compile).

@@ -147,17 +147,36 @@ class CompileNotice(event.Listener):
         except OSError:  # compiled here, as without a helper
             pass
 
+    def _hand_over_function(self, symbol):
+        """A C function that a launch asks the helper for (kernels/compiled_elsewhere.py):
+        once, where the cache lacks it (compile.FUNCTION_JOBS)."""
+        from .compile import FUNCTION_JOBS, hand_over
+        from .kernels.cpu.called_by_name import available
+
+        if symbol in self._handed:
+            return
+        self._handed.add(symbol)
+        try:
+            if not available(symbol):
+                hand_over(self._helper_lock, FUNCTION_JOBS[symbol], (symbol,),
+                          on_wait=lambda: self._show(WAITING))
+        except OSError:  # compiled here, as without a helper
+            pass
+
     def start_helper_once(self):
         """Start the helper, at most once a process (a launch that misses its kernel may do it
         before any compilation: kernels/cpu/threads.py), and hand it the register products and
-        the end of fit's training step if fit has started."""
+        the end of fit's training step if fit has started; from then on, launches may ask it
+        for C functions."""
         from .compile import hand_over_products, start_helper
+        from .kernels.compiled_elsewhere import hand_over_functions_to
 
         if self.start_helper and not self._helper_started:
             self._helper_started = True
             self._helper_lock = start_helper()
             if self._helper_lock is not None:
                 hand_over_products(self._helper_lock)
+                hand_over_functions_to(self._hand_over_function)
                 if self._step_end is not None:
                     self._hand_over_step_end()
 

@@ -28,6 +28,25 @@ def compiling_elsewhere(names, done, on_wait=None):
         _PENDING[name] = (done, on_wait)
 
 
+# While a helper process takes requests (seqattn.first_run sets it): a callable that hands it
+# a C function by its symbol, for this process to wait for and load; None: compiled here.
+_hand_over_function = None
+
+
+def hand_over_functions_to(hand_over):
+    """Hand the C functions asked for by :func:`compile_function_elsewhere` to ``hand_over``
+    (None: compile them here when first called)."""
+    global _hand_over_function
+    _hand_over_function = hand_over
+
+
+def compile_function_elsewhere(symbol):
+    """Where a helper process compiles for this run: ask it for the C function ``symbol``
+    (cpu/called_by_name.py) ahead of this process's first call, which then waits for it."""
+    if _hand_over_function is not None:
+        _hand_over_function(symbol)
+
+
 def wait_for(name, poll_seconds=0.05):
     """If another process is compiling the kernel ``name``, wait until it is done (once)."""
     done, on_wait = _PENDING.pop(name, (None, None))

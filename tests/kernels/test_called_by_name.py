@@ -16,7 +16,8 @@ from numba import njit, types
 
 from cache_child import run_on_cache
 from seqattn.kernels.compiled_elsewhere import compiling_elsewhere, compiling_here
-from seqattn.kernels.cpu.called_by_name import called_by_name
+from seqattn.kernels.cpu import called_by_name as by_name
+from seqattn.kernels.cpu.called_by_name import address_of, called_at_address, called_by_name
 from seqattn.kernels.cpu.gemm.register_gemm import register_gemm
 
 
@@ -75,6 +76,30 @@ _TWICE = called_by_name("seqattn_test_twice", types.int64(types.int64))(_twice)
 @njit
 def _call_twice(x):
     return _TWICE((x,))
+
+
+def _thrice(x):
+    return 3 * x
+
+
+_THRICE = "seqattn_test_thrice"
+called_by_name(_THRICE, types.int64(types.int64))(_thrice)
+_AT_ADDRESS = called_at_address(types.int64(types.int64))
+
+
+@njit
+def _call_at(address, x):
+    return _AT_ADDRESS(address, (x,))
+
+
+def test_a_c_function_called_at_an_address_is_compiled_only_when_its_address_is_asked_for():
+    """A kernel that calls a C function at an address passed in neither compiles nor names
+    it: the function is compiled at the first address_of."""
+    _call_at.compile((types.int64, types.int64))
+    assert _THRICE not in by_name._COMPILED
+    assert _THRICE not in next(iter(_call_at.inspect_llvm().values()))
+    assert _call_at(address_of(_THRICE), 7) == 21
+    assert _THRICE in by_name._COMPILED
 
 
 def test_a_c_function_that_another_process_compiles_is_waited_for():

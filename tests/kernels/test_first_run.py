@@ -135,8 +135,11 @@ def test_the_notice_counts_seqattn_kernels_only_on_a_bar_or_in_lines():
 def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once(
         monkeypatch):
     import seqattn.compile
+    from seqattn.kernels import compiled_elsewhere
 
     helpers, started, products = [], [], []
+    # the notice's start hands its C functions' requests to this stand-in helper: for this test
+    monkeypatch.setattr(compiled_elsewhere, "_hand_over_function", None)
     monkeypatch.setattr(seqattn.compile, "start_helper", lambda: helpers.append(1) or "lock")
     monkeypatch.setattr(seqattn.compile, "hand_over",
                         lambda lock, job, launches, on_wait: started.append((lock, job)))
@@ -262,6 +265,66 @@ def test_the_step_end_jobs_compile_the_signatures_that_fit_launches(monkeypatch,
     assert {name for name, _ in launched["job"]} == {n.rsplit(".", 1)[1] for n in launches}
     assert launched["job"] <= launched["model"], \
         "fit's step launched its kernels with signatures that the helper's job did not compile"
+
+
+def test_a_forward_whose_dweight_may_take_registers_asks_the_helper_for_the_driver(
+        monkeypatch):
+    """The backward of a large enough product takes the register driver (packed_gemm.gemm_tn,
+    MIN_WORK): its forward asks the helper for it, which the backward then loads."""
+    from seqattn import ops
+    from seqattn.compile import FUNCTION_JOBS
+    from seqattn.kernels import compiled_elsewhere
+    from seqattn.kernels.cpu import linear
+    from seqattn.kernels.cpu.gemm.packed_gemm import DRIVER, MIN_WORK
+
+    asked = []
+    monkeypatch.setattr(compiled_elsewhere, "_hand_over_function", asked.append)
+    monkeypatch.setattr(linear, "TN_IN_REGISTERS", True)  # as on AVX-512 with OpenBLAS
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((64, 64), dtype=np.float32)
+    for rows in (30, MIN_WORK // 64 // 64 - 1, MIN_WORK // 64 // 64):
+        ops.linear(rng.standard_normal((rows, 64), dtype=np.float32), weight)
+    ops.linear(rng.standard_normal((MIN_WORK // 64 // 64, 64)), weight.astype(np.float64))
+    assert asked == [DRIVER], "asked for by the one float32 product that may take it"
+    assert FUNCTION_JOBS[DRIVER] == "dweight-driver"
+
+
+def test_the_notice_hands_the_helper_a_c_function_once_where_the_cache_lacks_it(monkeypatch):
+    import seqattn.compile
+    from seqattn.kernels.cpu import called_by_name
+
+    handed = []
+    monkeypatch.setattr(seqattn.compile, "hand_over",
+                        lambda lock, job, launches, on_wait: handed.append((lock, job, launches)))
+    monkeypatch.setattr(seqattn.compile, "FUNCTION_JOBS", {"absent": "a", "cached": "c"})
+    monkeypatch.setattr(called_by_name, "available", lambda symbol: symbol == "cached")
+    notice = CompileNotice(_Stream(False), start_helper=True)
+    notice._helper_lock = "lock"
+    for symbol in ("absent", "cached", "absent"):
+        notice._hand_over_function(symbol)
+    assert handed == [("lock", "a", ("absent",))]
+
+
+def test_the_driver_job_fills_the_cache_a_large_dweight_loads(tmp_path):
+    """What the helper compiles when asked for the driver: the C function that the run's
+    large dW then finds in the cache."""
+    from cache_child import run_on_cache
+
+    child = """
+import json
+from seqattn.compile import FUNCTION_JOBS, run_job
+from seqattn.kernels.cpu.called_by_name import _COMPILED, available
+from seqattn.kernels.cpu.gemm.packed_gemm import DRIVER, TN_IN_REGISTERS
+before = available(DRIVER)
+run_job(FUNCTION_JOBS[DRIVER], parallel_twins=False)
+print(json.dumps({"before": before, "registered": DRIVER in _COMPILED,
+                  "in_registers": bool(TN_IN_REGISTERS)}))
+"""
+    first = run_on_cache(child, tmp_path)
+    if not first["in_registers"]:
+        pytest.skip("float32 dW goes through BLAS on this CPU")
+    second = run_on_cache(child, tmp_path)
+    assert first["registered"] and not first["before"] and second["before"]
 
 
 def test_the_attention_jobs_reach_the_short_and_the_tiled_kernel():

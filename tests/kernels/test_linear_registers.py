@@ -2,7 +2,8 @@
 process it is taken only where SciPy's OpenBLAS runs a kernel narrower than AVX-512): against
 float64 NumPy at shapes with remainders, the path's bits whatever the split of rows over
 threads, the choice from the kernel family OpenBLAS names, and a forward on BLAS's path
-compiled without the register driver."""
+compiled without the register driver, as a backward whose dW products are all too small for
+it."""
 import textwrap
 
 import numpy as np
@@ -137,3 +138,37 @@ def test_a_forward_on_blas_path_is_compiled_without_the_register_driver(tmp_path
     run = run_on_cache(_FORWARD_ON_BLAS, tmp_path)
     assert run["error"] < 1e-4
     assert "seqattn_packed_gemm_in_registers" not in run["registered"]
+
+
+_BACKWARD = textwrap.dedent("""
+    import json
+    import numpy as np
+    from seqattn.kernels.cpu import called_by_name, linear
+    from seqattn.kernels.cpu.gemm.packed_gemm import DRIVER, MIN_WORK, TN_IN_REGISTERS
+    rng = np.random.default_rng(0)
+    runs = []
+    for R, K, O in ((30, 8, 5), (MIN_WORK // 64 // 64, 64, 64)):
+        x = rng.normal(size=(R, K)).astype(np.float32)
+        weight = rng.normal(size=(O, K)).astype(np.float32)
+        dout = rng.normal(size=(R, O)).astype(np.float32)
+        dweight = np.zeros_like(weight)
+        linear.linear_backward(np.empty_like(x), dweight, np.zeros(O, np.float32), dout, x,
+                               weight, True, True)
+        exact = dout.astype(np.float64).T @ x
+        runs.append({"error": float(np.abs(dweight - exact).max() / np.abs(exact).max()),
+                     "driver": DRIVER in called_by_name._COMPILED})
+    print(json.dumps({"runs": runs, "in_registers": bool(TN_IN_REGISTERS)}))
+""")
+
+
+def test_the_register_driver_is_compiled_for_the_first_dweight_that_takes_it(tmp_path):
+    """dW takes the register driver for products of MIN_WORK multiply-adds or more only: a
+    backward of smaller ones leaves it out (not compiled, in a new process on an empty cache),
+    and the first larger one compiles it."""
+    run = run_on_cache(_BACKWARD, tmp_path)
+    if not run["in_registers"]:
+        pytest.skip("float32 dW goes through BLAS on this CPU")
+    small, large = run["runs"]
+    assert small["error"] < 1e-5 and large["error"] < 1e-5
+    assert not small["driver"], "compiled for products that never take it"
+    assert large["driver"]

@@ -7,8 +7,9 @@ import pytest
 from numba import njit
 
 from gradcheck import assert_float32_close
-from seqattn.kernels.cpu.gemm.packed_gemm import (MC, MIN_WORK, gemm_in_registers, gemm_tn,
-                                             gemm_through_blas, packed_gemm, strip_block)
+from seqattn.kernels.cpu.gemm.packed_gemm import (MC, MIN_WORK, driver_address,
+                                             gemm_in_registers, gemm_through_blas, gemm_tn,
+                                             packed_gemm, strip_block)
 
 
 @njit
@@ -116,14 +117,14 @@ def test_rows_in_whole_strips_get_the_bits_of_the_whole_product(transpose_a, tra
 
 
 @njit
-def _tn(c, a, b, accumulate, in_registers):
-    gemm_tn(c, a, b, accumulate, in_registers)
+def _tn(c, a, b, accumulate, driver):
+    gemm_tn(c, a, b, accumulate, driver)
 
 
 @pytest.mark.parametrize("K", [MIN_WORK // (64 * 64) // 4, MIN_WORK // (64 * 64)])
-def test_gemm_tn_takes_the_path_the_size_and_flag_ask_for(K):
+def test_gemm_tn_takes_the_path_the_size_and_driver_ask_for(K):
     """Bit for bit the result of the path asked for (the two round apart): registers from
-    MIN_WORK multiply-adds when ``in_registers``, BLAS below it or without the flag."""
+    MIN_WORK multiply-adds when given the driver's address, BLAS below it or given 0."""
     rng = np.random.default_rng(K)
     a, b = (rng.standard_normal((K, 64), dtype=np.float32) for _ in range(2))
     results = {}
@@ -131,8 +132,8 @@ def test_gemm_tn_takes_the_path_the_size_and_flag_ask_for(K):
         results[name] = np.zeros((64, 64), np.float32)
         call(results[name], a, b, True, False, False)
     assert not np.array_equal(results["registers"], results["blas"]), "paths should round apart"
-    for flag in (True, False):
+    for driver in (driver_address(), 0):
         got = np.zeros((64, 64), np.float32)
-        _tn(got, a, b, False, flag)
-        wanted = "registers" if flag and K * 64 * 64 >= MIN_WORK else "blas"
-        np.testing.assert_array_equal(got, results[wanted], f"in_registers={flag}")
+        _tn(got, a, b, False, driver)
+        wanted = "registers" if driver and K * 64 * 64 >= MIN_WORK else "blas"
+        np.testing.assert_array_equal(got, results[wanted], f"driver={driver}")

@@ -17,6 +17,10 @@ Nothing is compiled at import.
 
 The call is not inlined: use this for functions whose calls are few and long (a product over
 a whole tile), never in an inner loop.
+
+``called_at_address(signature)`` calls such a function at an address passed in at run time
+(:func:`address_of`): a kernel that takes a C function only for some sizes compiles and
+loads it only when a launch of those sizes asks for its address.
 """
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -51,6 +55,12 @@ def register(symbol):
             raise
         llvm.add_symbol(symbol, compiled.address)
         _COMPILED[symbol] = compiled
+
+
+def address_of(symbol):
+    """The address of the C function ``symbol``, compiled or loaded on first use (register)."""
+    register(symbol)
+    return _COMPILED[symbol].address
 
 
 def available(symbol):
@@ -90,6 +100,42 @@ def called_by_name(symbol, signature):
     return decorate
 
 
+def called_at_address(signature):
+    """An intrinsic, called from @njit code as ``f(address, (arg0, arg1, ...))``: the C
+    function of ``signature`` at ``address`` (an integer from :func:`address_of`), which the
+    calling kernel neither compiles nor names."""
+    arity = len(signature.args)
+
+    @intrinsic
+    def call(typingctx, address, arguments):
+        if not isinstance(address, types.Integer) or not isinstance(
+                arguments, types.BaseTuple) or len(arguments) != arity:
+            return None
+
+        def codegen(context, builder, sig, args):
+            function = builder.inttoptr(args[0], _function_type(context, signature).as_pointer())
+            return _call(context, builder, function, signature, arguments, args[1])
+        return signature.return_type(address, arguments), codegen
+    return call
+
+
+def _function_type(context, signature):
+    """The type of numba.cfunc's C wrapper."""
+    return ir.FunctionType(context.get_value_type(signature.return_type),
+                           [context.get_value_type(t) for t in signature.args])
+
+
+def _call(context, builder, function, signature, arguments, values):
+    """Call ``function`` with the tuple ``values`` of types ``arguments``, cast to the
+    ``signature``'s."""
+    values = [context.cast(builder, builder.extract_value(values, i), arguments[i], t)
+              for i, t in enumerate(signature.args)]
+    result = builder.call(function, values)
+    if signature.return_type == types.void:
+        return context.get_dummy_value()
+    return result
+
+
 def _caller(symbol, signature):
     arity = len(signature.args)
 
@@ -100,15 +146,8 @@ def _caller(symbol, signature):
         register(symbol)  # before the calling kernel's code is linked
 
         def codegen(context, builder, sig, args):
-            # the types of numba.cfunc's C wrapper
-            function_type = ir.FunctionType(context.get_value_type(signature.return_type),
-                                            [context.get_value_type(t) for t in signature.args])
-            function = cgutils.get_or_insert_function(builder.module, function_type, symbol)
-            values = [context.cast(builder, builder.extract_value(args[0], i), arguments[i], t)
-                      for i, t in enumerate(signature.args)]
-            result = builder.call(function, values)
-            if signature.return_type == types.void:
-                return context.get_dummy_value()
-            return result
+            function = cgutils.get_or_insert_function(
+                builder.module, _function_type(context, signature), symbol)
+            return _call(context, builder, function, signature, arguments, args[0])
         return signature.return_type(arguments), codegen
     return call

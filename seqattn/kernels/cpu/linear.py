@@ -24,7 +24,9 @@ from numba import njit, prange
 
 from .gemm import tile_linear
 from .gemm.blas_library import single_threaded_blas
-from .gemm.packed_gemm import NT_NN_IN_REGISTERS, TN_IN_REGISTERS, gemm_tn, packed_gemm, strip_block
+from ..compiled_elsewhere import compile_function_elsewhere
+from .gemm.packed_gemm import (DRIVER, MIN_WORK, NT_NN_IN_REGISTERS, TN_IN_REGISTERS,
+                               driver_address, gemm_tn, packed_gemm, strip_block)
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).
@@ -81,7 +83,7 @@ def _linear_forward(out, x, weight, bias, has_bias, in_registers, tasks):
 
 @sized_kernel(GRAIN)
 def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight, has_bias,
-                     nn_in_registers, tn_in_registers, tasks):
+                     nn_in_registers, dweight_driver, tasks):
     R, O = dout.shape
     K = x.shape[1]
     for t in prange(tasks):
@@ -97,10 +99,10 @@ def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight,
         if need_dweight and K > O:
             k0, k1 = _block(t, tasks, K)
             if k1 > k0:
-                gemm_tn(dweight[:, k0:k1], dout[:, :], x[:, k0:k1], True, tn_in_registers)
+                gemm_tn(dweight[:, k0:k1], dout[:, :], x[:, k0:k1], True, dweight_driver)
         elif need_dweight and o1 > o0:
             # views of any layout, as in the branch above: gemm_tn compiles once
-            gemm_tn(dweight[o0:o1, :], dout[:, o0:o1], x[:, :], True, tn_in_registers)
+            gemm_tn(dweight[o0:o1, :], dout[:, o0:o1], x[:, :], True, dweight_driver)
         if has_bias and o1 > o0:
             # out += b  ->  db += sum of dout over rows
             _add_column_sums(dbias, dout, o0, o1)
@@ -119,6 +121,13 @@ def _rows_in_registers(x):
     return True if NT_NN_IN_REGISTERS and x.dtype == np.float32 else None
 
 
+def _dweight_in_registers(x, weight):
+    """Whether dW of a layer with these x (R, K) and weight (O, K) may take the register path
+    (gemm_tn: a block of at least MIN_WORK multiply-adds; the whole product bounds them)."""
+    return (TN_IN_REGISTERS and x.dtype == np.float32
+            and x.shape[0] * x.shape[1] * weight.shape[0] >= MIN_WORK)
+
+
 def linear_forward(out, x, weight, bias, has_bias):
     """out (R, O) = x (R, K) @ weight (O, K)^T (+ bias (O,))."""
     if tile_linear.forward_on_tiles(x, weight) and out.flags.c_contiguous:
@@ -132,6 +141,9 @@ def linear_forward(out, x, weight, bias, has_bias):
     with single_threaded_blas():
         _linear_forward.run(tasks, out, x, weight, _vector(bias), has_bias,
                             _rows_in_registers(x), tasks)
+    if _dweight_in_registers(x, weight):
+        # on a first run, a helper compiles the driver for this product's dW meanwhile
+        compile_function_elsewhere(DRIVER)
 
 
 def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
@@ -156,7 +168,9 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
         dweight = weight  # a stand-in of the same type, never written
     tasks = _linear_backward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
-        # The products' choices are arguments, so that cached code does not keep them.
+        # The products' choices are arguments, so that cached code does not keep them; dW's
+        # driver only for a product that may take it: a run of small layers never compiles it.
         _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
-                             need_dweight, has_bias, _rows_in_registers(x), TN_IN_REGISTERS,
+                             need_dweight, has_bias, _rows_in_registers(x),
+                             driver_address() if _dweight_in_registers(x, weight) else 0,
                              tasks)

@@ -33,14 +33,17 @@ OpenBLAS names, ``blas_library.CORENAME``). MKL (when installed, ``blas_library`
 1.03-1.4x as fast as this driver, so with MKL, on CPUs without AVX-512 and for float64
 (gradient checks), the products are BLAS's. The choices are passed to :func:`packed_gemm` as
 arguments (None for BLAS, whose type leaves the register path out of the compiled code): code
-cached on disk must not keep the library of the process that compiled it.
+cached on disk must not keep the library of the process that compiled it. dW is passed the
+driver's address instead (:func:`driver_address`, 0 for BLAS), asked for only by launches
+whose product is large enough to take it (MIN_WORK): a run of small layers never compiles the
+driver.
 """
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
 from .blas_gemm import gemm
-from ..called_by_name import called_by_name
+from ..called_by_name import address_of, called_at_address, called_by_name
 from .blas_library import CORENAME, LIBRARY, OPENBLAS
 from ..llvm_vectors import AVX512
 from .register_gemm import IN_REGISTERS, WIDE, register_gemm, transpose
@@ -137,13 +140,17 @@ def _transpose_into_panels(panels, src):
 
 
 _F32_VIEW = types.Array(types.float32, 2, "A")
+# The register driver's C function (below) and its signature.
+DRIVER = "seqattn_packed_gemm_in_registers"
+_DRIVER_SIGNATURE = types.void(_F32_VIEW, _F32_VIEW, _F32_VIEW, types.boolean, types.boolean,
+                               types.boolean)
+# The driver called at an address passed in at run time (dW's, gemm_tn).
+_in_registers_at = called_at_address(_DRIVER_SIGNATURE)
 
 
 # Compiled once and called by name, so that the kernels calling it do not each link, optimize
 # and emit its loops again (called_by_name.py).
-@called_by_name("seqattn_packed_gemm_in_registers",
-                types.void(_F32_VIEW, _F32_VIEW, _F32_VIEW, types.boolean, types.boolean,
-                           types.boolean))
+@called_by_name(DRIVER, _DRIVER_SIGNATURE)
 def _in_registers(c, a, b, transpose_a, transpose_b, accumulate):
     """The loops of :func:`gemm_in_registers`."""
     M, N = c.shape
@@ -175,6 +182,11 @@ def _in_registers(c, a, b, transpose_a, transpose_b, accumulate):
                     # 1.07-1.2x slower (the copy costs more than its locality gains)
                     a_strip = a[i0:i1, p0:p1]
                 _panels_product(c[i0:i1, j0:j1], a_strip, b_chunk, add)
+
+
+def driver_address():
+    """The register driver's address, for :func:`gemm_tn` (compiled or loaded on first use)."""
+    return address_of(DRIVER)
 
 
 @njit(cache=True)
@@ -230,13 +242,22 @@ def packed_gemm(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
     along their last axis (row-major arrays and their row or column blocks). float32 runs
     :func:`gemm_in_registers` when ``in_registers``; otherwise, and float64,
     :func:`gemm_through_blas`. ``in_registers`` None chooses BLAS when compiled: the register
-    driver, the larger part of a first run's linear forward, is then not compiled in. The
-    caller decides on the product's size (see MIN_WORK)."""
+    driver, the larger part of a first run's linear forward, is then not compiled in; an
+    integer is the driver's address (:func:`driver_address`), 0 for BLAS. The caller decides
+    on the product's size (see MIN_WORK)."""
     raise NotImplementedError("packed_gemm is only callable from @njit code")
 
 
 @overload(packed_gemm, jit_options={"cache": True})
 def _packed_gemm_impl(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
+    if c.dtype == types.float32 and isinstance(in_registers, types.Integer):
+        def by_address(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
+            if in_registers != 0:
+                _in_registers_at(in_registers, (c[:, :], a[:, :], b[:, :], transpose_a,
+                                                transpose_b, accumulate))
+            else:
+                gemm_through_blas(c, a, b, transpose_a, transpose_b, accumulate)
+        return by_address
     if c.dtype == types.float32 and not isinstance(in_registers, types.NoneType):
         def by_flag(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
             if in_registers:
@@ -251,10 +272,10 @@ def _packed_gemm_impl(c, a, b, transpose_a, transpose_b, accumulate, in_register
 
 
 @njit(cache=True)
-def gemm_tn(c, a, b, accumulate, in_registers):
+def gemm_tn(c, a, b, accumulate, driver):
     """c (M, N) = a (K, M)^T @ b (K, N), plus c when ``accumulate`` (dW = dout^T x): through
-    :func:`packed_gemm`, in registers when ``in_registers`` (pass ``TN_IN_REGISTERS``) and the
-    product has at least MIN_WORK multiply-adds."""
+    :func:`packed_gemm`, in registers at ``driver`` (:func:`driver_address`, where
+    ``TN_IN_REGISTERS``; 0 for BLAS) when the product has at least MIN_WORK multiply-adds."""
     big = c.shape[0] * c.shape[1] * a.shape[0] >= MIN_WORK
     # views of any layout: one compiled packed_gemm for the blocks of either operand
-    packed_gemm(c[:, :], a[:, :], b[:, :], True, False, accumulate, in_registers and big)
+    packed_gemm(c[:, :], a[:, :], b[:, :], True, False, accumulate, driver if big else 0)

@@ -21,7 +21,8 @@ token holds) is chosen per set, by cross-validation on its training file (``--se
     plus the votes' log probabilities, a product of the two experts) -> the two experts
     weighed (``seqattn.train.choose_expert_weights``: the weights of attention's logits and of
     the votes, 0 dropping one, chosen on out-of-fold predictions of the whole training file,
-    5 folds each trained as above; ``weigh_experts`` scales the model's head and path) ->
+    5 folds each trained as above, the votes alone unless the best weights beat them there by
+    more than one standard error; ``weigh_experts`` scales the model's head and path) ->
     seqattn.evaluate: accuracy, log loss and AUROC on the test file, from the model's
     probabilities of every class.
 
@@ -35,7 +36,10 @@ length) and chooses between them on validation (the figures of both: docs/result
 weights: the product rarely beat its better expert, and where attention adds nothing
 (ItalyPowerDemand, OSULeaf) it trailed the neighbours alone; a validation fifth that early
 stopping read cannot tell (every candidate scores 1.000 on ItalyPowerDemand's 13 validation
-series), while predictions of samples no model or early stopping saw can.
+series), while predictions of samples no model or early stopping saw can. Why the votes alone
+unless the best weights beat them by more than a standard error: on a few dozen series a
+candidate right on one sample more out of fold is within the folds' noise, and the attention it
+kept cost test accuracy where the votes alone did better (ArrowHead, ACSF1: docs/transfer.md).
 
 ``seqattn.evaluate`` scores the model on the test file against the default baselines of
 ``seqattn.baselines`` on the model's own frame tokens (logistic regression on the frames pooled
@@ -336,8 +340,10 @@ def main(argv=None):
     results = {name: run_set(name, configs[name]) for name in args.sets}
     for name, r in results.items():
         print(f"{name}: test accuracy (seqattn trained and reloaded in {r['seconds']:.0f} s)")
+        table = r["weights"].table
         print(f"  experts' weights chosen out of fold: attention {r['weights'].attention:g}, "
-              f"nearest series {r['weights'].expert:g}")
+              f"nearest series {r['weights'].expert:g} (best out of fold: {table.attrs['best']}, "
+              f"accuracy gain {table.attrs['gain']:.3f} +- {table.attrs['standard_error']:.3f})")
         print("  " + ", ".join(f"{p} {r[p]:.3f}" for p in r
                                if p not in ("scores", "weights", "seconds")))
     if args.plot:

@@ -18,6 +18,12 @@ other folds and returns ``(model, adapter)``; each held fold is then scored by i
 terms apart. Choosing on predictions of samples that neither the model nor its early stopping
 saw matters here: a validation part that early stopping read makes attention look better than
 it is, and on small sets every candidate scores the same on it.
+
+The expert alone is the simpler model, and it is kept unless the best candidate beats it out of
+fold by more than one standard error of their paired difference (the one-standard-error rule,
+as early stopping keeps the linear solution where training adds nothing): on a few dozen series
+a candidate that is right on one sample more is within the folds' noise, and attention weighed
+in on such evidence cost accuracy on new data where the expert alone did better.
 """
 from dataclasses import dataclass
 
@@ -32,6 +38,7 @@ from ..nn.placement import moved
 # (attention, expert) weights, the product of the two first: a tie goes to the earlier one
 CANDIDATE_WEIGHTS = ((1.0, 1.0), (0.5, 1.0), (0.25, 1.0), (0.0, 1.0), (1.0, 0.5), (1.0, 0.25),
                      (1.0, 0.0))
+EXPERT_ALONE = (0.0, 1.0)
 METRICS = ("accuracy", "cross_entropy")
 
 
@@ -62,15 +69,22 @@ def expert_outputs(model, batches):
             np.concatenate(targets).astype(np.int64))
 
 
-def weighed_scores(attention, expert, targets, weights):
-    """(accuracy, mean cross-entropy) of softmax(a * attention + e * expert) for (a, e) =
-    `weights`."""
+def sample_scores(attention, expert, targets, weights):
+    """Per sample, (hit, cross-entropy) of softmax(a * attention + e * expert) for (a, e) =
+    `weights`: (S,) 1.0 where the most probable class is the target, else 0.0, and (S,)
+    -log p(target)."""
     a, e = weights
     logits = a * attention + e * expert
     log_p = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
     rows = np.arange(len(targets))
-    return (float(np.mean(np.argmax(log_p, axis=1) == targets)),
-            float(-np.mean(log_p[rows, targets])))
+    return (np.argmax(log_p, axis=1) == targets).astype(np.float64), -log_p[rows, targets]
+
+
+def weighed_scores(attention, expert, targets, weights):
+    """(accuracy, mean cross-entropy) of softmax(a * attention + e * expert) for (a, e) =
+    `weights`."""
+    hits, losses = sample_scores(attention, expert, targets, weights)
+    return float(np.mean(hits)), float(np.mean(losses))
 
 
 def stratified_folds(labels, folds, seed):
@@ -85,7 +99,8 @@ def stratified_folds(labels, folds, seed):
 
 
 def choose_expert_weights(train_model, ds, *, label, folds=5, seed=0,
-                          candidates=CANDIDATE_WEIGHTS, metric="accuracy", sample_dim="sample"):
+                          candidates=CANDIDATE_WEIGHTS, metric="accuracy", prefer=EXPERT_ALONE,
+                          sample_dim="sample"):
     """Choose (attention, expert) weights on out-of-fold predictions of `ds` (see the module
     docstring).
 
@@ -105,21 +120,20 @@ def choose_expert_weights(train_model, ds, *, label, folds=5, seed=0,
     candidates : sequence of (float, float)
         (attention, expert) weights, each at least 0 and not both 0.
     metric : {"accuracy", "cross_entropy"}
-        What chooses: the highest accuracy (ties broken by the lower cross-entropy, then by
-        order), or the lowest cross-entropy.
+        What ranks the candidates: the highest accuracy (ties broken by the lower cross-entropy,
+        then by order), or the lowest cross-entropy.
+    prefer : (float, float) or None
+        The simpler candidate, the expert alone by default: chosen unless the best one beats it
+        by more than one standard error of their paired out-of-fold difference in `metric`
+        (see :func:`choose_from_outputs`). None: the best candidate is chosen.
 
     Returns
     -------
     ExpertWeights
     """
-    if metric not in METRICS:
-        raise ValueError(f"metric={metric!r}; expected one of {METRICS}")
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise ValueError(f"folds must be an int of at least 2, got {folds!r}")
-    candidates = [tuple(float(w) for w in pair) for pair in candidates]
-    if not candidates or any(len(c) != 2 or min(c) < 0 or max(c) == 0 for c in candidates):
-        raise ValueError(f"candidates must be (attention, expert) weight pairs, each at least 0 "
-                         f"and not both 0; got {candidates!r}")
+    candidates, prefer = _checked_choice(candidates, metric, prefer)
     if label not in ds:
         raise KeyError(f"label={label!r} is not a variable of ds ({sorted(ds.data_vars)})")
     fold = stratified_folds(ds[label].values, folds, seed)
@@ -133,20 +147,85 @@ def choose_expert_weights(train_model, ds, *, label, folds=5, seed=0,
         attention.append(a)
         expert.append(e)
         targets.append(t)
-    attention, expert, targets = (np.concatenate(x) for x in (attention, expert, targets))
-    scores = np.array([weighed_scores(attention, expert, targets, c) for c in candidates])
+    weights = choose_from_outputs(*(np.concatenate(x) for x in (attention, expert, targets)),
+                                  candidates=candidates, metric=metric, prefer=prefer)
+    weights.table.attrs["folds"] = folds
+    return weights
+
+
+def choose_from_outputs(attention, expert, targets, *, candidates=CANDIDATE_WEIGHTS,
+                        metric="accuracy", prefer=EXPERT_ALONE):
+    """Choose (attention, expert) weights on the two terms of predictions of samples no model
+    trained on (what :func:`choose_expert_weights` does once it has them).
+
+    The candidates are ranked by `metric` (see :func:`choose_expert_weights`). The best one is
+    chosen only where it beats `prefer` by more than one standard error of their paired
+    difference: per sample, the best candidate's hit minus the preferred one's (accuracy) or
+    the preferred one's cross-entropy minus the best one's, whose mean must exceed its sample
+    standard deviation over the square root of the number of samples. For accuracy that is
+    (b - c)^2 > b + c, where the best one alone is right on b samples and the preferred one
+    alone on c: one sample more right and none fewer is exactly one standard error, and does
+    not count.
+
+    Parameters
+    ----------
+    attention, expert : array (S, C)
+        Attention's logits and the neighbour path's outputs (:func:`expert_outputs`).
+    targets : array of int (S,)
+        The class ids.
+    candidates, metric, prefer
+        As in :func:`choose_expert_weights`.
+
+    Returns
+    -------
+    ExpertWeights
+        Its table's attrs: ``metric``, ``chosen``, ``best`` (the best-ranked candidate),
+        ``gain`` (its mean paired gain over `prefer`, 0 where `prefer` is None),
+        ``standard_error`` (of that gain) and ``samples``.
+    """
+    candidates, prefer = _checked_choice(candidates, metric, prefer)
+    per_sample = [sample_scores(attention, expert, targets, c) for c in candidates]
+    scores = np.array([(np.mean(hits), np.mean(losses)) for hits, losses in per_sample])
     if metric == "accuracy":
         order = np.lexsort((np.arange(len(candidates)), scores[:, 1], -scores[:, 0]))
     else:
         order = np.lexsort((np.arange(len(candidates)), scores[:, 1]))
-    chosen = candidates[int(order[0])]
+    best = int(order[0])
+    chosen, gain, standard_error = best, 0.0, 0.0
+    if prefer is not None:
+        simple = candidates.index(prefer)
+        column = 0 if metric == "accuracy" else 1
+        sign = 1.0 if metric == "accuracy" else -1.0
+        d = sign * (per_sample[best][column] - per_sample[simple][column])
+        n = len(d)
+        gain = float(np.mean(d))
+        standard_error = float(np.std(d, ddof=1) / np.sqrt(n)) if n > 1 else np.inf
+        # mean > std(ddof=1) / sqrt(n) is sum(d) > 0 and sum(d)^2 > sum(d^2): in that form
+        # one hit more of n (exactly one standard error) is not lost to rounding
+        if not (np.sum(d) > 0 and np.sum(d) ** 2 > np.sum(d ** 2)):
+            chosen = simple
     names = [f"attention {a:g}, expert {e:g}" for a, e in candidates]
     table = xr.Dataset({"accuracy": ("candidate", scores[:, 0]),
                         "cross_entropy": ("candidate", scores[:, 1])},
                        coords={"candidate": names})
-    table.attrs.update(metric=metric, chosen=names[int(order[0])], folds=folds,
-                       samples=len(targets))
-    return ExpertWeights(chosen[0], chosen[1], table)
+    table.attrs.update(metric=metric, chosen=names[chosen], best=names[best], gain=gain,
+                       standard_error=standard_error, samples=len(targets))
+    return ExpertWeights(candidates[chosen][0], candidates[chosen][1], table)
+
+
+def _checked_choice(candidates, metric, prefer):
+    """The candidates and `prefer` as tuples of floats, with clear errors."""
+    if metric not in METRICS:
+        raise ValueError(f"metric={metric!r}; expected one of {METRICS}")
+    candidates = [tuple(float(w) for w in pair) for pair in candidates]
+    if not candidates or any(len(c) != 2 or min(c) < 0 or max(c) == 0 for c in candidates):
+        raise ValueError(f"candidates must be (attention, expert) weight pairs, each at least 0 "
+                         f"and not both 0; got {candidates!r}")
+    if prefer is not None:
+        prefer = tuple(float(w) for w in prefer)
+        if prefer not in candidates:
+            raise ValueError(f"prefer={prefer!r} is not among the candidates {candidates!r}")
+    return candidates, prefer
 
 
 def weigh_experts(model, weights):

@@ -13,8 +13,8 @@ from seqattn.models import SequenceModel, SequenceModelConfig, build
 from seqattn.models.linear_path import residual_parameters
 from seqattn.train import (AdamW, CrossEntropyLoss, ExpertWeights, choose_expert_weights, fit,
                            weigh_experts)
-from seqattn.train.expert_weights import (CANDIDATE_WEIGHTS, expert_outputs, stratified_folds,
-                                          weighed_scores)
+from seqattn.train.expert_weights import (CANDIDATE_WEIGHTS, choose_from_outputs,
+                                          expert_outputs, stratified_folds, weighed_scores)
 
 RNG = np.random.default_rng(5)
 LENGTH = 12
@@ -120,11 +120,68 @@ def test_the_weighed_model_predicts_the_weighed_sum_and_saves(tmp_path):
 
 def test_choosing_by_cross_entropy():
     weights = choose_expert_weights(lambda part: two_experts(part, epochs=2), DS, label="label",
-                                    folds=2, metric="cross_entropy",
+                                    folds=2, metric="cross_entropy", prefer=None,
                                     candidates=((1.0, 1.0), (0.0, 1.0), (1.0, 0.0)))
     entropy = weights.table.cross_entropy.values
     assert weights.table.attrs["chosen"] == weights.table.candidate.values[np.argmin(entropy)]
+    assert weights.table.attrs["best"] == weights.table.attrs["chosen"]
     assert weights.table.attrs["metric"] == "cross_entropy"
+
+
+def attention_fixes(right, wrong, samples=20):
+    """Two experts' terms for `samples` samples of two classes: the expert (log votes 0.8 /
+    0.2) right on all but the first `right` samples, where attention's logits (+-20, enough to
+    outvote it at every candidate weight above 0) are right; on the next `wrong` samples
+    attention is wrong against a right expert; elsewhere attention gives 0 logits."""
+    targets = np.arange(samples) % 2
+    expert = np.log(np.where(np.eye(2)[targets] == 1, 0.8, 0.2))
+    expert[:right] = expert[:right, ::-1]
+    attention = np.zeros((samples, 2))
+    attention[:right] = 20.0 * (2 * np.eye(2)[targets[:right]] - 1)
+    attention[right:right + wrong] = -20.0 * (2 * np.eye(2)[targets[right:right + wrong]] - 1)
+    return attention, expert, targets
+
+
+@pytest.mark.parametrize("right, wrong, kept", [(1, 0, True), (2, 0, False), (3, 1, True),
+                                                (4, 1, False)])
+def test_the_expert_alone_is_kept_unless_the_best_beats_it_by_more_than_a_standard_error(
+        right, wrong, kept):
+    # b samples only the best gets right, c only the expert alone: a standard error is
+    # sqrt(b + c) samples, so the best is chosen where (b - c)^2 > b + c
+    attention, expert, targets = attention_fixes(right, wrong)
+    weights = choose_from_outputs(attention, expert, targets)
+    table = weights.table
+    best = table.accuracy.values.max()
+    assert table.accuracy.sel(candidate="attention 0, expert 1") == (20 - right) / 20
+    assert table.accuracy.sel(candidate=table.attrs["best"]) == best == (20 - wrong) / 20
+    assert table.attrs["gain"] == pytest.approx((right - wrong) / 20)
+    d = np.r_[np.ones(right), -np.ones(wrong), np.zeros(20 - right - wrong)]
+    assert table.attrs["standard_error"] == pytest.approx(np.std(d, ddof=1) / np.sqrt(20))
+    if kept:
+        assert (weights.attention, weights.expert) == (0.0, 1.0)
+        assert table.attrs["chosen"] == "attention 0, expert 1"
+    else:
+        assert table.attrs["chosen"] == table.attrs["best"] != "attention 0, expert 1"
+        assert weights.attention > 0
+    # without a preferred candidate the best one is chosen, however small its lead
+    plain = choose_from_outputs(attention, expert, targets, prefer=None)
+    assert plain.table.attrs["chosen"] == table.attrs["best"]
+
+
+def test_the_preferred_candidate_by_cross_entropy():
+    attention, expert, targets = attention_fixes(2, 0)
+    # the best cross-entropy's lead is the per-sample differences' mean, against their spread
+    weights = choose_from_outputs(attention, expert, targets, metric="cross_entropy",
+                                  candidates=((1.0, 1.0), (0.0, 1.0)))
+    product = weighed_scores(attention, expert, targets, (1.0, 1.0))[1]
+    alone = weighed_scores(attention, expert, targets, (0.0, 1.0))[1]
+    assert weights.table.attrs["best"] == "attention 1, expert 1"
+    assert weights.table.attrs["gain"] == pytest.approx(alone - product)
+    assert (weights.attention, weights.expert) == (1.0, 1.0)
+    # an expert as good as attention where it is right leaves nothing to gain
+    even = choose_from_outputs(np.zeros_like(attention), expert, targets,
+                               metric="cross_entropy", candidates=((1.0, 1.0), (0.0, 1.0)))
+    assert (even.attention, even.expert) == (0.0, 1.0)
 
 
 def test_bad_arguments_are_named():
@@ -137,6 +194,8 @@ def test_bad_arguments_are_named():
         choose_expert_weights(train, DS, label="label", candidates=((0.0, 0.0),))
     with pytest.raises(ValueError, match="each at least 0"):
         choose_expert_weights(train, DS, label="label", candidates=((-1.0, 1.0),))
+    with pytest.raises(ValueError, match=r"prefer=\(0.0, 2.0\) is not among the candidates"):
+        choose_expert_weights(train, DS, label="label", prefer=(0.0, 2.0))
     with pytest.raises(KeyError, match="label='species'"):
         choose_expert_weights(train, DS, label="species")
     plain = SequenceModel(SequenceModelConfig(in_features=1, out_features=3, d_model=8, nhead=2,

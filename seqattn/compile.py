@@ -68,6 +68,8 @@ HELPER_SWITCH = "SEQATTN_COMPILE_HELPER"
 HELPER_LOCK_SECONDS = 900
 # Seconds between the helper's looks for requests while it has none.
 POLL_SECONDS = 0.05
+# Added to a request's file name while the helper serves it.
+SERVING = ".serving"
 # Request file names sort by priority: a job that the run waits for, then one that it waits for
 # at the end of its first training step (after its backward, whose jobs go first), then a
 # version that a launch misses (the other version runs meanwhile), then the other version of
@@ -405,8 +407,19 @@ def hand_over(lock, job, launches, on_wait=None, call=None, priority=JOB_PRIORIT
     from .kernels.compiled_elsewhere import compiling_elsewhere
 
     path = _write_request(lock, priority, dict(job=job, call=call))
-    compiling_elsewhere(launches,
-                        lambda: not os.path.exists(path) or not _helper_running(lock), on_wait)
+    compiling_elsewhere(
+        launches, lambda: not (os.path.exists(path) or os.path.exists(path + SERVING))
+        or not _helper_running(lock), on_wait, lambda: _take_back(path))
+
+
+def _take_back(path):
+    """Withdraw a request that the helper has not started (it renames a request when it starts
+    it, serve): whether it was withdrawn."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def hand_over_products(lock):
@@ -455,14 +468,18 @@ def serve(lock, client):
                 time.sleep(POLL_SECONDS)
                 continue
             path = os.path.join(folder, waiting[0])
+            try:  # started: the client waits for it from now on (_take_back)
+                os.replace(path, path + SERVING)
+            except FileNotFoundError:  # taken back: the client compiles it
+                continue
             try:
-                with open(path, "rb") as f:
+                with open(path + SERVING, "rb") as f:
                     _serve_one(pickle.load(f))
             except Exception as error:  # the client compiles it when it looks again
                 print(f"seqattn.compile helper: {waiting[0]}: {error!r}", file=sys.stderr)
             finally:
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(path)
+                    os.remove(path + SERVING)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(lock)

@@ -4,7 +4,8 @@ On a first run, seqattn.compile hands the slowest kernels to a helper process, s
 compile on another core while this process compiles the rest. When this process reaches one of
 them, it waits for the helper and then loads the kernel from the cache rather than compiling it
 a second time (see SizedKernel.run in cpu/threads.py, and register in cpu/called_by_name.py
-for the C functions that kernels call by name). Numba writes cache files atomically, so
+for the C functions that kernels call by name); where the helper has not started it yet (busy
+with other kernels), it takes it back and compiles it itself. Numba writes cache files atomically, so
 a kernel is either loaded whole or, if the helper failed, compiled here as usual.
 
 A C function called by name is also marked while a process compiles it (:func:`compiling_here`):
@@ -15,17 +16,19 @@ import contextlib
 import os
 import time
 
-# A kernel's "module.qualname" (or the symbol of a C function, cpu/called_by_name.py) -> a
-# callable that is True once the compiling process is done.
+# A kernel's "module.qualname" (or the symbol of a C function, cpu/called_by_name.py) ->
+# (a callable that is True once the compiling process is done, on_wait, take_back).
 _PENDING = {}
 
 
-def compiling_elsewhere(names, done, on_wait=None):
+def compiling_elsewhere(names, done, on_wait=None, take_back=None):
     """Register kernels (their "module.qualname", or a C function's symbol) that a process
     compiles until ``done()``; ``on_wait()``, if given, is called when a launch starts waiting
-    for them."""
+    for them. ``take_back()``, if given, withdraws the work where that process has not started
+    it, and says whether it did: then this process compiles them itself (waiting would take
+    longer than that)."""
     for name in names:
-        _PENDING[name] = (done, on_wait)
+        _PENDING[name] = (done, on_wait, take_back)
 
 
 # While a helper process takes requests (seqattn.first_run sets it): a callable that hands it
@@ -48,9 +51,10 @@ def compile_function_elsewhere(symbol):
 
 
 def wait_for(name, poll_seconds=0.05):
-    """If another process is compiling the kernel ``name``, wait until it is done (once)."""
-    done, on_wait = _PENDING.pop(name, (None, None))
-    if done is None or done():
+    """If another process is compiling the kernel ``name``, wait until it is done (once);
+    if it has not started, take the work back (see :func:`compiling_elsewhere`)."""
+    done, on_wait, take_back = _PENDING.pop(name, (None, None, None))
+    if done is None or done() or (take_back is not None and take_back()):
         return
     if on_wait is not None:
         on_wait()

@@ -7,6 +7,7 @@ import io
 import os
 import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -102,6 +103,56 @@ def test_a_launch_waits_for_the_process_compiling_its_kernel():
     assert len(polls) == 4 and waits == [1]
     wait_for("toy.kernel", poll_seconds=0)
     assert len(polls) == 4, "waited twice for one kernel"
+
+
+def _running_helper(tmp_path):
+    """A helper's lock and requests folder, the helper being this process (alive)."""
+    lock = tmp_path / "seqattn-compile-helper.lock"
+    lock.write_text(str(os.getpid()))
+    (tmp_path / "seqattn-compile-helper-requests").mkdir()
+    return str(lock)
+
+
+def test_a_launch_takes_back_a_job_that_the_helper_has_not_started(tmp_path, monkeypatch):
+    """Waiting for a job still in the helper's queue would take longer than compiling it: the
+    launch withdraws it (and compiles it itself), and the helper skips it."""
+    import seqattn.compile
+    from seqattn.compile import hand_over
+
+    lock = _running_helper(tmp_path)
+    hand_over(lock, "adam-step", ["toy.first", "toy.second"])
+    launches = threading.Thread(target=lambda: [wait_for(n) for n in ("toy.first", "toy.second")],
+                                daemon=True)
+    launches.start()
+    launches.join(timeout=5)
+    assert not launches.is_alive(), "waits for a job that the helper has not started"
+    assert list((tmp_path / "seqattn-compile-helper-requests").iterdir()) == []
+    served = []
+    monkeypatch.setattr(seqattn.compile, "run_job", lambda job, parallel_twins: served.append(job))
+    serve(lock, client=_ended_process())
+    assert served == []
+
+
+def test_a_launch_waits_for_a_job_that_the_helper_has_started(tmp_path, monkeypatch):
+    import seqattn.compile
+    from seqattn.compile import hand_over
+
+    lock = _running_helper(tmp_path)
+
+    def run_job(job, parallel_twins):
+        time.sleep(0.5)
+        served.append(job)
+    served = []
+    monkeypatch.setattr(seqattn.compile, "run_job", run_job)
+    hand_over(lock, "adam-step", ["toy.launch"])
+    helper = threading.Thread(target=serve, args=(lock, _ended_process()))
+    helper.start()
+    while not served and not any(p.name.endswith(".serving") for p in
+                                 (tmp_path / "seqattn-compile-helper-requests").iterdir()):
+        time.sleep(0.01)
+    wait_for("toy.launch", poll_seconds=0.01)
+    assert served == ["adam-step"], "went on before the helper had compiled it"
+    helper.join()
 
 
 class _Stream(io.StringIO):

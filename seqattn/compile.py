@@ -41,14 +41,28 @@ HELPER_AFTER = "seqattn.kernels.cpu.attention._forward_tasks"
 BACKWARD_KERNELS = ("seqattn.kernels.cpu.attention._backward_tasks",
                     "seqattn.kernels.cpu.attention._row_delta_rows")
 SHORT_FORWARD = "seqattn.kernels.cpu.attention_small._forward_tasks"
-# What a first run hands the helper at the first compilation of a forward kernel: the job that
-# compiles its backward (the slowest kernels of a training step, which the run reaches last),
-# and the launches that wait for that job; (forward, job, launches).
+# Request file names sort by priority: a job that the run waits for (the slowest backward
+# kernels), then the small backward kernels that the run reaches after some of those, then the
+# kernels that end its first training step, then a version that a launch misses (the other
+# version runs meanwhile), then the other version of one compiled in the run, for later runs:
+# those wait until the run has ended, so as not to slow it down. A job that the helper has not
+# started when the run reaches it, the run takes back (kernels/compiled_elsewhere.py).
+JOB_PRIORITY, SMALL_BACKWARD_PRIORITY, STEP_END_PRIORITY, VERSION_PRIORITY, LATER_PRIORITY = (
+    "0", "1", "2", "3", "4")
+# What a first run hands the helper at the first compilation of a float32 forward kernel: the
+# job that compiles its backward (the slowest kernels of a training step, which the run
+# reaches last, then small ones whose signature does not depend on the model), and the
+# launches that wait for that job; (forward, job, launches, priority).
 HANDOVERS = (
-    (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS),
-    (SHORT_FORWARD, "short-backward", ("seqattn.kernels.cpu.attention_small._backward_tasks",)),
+    (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS, JOB_PRIORITY),
+    (SHORT_FORWARD, "short-backward", ("seqattn.kernels.cpu.attention_small._backward_tasks",),
+     JOB_PRIORITY),
     ("seqattn.kernels.cpu.linear._linear_forward", "linear-backward",
-     ("seqattn.kernels.cpu.linear._linear_backward",)),
+     ("seqattn.kernels.cpu.linear._linear_backward",), JOB_PRIORITY),
+    ("seqattn.kernels.cpu.layer_norm.layer_norm_forward", "layer-norm-backward",
+     ("seqattn.kernels.cpu.layer_norm._layer_norm_backward",), SMALL_BACKWARD_PRIORITY),
+    ("seqattn.kernels.cpu.activations._gelu_forward_f32", "gelu-backward",
+     ("seqattn.kernels.cpu.activations._gelu_backward_f32",), SMALL_BACKWARD_PRIORITY),
 )
 # The C functions of register_gemm.py (products and transposes), which every float32
 # attention kernel calls by name: the first kernel to reach them compiles them. The helper
@@ -70,12 +84,6 @@ HELPER_LOCK_SECONDS = 900
 POLL_SECONDS = 0.05
 # Added to a request's file name while the helper serves it.
 SERVING = ".serving"
-# Request file names sort by priority: a job that the run waits for, then one that it waits for
-# at the end of its first training step (after its backward, whose jobs go first), then a
-# version that a launch misses (the other version runs meanwhile), then the other version of
-# one compiled in the run, for later runs: those wait until the run has ended, so as not to
-# slow it down.
-JOB_PRIORITY, STEP_END_PRIORITY, VERSION_PRIORITY, LATER_PRIORITY = "0", "1", "2", "3"
 # The kernels at the end of a training step on float32 NumPy parameters: the gradients' norm
 # (fit computes it every step) and Adam's update of every parameter in one launch. Their
 # signatures do not depend on the model (address tables), so the helper compiles them from
@@ -153,6 +161,23 @@ def dweight_driver_job():
 
     if TN_IN_REGISTERS:
         driver_address()
+
+
+def layer_norm_backward_job():
+    """The layer norm's backward (float32), from made-up saved statistics."""
+    from .ops import layer_norm_backward
+
+    x, weight = np.ones((4, 3), np.float32), np.ones(3, np.float32)
+    layer_norm_backward(x, x, np.zeros(4, np.float32), np.ones(4, np.float32), weight,
+                        weight_grad=np.zeros_like(weight), bias_grad=np.zeros_like(weight))
+
+
+def gelu_backward_job():
+    """GELU's backward (float32, with erf)."""
+    from .ops import gelu_backward
+
+    x = np.ones((4, 3), np.float32)
+    gelu_backward(x, x)
 
 
 def linear_backward_job():
@@ -239,13 +264,15 @@ JOBS = {"attention-backward": attention_backward_job,
         "tiled-backward": tiled_backward_job,
         "short-backward": short_backward_job,
         "linear-backward": linear_backward_job,
+        "layer-norm-backward": layer_norm_backward_job,
+        "gelu-backward": gelu_backward_job,
         "register-products": register_products_job,
         "dweight-driver": dweight_driver_job,
         "gradient-norm": gradient_norm_job,
         "adam-step": adam_step_job}
 # Jobs that only the helper runs (compile_all's jobs include what they compile).
-HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward", "register-products",
-               "gradient-norm", "adam-step")
+HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward", "layer-norm-backward",
+               "gelu-backward", "register-products", "gradient-norm", "adam-step")
 
 
 def compile_parallel_twins():
@@ -403,7 +430,7 @@ def hand_over(lock, job, launches, on_wait=None, call=None, priority=JOB_PRIORIT
     prepared attention call, :func:`backward_of_call_job`), and this process's first launch of
     each of ``launches`` waits for it (kernels/compiled_elsewhere.py); ``on_wait()`` is called
     when such a launch starts waiting. The helper serves the jobs of one ``priority`` in the
-    order they came, STEP_END_PRIORITY's after all of JOB_PRIORITY's."""
+    order they came, those of a lower priority after them."""
     from .kernels.compiled_elsewhere import compiling_elsewhere
 
     path = _write_request(lock, priority, dict(job=job, call=call))

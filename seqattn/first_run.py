@@ -34,6 +34,16 @@ def _kernel_name(dispatcher):
     return f"{func.__module__}.{func.__qualname__}"
 
 
+def _of_float32(args):
+    """Whether a forward kernel's arguments (their types) are those of a float32 call, as the
+    helper's backward jobs are: its first array's dtype (the output, or the attention's
+    workspace)."""
+    from numba import types
+
+    first = next((a for a in args if isinstance(a, types.Array)), None)
+    return first is not None and first.dtype == types.float32
+
+
 def _without_structured_biases(args):
     """Whether the argument types of an attention kernel (its score modifications among them,
     attention._mods: last in the tiled kernel's, before the batch geometry in the short one's)
@@ -95,14 +105,14 @@ class CompileNotice(event.Listener):
             return
         try:
             self.start_helper_once()
-            for forward, job, launches in HANDOVERS:
+            for forward, job, launches, priority in HANDOVERS:
                 if (self._helper_lock is not None and job not in self._handed
-                        and name.startswith(forward)
+                        and name.startswith(forward) and _of_float32(args)
                         and (forward not in ATTENTION_FORWARDS
                              or _without_structured_biases(args))):
                     self._handed.add(job)
                     hand_over(self._helper_lock, job, launches,
-                              on_wait=lambda: self._show(WAITING))
+                              on_wait=lambda: self._show(WAITING), priority=priority)
         except OSError:  # a cache folder it cannot write to: compile here, as without it
             pass
 

@@ -193,27 +193,35 @@ def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once
     monkeypatch.setattr(compiled_elsewhere, "_hand_over_function", None)
     monkeypatch.setattr(seqattn.compile, "start_helper", lambda: helpers.append(1) or "lock")
     monkeypatch.setattr(seqattn.compile, "hand_over",
-                        lambda lock, job, launches, on_wait: started.append((lock, job)))
+                        lambda lock, job, launches, on_wait, priority:
+                        started.append((lock, job, priority)))
     monkeypatch.setattr(seqattn.compile, "hand_over_products", products.append)
     notice = CompileNotice(_Stream(False), start_helper=True)
     plain, with_pair = _score_modifications(pair=False), _score_modifications(pair=True)
     # the short kernel's arguments end with the batch geometry, None without structured biases
     nb = numba.types
+    # the kernels' output first: the float32 call's, whose signature the helper's jobs have
+    f32, f64 = nb.float32[:, ::1], nb.float64[:, ::1]
     for module, name, args in [
-            ("seqattn.kernels.cpu.linear", "_linear_forward_serial", ()),
-            ("seqattn.kernels.cpu.attention_small", "_forward_tasks", (with_pair, nb.none)),
-            ("seqattn.kernels.cpu.attention_small", "_forward_tasks", (plain, nb.none)),
-            ("seqattn.kernels.cpu.attention", "_backward_tasks_serial", (plain,)),
-            ("seqattn.kernels.cpu.attention", "_forward_tasks_serial", (with_pair,))]:
+            ("seqattn.kernels.cpu.layer_norm", "layer_norm_forward_serial", (f64,)),
+            ("seqattn.kernels.cpu.linear", "_linear_forward_serial", (f32,)),
+            ("seqattn.kernels.cpu.attention_small", "_forward_tasks",
+             (nb.int64, f32, with_pair, nb.none)),
+            ("seqattn.kernels.cpu.attention_small", "_forward_tasks",
+             (nb.int64, f32, plain, nb.none)),
+            ("seqattn.kernels.cpu.attention", "_backward_tasks_serial", (f32, plain)),
+            ("seqattn.kernels.cpu.attention", "_forward_tasks_serial", (f32, with_pair)),
+            ("seqattn.kernels.cpu.layer_norm", "layer_norm_forward_serial", (f32,))]:
         _compile_named(notice, module, name, args)
     assert helpers == [1], "one helper, from the first compilation on"
     assert products == ["lock"], "the register products, once, at the helper's start"
-    handed = [("lock", "linear-backward"), ("lock", "short-backward")]
-    assert started == handed, "an attention backward for a forward whose signature it lacks"
+    handed = [("lock", "linear-backward", "0"), ("lock", "short-backward", "0"),
+              ("lock", "layer-norm-backward", "1")]
+    assert started == handed, "a backward for a forward whose signature it lacks"
     for name in ("_forward_tasks_serial", "_forward_tasks"):
-        _compile_named(notice, "seqattn.kernels.cpu.attention", name, (plain,))
-    _compile_named(notice, "seqattn.kernels.cpu.linear", "_linear_forward", ())
-    assert started == handed + [("lock", "tiled-backward")] and helpers == [1]
+        _compile_named(notice, "seqattn.kernels.cpu.attention", name, (f32, plain))
+    _compile_named(notice, "seqattn.kernels.cpu.linear", "_linear_forward", (f32,))
+    assert started == handed + [("lock", "tiled-backward", "0")] and helpers == [1]
     assert products == ["lock"]
     notice.close()
 
@@ -258,22 +266,26 @@ def _score_modifications(pair):
 
 def test_the_helper_jobs_compile_the_backward_signatures_a_model_trains_with(monkeypatch):
     """What the helper compiles is of use only if the run's launches have its signatures."""
-    from seqattn.compile import linear_backward_job, short_backward_job
-    from seqattn.kernels.cpu import attention_small, linear
+    from seqattn.compile import (gelu_backward_job, layer_norm_backward_job, linear_backward_job,
+                                 short_backward_job)
+    from seqattn.kernels.cpu import activations, attention_small, layer_norm, linear
     from seqattn.models import TokenModel, TokenModelConfig
     from seqattn.train import AdamW, MSELoss, fit
 
     launched = {}
-    for kernel in (linear._linear_backward, attention_small._backward_tasks):
+    for kernel in (linear._linear_backward, attention_small._backward_tasks,
+                   layer_norm._layer_norm_backward, activations._gelu_backward_f32):
         def run(threads, *args, kernel=kernel, run=kernel.run):
             launched[(kernel.__name__, tuple(numba.typeof(a) for a in args))] = source[0]
             return run(threads, *args)
         monkeypatch.setattr(kernel, "run", run)
     source = ["job"]
-    linear_backward_job()
-    short_backward_job()
+    for job in (linear_backward_job, short_backward_job, layer_norm_backward_job,
+                gelu_backward_job):
+        job()
     jobs = set(launched)
-    assert {name for name, _ in jobs} == {"_linear_backward", "_backward_tasks"}
+    assert {name for name, _ in jobs} == {"_linear_backward", "_backward_tasks",
+                                          "_layer_norm_backward", "_gelu_backward_f32"}
     source[0] = "model"
     x = np.random.default_rng(0).standard_normal((4, 6, 3)).astype(np.float32)
     model = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=8, nhead=2,

@@ -15,12 +15,14 @@ as many at once as there are cores, since Numba compiles on one thread per proce
 A first run that skips this step compiles as it goes (saying so, with a progress bar), beside
 one helper process (:func:`start_helper`, started by the run's first compilation or by its first
 launch that misses a kernel) that takes requests: first the register products' C functions
-(:data:`PRODUCTS`), then the backward of each forward the run compiles
+(:data:`PRODUCTS`), then the backward of each float32 forward the run compiles
 (linear map, short and tiled attention; for an attention call with structured biases, the
-backward of that call itself, :func:`backward_of_call_job`), the kernels that end the
+backward of that call itself, :func:`backward_of_call_job`; then layer norm and GELU), the
+register driver of large dW products (:data:`FUNCTION_JOBS`), the kernels that end the
 training steps of a first run's fit (:data:`STEP_END_JOBS`), and the versions of sized kernels
 (cpu/threads.py) that the run's launches miss; such a launch runs the other version meanwhile
 (the serial one, which compiles several times faster than the parallel one; same bits).
+A launch that reaches a job the helper has not started yet takes it back and compiles it.
 Set ``SEQATTN_COMPILE_HELPER=0`` to keep every compilation in the calling process.
 """
 import argparse

@@ -10,10 +10,12 @@ nothing.
 The first compilation (or a launch that misses its kernel before it) also starts the helper
 process of :func:`seqattn.compile.start_helper`, which compiles first the register products
 that attention kernels call by name, then the versions of sized kernels that launches miss;
-the first compilation of a forward kernel (the linear map's, the attention's) hands it the
-backward, which the run needs last, and an attention call with structured biases hands it the
-backward of the call itself (:func:`hand_over_structured_backward`); fit hands it the kernels
-that end each training step (:func:`hand_over_step_end`).
+the first compilation of a float32 forward kernel (the linear map's, the attention's, the
+layer norm's, GELU's) hands it the backward, which the run needs later, and an attention call
+with structured biases hands it the backward of the call itself
+(:func:`hand_over_structured_backward`); fit hands it the kernels that end each training step
+(:func:`hand_over_step_end`), and a linear forward whose dW is large enough, the register
+driver (kernels/compiled_elsewhere.py).
 """
 import atexit
 import os

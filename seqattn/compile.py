@@ -272,6 +272,10 @@ JOBS = {"attention-backward": attention_backward_job,
         "dweight-driver": dweight_driver_job,
         "gradient-norm": gradient_norm_job,
         "adam-step": adam_step_job}
+# Helper jobs of small kernels that a run compiled itself before they were handed over, with
+# their parallel versions for later runs (threads.py: a launch on a quieter machine may take
+# one): the helper asks itself for those, for when the run has ended.
+TWINNED_JOBS = ("layer-norm-backward", "gelu-backward", "gradient-norm", "adam-step")
 # Jobs that only the helper runs (compile_all's jobs include what they compile).
 HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward", "layer-norm-backward",
                "gelu-backward", "register-products", "gradient-norm", "adam-step")
@@ -462,9 +466,26 @@ def hand_over_products(lock):
         hand_over(lock, "register-products", PRODUCTS)
 
 
-def _serve_one(request):
+def _serial_versions():
+    """(sized kernel, argument types) of each serial version this process has compiled or
+    loaded (cpu/threads.py)."""
+    from .kernels.cpu.threads import SizedKernel
+
+    return {(kernel, argtypes) for name, module in list(sys.modules.items())
+            if name.startswith("seqattn.kernels.cpu")
+            for kernel in list(vars(module).values()) if isinstance(kernel, SizedKernel)
+            for argtypes in kernel.serial.signatures}
+
+
+def _serve_one(request, lock):
     if request.get("call") is not None:
         backward_of_call_job(request["call"])
+    elif request.get("job") in TWINNED_JOBS:
+        before = _serial_versions()
+        run_job(request["job"], parallel_twins=False)
+        ask = VersionRequests(lock)
+        for kernel, argtypes in _serial_versions() - before:
+            ask(kernel, "parallel", argtypes, later=True)
     elif "job" in request:
         run_job(request["job"], parallel_twins=False)
     else:
@@ -503,7 +524,7 @@ def serve(lock, client):
                 continue
             try:
                 with open(path + SERVING, "rb") as f:
-                    _serve_one(pickle.load(f))
+                    _serve_one(pickle.load(f), lock)
             except Exception as error:  # the client compiles it when it looks again
                 print(f"seqattn.compile helper: {waiting[0]}: {error!r}", file=sys.stderr)
             finally:

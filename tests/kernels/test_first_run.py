@@ -488,6 +488,35 @@ def test_the_helper_serves_the_end_of_a_step_after_the_backward_jobs(tmp_path, m
     assert served == ["linear-backward", "short-backward", "adam-step"]
 
 
+_TWINS_CHILD = """
+import json, os, subprocess, sys
+from seqattn.compile import JOB_PRIORITY, TWINNED_JOBS, _write_request, serve
+from seqattn.kernels.cpu.activations import _gelu_backward_f32
+folder = os.environ["NUMBA_CACHE_DIR"]
+lock = os.path.join(folder, "seqattn-compile-helper.lock")
+os.makedirs(lock.removesuffix(".lock") + "-requests")
+with open(lock, "w") as f:
+    f.write(str(os.getpid()))
+_write_request(lock, JOB_PRIORITY, dict(job="gelu-backward", call=None))
+ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                       capture_output=True, text=True).stdout
+serve(lock, client=int(ended))
+print(json.dumps({"twinned": "gelu-backward" in TWINNED_JOBS,
+                  "serial": [str(s) for s in _gelu_backward_f32.serial.signatures],
+                  "parallel": [str(s) for s in _gelu_backward_f32.parallel.signatures]}))
+"""
+
+
+def test_the_helper_compiles_the_parallel_versions_of_a_small_job_after_the_run(tmp_path):
+    """A run used to compile the small kernels that the helper now compiles, and then asked it
+    for their parallel versions for later runs (a launch on a quieter machine takes them): the
+    helper asks itself for those once the run has ended."""
+    from cache_child import run_on_cache
+
+    run = run_on_cache(_TWINS_CHILD, tmp_path)
+    assert run["twinned"] and run["serial"] and run["parallel"] == run["serial"]
+
+
 def _structured_call(kind):
     """A prepared attention call with a distance bias (element types, smooth cutoff), or with
     pair codes."""

@@ -308,6 +308,9 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
         When the loss or the gradients stop being finite; the step that made them is not
         applied and no checkpoint is written.
     """
+    # on a first run, the helper compiles the kernels that end each step from the start (a
+    # validation pass before training, early_stopping's include_start, may come first)
+    hand_over_step_end(optimizer)
     batches = as_batches(data, batch_size=batch_size, shuffle=shuffle, seed=seed)
     if validation is not None:
         validation = as_batches(validation, batch_size=batch_size, shuffle=False,
@@ -337,8 +340,6 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
                              "validation data before training; pass validation=...")
         before = evaluate(model, loss, validation, metrics, batch_size, parallel)
         early_stopping.update(-1, {f"val_{k}": v for k, v in before.items()}, model)
-    # on a first run, the helper compiles the kernels that end each step meanwhile
-    hand_over_step_end(optimizer)
     model.train()
     for epoch in range(start_epoch, epochs):
         epoch_batches = batches.epoch(epoch) if parallel is None \

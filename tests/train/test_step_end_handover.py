@@ -10,17 +10,17 @@ from seqattn.compile import ADAM_MANY, GRADIENT_NORM, JOB_PRIORITY, STEP_END_PRI
 from seqattn.first_run import CompileNotice
 from seqattn.kernels import compiled_elsewhere
 from seqattn.models import TokenModel, TokenModelConfig
-from seqattn.train import SGD, AdamW, MSELoss, fit
+from seqattn.train import SGD, AdamW, EarlyStopping, MSELoss, fit
 
 
-def _fit(optimizer=AdamW, dtype=np.float32):
+def _fit(optimizer=AdamW, dtype=np.float32, **options):
     x = np.random.default_rng(0).standard_normal((4, 6, 3)).astype(dtype)
     model = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=8, nhead=2,
                                         num_layers=0, dim_feedforward=8, max_len=6))
     if dtype != np.float32:
         model.to(dtype=dtype)
     fit(model, MSELoss(), optimizer(model, lr=1e-3), (x, x[..., :2]), epochs=1, batch_size=4,
-        progress=False)
+        progress=False, **options)
 
 
 @pytest.fixture
@@ -62,3 +62,19 @@ def test_fit_hands_nothing_over_for_float64_parameters(handed):
     seqattn.first_run._NOTICE.start_helper_once()
     _fit(dtype=np.float64)
     assert handed == [], "the helper's jobs have float32 signatures"
+
+
+def test_fit_hands_over_the_end_of_its_step_before_a_validation_pass(handed, monkeypatch):
+    """early_stopping's include_start scores the model before training: its compilations (a
+    first run's first ones, as a rule) already have the helper at work on the step's end."""
+    import importlib
+
+    fit_module = importlib.import_module("seqattn.train.fit")  # the package's fit is the function
+    seqattn.first_run._NOTICE.start_helper_once()
+    handed_then, evaluate = [], fit_module.evaluate
+    monkeypatch.setattr(fit_module, "evaluate",
+                        lambda *args, **kwargs: handed_then.append(list(handed))
+                        or evaluate(*args, **kwargs))
+    x = np.ones((4, 6, 3), np.float32)
+    _fit(validation=(x, x[..., :2]), early_stopping=EarlyStopping(include_start=True))
+    assert handed_then[0] == [("adam-step", (GRADIENT_NORM, ADAM_MANY), STEP_END_PRIORITY)]

@@ -38,6 +38,21 @@ class Blender:
         self._acc[index] += w * np.where(present, values - base, 0.0)
         self._weight[index] += w
 
+    def add_at(self, cells, values, weights):
+        """Write `values` with `weights` (1-d, the same length) at the flat C-order positions
+        `cells`, one after the other: what ``add`` of each value in turn gives, to the bit, in
+        a few array operations (a cell may be written more than once)."""
+        base, acc, weight = (a.reshape(-1) for a in (self._base, self._acc, self._weight))
+        present = ~np.isnan(values)
+        # the first valid value written to a cell that had none becomes its base
+        unset = present & np.isnan(base[cells])
+        firsts, order = np.unique(cells[unset], return_index=True)
+        base[firsts] = values[unset][order]
+        w = np.where(present, weights, 0.0)
+        # np.add.at adds one value after another, in order: the sums round as add's do
+        np.add.at(acc, cells, w * np.where(present, values - base[cells], 0.0))
+        np.add.at(weight, cells, w)
+
     def result(self):
         seen = self._weight > 0
         return np.where(seen, self._base + self._acc / np.where(seen, self._weight, 1.0), np.nan)

@@ -28,17 +28,37 @@ class Stitcher:
         """``arrays[v]`` is ``(B, *window sizes of v's dims in v's order)``, placed by
         `placement`."""
         window = placement.window_sizes()
+        sizes = self.template.sizes
         overlap = dict(zip(placement.dims, placement.overlap))
         at = {d: i for i, d in enumerate(placement.dims)}
+        starts = np.asarray(placement.starts, np.int64)
+        for d, i in at.items():
+            if len(starts) and (starts[:, i].min() < 0 or starts[:, i].max() + window[d] > sizes[d]):
+                raise ValueError(f"placement.starts along {d!r} put windows of {window[d]} "
+                                 f"outside the source's {sizes[d]} cells")
         for name, blender in self._blenders.items():
             dims = self.template.var_dims[name]
+            values = np.asarray(arrays[name])
             weights = np.ones(())
             for d in dims:
                 weights = np.multiply.outer(weights, taper(window[d], overlap.get(d, 0)))
-            for b, values in enumerate(arrays[name]):
-                index = tuple(slice(placement.starts[b, at[d]], placement.starts[b, at[d]] + window[d])
-                              if d in at else slice(None) for d in dims)
-                blender.add(index, values, weights)
+            # every sample's cells at once, as flat positions in the blended array
+            cells = np.zeros((len(values),) + (1,) * len(dims), np.int64)
+            stride = 1
+            for axis in reversed(range(len(dims))):
+                d = dims[axis]
+                shape = [1] * (len(dims) + 1)
+                if d in at:
+                    position = starts[:, at[d], None] + np.arange(window[d])
+                    shape[0] = len(values)
+                else:
+                    position = np.arange(sizes[d])
+                shape[axis + 1] = -1
+                cells = cells + position.reshape(shape) * stride
+                stride *= sizes[d]
+            cells = np.broadcast_to(cells, values.shape)
+            blender.add_at(cells.reshape(-1), values.reshape(-1),
+                           np.broadcast_to(weights, values.shape).reshape(-1))
 
     def result(self):
         t = self.template

@@ -44,17 +44,18 @@ BACKWARD_KERNELS = ("seqattn.kernels.cpu.attention._backward_tasks",
                     "seqattn.kernels.cpu.attention._row_delta_rows")
 SHORT_FORWARD = "seqattn.kernels.cpu.attention_small._forward_tasks"
 # Request file names sort by priority: a job that the run waits for (the slowest backward
-# kernels), then the small backward kernels that the run reaches after some of those, then the
+# kernels), then small kernels that the run reaches after some of those, then the
 # kernels that end its first training step, then a version that a launch misses (the other
 # version runs meanwhile), then the other version of one compiled in the run, for later runs:
 # those wait until the run has ended, so as not to slow it down. A job that the helper has not
 # started when the run reaches it, the run takes back (kernels/compiled_elsewhere.py).
-JOB_PRIORITY, SMALL_BACKWARD_PRIORITY, STEP_END_PRIORITY, VERSION_PRIORITY, LATER_PRIORITY = (
+JOB_PRIORITY, SMALL_JOB_PRIORITY, STEP_END_PRIORITY, VERSION_PRIORITY, LATER_PRIORITY = (
     "0", "1", "2", "3", "4")
 # What a first run hands the helper at the first compilation of a float32 forward kernel: the
 # job that compiles its backward (the slowest kernels of a training step, which the run
-# reaches last, then small ones whose signature does not depend on the model), and the
-# launches that wait for that job; (forward, job, launches, priority).
+# reaches last, then small ones whose signature does not depend on the model: merging the
+# heads also ends the attention's forward), and the launches that wait for that job;
+# (forward, job, launches, priority).
 HANDOVERS = (
     (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS, JOB_PRIORITY),
     (SHORT_FORWARD, "short-backward", ("seqattn.kernels.cpu.attention_small._backward_tasks",),
@@ -62,9 +63,11 @@ HANDOVERS = (
     ("seqattn.kernels.cpu.linear._linear_forward", "linear-backward",
      ("seqattn.kernels.cpu.linear._linear_backward",), JOB_PRIORITY),
     ("seqattn.kernels.cpu.layer_norm.layer_norm_forward", "layer-norm-backward",
-     ("seqattn.kernels.cpu.layer_norm._layer_norm_backward",), SMALL_BACKWARD_PRIORITY),
+     ("seqattn.kernels.cpu.layer_norm._layer_norm_backward",), SMALL_JOB_PRIORITY),
     ("seqattn.kernels.cpu.activations._gelu_forward_f32", "gelu-backward",
-     ("seqattn.kernels.cpu.activations._gelu_backward_f32",), SMALL_BACKWARD_PRIORITY),
+     ("seqattn.kernels.cpu.activations._gelu_backward_f32",), SMALL_JOB_PRIORITY),
+    ("seqattn.kernels.cpu.heads.split_heads_forward", "merge-heads",
+     ("seqattn.kernels.cpu.heads.split_heads_backward",), SMALL_JOB_PRIORITY),
 )
 # The C functions of register_gemm.py (products and transposes), which every float32
 # attention kernel calls by name: the first kernel to reach them compiles them. The helper
@@ -182,6 +185,16 @@ def gelu_backward_job():
     gelu_backward(x, x)
 
 
+def merge_heads_job():
+    """Merging heads (float32): one (the attention's output) and three (the gradients of a
+    packed q, k, v projection's split)."""
+    from .ops import merge_heads
+
+    heads = np.ones((1, 2, 3, 4), np.float32)
+    merge_heads(heads)
+    merge_heads(heads, heads, heads)
+
+
 def linear_backward_job():
     """The linear map's backward (float32, with a bias and an input gradient)."""
     from .kernels.cpu.linear import linear_backward
@@ -268,6 +281,7 @@ JOBS = {"attention-backward": attention_backward_job,
         "linear-backward": linear_backward_job,
         "layer-norm-backward": layer_norm_backward_job,
         "gelu-backward": gelu_backward_job,
+        "merge-heads": merge_heads_job,
         "register-products": register_products_job,
         "dweight-driver": dweight_driver_job,
         "gradient-norm": gradient_norm_job,
@@ -275,10 +289,12 @@ JOBS = {"attention-backward": attention_backward_job,
 # Helper jobs of small kernels that a run compiled itself before they were handed over, with
 # their parallel versions for later runs (threads.py: a launch on a quieter machine may take
 # one): the helper asks itself for those, for when the run has ended.
-TWINNED_JOBS = ("layer-norm-backward", "gelu-backward", "gradient-norm", "adam-step")
+TWINNED_JOBS = ("layer-norm-backward", "gelu-backward", "merge-heads", "gradient-norm",
+                "adam-step")
 # Jobs that only the helper runs (compile_all's jobs include what they compile).
 HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward", "layer-norm-backward",
-               "gelu-backward", "register-products", "gradient-norm", "adam-step")
+               "gelu-backward", "merge-heads", "register-products", "gradient-norm",
+               "adam-step")
 
 
 def compile_parallel_twins():

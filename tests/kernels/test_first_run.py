@@ -211,12 +211,14 @@ def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once
              (nb.int64, f32, plain, nb.none)),
             ("seqattn.kernels.cpu.attention", "_backward_tasks_serial", (f32, plain)),
             ("seqattn.kernels.cpu.attention", "_forward_tasks_serial", (f32, with_pair)),
-            ("seqattn.kernels.cpu.layer_norm", "layer_norm_forward_serial", (f32,))]:
+            ("seqattn.kernels.cpu.layer_norm", "layer_norm_forward_serial", (f32,)),
+            ("seqattn.kernels.cpu.heads", "split_heads_forward_serial",
+             (nb.float32[:, :, :, :, ::1],))]:
         _compile_named(notice, module, name, args)
     assert helpers == [1], "one helper, from the first compilation on"
     assert products == ["lock"], "the register products, once, at the helper's start"
     handed = [("lock", "linear-backward", "0"), ("lock", "short-backward", "0"),
-              ("lock", "layer-norm-backward", "1")]
+              ("lock", "layer-norm-backward", "1"), ("lock", "merge-heads", "1")]
     assert started == handed, "a backward for a forward whose signature it lacks"
     for name in ("_forward_tasks_serial", "_forward_tasks"):
         _compile_named(notice, "seqattn.kernels.cpu.attention", name, (f32, plain))
@@ -267,25 +269,27 @@ def _score_modifications(pair):
 def test_the_helper_jobs_compile_the_backward_signatures_a_model_trains_with(monkeypatch):
     """What the helper compiles is of use only if the run's launches have its signatures."""
     from seqattn.compile import (gelu_backward_job, layer_norm_backward_job, linear_backward_job,
-                                 short_backward_job)
-    from seqattn.kernels.cpu import activations, attention_small, layer_norm, linear
+                                 merge_heads_job, short_backward_job)
+    from seqattn.kernels.cpu import activations, attention_small, heads, layer_norm, linear
     from seqattn.models import TokenModel, TokenModelConfig
     from seqattn.train import AdamW, MSELoss, fit
 
     launched = {}
     for kernel in (linear._linear_backward, attention_small._backward_tasks,
-                   layer_norm._layer_norm_backward, activations._gelu_backward_f32):
+                   layer_norm._layer_norm_backward, activations._gelu_backward_f32,
+                   heads.split_heads_backward):
         def run(threads, *args, kernel=kernel, run=kernel.run):
             launched[(kernel.__name__, tuple(numba.typeof(a) for a in args))] = source[0]
             return run(threads, *args)
         monkeypatch.setattr(kernel, "run", run)
     source = ["job"]
     for job in (linear_backward_job, short_backward_job, layer_norm_backward_job,
-                gelu_backward_job):
+                gelu_backward_job, merge_heads_job):
         job()
     jobs = set(launched)
     assert {name for name, _ in jobs} == {"_linear_backward", "_backward_tasks",
-                                          "_layer_norm_backward", "_gelu_backward_f32"}
+                                          "_layer_norm_backward", "_gelu_backward_f32",
+                                          "split_heads_backward"}
     source[0] = "model"
     x = np.random.default_rng(0).standard_normal((4, 6, 3)).astype(np.float32)
     model = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=8, nhead=2,

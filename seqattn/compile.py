@@ -205,27 +205,26 @@ def linear_backward_job():
                     weight, True, True)
 
 
-def _tiny_parameters():
-    from .autodiff.parameter import Parameter
-
-    return [Parameter(np.ones(shape, np.float32)) for shape in ((3, 2), (2,))]
+# The jobs below call the ops that fit and its optimizers call, not seqattn.train: importing
+# that would cost the helper most of a second more than the ops' launches.
+def _tiny_arrays():
+    return [np.ones(shape, np.float32) for shape in ((3, 2), (2,))]
 
 
 def gradient_norm_job():
     """The gradients' squared norm (float32, one launch): what fit computes every step."""
-    from .train.clipping import global_grad_norm
+    from .ops import sum_of_squares
 
-    global_grad_norm(_tiny_parameters())
+    sum_of_squares(_tiny_arrays())
 
 
 def adam_step_job():
     """The gradients' norm, then Adam's update of all parameters in one launch (float32)."""
-    from .train import AdamW
-    from .train.clipping import global_grad_norm
+    from .ops.optimizers import AdamManyParameters
 
-    parameters = _tiny_parameters()
-    global_grad_norm(parameters)
-    AdamW(parameters).step()
+    gradient_norm_job()
+    AdamManyParameters(_tiny_arrays(), _tiny_arrays(), _tiny_arrays()).step(
+        _tiny_arrays(), step=1, lr=1e-3, decoupled_weight_decay=True)
 
 
 def attention_forward_job():

@@ -394,6 +394,21 @@ print(json.dumps({"before": before, "registered": DRIVER in _COMPILED,
     assert first["registered"] and not first["before"] and second["before"]
 
 
+def test_the_step_end_jobs_leave_the_training_package_unimported(tmp_path):
+    """The helper runs them while the run waits at its step's end: they call the ops, without
+    the import of seqattn.train (most of a second)."""
+    from cache_child import run_on_cache
+
+    child = """
+import json, sys
+from seqattn.compile import STEP_END_JOBS, run_job
+for job, _ in STEP_END_JOBS.values():
+    run_job(job, parallel_twins=False)
+print(json.dumps({"train": "seqattn.train" in sys.modules}))
+"""
+    assert not run_on_cache(child, tmp_path)["train"]
+
+
 def test_the_attention_jobs_reach_the_short_and_the_tiled_kernel():
     from seqattn.compile import LONG, SHORT
     from seqattn.kernels.cpu.attention_small import MAX_LENGTH

@@ -259,8 +259,10 @@ def hand_over_step_end(optimizer):
     (the signature of the helper's jobs)."""
     from .train.optimizers import Adam
 
-    if all(type(p.data) is np.ndarray and p.data.dtype == np.float32
-           for _, p in optimizer.params):
+    # a compile hint only: whatever fit is given, its own checks and errors come first
+    params = getattr(optimizer, "params", None)
+    if params and all(type(getattr(p, "data", None)) is np.ndarray
+                      and p.data.dtype == np.float32 for _, p in params):
         _NOTICE.hand_over_step_end("adam" if isinstance(optimizer, Adam) else "other")
 
 

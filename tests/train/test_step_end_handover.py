@@ -78,3 +78,12 @@ def test_fit_hands_over_the_end_of_its_step_before_a_validation_pass(handed, mon
     x = np.ones((4, 6, 3), np.float32)
     _fit(validation=(x, x[..., :2]), early_stopping=EarlyStopping(include_start=True))
     assert handed_then[0] == [("adam-step", (GRADIENT_NORM, ADAM_MANY), STEP_END_PRIORITY)]
+
+
+@pytest.mark.parametrize("optimizer", [object(), None, "adam"], ids=["object", "None", "str"])
+def test_the_hint_hands_nothing_over_and_raises_nothing_for_what_is_not_an_optimizer(
+        handed, optimizer):
+    """fit's first line is this hint: a wrong argument must reach fit's own handling."""
+    seqattn.first_run._NOTICE.start_helper_once()
+    seqattn.first_run.hand_over_step_end(optimizer)
+    assert handed == []

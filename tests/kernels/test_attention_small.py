@@ -59,7 +59,7 @@ def test_backward_matches_reference(case, dtype):
 
 FD_CASES = [c for c in CASES if c.name in ("basic", "cross_shorter_keys_causal", "gqa_2_groups",
                                            "mqa_one_kv_head", "key_padding", "alibi", "window",
-                                           "everything")]
+                                           "everything", "key_padding_lengths")]
 
 
 @pytest.mark.parametrize("case", FD_CASES, ids=str)

@@ -12,7 +12,9 @@ register-blocked ``register_gemm`` (k and v transposed into (D, M) rows of the t
 a product runs along the keys), and a query's row of scores is complete at once: an exact
 softmax (max, exp and sum over the row), no online rescaling. The same numbers come out (the
 same masks, band, biases, scale, lse saved per row), within rounding. The scratch (transposed
-k and v, score tiles) is allocated once per chunk of tasks, not per task.
+k and v, score tiles) is allocated once per chunk of tasks, not per task. With a key padding
+mask, a batch's tasks take its keys up to the last unpadded one only (the score tile then has
+fewer columns): the keys after it add nothing to any output or gradient.
 
 Forward, per (b, h): S = scale q k^T; per query row i the dense score modifications (bias,
 ALiBi, attn_mask, key padding) and the band (keys outside it -inf); m = max s_i,
@@ -102,13 +104,35 @@ def _band(i, off, left, right, M):
     return max(0, i + off - left), min(M, i + off + right + 1)
 
 
+# inlined: compiled apart, it would add a compilation to a first run
 @njit(inline="always")
-def _hide_keys(s, padded, has_kpm, lo, hi):
-    """Set the scores s (M,) of the padded keys (padded (M,) bool) and of those outside the
-    band [lo, hi) to -inf. Takes one row of the padding mask, not the call's arrays: inlined,
-    each array it took cost reference counting per row (with all of them, as much as a third
-    of the row's softmax; measured)."""
-    if has_kpm:
+def _keys_of_task(padded, has_kpm, M, structured):
+    """(keys, hide_padded) for the tasks of a batch whose key padding mask row is ``padded``
+    (M,): their products take its first ``keys`` keys, those up to its last unpadded one (a
+    padded key adds 0 to every sum it is in; test: key_padding_lengths in
+    tests/helpers/attention_cases.py), all M where a structured bias is added (its geometry
+    spans all keys); hide_padded: whether a padded key lies among them, so that the rows must
+    hide it."""
+    if not has_kpm:
+        return M, False
+    keys = M
+    while keys > 0 and padded[keys - 1]:
+        keys -= 1
+    first = 0
+    while first < keys and not padded[first]:
+        first += 1
+    if structured:
+        keys = M
+    return keys, first < keys
+
+
+@njit(inline="always")
+def _hide_keys(s, padded, hide_padded, lo, hi):
+    """Set the scores s (keys,) of the keys outside the band [lo, hi) to -inf, and with
+    ``hide_padded`` those of the padded keys (padded (M,) bool). Takes one row of the padding
+    mask, not the call's arrays: inlined, each array it took cost reference counting per row
+    (with all of them, as much as a third of the row's softmax; measured)."""
+    if hide_padded:
         hidden = s.dtype.type(NEG_INF)
         for c in range(s.shape[0]):
             # a select, not a branch: the loop stays on the vector path
@@ -186,19 +210,23 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry)
     group, off = H // Hkv, M - N
     one = q.dtype.type(1)
     for chunk in prange(chunks):
-        kt = np.empty((D, M), q.dtype)
-        scores = np.empty((N, M), q.dtype)
+        kt_buffer = np.empty(D * M, q.dtype)
+        scores_buffer = np.empty(N * M, q.dtype)
         factors = np.empty(N, q.dtype)
         start, stop = _chunk(chunk, chunks, B * H)
         for task in range(start, stop):
             b, h = task // H, task % H
             hk = h // group
-            if M == 0 or N == 0:  # no key at all: zeros (BLAS rejects empty operands)
+            padded = key_padding_mask[b if has_kpm else 0]
+            keys, hide_padded = _keys_of_task(padded, has_kpm, M, structured)
+            if keys == 0 or N == 0:  # no key to see: zeros (BLAS rejects empty operands)
                 out[b, h] = 0
                 lse[b, h] = NEG_INF
                 continue
-            padded = key_padding_mask[b if has_kpm else 0]
-            transpose(kt, k[b, hk])
+            # C-contiguous (D, keys) and (N, keys), as the whole buffers were: no new signature
+            kt = kt_buffer[:D * keys].reshape((D, keys))
+            scores = scores_buffer[:N * keys].reshape((N, keys))
+            transpose(kt, k[b, hk, :keys])
             # s = scale q k^T (every product's operands as views of any layout, [:, :]: one
             # compiled register_gemm serves them all, where C, F and A layouts compiled three)
             register_gemm(scores[:, :], q[b, h, :, :], kt[:, :], scale, False)
@@ -210,7 +238,7 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry)
                 s = scores[i]
                 factors[i] = 0
                 lse[b, h, i] = NEG_INF
-                lo, hi = _band(i, off, left, right, M)
+                lo, hi = _band(i, off, left, right, keys)
                 if hi <= lo:  # the band leaves it no key: zeros
                     s[:] = 0
                     continue
@@ -218,7 +246,7 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry)
                 if has_bias or has_mask or has_alibi:
                     _add_dense_modifications(s, b, h, i, off, bias, attn_mask, alibi_slopes,
                                              has_bias, has_mask, has_alibi)
-                _hide_keys(s, padded, has_kpm, lo, hi)
+                _hide_keys(s, padded, hide_padded, lo, hi)
                 m = row_max(s)
                 if m == NEG_INF:  # every key it may see is masked: zeros
                     s[:] = 0
@@ -227,7 +255,7 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry)
                 factors[i] = one / total
                 lse[b, h, i] = m + np.log(total)
             # out_i = p_i v / sum p_i
-            register_gemm(out[b, h, :, :], scores[:, :], v[b, hk, :, :], one, False)
+            register_gemm(out[b, h, :, :], scores[:, :], v[b, hk, :keys, :], one, False)
             for i in range(N):
                 for d in range(D):
                     out[b, h, i, d] *= factors[i]
@@ -249,25 +277,36 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
     one = q.dtype.type(1)
     tasks, sets = B * Hkv, dtable.shape[0]
     for chunk in prange(chunks):
-        kt = np.empty((D, M), q.dtype)
-        vt = np.empty((D, M), q.dtype)
-        # dK and dV transposed: their products run along the keys (below)
-        dkt = np.empty((D, M), q.dtype)
-        dvt = np.empty((D, M), q.dtype)
-        p = np.empty((N, M), q.dtype)
-        ds = np.empty((N, M), q.dtype)
+        # (D, keys) for k, v and dK, dV transposed (their products run along the keys, below)
+        # and (N, keys) for P and dS, out of buffers for all M keys (see the forward)
+        kt_buffer = np.empty(D * M, q.dtype)
+        vt_buffer = np.empty(D * M, q.dtype)
+        dkt_buffer = np.empty(D * M, q.dtype)
+        dvt_buffer = np.empty(D * M, q.dtype)
+        p_buffer = np.empty(N * M, q.dtype)
+        ds_buffer = np.empty(N * M, q.dtype)
         delta = np.empty(N, q.dtype)
         first_set, stop_set = _chunk(chunk, chunks, sets)
         for task in range(first_set * tasks // sets, stop_set * tasks // sets):
             b, hk = task // Hkv, task % Hkv
-            if M == 0 or N == 0:  # no key or no query: no gradient (BLAS rejects empty operands)
+            padded = key_padding_mask[b if has_kpm else 0]
+            keys, hide_padded = _keys_of_task(padded, has_kpm, M, structured)
+            if keys == 0 or N == 0:  # no key or no query: no gradient (BLAS rejects empty operands)
                 dq[b, hk * group:(hk + 1) * group] = 0
                 dk[b, hk] = 0
                 dv[b, hk] = 0
                 continue
-            padded = key_padding_mask[b if has_kpm else 0]
-            transpose(kt, k[b, hk])
-            transpose(vt, v[b, hk])
+            # the keys past the last unpadded one get no gradient
+            dk[b, hk, keys:] = 0
+            dv[b, hk, keys:] = 0
+            kt = kt_buffer[:D * keys].reshape((D, keys))
+            vt = vt_buffer[:D * keys].reshape((D, keys))
+            dkt = dkt_buffer[:D * keys].reshape((D, keys))
+            dvt = dvt_buffer[:D * keys].reshape((D, keys))
+            p = p_buffer[:N * keys].reshape((N, keys))
+            ds = ds_buffer[:N * keys].reshape((N, keys))
+            transpose(kt, k[b, hk, :keys])
+            transpose(vt, v[b, hk, :keys])
             for h in range(hk * group, (hk + 1) * group):
                 # forward: s = scale q k^T, modified, outside the row's band -inf
                 register_gemm(p[:, :], q[b, h, :, :], kt[:, :], scale, False)
@@ -276,14 +315,14 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
                 for i in range(N):
                     row_lse = lse[b, h, i]
                     delta[i] = 0
-                    lo, hi = _band(i, off, left, right, M)
+                    lo, hi = _band(i, off, left, right, keys)
                     if row_lse == NEG_INF or hi <= lo:  # saw no key: no gradient
                         p[i] = 0
                         continue
                     if has_bias or has_mask or has_alibi:
                         _add_dense_modifications(p[i], b, h, i, off, bias, attn_mask,
                                                  alibi_slopes, has_bias, has_mask, has_alibi)
-                    _hide_keys(p[i], padded, has_kpm, lo, hi)
+                    _hide_keys(p[i], padded, hide_padded, lo, hi)
                     # forward: p = exp(s - m) / sum = exp(s - lse)
                     exp_shifted(p[i], row_lse)
                     total = dout.dtype.type(0)
@@ -303,10 +342,10 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
                         dx[0, hk % dx.shape[1], b % dx.shape[2]],
                         dy[hk % dy.shape[0], b % dy.shape[1]]))
                 # forward: s = scale q k^T  ->  dq = scale dS k, dK^T += scale q^T dS
-                register_gemm(dq[b, h, :, :], ds[:, :], k[b, hk, :, :], scale, False)
+                register_gemm(dq[b, h, :, :], ds[:, :], k[b, hk, :keys, :], scale, False)
                 register_gemm(dkt[:, :], q[b, h].T[:, :], ds[:, :], scale, not first)
-            transpose(dk[b, hk], dkt)
-            transpose(dv[b, hk], dvt)
+            transpose(dk[b, hk, :keys], dkt)
+            transpose(dv[b, hk, :keys], dvt)
 
 
 def _scale(call):

@@ -593,3 +593,51 @@ def test_the_helper_job_of_a_structured_call_compiles_its_backward_signature(mon
     out, lse = attention_of_call(call, return_lse=True)
     attention_backward_of_call(call, np.ones_like(out), out, lse)
     assert len(launched) == 2 and launched[0] == launched[1]
+
+
+_IMPORT = """
+import json, os, sys
+from numba.core import event
+listener = event.RecordingListener()
+event.register("numba:compile", listener)
+import seqattn
+from seqattn.compile import PRODUCTS, _requests_folder, helper_lock_path
+from seqattn.kernels.cpu.called_by_name import in_cache_index
+from seqattn.kernels.cpu.gemm.register_gemm import IN_REGISTERS
+print(json.dumps({"compiled": len(listener.buffer),
+                  "kernels imported": "seqattn.kernels.cpu.attention" in sys.modules,
+                  "helper started": os.path.isdir(_requests_folder(helper_lock_path())),
+                  "products cached": [in_cache_index(symbol) for symbol in PRODUCTS],
+                  "in registers": IN_REGISTERS}))
+"""
+
+
+def _import_in_new_process(cache):
+    import json
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), SEQATTN_COMPILE_HELPER="1")
+    for name in ("NUMBA_DISABLE_JIT", "SEQATTN_COMPILE_NOTICE"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", _IMPORT], env=env, capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_importing_seqattn_on_a_cold_cache_starts_the_helper_on_the_products(tmp_path):
+    """A first run's helper starts at the import, where the cache lacks the register products
+    (on CPUs whose float32 products take them), and compiles them into the cache; the importing
+    process itself compiles nothing, imports no kernel module and says nothing. Once they are
+    cached, an import starts no helper."""
+    first, stderr = _import_in_new_process(tmp_path)
+    assert stderr == "" and first["compiled"] == 0 and not first["kernels imported"], first
+    assert first["products cached"] == [False, False], "the cache folder was not empty"
+    assert first["helper started"] == first["in registers"], first
+    deadline = time.monotonic() + HELPER_LOCK_SECONDS
+    while list(tmp_path.glob("*/seqattn-compile-helper.lock")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for requests in tmp_path.glob("*/seqattn-compile-helper-requests"):
+        requests.rmdir()  # empty once served: the next import would make it again
+    second, stderr = _import_in_new_process(tmp_path)
+    assert stderr == "" and second["compiled"] == 0, second
+    assert second["products cached"] == [first["in registers"]] * 2, "the helper did not cache them"
+    assert not second["helper started"], "a helper started on a cache that has the products"

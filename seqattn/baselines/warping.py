@@ -18,8 +18,9 @@ squared error (ties: the narrower band, then the smaller k).
 
 Tokens that are frames of a series (:class:`seqattn.adapters.SignalAdapter`) can also be
 compared as the steps they hold: with ``steps=adapter.step_features()`` each token's first
-`hop` steps are taken in order, so the warping works on the series' own steps, which keeps a
-waveform's shape that frames of several steps blur; whether to compare frames or steps is then
+`hop` steps are taken in order (the empty steps that pad a series' last frame left out), so
+the warping works on the series' own steps, which keeps a waveform's shape that frames of
+several steps blur; whether to compare frames or steps is then
 chosen on validation with the band and k, the steps only where their validation accuracy (for
 values: mean squared error) is strictly better.
 
@@ -55,10 +56,23 @@ def _by_choice(table):
 
 def as_steps(X, lengths, steps):
     """Frame tokens (B, N, F) with `lengths` real tokens first -> the steps they hold
-    (B, N * hop, K): each token's features `steps` (hop, K), in order; `hop` times the
-    lengths."""
+    (B, N * hop, K): each token's features `steps` (hop, K), in order, and (B,) the number of
+    real steps: `hop` per real token, less the padding at the end of the last one.
+
+    A series that ends inside its last frame (one shorter than the longest in its batch)
+    leaves that frame's later steps empty, and SignalAdapter writes 0 for every value there:
+    those trailing steps of zeros are padding, not steps of the series (warped as steps,
+    they would pull a series away from its own copy padded otherwise). A frame's first step
+    is always the series' own, so at most ``hop - 1`` steps are left out."""
     hop, width = steps.shape
-    return X[:, :, steps].reshape(len(X), X.shape[1] * hop, width), lengths * hop
+    view = X[:, :, steps].reshape(len(X), X.shape[1] * hop, width)
+    if view.shape[1] == 0:
+        return view, lengths * hop
+    last = np.maximum(lengths - 1, 0)[:, None] * hop + np.arange(hop)
+    empty = (np.take_along_axis(view, last[..., None], axis=1) == 0).all(axis=2)
+    # the empty steps at the end of the last frame, the frame's first step never among them
+    trailing = np.cumprod(empty[:, :0:-1], axis=1).sum(axis=1)
+    return view, np.where(lengths > 0, lengths * hop - trailing, 0)
 
 
 def _labelled(known, lengths):

@@ -273,6 +273,23 @@ def test_the_steps_are_chosen_where_they_score_better_on_validation():
                                smoothed_votes(fitted.Y[nearest], 9), rtol=1e-6)
 
 
+def test_a_series_that_ends_inside_its_last_frame_is_its_own_steps():
+    # frames of 8 steps every 4 in a batch padded to 24 steps: a series of 13 ends in its
+    # frame from step 12, whose first 4 steps hold 1 step of it and 3 empty ones (written 0)
+    lengths = np.array([24, 13, 14, 15, 16])
+    x = np.random.default_rng(3).normal(size=(5, 24))
+    x[np.arange(24) >= lengths[:, None]] = np.nan
+    ds = xr.Dataset({"x": (("sample", "time"), x), "label": ("sample", list("ababa"))})
+    frames = SignalAdapter(["x"], 8, hop=4).fit(ds, targets="label")
+    X, n = warping.as_steps(*warping.series(next(iter(frames.batches(ds, batch_size=5)))),
+                            frames.step_features())
+    # the longest series: 5 frames, their first 4 steps each (the last frame's rest unread)
+    assert n.tolist() == [20, 13, 14, 15, 16]
+    normalized = frames.normalizer.apply(ds)["x"].values
+    for i, length in enumerate(n):
+        np.testing.assert_allclose(X[i, :length, 0], normalized[i, :length], rtol=1e-6)
+
+
 def test_steps_that_are_not_feature_indices_are_refused():
     with pytest.raises(ValueError, match=r"steps has shape \(3,\)"):
         WarpingNeighbour(steps=np.arange(3))

@@ -72,6 +72,9 @@ GRID = [
     ("token d32 L2 N300 B16", "token", 32, 2, 4, 64, 300, 16),
     ("sequence d32 L2 N64 B32", "sequence", 32, 2, 4, 64, 64, 32),
     ("sequence d64 L1 N128 B16", "sequence", 64, 1, 4, 128, 128, 16),
+    # benchmarks/train.py's rows furthest from issue 44's 1.5x torch
+    ("token d64 L2 N512 B16", "token", 64, 2, 4, 128, 512, 16),
+    ("sequence d64 L1 N128 B128", "sequence", 64, 1, 4, 128, 128, 128),
 ]
 CATEGORIES = ["kernels", "checks", "allocation", "ops", "autodiff", "modules",
               "loss and optimizer", "step glue"]

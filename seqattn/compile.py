@@ -354,21 +354,13 @@ def compile_all(processes=None, parallel_twins=True, progress=True):
 
 
 def helper_lock_path():
-    """The file that says a helper is compiling into this process's cache folder (the one of
-    kernels/cpu's kernels), or None where Numba keeps no disk cache (then a helper would be
-    of no use). Imports no kernel module: a first run may ask for it at import."""
-    from numba.core import config
-    from numba.core.caching import FunctionCache
+    """The file that says a helper is compiling into this process's cache folder, or None
+    where Numba keeps no disk cache of the backward (then a helper would be of no use)."""
+    from .kernels.cpu import attention
 
-    from .kernels.cpu import threads
-
-    if config.DISABLE_JIT:
-        return None
-    try:  # Numba keys a cache folder by the source's folder: any function of kernels/cpu names it
-        folder = FunctionCache(threads.sized_kernel)._cache_path
-    except RuntimeError:  # no folder Numba can write to
-        return None
-    return os.path.join(folder, "seqattn-compile-helper.lock")
+    cache = getattr(attention._backward_tasks.serial, "_cache", None)
+    folder = getattr(cache, "_cache_path", None)
+    return None if folder is None else os.path.join(folder, "seqattn-compile-helper.lock")
 
 
 def _helper_running(lock):

@@ -7,14 +7,12 @@ which would otherwise look like a hang. Numba announces each compilation it make
 says once, on stderr, what is happening, and then counts the kernels compiled (a tqdm bar that
 names the one being compiled, on a terminal). A run whose kernels all come from the cache shows
 nothing.
-The import of seqattn starts the helper process of :func:`seqattn.compile.start_helper` where
-Numba's cache lacks the register products (a first run on this machine: the helper compiles
-while the program reads its data and builds its model); elsewhere the first compilation (or a
-launch that misses its kernel before it) starts it. The helper compiles first the register
-products that attention kernels call by name, then the versions of sized kernels that launches
-miss; the first compilation of a float32 forward kernel (the linear map's, the attention's,
-the layer norm's, GELU's) hands it the backward, which the run needs later, and an attention
-call with structured biases hands it the backward of the call itself
+The first compilation (or a launch that misses its kernel before it) also starts the helper
+process of :func:`seqattn.compile.start_helper`, which compiles first the register products
+that attention kernels call by name, then the versions of sized kernels that launches miss;
+the first compilation of a float32 forward kernel (the linear map's, the attention's, the
+layer norm's, GELU's) hands it the backward, which the run needs later, and an attention call
+with structured biases hands it the backward of the call itself
 (:func:`hand_over_structured_backward`); fit hands it the kernels that end each training step
 (:func:`hand_over_step_end`), and a linear forward whose dW is large enough, the register
 driver (kernels/compiled_elsewhere.py).
@@ -276,20 +274,6 @@ def _start_helper_quietly():
         pass
 
 
-def _cache_lacks_the_products():
-    """Whether Numba's cache lacks the register products that every float32 attention kernel
-    calls (compile.PRODUCTS), on a CPU whose products take them: a first run on this machine.
-    A look for one file, so that warm imports stay quick."""
-    from .compile import PRODUCTS
-    from .kernels.cpu.called_by_name import in_cache_index
-    from .kernels.cpu.gemm.register_gemm import IN_REGISTERS
-
-    try:
-        return IN_REGISTERS and not in_cache_index(PRODUCTS[0])
-    except RuntimeError:  # no cache folder Numba can write to: no helper either
-        return False
-
-
 _WATCHED = set()
 
 
@@ -313,5 +297,3 @@ def watch_compilation(event_module=event):
         from .kernels.cpu.threads import start_helper_at_first_miss
 
         start_helper_at_first_miss(_start_helper_quietly)
-        if _cache_lacks_the_products():
-            _start_helper_quietly()

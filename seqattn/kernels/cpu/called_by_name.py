@@ -22,8 +22,6 @@ a whole tile), never in an inner loop.
 (:func:`address_of`): a kernel that takes a C function only for some sizes compiles and
 loads it only when a launch of those sizes asks for its address.
 """
-import os
-
 import llvmlite.binding as llvm
 from llvmlite import ir
 from numba import cfunc, types
@@ -74,13 +72,6 @@ def available(symbol):
     with global_compiler_lock:
         return FunctionCache(py_func).load_overload(signature,
                                                     cpu_target.target_context) is not None
-
-
-def in_cache_index(symbol):
-    """Whether Numba's disk cache holds an index for the C function ``symbol``, written when a
-    process compiled it there: one look for a file, nothing loaded (:func:`available` loads)."""
-    py_func, _ = _DEFINITIONS[symbol]
-    return os.path.exists(FunctionCache(py_func)._cache_file._index_path)
 
 
 def _registering_first(unserialize):

@@ -23,6 +23,14 @@ per index of ``per_dims``, which may then name channel dims only), and decoding 
 features back per frame: each variable on (sample dims, time = the frames' centres, the
 features' dim, channel dims), the ``mel`` dim labelled by the bands' centre frequencies in Hz. A
 numeric time coordinate is read as seconds for the sample rate.
+
+Each token's ``coords["steps"]`` counts the series' own steps its frame starts: `hop` (the
+steps from its first to the next frame's), fewer in the frame where the series ends and 0 past
+it. A series ends at its last step where any variable has a value; the missing steps after it
+(NaN padding to the longest series, or the padding of the last frame) are not its steps, while
+a missing step before it is one (its values 0 in the tokens, as the model reads them). Frames of
+raw steps read back as the series' own steps with them:
+:class:`seqattn.baselines.WarpingNeighbour` with ``steps=`` and the model's warping path do.
 """
 import dataclasses
 
@@ -43,6 +51,8 @@ from ..data.stitch import PutBack
 from .windowed import IDENTITY, WindowedAdapter, _finite, removed_arguments
 
 N_CALENDAR = 4
+# the per-token coordinate of the series' own steps that each frame starts
+STEPS = "steps"
 
 
 class SignalAdapter(WindowedAdapter):
@@ -382,7 +392,7 @@ class SignalAdapter(WindowedAdapter):
         length = sizes[self.time_dim]
         n = self._n_frames(length)
         padded = (n - 1) * hop + window
-        pieces = []
+        pieces, has_value = [], False
         for name in self.variables:
             dims = var_dims[name]
             order, samples, _ = self._var_layout(name, dims, sizes)
@@ -392,6 +402,7 @@ class SignalAdapter(WindowedAdapter):
             # features are computed in float64 from the data's own values
             dtype = self.dtype if self.frame_features is None else np.float64
             a = np.asarray(a.reshape(b, length, -1), dtype=dtype)
+            has_value = has_value | np.isfinite(a).any(axis=2)
             a = np.pad(a, [(0, 0), (0, padded - length), (0, 0)], constant_values=np.nan)
             # (B, T, C) -> (B, n, C, window) -> (B, n, window, C) -> (B, n, window * C)
             frames = sliding_window_view(a, window, axis=1)[:, ::hop]
@@ -409,9 +420,20 @@ class SignalAdapter(WindowedAdapter):
         starts, centres, calendar = self._frame_times(coords, n, padded)
         if self.calendar:
             channels.append(calendar_features(starts, calendar=calendar).astype(self.dtype))
+        coords = {**self._token_coords(coords, centres, calendar, n, b),
+                  STEPS: self._own_steps(has_value, n)}
         return Batch(tokens=np.concatenate(channels, axis=-1), key_padding_mask=~valid.any(-1),
-                     valid=valid, coords=self._token_coords(coords, centres, calendar, n, b),
-                     placement=placement)
+                     valid=valid, coords=coords, placement=placement)
+
+    def _own_steps(self, has_value, n):
+        """(B, n) float64: how many of the series' steps each of its `n` frames starts, from
+        the frame's first step to the next frame's (`hop`; fewer in the frame where the series
+        ends, 0 past it). A series ends at its last step where any variable has a value
+        (`has_value`, (B, T)): the missing steps after it are padding."""
+        hop = self.frame[1]
+        ends = np.where(has_value.any(axis=1),
+                        has_value.shape[1] - np.argmax(has_value[:, ::-1], axis=1), 0)
+        return np.clip(ends[:, None] - hop * np.arange(n), 0, hop).astype(np.float64)
 
     def _features(self, name, frames, channels, sizes):
         """(B, n, K, C) features of (B, n, C, window) frames, normalized by the features'

@@ -18,7 +18,8 @@ squared error (ties: the narrower band, then the smaller k).
 
 Tokens that are frames of a series (:class:`seqattn.adapters.SignalAdapter`) can also be
 compared as the steps they hold: with ``steps=adapter.step_features()`` each token's first
-`hop` steps are taken in order (the empty steps that pad a series' last frame left out), so
+`hop` steps are taken in order, as many as the adapter counts as the series' own in each
+frame (its ``coords["steps"]``: the empty steps that pad a series' last frame left out), so
 the warping works on the series' own steps, which keeps a waveform's shape that frames of
 several steps blur; whether to compare frames or steps is then
 chosen on validation with the band and k, the steps only where their validation accuracy (for
@@ -35,6 +36,7 @@ where it is given, ``baselines=[...]``; it is not among the defaults of
 """
 import numpy as np
 
+from ..adapters.signal import STEPS
 from ..backend import CPU, kernels_for
 from .base import Baseline, target_matrix
 from .estimators import standardizer
@@ -54,30 +56,51 @@ def _by_choice(table):
             for (view, w, k), v in table.items()}
 
 
-def as_steps(X, lengths, steps):
+def as_steps(X, lengths, steps, own):
     """Frame tokens (B, N, F) with `lengths` real tokens first -> the steps they hold
-    (B, N * hop, K): each token's features `steps` (hop, K), in order, and (B,) the number of
-    real steps: `hop` per real token, less the padding at the end of the last one.
+    (B, N * hop, K), each series' own steps first in order, and (B,) their numbers: of each
+    real token, the features `steps` (hop, K) of its first `own` (B, N) steps (SignalAdapter's
+    ``coords["steps"]``, in the tokens' order: `hop`, fewer in the frame where the series ends).
 
-    A series that ends inside its last frame (one shorter than the longest in its batch)
-    leaves that frame's later steps empty, and SignalAdapter writes 0 for every value there:
-    those trailing steps of zeros are padding, not steps of the series (warped as steps,
-    they would pull a series away from its own copy padded otherwise). A frame's first step
-    is always the series' own, so at most ``hop - 1`` steps are left out."""
+    The steps that pad a series' last frame hold 0 in every value, as a series' own steps may:
+    only the adapter's count tells them apart."""
     hop, width = steps.shape
+    own = np.asarray(own, np.float64)
+    if own.shape != X.shape[:2]:
+        raise ValueError(f"the tokens' own steps have shape {own.shape}; expected {X.shape[:2]}, "
+                         "one count per token (SignalAdapter's coords['steps'])")
+    own = np.where(np.arange(X.shape[1]) < lengths[:, None], own, 0.0)
+    if not np.isin(own, np.arange(hop + 1)).all():
+        raise ValueError(f"the tokens' own steps (coords['steps']) must be whole numbers from 0 "
+                         f"to hop={hop}; got values from {own.min()} to {own.max()}")
     view = X[:, :, steps].reshape(len(X), X.shape[1] * hop, width)
-    if view.shape[1] == 0:
-        return view, lengths * hop
-    last = np.maximum(lengths - 1, 0)[:, None] * hop + np.arange(hop)
-    empty = (np.take_along_axis(view, last[..., None], axis=1) == 0).all(axis=2)
-    # the empty steps at the end of the last frame, the frame's first step never among them
-    trailing = np.cumprod(empty[:, :0:-1], axis=1).sum(axis=1)
-    return view, np.where(lengths > 0, lengths * hop - trailing, 0)
+    padding = (np.arange(hop) >= own[..., None]).reshape(len(X), -1)
+    return real_tokens_first(view, padding)
+
+
+def token_steps(coords, padding):
+    """A batch's ``coords["steps"]`` (B, N) with each sample's tokens that are not `padding`
+    first, as :func:`real_tokens_first` orders the tokens."""
+    if coords is None or STEPS not in coords:
+        raise ValueError(f"comparing the steps inside frame tokens needs each token's "
+                         f"coords[{STEPS!r}] (the series' own steps of its frame), which "
+                         f"SignalAdapter's batches carry; got coords "
+                         f"{None if coords is None else sorted(coords)}")
+    own = np.asarray(coords[STEPS], np.float64)
+    if own.shape != padding.shape:
+        raise ValueError(f"coords[{STEPS!r}] has shape {own.shape}; the tokens are "
+                         f"{padding.shape} (B, N)")
+    return real_tokens_first(own[..., None], padding)[0][..., 0]
 
 
 def _labelled(known, lengths):
     """Which samples have a known target and a token that is not padding."""
     return (known if known.ndim == 1 else known.any(axis=1)) & (lengths > 0)
+
+
+def _padding(batch):
+    return (np.zeros(np.shape(batch.tokens)[:2], bool) if batch.key_padding_mask is None
+            else np.asarray(batch.key_padding_mask, bool))
 
 
 def series(batch):
@@ -88,9 +111,12 @@ def series(batch):
         raise ValueError(f"the batch's tokens have dtype {tokens.dtype} and shape {tokens.shape}; "
                          "WarpingNeighbour compares float tokens (B, N, F) as series (integer "
                          "ids have no distance between steps)")
-    padding = (np.zeros(tokens.shape[:2], bool) if batch.key_padding_mask is None
-               else np.asarray(batch.key_padding_mask, bool))
-    return real_tokens_first(tokens, padding)
+    return real_tokens_first(tokens, _padding(batch))
+
+
+def step_counts(batch):
+    """`batch`'s ``coords["steps"]`` in the order :func:`series` gives its tokens."""
+    return token_steps(batch.coords, _padding(batch))
 
 
 def real_tokens_first(tokens, padding):
@@ -153,24 +179,31 @@ class WarpingNeighbour(Baseline):
         on = ", on the steps" if self.view == "steps" else ""
         return f"{self.k}-nearest neighbour (DTW{on}, {_window_text(self.window)})"
 
-    def _views(self, X, lengths):
-        """{view: (series, lengths)}: the tokens as they are, and the steps they hold where
-        ``steps`` was given."""
+    def _views(self, X, lengths, own):
+        """{view: (series, lengths)}: the tokens as they are, and where ``steps`` was given,
+        the steps they hold, each token's first `own` (B, N) of them."""
         views = {"frames": (X, lengths)}
         if self.steps is not None:
             if self.steps.max() >= X.shape[2]:
                 raise ValueError(f"steps index feature {self.steps.max()}; the tokens have "
                                  f"{X.shape[2]}")
-            views["steps"] = as_steps(X, lengths, self.steps)
+            views["steps"] = as_steps(X, lengths, self.steps, own)
         return views
 
+    def _series(self, batch):
+        """series(batch) and, where ``steps`` was given, the tokens' own steps (else None)."""
+        X, lengths = series(batch)
+        return X, lengths, None if self.steps is None else step_counts(batch)
+
     def _rows(self, batches):
-        parts = [series(b) for b in batches]
-        width = max(x.shape[1] for x, _ in parts)
+        parts = [self._series(b) for b in batches]
+        width = max(x.shape[1] for x, _, _ in parts)
         X = np.concatenate([np.pad(x, ((0, 0), (0, width - x.shape[1]), (0, 0)))
-                            for x, _ in parts])
+                            for x, _, _ in parts])
+        own = (None if self.steps is None else
+               np.concatenate([np.pad(o, ((0, 0), (0, width - o.shape[1]))) for _, _, o in parts]))
         targets = [target_matrix(b, self.layout)[:2] for b in batches]
-        return (X, np.concatenate([n for _, n in parts]),
+        return (X, np.concatenate([n for _, n, _ in parts]), own,
                 np.concatenate([t for t, _ in targets]), np.concatenate([k for _, k in targets]))
 
     def _fit(self, train, validation):
@@ -180,16 +213,16 @@ class WarpingNeighbour(Baseline):
         if vocab_size_of(train) is not None:
             raise ValueError("the training batches' tokens are integer ids; WarpingNeighbour "
                              "compares float tokens as series")
-        X, lengths, Y, known = self._rows(train)
+        X, lengths, own, Y, known = self._rows(train)
         keep = _labelled(known, lengths)
         if not keep.any():
             raise ValueError("no training sample has both a known target and a token that is "
                              "not padding; WarpingNeighbour needs at least one")
         self.Y, self.known, self.n_features = Y[keep], known[keep], X.shape[2]
-        training = self._views(X[keep], lengths[keep])
-        X_valid, lengths_valid, Y_valid, known_valid = self._rows(validation)
+        training = self._views(X[keep], lengths[keep], None if own is None else own[keep])
+        X_valid, lengths_valid, own_valid, Y_valid, known_valid = self._rows(validation)
         references, scores, accuracies = {}, {}, {}
-        held = self._views(X_valid, lengths_valid)
+        held = self._views(X_valid, lengths_valid, own_valid)
         for view, queries in held.items():
             self._reference(*training[view], view)
             references[view] = (self.X, self.lengths, self.mean, self.scale)
@@ -262,9 +295,9 @@ class WarpingNeighbour(Baseline):
         return neighbours_outputs(nearest, self.Y, self.known, self.layout)
 
     def _predict(self, batch):
-        X, lengths = series(batch)
+        X, lengths, own = self._series(batch)
         if X.shape[2] != self.n_features:
             raise ValueError(f"the batch's tokens have {X.shape[2]} channels; WarpingNeighbour "
                              f"was fitted on tokens of {self.n_features}")
-        X, lengths = self._views(X, lengths)[self.view]
+        X, lengths = self._views(X, lengths, own)[self.view]
         return self._from_neighbours(self._distances(X, lengths, self.window)).astype(np.float32)

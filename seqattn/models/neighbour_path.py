@@ -92,9 +92,10 @@ class NeighbourPath(Module):
         mean = moved(self.mean, CPU).astype(np.float64)
         return (columns - mean) / moved(self.scale, CPU).astype(np.float64)
 
-    def votes(self, inputs, key_padding_mask=None):
+    def votes(self, inputs, key_padding_mask=None, coords=None):
         """The log smoothed votes (B, classes) of each input's nearest references, a reference
-        identical to the input left out in training mode."""
+        identical to the input left out in training mode (`coords` unread: samples are
+        compared on their tokens)."""
         query = self.compared(inputs, key_padding_mask)
         references = self.standardized(moved(self.references, CPU).astype(np.float64))
         if len(references) == 0:
@@ -126,7 +127,7 @@ class NeighbourPath(Module):
             raise ValueError("the neighbour path scores whole sequences (pooled=True)")
         data = unwrap(inputs)
         mask = None if key_padding_mask is None else moved(unwrap(key_padding_mask), CPU)
-        votes = self.votes(moved(data, CPU), mask).astype(self.map.weight.dtype)
+        votes = self.votes(moved(data, CPU), mask, coords).astype(self.map.weight.dtype)
         return self.map(moved(votes, device_of(data)))
 
     def set(self, references, reference_classes, mean, scale):

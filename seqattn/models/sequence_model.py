@@ -118,7 +118,7 @@ class SequenceModel(Module):
                                   else key_padding_mask))
         if self.linear is None:
             return out, None
-        return out, self.linear(inputs, key_padding_mask, pooled=True)
+        return out, self.linear(inputs, key_padding_mask, pooled=True, coords=coords)
 
     def start_from_linear(self, weight, bias):
         """Start at the linear map (weight (out, F), bias (out,)) of the inputs' mean over

@@ -12,7 +12,8 @@ a reference identical to the input is left out of its neighbours while training,
 are saved with the weights and take no gradient, and the path's map starts at the identity.
 Where the baseline chose to compare the steps that frame tokens hold (``steps=``), the path
 holds the same (hop, K) feature indices (a buffer, its shape in the config's ``linear_steps``)
-and compares an input's steps the same way.
+and compares an input's steps the same way, as many of each token's as its
+``coords["steps"]`` counts (SignalAdapter's batches carry them; a call without is an error).
 """
 import numpy as np
 
@@ -69,16 +70,18 @@ class WarpingNeighbourPath(NeighbourPath):
         frames."""
         return self.in_features if self.steps_shape is None else self.steps_shape[1]
 
-    def votes(self, inputs, key_padding_mask=None):
+    def votes(self, inputs, key_padding_mask=None, coords=None):
         """The log smoothed votes (B, classes) of each input's nearest references in warping
-        distance, a reference identical to the input left out in training mode."""
-        from ..baselines.warping import as_steps, real_tokens_first
+        distance, a reference identical to the input left out in training mode; where the
+        path compares steps, each token's own steps are read from ``coords["steps"]``."""
+        from ..baselines.warping import as_steps, real_tokens_first, token_steps
 
         inputs, padding = host_tokens(inputs, key_padding_mask, self.in_features, "neighbour")
         queries, lengths = real_tokens_first(inputs, padding)
         if self.steps_shape is not None:
             queries, lengths = as_steps(queries, lengths,
-                                        moved(self.steps, CPU).astype(np.int64))
+                                        moved(self.steps, CPU).astype(np.int64),
+                                        token_steps(coords, padding))
         mean, scale = (moved(b, CPU).astype(np.float64) for b in (self.mean, self.scale))
         real = (np.arange(queries.shape[1])[None, :] < lengths[:, None])[..., None]
         queries = np.where(real, (queries - mean) / scale, 0.0)

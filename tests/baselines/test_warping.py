@@ -1,6 +1,7 @@
 """WarpingNeighbour: the dynamic time warping distance against a plain Python table, its band
 and k chosen on validation, the baseline through seqattn.evaluate on a SignalAdapter's series of
 unequal lengths, and the steps that frame tokens hold as a second view chosen on validation."""
+import dataclasses
 import importlib.util
 from pathlib import Path
 
@@ -265,7 +266,8 @@ def test_the_steps_are_chosen_where_they_score_better_on_validation():
     assert fitted.name.startswith(f"{fitted.k}-nearest neighbour (DTW, on the steps, ")
     # predictions compare the new series' steps too
     batch = next(iter(frames.batches(ds.isel(sample=slice(2, None, 5)), batch_size=64)))
-    X, lengths = warping.as_steps(*warping.series(batch), frames.step_features())
+    X, lengths = warping.as_steps(*warping.series(batch), frames.step_features(),
+                                  warping.step_counts(batch))
     distances = warping_distance_matrix((X - fitted.mean) / fitted.scale, lengths, fitted.X,
                                         fitted.lengths, fitted.window)
     nearest = np.argsort(distances, axis=1, kind="stable")[:, :fitted.k]
@@ -281,13 +283,58 @@ def test_a_series_that_ends_inside_its_last_frame_is_its_own_steps():
     x[np.arange(24) >= lengths[:, None]] = np.nan
     ds = xr.Dataset({"x": (("sample", "time"), x), "label": ("sample", list("ababa"))})
     frames = SignalAdapter(["x"], 8, hop=4).fit(ds, targets="label")
-    X, n = warping.as_steps(*warping.series(next(iter(frames.batches(ds, batch_size=5)))),
-                            frames.step_features())
+    X, n = steps_of(frames, ds)
     # the longest series: 5 frames, their first 4 steps each (the last frame's rest unread)
     assert n.tolist() == [20, 13, 14, 15, 16]
     normalized = frames.normalizer.apply(ds)["x"].values
     for i, length in enumerate(n):
         np.testing.assert_allclose(X[i, :length, 0], normalized[i, :length], rtol=1e-6)
+
+
+def steps_of(frames, ds):
+    """The steps view of `ds`'s samples as frames of the fitted adapter `frames`, one batch."""
+    batch = next(iter(frames.batches(ds, batch_size=len(ds["sample"]))))
+    return warping.as_steps(*warping.series(batch), frames.step_features(),
+                            warping.step_counts(batch))
+
+
+def test_a_series_whose_last_steps_are_zero_keeps_them():
+    # normalize=False keeps the values as they are: series whose real final steps are exactly 0
+    # in every feature (a sensor at rest), and one whose missing step sits inside its last
+    # frame; NaN pads each to 24 steps. Steps 0 of the series are its own, steps past its end
+    # are not, and a missing step before the end is one (0, as the model reads it)
+    lengths = np.array([24, 13, 15, 16, 23])
+    x = np.random.default_rng(4).normal(size=(5, 2, 24)) + 3.0
+    x[:, :, 10:] = 0.0
+    x[4, :, 17] = np.nan
+    x = np.where(np.arange(24) < lengths[:, None, None], x, np.nan)
+    ds = xr.Dataset({"x": (("sample", "channel", "time"), x),
+                     "label": ("sample", list("ababa"))})
+    frames = SignalAdapter(["x"], 8, hop=4, channel_dims=("channel",), normalize=False).fit(
+        ds, targets="label")
+    X, n = steps_of(frames, ds)
+    assert n.tolist() == [20, 13, 15, 16, 20]
+    for i, length in enumerate(n):
+        np.testing.assert_array_equal(X[i, :length], np.nan_to_num(x[i].T[:length], nan=0.0)
+                                      .astype(np.float32))
+    # the adapter's count is each frame's share of its series' steps
+    batch = next(iter(frames.batches(ds, batch_size=5)))
+    np.testing.assert_array_equal(batch.coords["steps"][1], [4, 4, 4, 1, 0])
+    np.testing.assert_array_equal(batch.coords["steps"][4], [4, 4, 4, 4, 4])
+
+
+def test_the_steps_view_without_the_adapters_counts_is_refused():
+    ds = alternating_dataset()
+    frames = SignalAdapter(["x"], 4, hop=4).fit(ds, targets="label")
+    batch = next(iter(frames.batches(ds, batch_size=90)))
+    fitted = WarpingNeighbour(steps=frames.step_features()).fit([batch], [batch])
+    bare = dataclasses.replace(batch, coords={k: v for k, v in batch.coords.items()
+                                              if k != "steps"})
+    with pytest.raises(ValueError, match=r"needs each token's coords\['steps'\]"):
+        fitted.predict(bare)
+    with pytest.raises(ValueError, match=r"whole numbers from 0 to hop=4"):
+        fitted.predict(dataclasses.replace(batch, coords={**batch.coords,
+                                                          "steps": batch.coords["steps"] + 1}))
 
 
 def test_steps_that_are_not_feature_indices_are_refused():

@@ -190,13 +190,22 @@ def test_a_path_that_compares_the_steps_of_frames_gives_the_baseline_and_saves(t
     assert isinstance(model.linear, WarpingNeighbourPath)
     assert model.config.linear_steps == (4, 12)
     tokens = next(iter(adapter.batches(new, batch_size=64)))
-    np.testing.assert_allclose(probabilities(model(tokens.tokens, tokens.key_padding_mask)),
+    inputs = (tokens.tokens, tokens.key_padding_mask)
+    np.testing.assert_allclose(probabilities(model(*inputs, coords=tokens.coords)),
                                np.exp(baseline.predict(tokens)), rtol=1e-5)
     save(model, tmp_path / "model")
     loaded = load(tmp_path / "model")
     np.testing.assert_array_equal(loaded.linear.steps, adapter.step_features())
-    np.testing.assert_array_equal(loaded(tokens.tokens, tokens.key_padding_mask),
-                                  model(tokens.tokens, tokens.key_padding_mask))
+    np.testing.assert_array_equal(loaded(*inputs, coords=tokens.coords),
+                                  model(*inputs, coords=tokens.coords))
+    # the series' own steps come from the adapter's count, never from the values
+    with pytest.raises(ValueError, match=r"needs each token's coords\['steps'\]"):
+        model(*inputs)
+    # seqattn.predict passes the batches' coords: the model predicts as the expert does
+    predicted = seqattn.predict(loaded, new, adapter)
+    np.testing.assert_array_equal(predicted["label"].values,
+                                  np.asarray(adapter.target_specs[0].classes)[
+                                      baseline.predict(tokens).argmax(axis=1)])
     with pytest.raises(ValueError, match=r"this warping path compares steps of shape \(4, 12\)"):
         model.linear.set(baseline.X, baseline.lengths, baseline.Y, baseline.mean,
                          baseline.scale)

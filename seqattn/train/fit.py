@@ -30,6 +30,7 @@ from .batches import as_batches
 from .checkpoints import has_checkpoint, load_average, load_checkpoint, save_checkpoint
 from .clipping import clip_factor, global_grad_norm
 from .distributed import DataParallel
+from .optimizers import Optimizer
 from .progress import EpochProgress
 from .weight_average import EMA
 
@@ -308,6 +309,7 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
         When the loss or the gradients stop being finite; the step that made them is not
         applied and no checkpoint is written.
     """
+    _check_optimizer(optimizer, model)
     # on a first run, the helper compiles the kernels that end each step from the start (a
     # validation pass before training, early_stopping's include_start, may come first)
     hand_over_step_end(optimizer)
@@ -380,6 +382,24 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
             weights = model.state_dict()
         model.load_state_dict(weights)
     return history
+
+
+def _check_optimizer(optimizer, model):
+    """An optimizer of seqattn.train over some of ``model``'s parameters: one built over
+    another model (or over an earlier instance of this one) would step parameters that the
+    loss never reaches, and the model would silently stay as it was."""
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"optimizer must be an optimizer of seqattn.train over the model's "
+                        f"parameters, e.g. AdamW(model, lr=1e-3); got "
+                        f"{type(optimizer).__name__}")
+    parameters = getattr(model, "parameters", None)
+    if parameters is None:
+        return
+    owned = {id(p) for p in parameters()}
+    if not any(id(p) in owned for _, p in optimizer.params):
+        raise ValueError("optimizer updates none of the model's parameters: it was built over "
+                         "another model, or over an earlier instance of this one; build it "
+                         "over the model that fit trains, e.g. AdamW(model, lr=1e-3)")
 
 
 def _averaged(average):

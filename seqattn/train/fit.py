@@ -305,6 +305,10 @@ def fit(model, loss, optimizer, data, *, epochs=1, batch_size=32, shuffle=True, 
 
     Raises
     ------
+    TypeError
+        When ``optimizer`` is not an optimizer of seqattn.train.
+    ValueError
+        When ``optimizer`` updates none of ``model``'s parameters (built over another model).
     NonFiniteLossError
         When the loss or the gradients stop being finite; the step that made them is not
         applied and no checkpoint is written.

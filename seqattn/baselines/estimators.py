@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from ..kernels.cpu.gemm.blas_library import single_threaded_blas
+
 RIDGE_PENALTIES = tuple(10.0 ** np.arange(-3, 6))
 LOGISTIC_INVERSE_PENALTIES = tuple(10.0 ** np.arange(-3, 3))
 ROUNDING = 1e-9  # relative spread below which a training column counts as constant
@@ -131,9 +133,14 @@ def fit_logistic(X, y, X_valid, y_valid, n_classes,
         raise ValueError(f"the training rows hold one class only ({np.unique(y).tolist()}); "
                          "a classifier baseline needs at least two")
     mean, scale = standardizer(X)
+    Z = standardized(X, mean, scale)
     scores, fits = {}, {}
     for c in inverse_penalties:
-        model = LogisticRegression(C=c, max_iter=2000).fit(standardized(X, mean, scale), y)
+        # one BLAS thread: each of the solver's steps is a few small products, on which BLAS's
+        # threads mostly wait for each other, and on busy cores for a time slice
+        # (BENCHMARKS.md, "Baselines on one BLAS thread")
+        with single_threaded_blas():
+            model = LogisticRegression(C=c, max_iter=2000).fit(Z, y)
         fits[c] = LogisticFit(mean, scale, model, n_classes)
         scores[c] = log_loss(fits[c].predict(X_valid), y_valid)
     best = min(scores, key=scores.get)

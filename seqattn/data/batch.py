@@ -29,6 +29,9 @@ Shapes (B samples, N tokens, F features per token):
   - ``"lat"`` / ``"lon"``: the patch centre in degrees (``lon`` by the mean angle, in [0, 360));
   - ``"level"`` and any other dim with a numeric coordinate: the patch centre or sample's value;
   - ``"variable"`` (``variables_as="tokens"``): the index of the token's variable;
+  - ``"steps"`` (SignalAdapter): how many of the series' own steps the token's frame starts
+    (hop; fewer in the frame where the series ends, at its last step with a value; 0 past it);
+    WarpingNeighbour's steps view and the model's warping path read it;
   - a dim labelled by strings (``station``, ``variable`` ids) gets the label's index along it.
 
   A coordinate is present only when the dataset has it (a dim without a coordinate has none).

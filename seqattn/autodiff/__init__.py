@@ -16,6 +16,7 @@ from .attention_function import attention
 from .backward import backward
 from .layer_functions import (additive_scores, dropout, embedding, gelu, layer_norm, linear,
                               merge_heads, relu, rms_norm, rope, silu, split_heads, swiglu)
+from .packed_attention_function import packed_attention
 from .parameter import Parameter
 from .pooling_functions import first_token, masked_mean, prepend_token
 from .recording import is_recording, no_grad
@@ -25,6 +26,6 @@ __all__ = [
     "Parameter", "Tensor", "add", "additive_scores", "as_tensor", "attention", "backward",
     "concat", "divide", "dropout", "embedding", "first_token", "gelu", "is_recording",
     "layer_norm", "linear", "masked_mean", "merge_heads", "multiply", "no_grad",
-    "prepend_token", "reduce_mean", "reduce_sum", "relu", "reshape", "rms_norm", "rope",
-    "silu", "split_heads", "stack", "subtract", "swiglu", "take", "unwrap",
+    "packed_attention", "prepend_token", "reduce_mean", "reduce_sum", "relu", "reshape",
+    "rms_norm", "rope", "silu", "split_heads", "stack", "subtract", "swiglu", "take", "unwrap",
 ]

@@ -44,14 +44,19 @@ def _attention_kernels(call):
     return kernels_for(call.device, "attention")
 
 
-def _short_sequence_kernels(call):
-    """attention_small.py's kernels where they serve ``call`` (on the CPU, the longest length
-    at most its MAX_LENGTH), else None: there a task per (batch, head) over whole rows beats
-    the tiled kernel, which then does not compile at all."""
-    if call.device != CPU:
+def short_sequence_kernels(device, longest):
+    """attention_small.py's kernels where they serve a call on ``device`` whose longer
+    sequence has ``longest`` tokens (on the CPU, at most its MAX_LENGTH), else None: there a
+    task per (batch, head) over whole rows beats the tiled kernel, which then does not compile
+    at all."""
+    if device != CPU:
         return None
     small = kernels_for(CPU, "attention_small")
-    return small if max(call.q.shape[2], call.k.shape[2]) <= small.MAX_LENGTH else None
+    return small if longest <= small.MAX_LENGTH else None
+
+
+def _short_sequence_kernels(call):
+    return short_sequence_kernels(call.device, max(call.q.shape[2], call.k.shape[2]))
 
 
 def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, bias=None,
@@ -109,12 +114,14 @@ def attention(q, k, v, *, causal=False, key_padding_mask=None, attn_mask=None, b
     return attention_of_call(call, return_lse)
 
 
-def attention_of_call(call, return_lse=False):
+def attention_of_call(call, return_lse=False, out=None):
     """:func:`attention` of the arguments that :func:`prepare_attention` checked and put in
     kernel form: the recorded op keeps ``call`` for :func:`attention_backward_of_call`, so a
-    training step checks each attention's arguments once."""
+    training step checks each attention's arguments once. ``out``: a (B, H, N, D) array to
+    fill (a view of tokens, for a call that keeps views: ops.packed_attention)."""
     B, H, Hkv, N, M, D = shapes_of(call)
-    out = empty_like_on(call.device, (B, H, N, D), call.q.dtype)
+    if out is None:
+        out = empty_like_on(call.device, (B, H, N, D), call.q.dtype)
     lse = empty_like_on(call.device, (B, H, N), call.q.dtype)
     short = _short_sequence_kernels(call)
     if short is not None and (call.distance.has or call.pair.mode):
@@ -221,11 +228,13 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, key_padding_mas
 
 
 def attention_backward_of_call(call, dout, out, lse, *, bias_requires_grad=False,
-                               positions_require_grad=True, deterministic=True):
+                               positions_require_grad=True, deterministic=True, grads=None):
     """:func:`attention_backward` of the forward's prepared ``call`` (see
     :func:`attention_of_call`); ``dout``, ``out`` and ``lse`` are checked here. Without
     ``positions_require_grad`` the distance bias's position gradients may be None (the
-    short-sequence kernels then skip them)."""
+    short-sequence kernels then skip them). ``grads``: the (dq, dk, dv) arrays to fill, for a
+    call that keeps views on the short-sequence kernels (views of one packed gradient:
+    ops.packed_attention); ``dout`` and ``out`` are then taken as the views they are."""
     if bias_requires_grad and not call.has_bias:
         raise ValueError("bias_requires_grad=True but no bias was passed")
     B, H, Hkv, N, M, D = shapes_of(call)
@@ -236,10 +245,11 @@ def attention_backward_of_call(call, dout, out, lse, *, bias_requires_grad=False
         _check_saved(name, x, (B, H, N, D), dtype)
     _check_saved("lse", lse, (B, H, N), dtype)
     if call.device == CPU:
-        dout, out, lse = (np.ascontiguousarray(a) for a in (dout, out, lse))
-    dq = empty_like_on(call.device, (B, H, N, D), dtype)
-    dk = empty_like_on(call.device, (B, Hkv, M, D), dtype)
-    dv = empty_like_on(call.device, (B, Hkv, M, D), dtype)
+        lse = np.ascontiguousarray(lse)
+        if grads is None:
+            dout, out = np.ascontiguousarray(dout), np.ascontiguousarray(out)
+    dq, dk, dv = grads or (empty_like_on(call.device, shape, dtype)
+                           for shape in ((B, H, N, D), (B, Hkv, M, D), (B, Hkv, M, D)))
     short = _short_sequence_kernels(call)
     structured = kernels.StructuredGrads(*_structured_outputs(
         call, positions=positions_require_grad or short is None))
@@ -249,11 +259,7 @@ def attention_backward_of_call(call, dout, out, lse, *, bias_requires_grad=False
         # Only the GPU has a faster, non-deterministic order of summation to choose.
         options = {"deterministic": bool(deterministic)} if call.device == CUDA else {}
         kernels.attention_backward(dq, dk, dv, structured, dout, out, lse, call, **options)
-    dbias = None
-    if bias_requires_grad:
-        dbias = empty_like_on(call.device, tuple(call.bias.shape), dtype)
-        kernels.attention_bias_grad(dbias, dout, out, lse, call)
-        dbias = dbias.reshape(call.bias_shape)
+    dbias = bias_gradient(call, dout, out, lse) if bias_requires_grad else None
     distance_grads = pair_grads = None
     if call.distance.has:
         distance_grads = distance_gradients(call.distance, *(_host(a) for a in structured[:3]))
@@ -262,6 +268,14 @@ def attention_backward_of_call(call, dout, out, lse, *, bias_requires_grad=False
     if call.pair.mode:
         pair_grads = PairBiasGradients(structured.pair_table)
     return AttentionGradients(dq, dk, dv, dbias, distance_grads, pair_grads)
+
+
+def bias_gradient(call, dout, out, lse):
+    """dLoss/dbias of a call with a dense bias, in the shape it was passed (the tiled
+    kernels', whatever the length: C-contiguous arrays only)."""
+    dbias = empty_like_on(call.device, tuple(call.bias.shape), call.q.dtype)
+    _attention_kernels(call).attention_bias_grad(dbias, dout, out, lse, call)
+    return dbias.reshape(call.bias_shape)
 
 
 def attention_weights(q, k, *, causal=False, key_padding_mask=None, attn_mask=None, bias=None,

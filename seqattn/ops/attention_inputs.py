@@ -4,7 +4,8 @@ Every attention entry point (forward, backward, weights, on either device) passe
 through :func:`prepare_attention`, which raises clear errors for bad input and returns an
 :class:`AttentionCall` in the canonical form the kernels expect:
 
-* q (B, H, N, D); k, v (B, Hkv, M, D); C-contiguous, one float dtype.
+* q (B, H, N, D); k, v (B, Hkv, M, D); C-contiguous, one float dtype (with ``keep_views``,
+  strided views with unit stride along D as they are: the heads of a packed projection).
 * ``bias`` 4-D (Bb, Hb, Nb, Mb), each dim either full or 1 (broadcast by indexing in the kernel).
 * ``attn_mask`` 4-D bool, same broadcasting rule, True = may attend.
 * ``key_padding_mask`` (B, M) bool, True = padded key to ignore.
@@ -91,12 +92,23 @@ def _band(causal, window, n, m):
     return left, right
 
 
+def _kernel_layout(name, x, device, keep_views):
+    """x as the kernels take it: C-contiguous, or with ``keep_views`` (CPU) any view whose
+    rows along D have unit stride, as it is (the short-sequence kernels read (N, D) row views
+    only; a copy here is what ops.packed_attention avoids)."""
+    if keep_views and isinstance(x, np.ndarray) and x.strides[-1] == x.itemsize:
+        return x
+    return contiguous(name, x, device)
+
+
 def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn_mask=None,
                       bias=None, alibi_slopes=None, window=None, scale=None, distance_bias=None,
-                      pair_bias=None):
+                      pair_bias=None, keep_views=False):
     """Validate attention arguments and return them as an :class:`AttentionCall`.
 
     ``v`` may be None (attention weights need only q and k); it is then returned as None.
+    With ``keep_views``, q, k and v stay the strided views they are where their last axis has
+    unit stride (for the short-sequence kernels only: ops.packed_attention).
     """
     device = backend_of(q=q, k=k, v=v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
                         bias=bias, alibi_slopes=alibi_slopes,
@@ -128,9 +140,9 @@ def prepare_attention(q, k, v=None, *, causal=False, key_padding_mask=None, attn
         if shape_of(v) != shape_of(k):
             raise ValueError(f"v has shape {shape_of(v)} but k has shape {shape_of(k)}; "
                              "expected the same shape")
-        v = contiguous("v", v, device)
-    q = contiguous("q", q, device)
-    k = contiguous("k", k, device)
+        v = _kernel_layout("v", v, device, keep_views)
+    q = _kernel_layout("q", q, device, keep_views)
+    k = _kernel_layout("k", k, device, keep_views)
 
     full = (B, H, N, M)
     has_bias = bias is not None

@@ -54,8 +54,13 @@ def test_reference_matches_torch(case):
     check_reference_matches_torch(case, pytest.importorskip("torch"))
 
 
+# the attention ops run the cases of their own table, tests/helpers/attention_cases.py (the
+# packed projection's in tests/ops/test_packed_attention.py)
+ATTENTION_MODULES = ("seqattn.ops.attention", "seqattn.ops.packed_attention")
+
+
 def test_every_op_is_in_the_table():
-    attention = {n for n, f in public_ops().items() if f.__module__ == "seqattn.ops.attention"}
+    attention = {n for n, f in public_ops().items() if f.__module__ in ATTENTION_MODULES}
     missing = set(public_ops()) - attention - ops_called(CASES)
     assert not missing, f"ops without a case in tests/helpers/op_cases.py: {sorted(missing)}"
 

@@ -16,8 +16,10 @@ A first run that skips this step compiles as it goes (saying so, with a progress
 one helper process (:func:`start_helper`, started by the run's first compilation or by its first
 launch that misses a kernel) that takes requests: first the register products' C functions
 (:data:`PRODUCTS`), then the backward of each float32 forward the run compiles
-(linear map, short and tiled attention; for an attention call with structured biases, the
-backward of that call itself, :func:`backward_of_call_job`; then layer norm and GELU), the
+(linear map, short and tiled attention, the short one in the layout of its heads: views of a
+packed projection, ops.packed_attention, or heads of their own; for an attention call with
+structured biases, the backward of that call itself, :func:`backward_of_call_job`; then layer
+norm and GELU), the
 register driver of large dW products (:data:`FUNCTION_JOBS`), the kernels that end the
 training steps of a first run's fit (:data:`STEP_END_JOBS`), and the versions of sized kernels
 (cpu/threads.py) that the run's launches miss; such a launch runs the other version meanwhile
@@ -69,6 +71,9 @@ HANDOVERS = (
     ("seqattn.kernels.cpu.heads.split_heads_forward", "merge-heads",
      ("seqattn.kernels.cpu.heads.split_heads_backward",), SMALL_JOB_PRIORITY),
 )
+# The jobs of a call with structured biases (backward_of_call_job): ops.attention's, and
+# ops.packed_attention's, whose heads are views of the packed projection.
+STRUCTURED_JOB, PACKED_STRUCTURED_JOB = "structured-backward", "packed-structured-backward"
 # The C functions of register_gemm.py (products and transposes), which every float32
 # attention kernel calls by name: the first kernel to reach them compiles them. The helper
 # compiles them first, beside the run's first kernels, and the run's first attention kernel
@@ -81,6 +86,11 @@ FUNCTION_JOBS = {"seqattn_packed_gemm_in_registers": "dweight-driver"}
 # The attention forwards: their backward jobs have the signature of a call without structured
 # biases (distances, pair codes), so they are handed over at such a call's forward only.
 ATTENTION_FORWARDS = (HELPER_AFTER, SHORT_FORWARD)
+# The short backward's jobs for a forward that reads the heads of a packed projection in place
+# (ops.packed_attention: the models' self-attention), whose arrays are strided views, a
+# signature of their own (Numba's layout "A"): (heads side by side, one head, whose output
+# views are contiguous). first_run chooses by the forward's argument types.
+PACKED_JOBS = {"short-backward": ("packed-backward", "packed-one-head-backward")}
 HELPER_SWITCH = "SEQATTN_COMPILE_HELPER"
 # A helper lock older than this is left over from a process that was killed (a helper touches
 # its lock between requests).
@@ -131,16 +141,44 @@ def short_backward_job():
     attention_backward(q, q, k, v, out, lse)
 
 
-def backward_of_call_job(call):
+def packed_backward_job(num_heads=2):
+    """The short attention backward (float32) of self-attention from a packed projection.
+
+    ops.packed_attention, the models' self-attention: the heads are views of the projection."""
+    from .ops import packed_attention_backward
+
+    qkv = np.zeros((1, SHORT, 3 * num_heads * HEAD_DIM), np.float32)
+    tokens = np.zeros((1, SHORT, num_heads * HEAD_DIM), np.float32)
+    packed_attention_backward(tokens, qkv, num_heads, tokens,
+                              np.zeros((1, num_heads, SHORT), np.float32))
+
+
+def packed_one_head_backward_job():
+    """The packed-backward job's backward of one head (its output views are contiguous)."""
+    packed_backward_job(num_heads=1)
+
+
+def backward_of_call_job(call, packed=False):
     """The attention backward of a prepared ``call`` (ops.attention_inputs): what the helper
     compiles for a call with structured biases, whose kernels' signature depends on the biases
-    it has (types, cutoff, cell, pair codes) and so on no fixed job. Run on made-up saved
-    outputs: only the signature matters."""
+    it has (types, cutoff, cell, pair codes) and so on no fixed job; with ``packed``, for a
+    call of ops.packed_attention, whose heads (views of qkv) arrive contiguous from the pickle
+    and are made views again. Run on made-up saved outputs: only the signature matters."""
     from .ops.attention import attention_backward_of_call
+    from .ops.packed_attention import (PackedAttentionCall, heads_of,
+                                       packed_attention_backward_of_call)
 
     B, H, N, D = call.q.shape
-    zeros = np.zeros((B, H, N, D), call.q.dtype)
-    attention_backward_of_call(call, zeros, zeros, np.zeros((B, H, N), call.q.dtype))
+    lse = np.zeros((B, H, N), call.q.dtype)
+    if not packed:
+        zeros = np.zeros((B, H, N, D), call.q.dtype)
+        attention_backward_of_call(call, zeros, zeros, lse)
+        return
+    # the views of a model's call, of the same shapes: the same layouts
+    q, k, v = heads_of(np.zeros((B, N, 3 * H * D), call.q.dtype), H, 3)
+    tokens = np.zeros((B, N, H * D), call.q.dtype)
+    packed_attention_backward_of_call(PackedAttentionCall(call._replace(q=q, k=k, v=v), H, True),
+                                      tokens, heads_of(tokens, H), lse)
 
 
 def attention_backward_job():
@@ -277,6 +315,8 @@ JOBS = {"attention-backward": attention_backward_job,
         "sequence-model": sequence_model_job,
         "tiled-backward": tiled_backward_job,
         "short-backward": short_backward_job,
+        "packed-backward": packed_backward_job,
+        "packed-one-head-backward": packed_one_head_backward_job,
         "linear-backward": linear_backward_job,
         "layer-norm-backward": layer_norm_backward_job,
         "gelu-backward": gelu_backward_job,
@@ -291,9 +331,9 @@ JOBS = {"attention-backward": attention_backward_job,
 TWINNED_JOBS = ("layer-norm-backward", "gelu-backward", "merge-heads", "gradient-norm",
                 "adam-step")
 # Jobs that only the helper runs (compile_all's jobs include what they compile).
-HELPER_JOBS = ("tiled-backward", "short-backward", "linear-backward", "layer-norm-backward",
-               "gelu-backward", "merge-heads", "register-products", "gradient-norm",
-               "adam-step")
+HELPER_JOBS = ("tiled-backward", "short-backward", "packed-backward", "packed-one-head-backward",
+               "linear-backward", "layer-norm-backward", "gelu-backward", "merge-heads",
+               "register-products", "gradient-norm", "adam-step")
 
 
 def compile_parallel_twins():
@@ -494,7 +534,7 @@ def _serial_versions():
 
 def _serve_one(request, lock):
     if request.get("call") is not None:
-        backward_of_call_job(request["call"])
+        backward_of_call_job(request["call"], packed=request.get("job") == PACKED_STRUCTURED_JOB)
     elif request.get("job") in TWINNED_JOBS:
         before = _serial_versions()
         run_job(request["job"], parallel_twins=False)

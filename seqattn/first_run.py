@@ -59,6 +59,22 @@ def _without_structured_biases(args):
             and isinstance(mods[PAIR_AT], types.NoneType))
 
 
+def _job_for_layouts(job, args):
+    """The variant of the HANDOVERS ``job`` for a forward kernel's argument types: for one that
+    reads the heads of a packed projection in place (ops.packed_attention: strided views, Numba's
+    layout "A"), the job that compiles such a backward (compile.PACKED_JOBS; with one head, the
+    output, its first array, is a contiguous view)."""
+    from numba import types
+
+    from .compile import PACKED_JOBS
+
+    arrays = [a for a in args if isinstance(a, types.Array)]
+    if job not in PACKED_JOBS or all(a.layout != "A" for a in arrays):
+        return job
+    heads, one_head = PACKED_JOBS[job]
+    return heads if arrays[0].layout == "A" else one_head
+
+
 class CompileNotice(event.Listener):
     """Counts compilations of seqattn functions; says so at the first, then shows progress: a
     tqdm bar on a terminal, elsewhere (a log, a pipe, where a bar's redraws would run into
@@ -100,7 +116,8 @@ class CompileNotice(event.Listener):
         """Start the helper at the first compilation, once; hand it a backward job at its
         forward's compilation (compile.HANDOVERS), once each: an attention one only for a call
         without structured biases, whose signature the helper's job has (a structured bias's
-        kernels have their own, kernels/cpu/attention_bias.py)."""
+        kernels have their own, kernels/cpu/attention_bias.py), in the variant of its arrays'
+        layouts (:func:`_job_for_layouts`)."""
         from .compile import ATTENTION_FORWARDS, HANDOVERS, hand_over
 
         if not self.start_helper:
@@ -108,10 +125,12 @@ class CompileNotice(event.Listener):
         try:
             self.start_helper_once()
             for forward, job, launches, priority in HANDOVERS:
-                if (self._helper_lock is not None and job not in self._handed
-                        and name.startswith(forward) and _of_float32(args)
-                        and (forward not in ATTENTION_FORWARDS
-                             or _without_structured_biases(args))):
+                if (self._helper_lock is None or not name.startswith(forward)
+                        or not _of_float32(args) or (forward in ATTENTION_FORWARDS
+                                                     and not _without_structured_biases(args))):
+                    continue
+                job = _job_for_layouts(job, args)
+                if job not in self._handed:
                     self._handed.add(job)
                     hand_over(self._helper_lock, job, launches,
                               on_wait=lambda: self._show(WAITING), priority=priority)
@@ -121,17 +140,20 @@ class CompileNotice(event.Listener):
     def hand_over_backward_of(self, call):
         """On a first run with a helper: hand it the short attention backward of ``call``, a
         call with structured biases, once per signature of its score modifications (which the
-        biases it has decide); the run's first backward launch waits for it."""
+        biases it has decide) and of its heads (views of a packed projection or not); the run's
+        first backward launch waits for it."""
         if self._helper_lock is None:
             return
-        from .compile import hand_over
+        from .compile import PACKED_STRUCTURED_JOB, STRUCTURED_JOB, hand_over
 
         key = _signature_key(call)
         if key in self._handed:
             return
         self._handed.add(key)
+        # a call of ops.packed_attention: its heads are strided views (which pickle contiguous)
+        job = STRUCTURED_JOB if call.q.flags.c_contiguous else PACKED_STRUCTURED_JOB
         try:
-            hand_over(self._helper_lock, "structured-backward",
+            hand_over(self._helper_lock, job,
                       ("seqattn.kernels.cpu.attention_small._backward_tasks",),
                       on_wait=lambda: self._show(WAITING), call=call)
         except (OSError, pickle.PicklingError):  # compiled here, as without a helper
@@ -237,12 +259,13 @@ class CompileNotice(event.Listener):
 
 
 def _signature_key(call):
-    """What decides the kernels' signature for a prepared attention call: each field's dtype
-    and dimensions, or its type (numba.typeof of the kernels' argument tuple took 0.1 ms, a
-    cost every attention call of a first run would pay)."""
+    """What decides the kernels' signature for a prepared attention call: each field's dtype,
+    dimensions and layout (contiguous or a strided view), or its type (numba.typeof of the
+    kernels' argument tuple took 0.1 ms, a cost every attention call of a first run would
+    pay)."""
     fields = [f for f in call if f is not call.distance and f is not call.pair]
-    return tuple((f.dtype, f.ndim) if isinstance(f, np.ndarray) else type(f)
-                 for f in (*fields, *call.distance, *call.pair))
+    return tuple((f.dtype, f.ndim, f.flags.c_contiguous) if isinstance(f, np.ndarray)
+                 else type(f) for f in (*fields, *call.distance, *call.pair))
 
 
 _NOTICE = CompileNotice()

@@ -150,14 +150,32 @@ class MultiheadAttention(Module):
         H = self.num_heads
         if self.packed and key is query and value is query:
             # Self-attention: one GEMM against the packed (3E, E) weight puts q, k and v side by
-            # side, and the heads are split from there.
-            q, k, v = autodiff.split_heads(
-                autodiff.linear(query, self.in_proj_weight, self.in_proj_bias), H, parts=3)
+            # side (B, N, 3E)
+            qkv = autodiff.linear(query, self.in_proj_weight, self.in_proj_bias)
+            if self.rotary is None:
+                return self._packed(qkv, key_padding_mask, attn_mask, bias, need_weights,
+                                    is_causal, structure)
+            # rotary positions rotate q and k, heads of their own
+            q, k, v = autodiff.split_heads(qkv, H, parts=3)
         else:
             q, k, v = (autodiff.split_heads(autodiff.linear(x, *self._projection(i)), H)
                        for i, x in enumerate((query, key, value)))  # each (B, H, len, D)
         return self.attend(q, k, v, key_padding_mask, attn_mask, bias, need_weights, is_causal,
                            structure)
+
+    def _packed(self, qkv, key_padding_mask, attn_mask, bias, need_weights, is_causal,
+                structure):
+        """forward's self-attention straight from the packed projection qkv (B, N, 3E): the
+        heads are read where they lie (ops.packed_attention), not split and merged."""
+        options, structured = self._options(key_padding_mask, attn_mask, is_causal, structure)
+        out = self.out_proj(autodiff.packed_attention(
+            qkv, self.num_heads, bias, **structured, deterministic=self.deterministic,
+            **options))
+        weights = None
+        if need_weights:
+            q, k, _ = ops.split_heads(unwrap(qkv), self.num_heads, parts=3)
+            weights = self._weights(q, k, bias, options, structured)
+        return out, weights
 
     def attend(self, q, k, v, key_padding_mask=None, attn_mask=None, bias=None,
                need_weights=False, is_causal=False, structure=None):
@@ -167,19 +185,26 @@ class MultiheadAttention(Module):
         token rows (MoleculeModel's anchors: a table's rows, projected once per element)."""
         if self.rotary is not None:
             q, k = self.rotary.rotate(q), self.rotary.rotate(k)
+        options, structured = self._options(key_padding_mask, attn_mask, is_causal, structure)
+        out = self.out_proj(autodiff.merge_heads(autodiff.attention(
+            q, k, v, bias, **structured, deterministic=self.deterministic, **options)))
+        weights = self._weights(q, k, bias, options, structured) if need_weights else None
+        return out, weights
+
+    def _options(self, key_padding_mask, attn_mask, is_causal, structure):
+        """(the attention's options, its structured biases read from ``structure``)."""
         options = dict(causal=is_causal, key_padding_mask=key_padding_mask,
                        attn_mask=attn_mask, alibi_slopes=self.alibi_slopes, window=self.window)
         structured = {name: None if table is None else table.bias(structure)
                       for name, table in (("distance_bias", self.distance_bias),
                                           ("pair_bias", self.pair_bias))}
-        out = self.out_proj(autodiff.merge_heads(autodiff.attention(
-            q, k, v, bias, **structured, deterministic=self.deterministic, **options)))
-        weights = None
-        if need_weights:
-            weights = ops.attention_weights(unwrap(q), unwrap(k), bias=unwrap(bias), **options,
-                                            **{name: _as_arrays(b) for name, b in
-                                               structured.items()})
-        return out, weights
+        return options, structured
+
+    @staticmethod
+    def _weights(q, k, bias, options, structured):
+        """The attention weights (B, H, N, M) of heads q and k, outside the record."""
+        return ops.attention_weights(unwrap(q), unwrap(k), bias=unwrap(bias), **options,
+                                     **{name: _as_arrays(b) for name, b in structured.items()})
 
 
 def _as_arrays(bias):

@@ -266,10 +266,21 @@ def _score_modifications(pair):
     return nb.Tuple(fields)
 
 
-def test_the_helper_jobs_compile_the_backward_signatures_a_model_trains_with(monkeypatch):
+# (the model's heads and positions, the backward job of its attention, whether it splits heads
+# and so takes the merge-heads job): self-attention straight from the packed projection
+# (ops.packed_attention, in the views' layouts of many heads or of one), and rotary positions,
+# which rotate heads of their own
+MODEL_ATTENTION_JOBS = [(2, "sinusoidal", "packed-backward", False),
+                        (1, "sinusoidal", "packed-one-head-backward", False),
+                        (2, "rope", "short-backward", True)]
+
+
+@pytest.mark.parametrize("nhead, positions, attention_job, splits", MODEL_ATTENTION_JOBS)
+def test_the_helper_jobs_compile_the_backward_signatures_a_model_trains_with(
+        monkeypatch, nhead, positions, attention_job, splits):
     """What the helper compiles is of use only if the run's launches have its signatures."""
-    from seqattn.compile import (gelu_backward_job, layer_norm_backward_job, linear_backward_job,
-                                 merge_heads_job, short_backward_job)
+    from seqattn.compile import (JOBS, gelu_backward_job, layer_norm_backward_job,
+                                 linear_backward_job, merge_heads_job)
     from seqattn.kernels.cpu import activations, attention_small, heads, layer_norm, linear
     from seqattn.models import TokenModel, TokenModelConfig
     from seqattn.train import AdamW, MSELoss, fit
@@ -283,22 +294,56 @@ def test_the_helper_jobs_compile_the_backward_signatures_a_model_trains_with(mon
             return run(threads, *args)
         monkeypatch.setattr(kernel, "run", run)
     source = ["job"]
-    for job in (linear_backward_job, short_backward_job, layer_norm_backward_job,
-                gelu_backward_job, merge_heads_job):
+    for job in (linear_backward_job, JOBS[attention_job], layer_norm_backward_job,
+                gelu_backward_job) + ((merge_heads_job,) if splits else ()):
         job()
     jobs = set(launched)
     assert {name for name, _ in jobs} == {"_linear_backward", "_backward_tasks",
-                                          "_layer_norm_backward", "_gelu_backward_f32",
-                                          "split_heads_backward"}
+                                          "_layer_norm_backward", "_gelu_backward_f32"} | (
+        {"split_heads_backward"} if splits else set())
     source[0] = "model"
     x = np.random.default_rng(0).standard_normal((4, 6, 3)).astype(np.float32)
-    model = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=8, nhead=2,
-                                        num_layers=1, dim_feedforward=8, max_len=6))
+    model = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=8, nhead=nhead,
+                                        num_layers=1, dim_feedforward=8, max_len=6,
+                                        positions=positions))
     fit(model, MSELoss(), AdamW(model, lr=1e-3), (x, x[..., :2]), epochs=1, batch_size=4,
         progress=False)
     assert sorted(launched.values()).count("model") == len(jobs), "a backward not launched"
     assert set(launched) == jobs, \
         "the model's backward launches took signatures that the helper's jobs did not compile"
+
+
+@pytest.mark.parametrize("nhead, positions, attention_job, splits", MODEL_ATTENTION_JOBS)
+def test_a_model_s_attention_forward_hands_the_helper_the_job_of_its_backward(
+        monkeypatch, nhead, positions, attention_job, splits):
+    """The short forward's argument types, as the model launches it, choose the job whose
+    signatures the test above pins."""
+    import seqattn.compile
+    from seqattn.kernels import compiled_elsewhere
+    from seqattn.kernels.cpu import attention_small
+    from seqattn.models import TokenModel, TokenModelConfig
+
+    forwards, handed = [], []
+    kernel = attention_small._forward_tasks
+
+    def run(threads, *args, run=kernel.run):
+        forwards.append(tuple(numba.typeof(a) for a in args))
+        return run(threads, *args)
+    monkeypatch.setattr(kernel, "run", run)
+    monkeypatch.setattr(compiled_elsewhere, "_hand_over_function", None)
+    monkeypatch.setattr(seqattn.compile, "start_helper", lambda: "lock")
+    monkeypatch.setattr(seqattn.compile, "hand_over_products", lambda lock: None)
+    monkeypatch.setattr(seqattn.compile, "hand_over",
+                        lambda lock, job, launches, on_wait, priority: handed.append(job))
+    model = TokenModel(TokenModelConfig(in_features=3, out_features=2, d_model=8, nhead=nhead,
+                                        num_layers=1, dim_feedforward=8, max_len=6,
+                                        positions=positions))
+    model(np.zeros((4, 6, 3), np.float32))
+    notice = CompileNotice(_Stream(False), start_helper=True)
+    _compile_named(notice, "seqattn.kernels.cpu.attention_small", "_forward_tasks",
+                   forwards[0])
+    assert handed == [attention_job]
+    notice.close()
 
 
 @pytest.mark.parametrize("optimizer", ["AdamW", "SGD"])
@@ -539,7 +584,7 @@ def test_the_helper_compiles_the_parallel_versions_of_a_small_job_after_the_run(
 def _structured_call(kind):
     """A prepared attention call with a distance bias (element types, smooth cutoff), or with
     pair codes."""
-    from seqattn.ops import DistanceBias, PairBias
+    from seqattn.ops import PairBias
     from seqattn.ops.attention_inputs import prepare_attention
 
     rng = np.random.default_rng(0)
@@ -548,11 +593,17 @@ def _structured_call(kind):
         codes = rng.integers(-1, 4, (2, 5, 5)).astype(np.int8)
         return prepare_attention(q, q, q, pair_bias=PairBias(
             table=rng.standard_normal((2, 4)).astype(np.float32), codes=codes))
-    bias = DistanceBias(x=rng.random((2, 5, 3)).astype(np.float32),
+    return prepare_attention(q, q, q, distance_bias=_distance_bias(rng))
+
+
+def _distance_bias(rng):
+    """The distance bias (element types, smooth cutoff) of _structured_call, B 2, H 2, N 5."""
+    from seqattn.ops import DistanceBias
+
+    return DistanceBias(x=rng.random((2, 5, 3)).astype(np.float32),
                         table=rng.standard_normal((3, 3, 2, 8)).astype(np.float32), r_max=3.0,
                         cutoff=2.5, smooth_cutoff=True,
                         types=rng.integers(0, 3, (2, 5)).astype(np.int32))
-    return prepare_attention(q, q, q, distance_bias=bias)
 
 
 def test_a_structured_call_hands_the_helper_its_backward_once_per_signature(monkeypatch):
@@ -593,3 +644,50 @@ def test_the_helper_job_of_a_structured_call_compiles_its_backward_signature(mon
     out, lse = attention_of_call(call, return_lse=True)
     attention_backward_of_call(call, np.ones_like(out), out, lse)
     assert len(launched) == 2 and launched[0] == launched[1]
+
+
+def _packed_structured_call():
+    """The prepared packed self-attention (ops.packed_attention) of a distance-biased call:
+    its heads are views of the packed projection."""
+    from seqattn.ops.packed_attention import prepare_packed_attention
+
+    rng = np.random.default_rng(0)
+    qkv = rng.standard_normal((2, 5, 3 * 2 * 8)).astype(np.float32)
+    return prepare_packed_attention(qkv, 2, distance_bias=_distance_bias(rng))
+
+
+def test_a_packed_structured_call_hands_the_helper_a_job_that_compiles_its_signature(
+        monkeypatch):
+    """The heads of a packed call are strided views, which pickle contiguous: its job (one of
+    its own, beside the same call's contiguous one) makes them views again, and then has the
+    signature of the model's backward launch."""
+    import pickle
+
+    import seqattn.compile
+    from seqattn.compile import backward_of_call_job
+    from seqattn.kernels.cpu import attention_small
+    from seqattn.ops.packed_attention import (packed_attention_backward_of_call,
+                                              packed_attention_of_call)
+
+    handed = []
+    monkeypatch.setattr(seqattn.compile, "hand_over",
+                        lambda lock, job, launches, on_wait, call: handed.append((job, call)))
+    notice = CompileNotice(_Stream(False), start_helper=True)
+    notice._helper_lock = "lock"
+    packed = _packed_structured_call()
+    for call in (packed.call, _structured_call("distance"), packed.call):
+        notice.hand_over_backward_of(call)
+    assert [job for job, _ in handed] == ["packed-structured-backward", "structured-backward"]
+
+    launched = []
+    kernel = attention_small._backward_tasks
+
+    def run(threads, *args, run=kernel.run):
+        launched.append(tuple(numba.typeof(a) for a in args[1:]))
+        return run(threads, *args)
+    monkeypatch.setattr(kernel, "run", run)
+    backward_of_call_job(pickle.loads(pickle.dumps(handed[0][1])), packed=True)
+    out, heads, lse = packed_attention_of_call(packed)
+    packed_attention_backward_of_call(packed, np.ones_like(out), heads, lse)
+    assert len(launched) == 2 and launched[0] == launched[1]
+    assert any(t.layout == "A" for t in launched[0] if isinstance(t, numba.types.Array))

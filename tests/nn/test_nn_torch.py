@@ -65,6 +65,36 @@ def test_multihead_attention(cross):
              lambda d: dict(zip(("query", "key", "value"), ours.backward(d))))
 
 
+@pytest.mark.parametrize("options", [{"is_causal": True}, {"alibi": True}],
+                         ids=["causal", "alibi_window"])
+def test_packed_self_attention(options):
+    """Self-attention, key and value the query itself: the heads are read straight from the
+    packed projection (ops.packed_attention); ALiBi and a window as torch's float mask."""
+    slopes = np.array([0.5, 0.25]) if options.get("alibi") else None
+    window = (2, 1) if options.get("alibi") else None
+    ours = nn.MultiheadAttention(8, 2, alibi_slopes=slopes, window=window, dtype=F64, seed=0)
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
+    _load_into_torch(ours, theirs)
+    causal = options.get("is_causal", False)
+    i, j = np.arange(5)[:, None], np.arange(5)[None, :]
+    scores = np.zeros((2, 5, 5))
+    if causal:
+        scores[:, j > i] = -np.inf
+    if slopes is not None:
+        scores = scores - slopes[:, None, None] * np.abs(i - j)
+        scores[:, (j < i - window[0]) | (j > i + window[1])] = -np.inf
+    # torch: float masks added to the scores, (B * H, N, N) and (B, N)
+    float_mask = torch.from_numpy(np.tile(scores, (2, 1, 1)))
+    float_padding = torch.from_numpy(np.where(PADDING, -np.inf, 0.0))
+
+    def run_theirs(x):
+        return theirs(x, x, x, key_padding_mask=float_padding, attn_mask=float_mask,
+                      need_weights=False)[0]
+
+    _compare(ours, theirs, lambda x: ours(x, key_padding_mask=PADDING, is_causal=causal)[0],
+             run_theirs, {"x": _x(2, 5, 8)}, lambda d: {"x": ours.backward(d)})
+
+
 def test_attention_weights_are_per_head():
     ours = nn.MultiheadAttention(8, 2, dtype=F64, seed=0)
     theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)

@@ -159,22 +159,25 @@ def test_large_shape_on_gpu(causal):
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_layer_option_reaches_the_backward(deterministic, monkeypatch):
     """MultiheadAttention(deterministic=...) is what its training step's attention backward
-    gets (through the recorded op); the default is deterministic."""
+    gets (through the recorded op: the packed projection's in self-attention, the heads' in
+    cross-attention); the default is deterministic."""
     from seqattn import nn
-    from seqattn.autodiff import attention_function
+    from seqattn.autodiff import attention_function, packed_attention_function
 
     seen = []
 
-    def recording_backward(*args, **options):
-        seen.append(options["deterministic"])
-        return backward(*args, **options)
-
-    # the recorded op's backward: ops.attention_backward's checked arguments kept from the forward
-    backward = attention_function.attention_backward_of_call
-    monkeypatch.setattr(attention_function, "attention_backward_of_call", recording_backward)
+    # the recorded ops' backward: the checked arguments kept from the forward
+    for module, name in ((attention_function, "attention_backward_of_call"),
+                         (packed_attention_function, "packed_attention_backward_of_call")):
+        def recording_backward(*args, backward=getattr(module, name), **options):
+            seen.append(options["deterministic"])
+            return backward(*args, **options)
+        monkeypatch.setattr(module, name, recording_backward)
     layer_options = {} if deterministic else {"deterministic": False}
     layer = nn.MultiheadAttention(8, 2, seed=0, **layer_options)
-    x = np.random.default_rng(0).normal(size=(1, 3, 8)).astype(np.float32)
-    out, _ = layer(x)
-    layer.backward(np.ones_like(out))
-    assert seen == [deterministic]
+    rng = np.random.default_rng(0)
+    x, memory = (rng.normal(size=(1, n, 8)).astype(np.float32) for n in (3, 4))
+    for keys in (x, memory):
+        out, _ = layer(x, keys, keys)
+        layer.backward(np.ones_like(out))
+    assert seen == [deterministic, deterministic]

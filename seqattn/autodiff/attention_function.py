@@ -18,12 +18,35 @@ def _with(bias, **arrays):
     return dataclasses.replace(bias, **fields)
 
 
+def received_biases(distance_bias, pair_bias, distance_table, distance_x, distance_y,
+                    pair_table):
+    """The structured biases with the arrays an attention Function received in place of their
+    recorded tables and positions."""
+    return (_with(distance_bias, table=distance_table, x=distance_x, y=distance_y),
+            _with(pair_bias, table=pair_table))
+
+
+def biases_tensors(distance_bias, pair_bias):
+    """(distance table, x, y, pair table) of the structured biases, None where absent: the
+    Tensors an attention Function records, in the order it takes them."""
+    distance = (None, None, None) if distance_bias is None else (
+        distance_bias.table, distance_bias.x, distance_bias.y)
+    return (*distance, None if pair_bias is None else pair_bias.table)
+
+
+def biases_gradients(grads):
+    """(distance table, x, y, pair table) gradients of an attention backward's ``grads``, None
+    where a bias is absent: in the order the Functions take them."""
+    distance = grads.distance_bias or (None, None, None)
+    return (*distance, None if grads.pair_bias is None else grads.pair_bias.table)
+
+
 class Attention(Function):
     @staticmethod
     def forward(ctx, q, k, v, bias, distance_table, distance_x, distance_y, pair_table, options,
                 distance_bias, pair_bias, deterministic=True):
-        distance_bias = _with(distance_bias, table=distance_table, x=distance_x, y=distance_y)
-        pair_bias = _with(pair_bias, table=pair_table)
+        distance_bias, pair_bias = received_biases(distance_bias, pair_bias, distance_table,
+                                                   distance_x, distance_y, pair_table)
         # the checked arguments serve the backward too
         call = prepare_attention(q, k, v, bias=bias, distance_bias=distance_bias,
                                  pair_bias=pair_bias, **options)
@@ -38,9 +61,7 @@ class Attention(Function):
                                            bias_requires_grad=ctx.needs_grad[3],
                                            positions_require_grad=any(ctx.needs_grad[5:7]),
                                            deterministic=s["deterministic"])
-        distance = grads.distance_bias or (None, None, None)
-        pair_table = None if grads.pair_bias is None else grads.pair_bias.table
-        return (grads.dq, grads.dk, grads.dv, grads.dbias, *distance, pair_table,
+        return (grads.dq, grads.dk, grads.dv, grads.dbias, *biases_gradients(grads),
                 None, None, None)
 
 
@@ -82,8 +103,5 @@ def attention(q, k, v, bias=None, distance_bias=None, pair_bias=None, determinis
         The attention output.
     """
     options = {name: unwrap(x) for name, x in options.items()}
-    distance = (None, None, None) if distance_bias is None else (
-        distance_bias.table, distance_bias.x, distance_bias.y)
-    pair_table = None if pair_bias is None else pair_bias.table
-    return Attention.apply(q, k, v, bias, *distance, pair_table, options, distance_bias,
-                           pair_bias, deterministic=deterministic)
+    return Attention.apply(q, k, v, bias, *biases_tensors(distance_bias, pair_bias), options,
+                           distance_bias, pair_bias, deterministic=deterministic)

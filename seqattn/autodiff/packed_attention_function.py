@@ -3,7 +3,7 @@ differentiable op: qkv, an optional dense bias, and the structured biases' table
 positions, as :mod:`~seqattn.autodiff.attention_function` has them."""
 from ..ops.packed_attention import (packed_attention_backward_of_call, packed_attention_of_call,
                                     prepare_packed_attention)
-from .attention_function import _with
+from .attention_function import biases_gradients, biases_tensors, received_biases
 from .function import Function
 from .tensor import unwrap
 
@@ -12,8 +12,8 @@ class PackedAttention(Function):
     @staticmethod
     def forward(ctx, qkv, bias, distance_table, distance_x, distance_y, pair_table, num_heads,
                 options, distance_bias, pair_bias, deterministic=True):
-        distance_bias = _with(distance_bias, table=distance_table, x=distance_x, y=distance_y)
-        pair_bias = _with(pair_bias, table=pair_table)
+        distance_bias, pair_bias = received_biases(distance_bias, pair_bias, distance_table,
+                                                   distance_x, distance_y, pair_table)
         # the checked arguments serve the backward too
         packed = prepare_packed_attention(qkv, num_heads, bias=bias, distance_bias=distance_bias,
                                           pair_bias=pair_bias, **options)
@@ -28,9 +28,7 @@ class PackedAttention(Function):
                                                   bias_requires_grad=ctx.needs_grad[1],
                                                   positions_require_grad=any(ctx.needs_grad[3:5]),
                                                   deterministic=s["deterministic"])
-        distance = grads.distance_bias or (None, None, None)
-        pair_table = None if grads.pair_bias is None else grads.pair_bias.table
-        return (grads.dqkv, grads.dbias, *distance, pair_table, None, None, None, None)
+        return (grads.dqkv, grads.dbias, *biases_gradients(grads), None, None, None, None)
 
 
 def packed_attention(qkv, num_heads, bias=None, distance_bias=None, pair_bias=None,
@@ -65,8 +63,6 @@ def packed_attention(qkv, num_heads, bias=None, distance_bias=None, pair_bias=No
         The heads' outputs side by side.
     """
     options = {name: unwrap(x) for name, x in options.items()}
-    distance = (None, None, None) if distance_bias is None else (
-        distance_bias.table, distance_bias.x, distance_bias.y)
-    pair_table = None if pair_bias is None else pair_bias.table
-    return PackedAttention.apply(qkv, bias, *distance, pair_table, num_heads, options,
-                                 distance_bias, pair_bias, deterministic=deterministic)
+    return PackedAttention.apply(qkv, bias, *biases_tensors(distance_bias, pair_bias),
+                                 num_heads, options, distance_bias, pair_bias,
+                                 deterministic=deterministic)

@@ -623,14 +623,9 @@ def test_a_structured_call_hands_the_helper_its_backward_once_per_signature(monk
         ("structured-backward", True, False), ("structured-backward", False, True)]
 
 
-def test_the_helper_job_of_a_structured_call_compiles_its_backward_signature(monkeypatch):
-    """The helper's job runs the backward of the pickled call itself: the model's launch then
-    has its signature."""
-    import pickle
-
-    from seqattn.compile import backward_of_call_job
+def _short_backward_launches(monkeypatch):
+    """The argument types of every launch of the short attention backward from now on."""
     from seqattn.kernels.cpu import attention_small
-    from seqattn.ops.attention import attention_backward_of_call, attention_of_call
 
     launched = []
     kernel = attention_small._backward_tasks
@@ -639,6 +634,18 @@ def test_the_helper_job_of_a_structured_call_compiles_its_backward_signature(mon
         launched.append(tuple(numba.typeof(a) for a in args[1:]))
         return run(threads, *args)
     monkeypatch.setattr(kernel, "run", run)
+    return launched
+
+
+def test_the_helper_job_of_a_structured_call_compiles_its_backward_signature(monkeypatch):
+    """The helper's job runs the backward of the pickled call itself: the model's launch then
+    has its signature."""
+    import pickle
+
+    from seqattn.compile import backward_of_call_job
+    from seqattn.ops.attention import attention_backward_of_call, attention_of_call
+
+    launched = _short_backward_launches(monkeypatch)
     call = _structured_call("distance")
     backward_of_call_job(pickle.loads(pickle.dumps(call)))
     out, lse = attention_of_call(call, return_lse=True)
@@ -665,7 +672,6 @@ def test_a_packed_structured_call_hands_the_helper_a_job_that_compiles_its_signa
 
     import seqattn.compile
     from seqattn.compile import backward_of_call_job
-    from seqattn.kernels.cpu import attention_small
     from seqattn.ops.packed_attention import (packed_attention_backward_of_call,
                                               packed_attention_of_call)
 
@@ -679,13 +685,7 @@ def test_a_packed_structured_call_hands_the_helper_a_job_that_compiles_its_signa
         notice.hand_over_backward_of(call)
     assert [job for job, _ in handed] == ["packed-structured-backward", "structured-backward"]
 
-    launched = []
-    kernel = attention_small._backward_tasks
-
-    def run(threads, *args, run=kernel.run):
-        launched.append(tuple(numba.typeof(a) for a in args[1:]))
-        return run(threads, *args)
-    monkeypatch.setattr(kernel, "run", run)
+    launched = _short_backward_launches(monkeypatch)
     backward_of_call_job(pickle.loads(pickle.dumps(handed[0][1])), packed=True)
     out, heads, lse = packed_attention_of_call(packed)
     packed_attention_backward_of_call(packed, np.ones_like(out), heads, lse)

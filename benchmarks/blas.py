@@ -4,13 +4,14 @@ with: the evidence for the choice in seqattn/kernels/cpu/blas_library.py.
 Contenders, each single-threaded (the kernels run one product per thread): SciPy's OpenBLAS
 (what Numba's np.dot calls), MKL from the ``mkl`` package when installed, NumPy's OpenBLAS and
 torch's CPU GEMM as references, and on the linear layers' shapes seqattn's register-blocked
-``packed_gemm.gemm_in_registers`` where the CPU has AVX-512 (the layers call it there for
-dout^T x, and for x W^T and dout W where OpenBLAS runs a narrower kernel, as it prints).
+``packed_gemm.gemm_in_registers`` where the CPU has AVX-512 or AVX2 and FMA (the layers call
+it on AVX-512 for dout^T x, and for x W^T and dout W where OpenBLAS runs a narrower kernel; on
+AVX2 for x W^T and dout W of small weights; it prints which).
 Shapes: the 4-layer encoder's linear layers (benchmarks/
-encoder.py, a thread's block of 4096 of 8192 token rows), small models' weight gradients (below
-``packed_gemm.MIN_WORK``), attention tiles (256 queries x 512
-keys, D 32, 64 and 128) and a square 2048 product for the machine's rate; then the square
-product on all threads through NumPy and torch. Prints GFLOP/s, the fastest of many short
+encoder.py, a thread's block of 4096 of 8192 token rows), small models' x W^T, dout W (1024
+token rows, d_model 16-64) and weight gradients (below ``packed_gemm.MIN_WORK``), attention
+tiles (256 queries x 512 keys, D 32, 64 and 128) and a square 2048 product for the machine's
+rate; then the square product on all threads through NumPy and torch. Prints GFLOP/s, the fastest of many short
 alternating rounds: on a shared machine a short round often escapes the other users' load,
 and what load there is falls on every contender alike.
 
@@ -37,6 +38,15 @@ SHAPES = [  # name, M, N, K, transpose a, transpose b (row-major c = op(a) op(b)
     ("linear dout^T x, 128 x 256 x 8192", 128, 256, 8192, True, False),
     ("linear dout^T x, 512 x 256 x 8192", 512, 256, 8192, True, False),
     ("linear dout^T x, 128 x 1024 x 8192", 128, 1024, 8192, True, False),
+    # small models' x W^T and dout W (d_model 16-64: q, k, v 3 d_model, FFN 2 d_model)
+    ("linear x W^T, 1024 x 192 x 64", 1024, 192, 64, False, True),
+    ("linear x W^T, 1024 x 64 x 128", 1024, 64, 128, False, True),
+    ("linear x W^T, 1024 x 96 x 32", 1024, 96, 32, False, True),
+    ("linear x W^T, 1024 x 48 x 16", 1024, 48, 16, False, True),
+    ("linear dout W, 1024 x 64 x 192", 1024, 64, 192, False, False),
+    ("linear dout W, 1024 x 128 x 64", 1024, 128, 64, False, False),
+    ("linear dout W, 1024 x 32 x 96", 1024, 32, 96, False, False),
+    ("linear dout W, 1024 x 16 x 48", 1024, 16, 48, False, False),
     # small models' dW (d_model 16-64, FFN 2 d_model, 256-1024 token rows): below MIN_WORK
     ("linear dout^T x, 64 x 64 x 368", 64, 64, 368, True, False),
     ("linear dout^T x, 128 x 64 x 736", 128, 64, 736, True, False),
@@ -88,13 +98,25 @@ def row_major(sgemm, c, a, b, ta, tb):
 
 
 def register_linear():
-    """c = op(a) op(b) through packed_gemm's register path, or None on a CPU without AVX-512."""
+    """c = op(a) op(b) through packed_gemm's register path, or None on a CPU with neither
+    AVX-512 nor AVX2 and FMA."""
     from seqattn.kernels.cpu.gemm.packed_gemm import gemm_in_registers
     from seqattn.kernels.cpu.gemm.register_gemm import IN_REGISTERS
 
     if not IN_REGISTERS:
         return None
     return lambda c, a, b, ta, tb: gemm_in_registers(c, a, b, ta, tb, False)
+
+
+def layers_take_registers(M, N, K, ta, tb):
+    """Whether the linear layers take the register path for this product (float32)."""
+    from seqattn.kernels.cpu.gemm import packed_gemm
+
+    if ta:  # dout^T x: large enough products on AVX-512 (MIN_WORK, a thread's block)
+        return packed_gemm.TN_IN_REGISTERS and M * N * K >= packed_gemm.MIN_WORK
+    weight = (N, K) if tb else (K, N)  # x W^T: W (O, K) = (N, K); dout W: W (O, K) = (K, N)
+    return packed_gemm.NT_NN_IN_REGISTERS or packed_gemm.avx2_nt_nn_in_registers(
+        packed_gemm.AVX2_NT_NN_IN_REGISTERS, weight)
 
 
 def rates(calls, flop, rounds):
@@ -147,8 +169,10 @@ def main():
                 np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3 * np.sqrt(K),
                                            err_msg=contender)
             got = rates(calls, 2.0 * M * N * K, args.rounds)
+        taken = (" (layers: registers)" if name.startswith("linear")
+                 and layers_take_registers(M, N, K, ta, tb) else "")
         print(f"{name:36s}" + "".join(f"{got[n]:16.1f}" if n in got else f"{'-':>16s}"
-                                      for n in names), flush=True)
+                                      for n in names) + taken, flush=True)
     a = rng.standard_normal((2048, 2048), dtype=np.float32)
     c = np.empty_like(a)
     torch.set_num_threads(args.threads)

@@ -1,7 +1,8 @@
 """The linear layers' x W^T and dout W on packed_gemm's register path, forced on (in this
-process it is taken only where SciPy's OpenBLAS runs a kernel narrower than AVX-512): against
-float64 NumPy at shapes with remainders, the path's bits whatever the split of rows over
-threads, the choice from the kernel family OpenBLAS names, and a forward on BLAS's path
+process it is taken only where SciPy's OpenBLAS runs a kernel narrower than AVX-512, or on a
+CPU with AVX2 but not AVX-512 for small weights): against float64 NumPy at shapes with
+remainders, the path's bits whatever the split of rows over threads, the choice from the
+kernel family OpenBLAS names and on AVX2 from the weight's size, and a forward on BLAS's path
 compiled without the register driver, as a backward whose dW products are all too small for
 it."""
 import textwrap
@@ -16,7 +17,9 @@ from seqattn import ops
 from seqattn.kernels.cpu import linear
 from seqattn.kernels.cpu.gemm import blas_library, packed_gemm
 from seqattn.kernels.cpu.gemm.blas_library import single_threaded_blas
-from seqattn.kernels.cpu.gemm.packed_gemm import gemm_in_registers, nt_nn_in_registers
+from seqattn.kernels.cpu.gemm.packed_gemm import (AVX2_MAX_WEIGHT, avx2_nt_nn_in_registers,
+                                             gemm_in_registers, nt_nn_in_registers)
+from seqattn.kernels.cpu.llvm_vectors import TARGET_FEATURES, has_avx2_fma, has_avx512
 
 # (R, K, O): token rows past 12-row blocks and 96-row strips (last strips of 11 and 34 rows),
 # features past 32-column panels, inner dimensions (K forward, O for dx) of one to three
@@ -116,12 +119,54 @@ def test_corename_is_the_kernel_family_scipys_openblas_runs():
                                                                 scipys[0])
 
 
+@pytest.mark.parametrize("weight_shape, wanted", [
+    ((192, 64), True), ((64, 128), True), ((128, 128), True), ((4, 4096), True),
+    ((129, 128), False), ((256, 256), False), ((768, 256), False), ((256, 1024), False)])
+def test_on_avx2_x_wt_and_dout_w_take_registers_for_small_weights_only(weight_shape, wanted):
+    """At most AVX2_MAX_WEIGHT entries (the small models' layers); not the encoder's."""
+    assert AVX2_MAX_WEIGHT == 128 * 128
+    assert avx2_nt_nn_in_registers(True, weight_shape) is wanted
+    assert avx2_nt_nn_in_registers(False, weight_shape) is False
+
+
+def test_the_avx2_choice_is_taken_on_avx2_cpus_with_openblas_only():
+    """Never on a CPU with AVX-512 (its path is left as it was), always on one with AVX2 and
+    FMA but not AVX-512 where SciPy's OpenBLAS is the BLAS library."""
+    wanted = (has_avx2_fma(TARGET_FEATURES) and not has_avx512(TARGET_FEATURES)
+              and blas_library.LIBRARY == blas_library.OPENBLAS)
+    assert packed_gemm.AVX2_NT_NN_IN_REGISTERS is wanted
+    assert linear.AVX2_NT_NN_IN_REGISTERS is wanted
+
+
+@pytest.mark.parametrize("K, O, wanted", [(64, 192, True), (128, 128, True), (128, 129, False),
+                                          (256, 256, False)])
+def test_the_layer_takes_the_path_the_avx2_rule_chooses(K, O, wanted, monkeypatch):
+    """On an AVX2 CPU (forced here, without the AVX-512 choice): y and dx of a float32 layer
+    are the register path's bits for a weight of at most AVX2_MAX_WEIGHT entries, and not
+    (BLAS's) for a larger one; float64 keeps BLAS."""
+    monkeypatch.setattr(linear, "NT_NN_IN_REGISTERS", False)
+    monkeypatch.setattr(linear, "AVX2_NT_NN_IN_REGISTERS", True)
+    rng = np.random.default_rng(K + O)
+    R = 203
+    x, weight, _, dout = _layer(rng, R, K, O)
+    assert linear._rows_in_registers(x, weight) is (True if wanted else None)
+    assert linear._rows_in_registers(x.astype(np.float64), weight.astype(np.float64)) is None
+    y = ops.linear(x, weight)
+    dx = ops.linear_backward(dout, x, weight, weight_grad=np.zeros_like(weight))
+    same = [np.array_equal(y, _in_registers(R, O, x, weight, True)),
+            np.array_equal(dx, _in_registers(R, K, dout, weight, False))]
+    assert same == [wanted, wanted]
+    assert_float32_close("y", y, x.astype(np.float64) @ weight.astype(np.float64).T,
+                         x @ weight.T)
+
+
 _FORWARD_ON_BLAS = textwrap.dedent("""
     import json
     import numpy as np
     from seqattn import ops
     from seqattn.kernels.cpu import called_by_name, linear
     linear.NT_NN_IN_REGISTERS = False
+    linear.AVX2_NT_NN_IN_REGISTERS = False
     rng = np.random.default_rng(0)
     x = rng.normal(size=(30, 8)).astype(np.float32)
     weight = rng.normal(size=(5, 8)).astype(np.float32)

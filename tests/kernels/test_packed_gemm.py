@@ -1,7 +1,8 @@
 """packed_gemm (the linear layers' products: dW = dout^T x, y = x W^T, dx = dout W) against
-NumPy: both paths (register-blocked, and BLAS as CPUs without AVX-512 and float64 take), with
-each operand stored as is or transposed, odd shapes around the register blocks and the chunks
-of the inner dimension, accumulation, views of wider arrays; and gemm_tn's size rule."""
+NumPy: both paths (register-blocked, and BLAS as dW on CPUs without AVX-512, the encoder's
+x W^T and dout W on AVX2 CPUs and float64 take), with each operand stored as is or transposed,
+odd shapes around the register blocks and the chunks of the inner dimension, accumulation,
+views of wider arrays; and gemm_tn's size rule."""
 import numpy as np
 import pytest
 from numba import njit

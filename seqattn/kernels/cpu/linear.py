@@ -6,11 +6,13 @@ Each op is one parallel region in which every Numba thread runs single-threaded 
 own block: forward and dx on a block of token rows, db on a block of output features, dW on a
 block of output or of input features, whichever are more. The products go through
 ``packed_gemm``: dW register-blocked on AVX-512 CPUs with OpenBLAS (which it beat on these
-products with their inner dimension of all R token rows), forward and dx register-blocked only
-where OpenBLAS also runs a kernel narrower than the CPU's AVX-512 (``NT_NN_IN_REGISTERS``:
-1.8-2.0x as fast there, as fast as an AVX-512 OpenBLAS); BLAS elsewhere. On the register path
-the threads' blocks of token rows are whole strips of the driver's, so that the bits do not
-depend on the thread count. There
+products with their inner dimension of all R token rows), forward and dx register-blocked
+where OpenBLAS runs a kernel narrower than the CPU's AVX-512 (``NT_NN_IN_REGISTERS``: 1.8-2.0x
+as fast there, as fast as an AVX-512 OpenBLAS), and on CPUs with AVX2 but not AVX-512 for
+small weights (``packed_gemm.avx2_nt_nn_in_registers``: faster than OpenBLAS's Haswell kernel
+there, not at the encoder's sizes); BLAS elsewhere. On the register path the threads' blocks
+of token rows are whole strips of the driver's, so that the bits do not depend on the thread
+count; the path itself is chosen from the layer's shape, never from the thread count. There
 is no synchronisation inside a GEMM, which matters on our shared 2-core machines: OpenBLAS's own
 threads hand packed panels to each other and spin whenever the other one is descheduled. The
 bias goes into the output before the GEMM (beta = 1) and the bias gradient is summed in the
@@ -25,8 +27,9 @@ from numba import njit, prange
 from .gemm import tile_linear
 from .gemm.blas_library import single_threaded_blas
 from ..compiled_elsewhere import compile_function_elsewhere
-from .gemm.packed_gemm import (DRIVER, MIN_WORK, NT_NN_IN_REGISTERS, TN_IN_REGISTERS,
-                               driver_address, gemm_tn, packed_gemm, strip_block)
+from .gemm.packed_gemm import (AVX2_NT_NN_IN_REGISTERS, DRIVER, MIN_WORK, NT_NN_IN_REGISTERS,
+                               TN_IN_REGISTERS, avx2_nt_nn_in_registers, driver_address,
+                               gemm_tn, packed_gemm, strip_block)
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).
@@ -114,11 +117,13 @@ def _vector(x):
     return x.reshape(-1)
 
 
-def _rows_in_registers(x):
+def _rows_in_registers(x, weight):
     """True where x W^T and dout W take the register path (float32 only: float64 keeps BLAS's
-    blocks of rows as well as its products), else None: then the kernels compile BLAS's path
-    only (packed_gemm)."""
-    return True if NT_NN_IN_REGISTERS and x.dtype == np.float32 else None
+    blocks of rows as well as its products; on AVX2 small weights only), else None: then the
+    kernels compile BLAS's path only (packed_gemm)."""
+    in_registers = NT_NN_IN_REGISTERS or avx2_nt_nn_in_registers(AVX2_NT_NN_IN_REGISTERS,
+                                                                 weight.shape)
+    return True if in_registers and x.dtype == np.float32 else None
 
 
 def _dweight_in_registers(x, weight):
@@ -140,7 +145,7 @@ def linear_forward(out, x, weight, bias, has_bias):
     tasks = _linear_forward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
         _linear_forward.run(tasks, out, x, weight, _vector(bias), has_bias,
-                            _rows_in_registers(x), tasks)
+                            _rows_in_registers(x, weight), tasks)
     if _dweight_in_registers(x, weight):
         # on a first run, a helper compiles the driver for this product's dW meanwhile
         compile_function_elsewhere(DRIVER)
@@ -171,6 +176,6 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
         # The products' choices are arguments, so that cached code does not keep them; dW's
         # driver only for a product that may take it: a run of small layers never compiles it.
         _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
-                             need_dweight, has_bias, _rows_in_registers(x),
+                             need_dweight, has_bias, _rows_in_registers(x, weight),
                              driver_address() if _dweight_in_registers(x, weight) else 0,
                              tasks)

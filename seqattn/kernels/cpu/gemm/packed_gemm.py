@@ -25,13 +25,20 @@ strip of MC rows of a^T is transposed into a row-major buffer (register_gemm rea
 is read in place. The first chunk writes or accumulates into c as asked; the others
 accumulate.
 
-The register path is taken where it was measured faster, float32 on a CPU with AVX-512 (where
-register_gemm runs 12 x 32 blocks in registers; its AVX2 blocks were not measured here) with
-OpenBLAS as the BLAS library: dW always (``TN_IN_REGISTERS``), x W^T and dout W only where
-OpenBLAS's kernel is narrower than AVX-512 (``NT_NN_IN_REGISTERS``, from the kernel family
-OpenBLAS names, ``blas_library.CORENAME``). MKL (when installed, ``blas_library``) ran dW
-1.03-1.4x as fast as this driver, so with MKL, on CPUs without AVX-512 and for float64
-(gradient checks), the products are BLAS's. The choices are passed to :func:`packed_gemm` as
+The register path is taken where it was measured faster, float32 with OpenBLAS as the BLAS
+library. On a CPU with AVX-512 (register_gemm's 12 x 32 blocks): dW always
+(``TN_IN_REGISTERS``), x W^T and dout W only where OpenBLAS's kernel is narrower than AVX-512
+(``NT_NN_IN_REGISTERS``, from the kernel family OpenBLAS names, ``blas_library.CORENAME``). On
+a CPU with AVX2 and FMA but not AVX-512 (register_gemm's 6 x 16 blocks, against OpenBLAS's
+Haswell kernel): x W^T and dout W of a weight of at most AVX2_MAX_WEIGHT entries
+(``AVX2_NT_NN_IN_REGISTERS``, :func:`avx2_nt_nn_in_registers`); the register path's lead over
+OpenBLAS shrinks as the weight grows, and from weights of 128 x 256 (the 4-layer encoder's
+too) it no longer leads. dW stays with BLAS there: the driver, which transposes a strip of
+dout and packs x for every chunk of rows, ran it slower than OpenBLAS at the small models'
+sizes. MKL (when installed, ``blas_library``) ran dW 1.03-1.4x as fast as this driver, so with
+MKL, on other CPUs, and for float64 (gradient checks), the products are BLAS's. The choice for
+x W^T and dout W depends on the layer's shape only, never on the number of threads that share
+its rows. The choices are passed to :func:`packed_gemm` as
 arguments (None for BLAS, whose type leaves the register path out of the compiled code): code
 cached on disk must not keep the library of the process that compiled it. dW is passed the
 driver's address instead (:func:`driver_address`, 0 for BLAS), asked for only by launches
@@ -77,6 +84,20 @@ def nt_nn_in_registers(tn_in_registers, corename):
 
 
 NT_NN_IN_REGISTERS = nt_nn_in_registers(TN_IN_REGISTERS, CORENAME)
+# Whether float32 x W^T and dout W may take the register path on a CPU with AVX2 and FMA but
+# not AVX-512, with OpenBLAS: for weights of at most AVX2_MAX_WEIGHT entries (out x in).
+AVX2_NT_NN_IN_REGISTERS = not AVX512 and IN_REGISTERS and LIBRARY == OPENBLAS
+# The largest weight (out x in entries, 64 KiB of float32) whose x W^T and dout W take the
+# register path on AVX2: the small models' layers (d_model up to 64: 64 x 192, 128 x 64).
+AVX2_MAX_WEIGHT = 1 << 14
+
+
+def avx2_nt_nn_in_registers(avx2_in_registers, weight_shape):
+    """Whether float32 x W^T and dout W of a weight of ``weight_shape`` (out, in) take the
+    register path on a CPU with AVX2 but not AVX-512 (``avx2_in_registers``, there
+    AVX2_NT_NN_IN_REGISTERS): for weights of at most AVX2_MAX_WEIGHT entries."""
+    return bool(avx2_in_registers) and weight_shape[0] * weight_shape[1] <= AVX2_MAX_WEIGHT
+
 # Padding of the transposed rows of a (16 floats, 64 bytes), so that a row stride of 1024
 # floats does not map every row of the strip to the same cache sets.
 PAD = 16

@@ -46,33 +46,40 @@ def declare(module, name, ret, args):
     return cgutils.get_or_insert_function(module, ir.FunctionType(ret, args), name)
 
 
-def masked_load(module):
-    """llvm.masked.load for VEC: (pointer, alignment, mask, values of the masked-off lanes)."""
-    return declare(module, "llvm.masked.load.v16f32.p0", VEC, [VEC.as_pointer(), I32, MASK, VEC])
+def masked_load(module, lanes=LANES):
+    """llvm.masked.load for vectors of ``lanes`` floats (VEC by default): (pointer, alignment,
+    mask, values of the masked-off lanes)."""
+    vector, mask = ir.VectorType(F32, lanes), ir.VectorType(ir.IntType(1), lanes)
+    return declare(module, f"llvm.masked.load.v{lanes}f32.p0", vector,
+                   [vector.as_pointer(), I32, mask, vector])
 
 
-def masked_store(module):
-    """llvm.masked.store for VEC: (values, pointer, alignment, mask)."""
-    return declare(module, "llvm.masked.store.v16f32.p0", ir.VoidType(),
-                   [VEC, VEC.as_pointer(), I32, MASK])
+def masked_store(module, lanes=LANES):
+    """llvm.masked.store for vectors of ``lanes`` floats (VEC by default): (values, pointer,
+    alignment, mask)."""
+    vector, mask = ir.VectorType(F32, lanes), ir.VectorType(ir.IntType(1), lanes)
+    return declare(module, f"llvm.masked.store.v{lanes}f32.p0", ir.VoidType(),
+                   [vector, vector.as_pointer(), I32, mask])
 
 
-def vector_at(builder, base, offset):
-    """The address of the VEC of floats at element ``offset`` from the float pointer ``base``."""
-    return builder.bitcast(builder.gep(base, [offset]), VEC.as_pointer())
+def vector_at(builder, base, offset, lanes=LANES):
+    """The address of the vector of ``lanes`` floats (VEC by default) at element ``offset``
+    from the float pointer ``base``."""
+    return builder.bitcast(builder.gep(base, [offset]), ir.VectorType(F32, lanes).as_pointer())
 
 
 def splat(builder, value, vector_type):
-    """``value`` in every lane of a vector of type ``vector_type`` (LANES lanes)."""
+    """``value`` in every lane of a vector of type ``vector_type``."""
     v = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, ir.Constant(I32, 0))
-    return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))
+    return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, vector_type.count),
+                                                    [0] * vector_type.count))
 
 
-def lanes_below(builder, count):
-    """The mask of lanes 0 .. count - 1 (``count`` an integer of any width; all lanes when
-    count >= LANES, none when count <= 0)."""
-    index = ir.VectorType(count.type, LANES)
-    return builder.icmp_signed("<", ir.Constant(index, list(range(LANES))),
+def lanes_below(builder, count, lanes=LANES):
+    """The mask of lanes 0 .. count - 1 of a vector of ``lanes`` (``count`` an integer of any
+    width; all lanes when count >= lanes, none when count <= 0)."""
+    index = ir.VectorType(count.type, lanes)
+    return builder.icmp_signed("<", ir.Constant(index, list(range(lanes))),
                                splat(builder, count, index))
 
 

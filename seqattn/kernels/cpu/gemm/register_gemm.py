@@ -20,7 +20,7 @@ Layout: b and c must have unit stride along their last axis (rows of C-contiguou
 their row or column slices do); a may have any strides, so a transposed view (``p.T``) is read
 without a copy. On a CPU with AVX2 and FMA but not AVX-512 (16 registers of 8 floats), where
 24 accumulators would spill, the blocks are 6 rows x 16 floats (12 registers), and a plain
-product of a transposed a goes to BLAS; there the attention forward, and a forward with its
+product of a large transposed a goes to BLAS; there the attention forward, and a forward with its
 backward, ran faster than with OpenBLAS's products (``benchmarks/attention.py``; BENCHMARKS.md,
 "CPUs with AVX2 but not AVX-512"). Elsewhere,
 and for float64, the products are BLAS's. The choice is made once, from the features of the CPU
@@ -445,10 +445,30 @@ def blas_product(c, a, b, alpha, accumulate):
         gemm(c, np.ascontiguousarray(a), b, False, False, alpha, beta)
 
 
+# On AVX2, a transposed a with more rows than this and a deeper product than TRANSPOSED_DEPTH
+# goes to BLAS (see _transposed_a_through_blas).
+TRANSPOSED_ROWS = 32
+TRANSPOSED_DEPTH = 64
+
+
+@njit(inline="always")
+def _transposed_a_through_blas(a):
+    """Whether register_gemm sends a product with this a to BLAS on AVX2: a transposed a (the
+    attention backward's P^T dO and dS^T q) of many rows and a deep product. There the 6 x 16
+    blocks sweep all of b once per 6 rows of a, broadcasting its values from one row of the
+    tile, and ran slower than OpenBLAS's Haswell kernel; with few rows (the short kernel's dV^T
+    and dK^T, as many rows as the head dim) or a shallow product they ran faster than it, whose
+    call and packing then cost more than the product (BENCHMARKS.md, "CPUs with AVX2 but not
+    AVX-512")."""
+    return (a.strides[0] == a.itemsize and a.shape[0] > TRANSPOSED_ROWS
+            and a.shape[1] > TRANSPOSED_DEPTH)
+
+
 def register_gemm(c, a, b, alpha, accumulate):
     """c (M, N) = alpha * a (M, K) @ b (K, N), plus c when ``accumulate``; callable from @njit
     code only. float32 runs the register-blocked kernel above where the CPU has AVX-512, or
-    AVX2 and FMA (``IN_REGISTERS``; there a transposed a goes to BLAS); otherwise, and for
+    AVX2 and FMA (``IN_REGISTERS``; there a large transposed a goes to BLAS,
+    :func:`_transposed_a_through_blas`); otherwise, and for
     float64 (gradient checks), :func:`blas_product`.
     b and c need unit stride along their last axis; a may be any strided view."""
     raise NotImplementedError("register_gemm is only callable from @njit code")
@@ -461,11 +481,7 @@ def _register_gemm_impl(c, a, b, alpha, accumulate):
                                                                      PLAIN, 0, 0)
     if c.dtype == types.float32 and IN_REGISTERS:
         def avx2_blocks_or_blas(c, a, b, alpha, accumulate):
-            # A transposed a (the attention backward's P^T dO and dS^T q) through BLAS: the
-            # 6 x 16 blocks broadcast its 6 values a step from one row of the tile, and ran
-            # such products slower than OpenBLAS's Haswell kernel (compiled for AVX2;
-            # BENCHMARKS.md, "CPUs with AVX2 but not AVX-512")
-            if a.strides[0] == a.itemsize and a.shape[0] > 1:
+            if _transposed_a_through_blas(a):
                 blas_product(c, a, b, alpha, accumulate)
             else:
                 _register_gemm_f32(c, a, b, alpha, accumulate, PLAIN, 0, 0)
@@ -572,51 +588,77 @@ def _register_gemm_softmax_grad_impl(c, a, b, alpha, p, delta):
     return through_blas
 
 
-@intrinsic
-def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, cols):
-    """dst[c, r] = src[r, c] for r < rows <= 16, c < cols <= 16 (addresses, strides in
-    elements): 16 masked row loads, the 16 x 16 transpose in registers (four stages, each
-    swapping the off-diagonal half blocks of every 2h x 2h block, h = 8, 4, 2, 1), 16 masked
-    row stores."""
-    def codegen(context, builder, signature, args):
-        dst_addr, dst_row, src_addr, src_row, rows, cols = args
-        intp = context.get_value_type(types.intp)
-        module = builder.module
-        load, store = masked_load(module), masked_store(module)
-        src_data, dst_data = (builder.inttoptr(x, F32.as_pointer()) for x in (src_addr, dst_addr))
-        zero = cgutils.get_null_value(VEC)
-        align = ir.Constant(I32, 4)
+def _transpose_block(lanes, full):
+    """An intrinsic for dst[c, r] = src[r, c], r < rows <= lanes, c < cols <= lanes (arguments
+    dst, dst_row, src, src_row, rows, cols: addresses, strides in elements): ``lanes`` row
+    loads, the lanes x lanes transpose in registers (stages swapping the off-diagonal half
+    blocks of every 2h x 2h block, h = lanes / 2, ..., 1), ``lanes`` row stores. ``full``:
+    rows = cols = lanes (the caller guarantees it), loaded and stored without masks; else
+    masked, rows past the end reading as zeros."""
+    vector, mask = ir.VectorType(F32, lanes), ir.VectorType(ir.IntType(1), lanes)
+    shuffle = ir.VectorType(I32, lanes)
 
-        def row_at(data, stride, r):
-            return vector_at(builder, data, builder.mul(ir.Constant(intp, r), stride))
+    @intrinsic
+    def transpose_block(typingctx, dst, dst_row, src, src_row, rows, cols):
+        def codegen(context, builder, signature, args):
+            dst_addr, dst_row, src_addr, src_row, rows, cols = args
+            intp = context.get_value_type(types.intp)
+            module = builder.module
+            load, store = masked_load(module, lanes), masked_store(module, lanes)
+            src_data, dst_data = (builder.inttoptr(x, F32.as_pointer())
+                                  for x in (src_addr, dst_addr))
+            zero = cgutils.get_null_value(vector)
+            align = ir.Constant(I32, 4)
 
-        columns, present = lanes_below(builder, cols), lanes_below(builder, rows)
-        lines = []
-        for r in range(LANES):
-            # rows past the end load nothing (an empty mask) and read as zeros
-            row_mask = builder.select(builder.extract_element(present, ir.Constant(I32, r)),
-                                      columns, cgutils.get_null_value(MASK))
-            lines.append(builder.call(load, [row_at(src_data, src_row, r), align, row_mask,
-                                             zero]))
-        half = LANES // 2
-        while half:
-            low = [j if j & half == 0 else LANES + j - half for j in range(LANES)]
-            high = [j + half if j & half == 0 else LANES + j for j in range(LANES)]
-            for i in range(LANES):
-                if i & half == 0:
-                    top, bottom = lines[i], lines[i + half]
-                    lines[i] = builder.shuffle_vector(top, bottom, ir.Constant(
-                        ir.VectorType(I32, LANES), low))
-                    lines[i + half] = builder.shuffle_vector(top, bottom, ir.Constant(
-                        ir.VectorType(I32, LANES), high))
-            half //= 2
-        for c in range(LANES):
-            row_mask = builder.select(builder.extract_element(columns, ir.Constant(I32, c)),
-                                      present, cgutils.get_null_value(MASK))
-            builder.call(store, [lines[c], row_at(dst_data, dst_row, c), align, row_mask])
-        return context.get_dummy_value()
+            def row_at(data, stride, r):
+                return vector_at(builder, data, builder.mul(ir.Constant(intp, r), stride), lanes)
 
-    return types.none(dst, dst_row, src, src_row, rows, cols), codegen
+            columns, present = lanes_below(builder, cols, lanes), lanes_below(builder, rows, lanes)
+            lines = []
+            for r in range(lanes):
+                if full:
+                    lines.append(builder.load(row_at(src_data, src_row, r), align=4))
+                    continue
+                row_mask = builder.select(builder.extract_element(present, ir.Constant(I32, r)),
+                                          columns, cgutils.get_null_value(mask))
+                lines.append(builder.call(load, [row_at(src_data, src_row, r), align, row_mask,
+                                                 zero]))
+            half = lanes // 2
+            while half:
+                low = [j if j & half == 0 else lanes + j - half for j in range(lanes)]
+                high = [j + half if j & half == 0 else lanes + j for j in range(lanes)]
+                for i in range(lanes):
+                    if i & half == 0:
+                        top, bottom = lines[i], lines[i + half]
+                        lines[i] = builder.shuffle_vector(top, bottom, ir.Constant(shuffle, low))
+                        lines[i + half] = builder.shuffle_vector(top, bottom,
+                                                                 ir.Constant(shuffle, high))
+                half //= 2
+            for c in range(lanes):
+                if full:
+                    builder.store(lines[c], row_at(dst_data, dst_row, c), align=4)
+                    continue
+                row_mask = builder.select(builder.extract_element(columns, ir.Constant(I32, c)),
+                                          present, cgutils.get_null_value(mask))
+                builder.call(store, [lines[c], row_at(dst_data, dst_row, c), align, row_mask])
+            return context.get_dummy_value()
+
+        return types.none(dst, dst_row, src, src_row, rows, cols), codegen
+
+    return transpose_block
+
+
+# AVX-512 moves 16 x 16 blocks with masked loads and stores, which cost it nothing extra. On
+# AVX2, whose masked stores AMD's Zen cores run as microcode, blocks of 8 x 8 (one register a
+# row), the whole ones unmasked; only the edges are masked.
+if AVX512:
+    _TRANSPOSE_LANES = LANES
+    _TRANSPOSE_EDGE = _transpose_block(LANES, full=False)
+    _TRANSPOSE_WHOLE = _TRANSPOSE_EDGE
+else:
+    _TRANSPOSE_LANES = LANES // 2
+    _TRANSPOSE_EDGE = _transpose_block(LANES // 2, full=False)
+    _TRANSPOSE_WHOLE = _transpose_block(LANES // 2, full=True)
 
 
 # Called by name, as _product_f32 is: its blocks would otherwise be linked into every caller.
@@ -624,10 +666,15 @@ def _transpose_block(typingctx, dst, dst_row, src, src_row, rows, cols):
     types.uintp, types.intp, types.uintp, types.intp, types.intp, types.intp))
 def _transpose_f32(d, d_row, s, s_row, rows, cols):
     """dst = src^T from their addresses and row strides (elements), src (rows, cols)."""
-    for r0 in range(0, rows, LANES):
-        for c0 in range(0, cols, LANES):
-            _transpose_block(d + (c0 * d_row + r0) * _BYTES, d_row, s + (r0 * s_row + c0) * _BYTES,
-                             s_row, min(LANES, rows - r0), min(LANES, cols - c0))
+    T = _TRANSPOSE_LANES
+    for r0 in range(0, rows, T):
+        for c0 in range(0, cols, T):
+            at_dst, at_src = d + (c0 * d_row + r0) * _BYTES, s + (r0 * s_row + c0) * _BYTES
+            if rows - r0 >= T and cols - c0 >= T:
+                _TRANSPOSE_WHOLE(at_dst, d_row, at_src, s_row, T, T)
+            else:
+                _TRANSPOSE_EDGE(at_dst, d_row, at_src, s_row, min(T, rows - r0),
+                                min(T, cols - c0))
 
 
 @njit(cache=True)
@@ -639,8 +686,8 @@ def _transpose_loop(dst, src):
 
 def transpose(dst, src):
     """dst (C, R) = src (R, C)^T, both with unit stride along their last axis; callable from
-    @njit code only. float32 moves 16 x 16 blocks through registers (a scalar loop ran at
-    0.8 ns per element); other dtypes loop."""
+    @njit code only. float32 moves square blocks through registers (a scalar loop ran at 0.8
+    ns per element); other dtypes loop."""
     raise NotImplementedError("transpose is only callable from @njit code")
 
 

@@ -6,14 +6,14 @@ Contenders, each single-threaded (the kernels run one product per thread): SciPy
 torch's CPU GEMM as references, and on the linear layers' shapes seqattn's register-blocked
 ``packed_gemm.gemm_in_registers`` where the CPU has AVX-512 or AVX2 and FMA (the layers call
 it on AVX-512 for dout^T x, and for x W^T and dout W where OpenBLAS runs a narrower kernel; on
-AVX2 for x W^T and dout W of small weights; it prints which).
+AVX2 for all three products of small weights; it prints which).
 Shapes: the 4-layer encoder's linear layers (benchmarks/
 encoder.py, a thread's block of 4096 of 8192 token rows), small models' x W^T, dout W (1024
 token rows, d_model 16-64) and weight gradients (below ``packed_gemm.MIN_WORK``), attention
 tiles (256 queries x 512 keys, D 32, 64 and 128) and a square 2048 product for the machine's
-rate; then the square product on all threads through NumPy and torch. Prints GFLOP/s, the fastest of many short
-alternating rounds: on a shared machine a short round often escapes the other users' load,
-and what load there is falls on every contender alike.
+rate; then the square product on all threads through NumPy and torch. Prints GFLOP/s, the
+fastest of many short alternating rounds: on a shared machine a short round often escapes the
+other users' load, and what load there is falls on every contender alike.
 
     python benchmarks/blas.py
 """
@@ -113,10 +113,11 @@ def layers_take_registers(M, N, K, ta, tb):
     from seqattn.kernels.cpu.gemm import packed_gemm
 
     if ta:  # dout^T x: large enough products on AVX-512 (MIN_WORK, a thread's block)
-        return packed_gemm.TN_IN_REGISTERS and M * N * K >= packed_gemm.MIN_WORK
+        return (packed_gemm.TN_IN_REGISTERS and M * N * K >= packed_gemm.MIN_WORK
+                or packed_gemm.avx2_tn_in_registers(packed_gemm.AVX2_IN_REGISTERS, (M, N)))
     weight = (N, K) if tb else (K, N)  # x W^T: W (O, K) = (N, K); dout W: W (O, K) = (K, N)
     return packed_gemm.NT_NN_IN_REGISTERS or packed_gemm.avx2_nt_nn_in_registers(
-        packed_gemm.AVX2_NT_NN_IN_REGISTERS, weight)
+        packed_gemm.AVX2_IN_REGISTERS, weight)
 
 
 def rates(calls, flop, rounds):

@@ -379,25 +379,32 @@ def test_the_step_end_jobs_compile_the_signatures_that_fit_launches(monkeypatch,
         "fit's step launched its kernels with signatures that the helper's job did not compile"
 
 
+@pytest.mark.parametrize("avx512", [True, False])
 def test_a_forward_whose_dweight_may_take_registers_asks_the_helper_for_the_driver(
-        monkeypatch):
-    """The backward of a large enough product takes the register driver (packed_gemm.gemm_tn,
-    MIN_WORK): its forward asks the helper for it, which the backward then loads."""
+        monkeypatch, avx512):
+    """The backward of a large enough product on AVX-512 (packed_gemm.gemm_tn, MIN_WORK), of
+    a small enough weight on AVX2 (packed_gemm.avx2_tn_in_registers), takes the register
+    driver: its forward asks the helper for it, which the backward then loads."""
     from seqattn import ops
     from seqattn.compile import FUNCTION_JOBS
     from seqattn.kernels import compiled_elsewhere
     from seqattn.kernels.cpu import linear
-    from seqattn.kernels.cpu.gemm.packed_gemm import DRIVER, MIN_WORK
+    from seqattn.kernels.cpu.gemm.packed_gemm import AVX2_MAX_WEIGHT, DRIVER, MIN_WORK
 
     asked = []
     monkeypatch.setattr(compiled_elsewhere, "_hand_over_function", asked.append)
-    monkeypatch.setattr(linear, "TN_IN_REGISTERS", True)  # as on AVX-512 with OpenBLAS
+    # as on AVX-512 or on AVX2, with OpenBLAS
+    monkeypatch.setattr(linear, "TN_IN_REGISTERS", avx512)
+    monkeypatch.setattr(linear, "AVX2_IN_REGISTERS", not avx512)
     rng = np.random.default_rng(0)
     weight = rng.standard_normal((64, 64), dtype=np.float32)
     for rows in (30, MIN_WORK // 64 // 64 - 1, MIN_WORK // 64 // 64):
         ops.linear(rng.standard_normal((rows, 64), dtype=np.float32), weight)
     ops.linear(rng.standard_normal((MIN_WORK // 64 // 64, 64)), weight.astype(np.float64))
-    assert asked == [DRIVER], "asked for by the one float32 product that may take it"
+    ops.linear(rng.standard_normal((30, AVX2_MAX_WEIGHT // 64 + 1), dtype=np.float32),
+               rng.standard_normal((64, AVX2_MAX_WEIGHT // 64 + 1), dtype=np.float32))
+    wanted = [DRIVER] * (1 if avx512 else 3)
+    assert asked == wanted, "asked for by the float32 products that may take it"
     assert FUNCTION_JOBS[DRIVER] == "dweight-driver"
 
 

@@ -18,7 +18,8 @@ from seqattn.kernels.cpu import linear
 from seqattn.kernels.cpu.gemm import blas_library, packed_gemm
 from seqattn.kernels.cpu.gemm.blas_library import single_threaded_blas
 from seqattn.kernels.cpu.gemm.packed_gemm import (AVX2_MAX_WEIGHT, avx2_nt_nn_in_registers,
-                                             gemm_in_registers, nt_nn_in_registers)
+                                             avx2_tn_in_registers, gemm_in_registers,
+                                             nt_nn_in_registers)
 from seqattn.kernels.cpu.llvm_vectors import TARGET_FEATURES, has_avx2_fma, has_avx512
 
 # (R, K, O): token rows past 12-row blocks and 96-row strips (last strips of 11 and 34 rows),
@@ -129,13 +130,24 @@ def test_on_avx2_x_wt_and_dout_w_take_registers_for_small_weights_only(weight_sh
     assert avx2_nt_nn_in_registers(False, weight_shape) is False
 
 
+@pytest.mark.parametrize("weight_shape, wanted", [
+    ((192, 64), True), ((4, 64), True), ((64, 16), True), ((128, 128), True),
+    ((64, 8), False), ((192, 4), False), ((129, 128), False), ((256, 256), False)])
+def test_on_avx2_dweight_takes_registers_for_small_weights_of_16_inputs_or_more(weight_shape,
+                                                                                wanted):
+    """dW as x W^T and dout W, and not with fewer input features (dW's columns) than a block
+    is wide."""
+    assert avx2_tn_in_registers(True, weight_shape) is wanted
+    assert avx2_tn_in_registers(False, weight_shape) is False
+
+
 def test_the_avx2_choice_is_taken_on_avx2_cpus_with_openblas_only():
     """Never on a CPU with AVX-512 (its path is left as it was), always on one with AVX2 and
     FMA but not AVX-512 where SciPy's OpenBLAS is the BLAS library."""
     wanted = (has_avx2_fma(TARGET_FEATURES) and not has_avx512(TARGET_FEATURES)
               and blas_library.LIBRARY == blas_library.OPENBLAS)
-    assert packed_gemm.AVX2_NT_NN_IN_REGISTERS is wanted
-    assert linear.AVX2_NT_NN_IN_REGISTERS is wanted
+    assert packed_gemm.AVX2_IN_REGISTERS is wanted
+    assert linear.AVX2_IN_REGISTERS is wanted
 
 
 @pytest.mark.parametrize("K, O, wanted", [(64, 192, True), (128, 128, True), (128, 129, False),
@@ -145,7 +157,7 @@ def test_the_layer_takes_the_path_the_avx2_rule_chooses(K, O, wanted, monkeypatc
     are the register path's bits for a weight of at most AVX2_MAX_WEIGHT entries, and not
     (BLAS's) for a larger one; float64 keeps BLAS."""
     monkeypatch.setattr(linear, "NT_NN_IN_REGISTERS", False)
-    monkeypatch.setattr(linear, "AVX2_NT_NN_IN_REGISTERS", True)
+    monkeypatch.setattr(linear, "AVX2_IN_REGISTERS", True)
     rng = np.random.default_rng(K + O)
     R = 203
     x, weight, _, dout = _layer(rng, R, K, O)
@@ -160,13 +172,34 @@ def test_the_layer_takes_the_path_the_avx2_rule_chooses(K, O, wanted, monkeypatc
                          x @ weight.T)
 
 
+@pytest.mark.skipif(packed_gemm.TN_MIN_WORK > 0, reason="dW's AVX-512 size floor applies")
+@pytest.mark.parametrize("O, K, wanted", [(64, 64, True), (192, 64, True), (4, 64, True),
+                                          (64, 8, False), (256, 256, False)])
+def test_the_layer_takes_the_dweight_path_the_avx2_rule_chooses(O, K, wanted, monkeypatch):
+    """On AVX2 (here forced on where the CPU compiles for AVX2): the layer's float32 dW, split
+    over threads by features, is the register path's bits of the whole product for a small
+    weight with 16 inputs or more, and not (BLAS's) otherwise; as accurate as NumPy's."""
+    monkeypatch.setattr(linear, "TN_IN_REGISTERS", False)
+    monkeypatch.setattr(linear, "AVX2_IN_REGISTERS", True)
+    rng = np.random.default_rng(O * K)
+    x, weight, _, dout = _layer(rng, 4099, K, O)
+    assert linear._dweight_in_registers(x, weight) is wanted
+    weight_grad = np.zeros_like(weight)
+    ops.linear_backward(dout, x, weight, weight_grad=weight_grad)
+    registers = np.zeros_like(weight)
+    gemm_in_registers(registers, dout, x, True, False, False)
+    assert np.array_equal(weight_grad, registers) is wanted
+    assert_float32_close("dW", weight_grad, dout.T.astype(np.float64) @ x.astype(np.float64),
+                         dout.T @ x)
+
+
 _FORWARD_ON_BLAS = textwrap.dedent("""
     import json
     import numpy as np
     from seqattn import ops
     from seqattn.kernels.cpu import called_by_name, linear
     linear.NT_NN_IN_REGISTERS = False
-    linear.AVX2_NT_NN_IN_REGISTERS = False
+    linear.AVX2_IN_REGISTERS = False
     rng = np.random.default_rng(0)
     x = rng.normal(size=(30, 8)).astype(np.float32)
     weight = rng.normal(size=(5, 8)).astype(np.float32)

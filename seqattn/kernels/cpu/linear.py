@@ -8,11 +8,12 @@ block of output or of input features, whichever are more. The products go throug
 ``packed_gemm``: dW register-blocked on AVX-512 CPUs with OpenBLAS (which it beat on these
 products with their inner dimension of all R token rows), forward and dx register-blocked
 where OpenBLAS runs a kernel narrower than the CPU's AVX-512 (``NT_NN_IN_REGISTERS``: 1.8-2.0x
-as fast there, as fast as an AVX-512 OpenBLAS), and on CPUs with AVX2 but not AVX-512 for
-small weights (``packed_gemm.avx2_nt_nn_in_registers``: faster than OpenBLAS's Haswell kernel
-there, not at the encoder's sizes); BLAS elsewhere. On the register path the threads' blocks
-of token rows are whole strips of the driver's, so that the bits do not depend on the thread
-count; the path itself is chosen from the layer's shape, never from the thread count. There
+as fast there, as fast as an AVX-512 OpenBLAS); on CPUs with AVX2 but not AVX-512 all three for
+small weights (``packed_gemm.avx2_nt_nn_in_registers``, ``avx2_tn_in_registers``: faster
+than OpenBLAS's Haswell kernel there, not at the encoder's sizes); BLAS elsewhere. On the
+register path the threads' blocks of token rows are whole strips of the driver's, so that the
+bits do not depend on the thread count; the path itself is chosen from the layer's shape,
+never from the thread count. There
 is no synchronisation inside a GEMM, which matters on our shared 2-core machines: OpenBLAS's own
 threads hand packed panels to each other and spin whenever the other one is descheduled. The
 bias goes into the output before the GEMM (beta = 1) and the bias gradient is summed in the
@@ -27,9 +28,9 @@ from numba import njit, prange
 from .gemm import tile_linear
 from .gemm.blas_library import single_threaded_blas
 from ..compiled_elsewhere import compile_function_elsewhere
-from .gemm.packed_gemm import (AVX2_NT_NN_IN_REGISTERS, DRIVER, MIN_WORK, NT_NN_IN_REGISTERS,
-                               TN_IN_REGISTERS, avx2_nt_nn_in_registers, driver_address,
-                               gemm_tn, packed_gemm, strip_block)
+from .gemm.packed_gemm import (AVX2_IN_REGISTERS, DRIVER, MIN_WORK, NT_NN_IN_REGISTERS,
+                               TN_IN_REGISTERS, avx2_nt_nn_in_registers, avx2_tn_in_registers,
+                               driver_address, gemm_tn, packed_gemm, strip_block)
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).
@@ -121,16 +122,18 @@ def _rows_in_registers(x, weight):
     """True where x W^T and dout W take the register path (float32 only: float64 keeps BLAS's
     blocks of rows as well as its products; on AVX2 small weights only), else None: then the
     kernels compile BLAS's path only (packed_gemm)."""
-    in_registers = NT_NN_IN_REGISTERS or avx2_nt_nn_in_registers(AVX2_NT_NN_IN_REGISTERS,
+    in_registers = NT_NN_IN_REGISTERS or avx2_nt_nn_in_registers(AVX2_IN_REGISTERS,
                                                                  weight.shape)
     return True if in_registers and x.dtype == np.float32 else None
 
 
 def _dweight_in_registers(x, weight):
     """Whether dW of a layer with these x (R, K) and weight (O, K) may take the register path
-    (gemm_tn: a block of at least MIN_WORK multiply-adds; the whole product bounds them)."""
-    return (TN_IN_REGISTERS and x.dtype == np.float32
-            and x.shape[0] * x.shape[1] * weight.shape[0] >= MIN_WORK)
+    (AVX-512, gemm_tn: a block of at least MIN_WORK multiply-adds, which the whole product
+    bounds; AVX2: a small weight, ``avx2_tn_in_registers``)."""
+    return x.dtype == np.float32 and (
+        (TN_IN_REGISTERS and x.shape[0] * x.shape[1] * weight.shape[0] >= MIN_WORK)
+        or avx2_tn_in_registers(AVX2_IN_REGISTERS, weight.shape))
 
 
 def linear_forward(out, x, weight, bias, has_bias):

@@ -30,15 +30,16 @@ library. On a CPU with AVX-512 (register_gemm's 12 x 32 blocks): dW always
 (``TN_IN_REGISTERS``), x W^T and dout W only where OpenBLAS's kernel is narrower than AVX-512
 (``NT_NN_IN_REGISTERS``, from the kernel family OpenBLAS names, ``blas_library.CORENAME``). On
 a CPU with AVX2 and FMA but not AVX-512 (register_gemm's 6 x 16 blocks, against OpenBLAS's
-Haswell kernel): x W^T and dout W of a weight of at most AVX2_MAX_WEIGHT entries
-(``AVX2_NT_NN_IN_REGISTERS``, :func:`avx2_nt_nn_in_registers`); the register path's lead over
-OpenBLAS shrinks as the weight grows, and from weights of 128 x 256 (the 4-layer encoder's
-too) it no longer leads. dW stays with BLAS there: the driver, which transposes a strip of
-dout and packs x for every chunk of rows, ran it slower than OpenBLAS at the small models'
-sizes. MKL (when installed, ``blas_library``) ran dW 1.03-1.4x as fast as this driver, so with
-MKL, on other CPUs, and for float64 (gradient checks), the products are BLAS's. The choice for
-x W^T and dout W depends on the layer's shape only, never on the number of threads that share
-its rows. The choices are passed to :func:`packed_gemm` as
+Haswell kernel): all three products of a weight of at most AVX2_MAX_WEIGHT entries, dW only
+with at least WIDE input features (``AVX2_IN_REGISTERS``, :func:`avx2_nt_nn_in_registers`,
+:func:`avx2_tn_in_registers`); the register path's lead over OpenBLAS shrinks as the weight
+grows, and from weights of 128 x 256 (the 4-layer encoder's too) it no longer leads; dW with
+fewer input features fills too few lanes of a block. There dW reads the strips of dout^T in
+place (``TRANSPOSE_A_STRIPS``): transposing them first made it slower than OpenBLAS. MKL
+(when installed, ``blas_library``) ran dW 1.03-1.4x as fast as this driver, so with MKL, on
+other CPUs, and for float64 (gradient checks), the products are BLAS's. The choice depends on
+the layer's shape only, never on the number of threads that share its rows or features. The
+choices are passed to :func:`packed_gemm` as
 arguments (None for BLAS, whose type leaves the register path out of the compiled code): code
 cached on disk must not keep the library of the process that compiled it. dW is passed the
 driver's address instead (:func:`driver_address`, 0 for BLAS), asked for only by launches
@@ -84,20 +85,36 @@ def nt_nn_in_registers(tn_in_registers, corename):
 
 
 NT_NN_IN_REGISTERS = nt_nn_in_registers(TN_IN_REGISTERS, CORENAME)
-# Whether float32 x W^T and dout W may take the register path on a CPU with AVX2 and FMA but
-# not AVX-512, with OpenBLAS: for weights of at most AVX2_MAX_WEIGHT entries (out x in).
-AVX2_NT_NN_IN_REGISTERS = not AVX512 and IN_REGISTERS and LIBRARY == OPENBLAS
-# The largest weight (out x in entries, 64 KiB of float32) whose x W^T and dout W take the
-# register path on AVX2: the small models' layers (d_model up to 64: 64 x 192, 128 x 64).
+# Whether float32 products of the linear layers may take the register path on a CPU with AVX2
+# and FMA but not AVX-512, with OpenBLAS: for weights of at most AVX2_MAX_WEIGHT entries.
+AVX2_IN_REGISTERS = not AVX512 and IN_REGISTERS and LIBRARY == OPENBLAS
+# The largest weight (out x in entries, 64 KiB of float32) whose products take the register
+# path on AVX2: the small models' layers (d_model up to 64: 64 x 192, 128 x 64).
 AVX2_MAX_WEIGHT = 1 << 14
+# Multiply-adds from which gemm_tn takes the driver it is given: on AVX2 the caller's choice
+# (avx2_tn_in_registers) bounds the product from above instead.
+TN_MIN_WORK = MIN_WORK if AVX512 else 0
 
 
 def avx2_nt_nn_in_registers(avx2_in_registers, weight_shape):
     """Whether float32 x W^T and dout W of a weight of ``weight_shape`` (out, in) take the
     register path on a CPU with AVX2 but not AVX-512 (``avx2_in_registers``, there
-    AVX2_NT_NN_IN_REGISTERS): for weights of at most AVX2_MAX_WEIGHT entries."""
+    AVX2_IN_REGISTERS): for weights of at most AVX2_MAX_WEIGHT entries."""
     return bool(avx2_in_registers) and weight_shape[0] * weight_shape[1] <= AVX2_MAX_WEIGHT
 
+
+def avx2_tn_in_registers(avx2_in_registers, weight_shape):
+    """Whether float32 dW of a weight of ``weight_shape`` (out, in) takes the register path on
+    a CPU with AVX2 but not AVX-512: as x W^T and dout W, with at least WIDE input features
+    (dW's columns: fewer leave most lanes of the blocks empty)."""
+    return (avx2_nt_nn_in_registers(avx2_in_registers, weight_shape)
+            and weight_shape[1] >= WIDE)
+
+
+# Whether the driver transposes the strips of an a read transposed (dout in dW) into rows
+# (AVX-512, see the module docstring). On AVX2 the 6-row blocks read dout^T in place, six
+# neighbouring values of a row of dout a step: transposing first made dW slower than OpenBLAS.
+TRANSPOSE_A_STRIPS = AVX512
 # Padding of the transposed rows of a (16 floats, 64 bytes), so that a row stride of 1024
 # floats does not map every row of the strip to the same cache sets.
 PAD = 16
@@ -182,7 +199,8 @@ def _in_registers(c, a, b, transpose_a, transpose_b, accumulate):
         return
     kc_max, nc_max, mc_max = min(KC, K), min(NC, N), min(MC, M)
     b_pack = np.empty(((nc_max + WIDE - 1) // WIDE, kc_max, WIDE), np.float32)
-    a_pack = np.empty((mc_max if transpose_a else 0, kc_max + PAD), np.float32)
+    a_pack = np.empty((mc_max if transpose_a and TRANSPOSE_A_STRIPS else 0, kc_max + PAD),
+                      np.float32)
     for p0 in range(0, K, kc_max):
         p1 = min(K, p0 + kc_max)
         add = accumulate or p0 > 0
@@ -195,9 +213,11 @@ def _in_registers(c, a, b, transpose_a, transpose_b, accumulate):
                 _copy_into_panels(b_chunk, b[p0:p1, j0:j1])
             for i0 in range(0, M, mc_max):
                 i1 = min(M, i0 + mc_max)
-                if transpose_a:
+                if transpose_a and TRANSPOSE_A_STRIPS:
                     a_strip = a_pack[:i1 - i0, :p1 - p0]
                     transpose(a_strip, a[p0:p1, i0:i1])
+                elif transpose_a:
+                    a_strip = a[p0:p1, i0:i1].T
                 else:
                     # read in place: copying the strip into a_pack ran x W^T and dout W
                     # 1.07-1.2x slower (the copy costs more than its locality gains)
@@ -296,7 +316,8 @@ def _packed_gemm_impl(c, a, b, transpose_a, transpose_b, accumulate, in_register
 def gemm_tn(c, a, b, accumulate, driver):
     """c (M, N) = a (K, M)^T @ b (K, N), plus c when ``accumulate`` (dW = dout^T x): through
     :func:`packed_gemm`, in registers at ``driver`` (:func:`driver_address`, where
-    ``TN_IN_REGISTERS``; 0 for BLAS) when the product has at least MIN_WORK multiply-adds."""
-    big = c.shape[0] * c.shape[1] * a.shape[0] >= MIN_WORK
+    ``TN_IN_REGISTERS`` or :func:`avx2_tn_in_registers`; 0 for BLAS) when the product has at
+    least TN_MIN_WORK multiply-adds."""
+    big = c.shape[0] * c.shape[1] * a.shape[0] >= TN_MIN_WORK
     # views of any layout: one compiled packed_gemm for the blocks of either operand
     packed_gemm(c[:, :], a[:, :], b[:, :], True, False, accumulate, driver if big else 0)

@@ -35,16 +35,15 @@ with at least WIDE input features (``AVX2_IN_REGISTERS``, :func:`avx2_nt_nn_in_r
 :func:`avx2_tn_in_registers`); the register path's lead over OpenBLAS shrinks as the weight
 grows, and from weights of 128 x 256 (the 4-layer encoder's too) it no longer leads; dW with
 fewer input features fills too few lanes of a block. There dW reads the strips of dout^T in
-place (``TRANSPOSE_A_STRIPS``): transposing them first made it slower than OpenBLAS. MKL
-(when installed, ``blas_library``) ran dW 1.03-1.4x as fast as this driver, so with MKL, on
-other CPUs, and for float64 (gradient checks), the products are BLAS's. The choice depends on
-the layer's shape only, never on the number of threads that share its rows or features. The
-choices are passed to :func:`packed_gemm` as
-arguments (None for BLAS, whose type leaves the register path out of the compiled code): code
-cached on disk must not keep the library of the process that compiled it. dW is passed the
-driver's address instead (:func:`driver_address`, 0 for BLAS), asked for only by launches
-whose product is large enough to take it (MIN_WORK): a run of small layers never compiles the
-driver.
+place (``TRANSPOSE_A_STRIPS``): as fast as transposing them first, and faster with few input
+features. MKL (when installed, ``blas_library``) ran dW 1.03-1.4x as fast as this driver,
+so with MKL, on other CPUs, and for float64 (gradient checks), the products are BLAS's. The
+choice depends on the layer's shape only, never on the number of threads that share its rows
+or features. The choices are passed to :func:`packed_gemm` as arguments (None for BLAS, whose
+type leaves the register path out of the compiled code): code cached on disk must not keep the
+library of the process that compiled it. dW is passed the driver's address instead
+(:func:`driver_address`, 0 for BLAS), asked for only by launches whose product may take it
+(on AVX-512 large enough, MIN_WORK: a run of small layers never compiles the driver there).
 """
 import numpy as np
 from numba import njit, types
@@ -113,7 +112,8 @@ def avx2_tn_in_registers(avx2_in_registers, weight_shape):
 
 # Whether the driver transposes the strips of an a read transposed (dout in dW) into rows
 # (AVX-512, see the module docstring). On AVX2 the 6-row blocks read dout^T in place, six
-# neighbouring values of a row of dout a step: transposing first made dW slower than OpenBLAS.
+# neighbouring values of a row of dout a step: as fast as transposing the strips first, and
+# faster with few input features (dW's columns), where the transposes weigh more.
 TRANSPOSE_A_STRIPS = AVX512
 # Padding of the transposed rows of a (16 floats, 64 bytes), so that a row stride of 1024
 # floats does not map every row of the strip to the same cache sets.

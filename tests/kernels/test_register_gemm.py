@@ -39,8 +39,11 @@ PRODUCTS = {"registers": (_product, _product_of_transposed),
 # 16 or fewer columns), an empty inner dimension, and single rows and columns; then products
 # whose loops cut a's rows into chunks (130 x 64) and b's rows into slices (depth 700), with
 # partial chunks and slices at the end.
+# Column tails of 0-15 past the last 16-column block: on AVX2 the narrow blocks run 8 columns
+# unmasked (tails 8, 24) and masked ones below (1, 6) or after them (12, 13).
 SHAPES = [(1, 1, 1), (2, 1, 1), (1, 7, 2), (12, 32, 5), (13, 33, 64), (25, 17, 3), (30, 70, 0),
-          (40, 48, 19), (7, 16, 9), (130, 40, 64), (30, 40, 700)]
+          (40, 48, 19), (7, 16, 9), (130, 40, 64), (30, 40, 700), (19, 8, 33), (14, 12, 7),
+          (9, 29, 40)]
 
 
 @pytest.mark.parametrize("path", sorted(PRODUCTS))
@@ -111,7 +114,8 @@ def test_lane_maxima_are_those_of_the_product(M, N, K, transposed, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
-@pytest.mark.parametrize("M, N, K", [(25, 70, 9), (12, 32, 64), (7, 5, 3), (13, 96, 16)])
+@pytest.mark.parametrize("M, N, K", [(25, 70, 9), (12, 32, 64), (7, 5, 3), (13, 96, 16),
+                                     (9, 29, 40), (11, 8, 5)])
 def test_lane_maxima_with_b_in_panels(M, N, K, dtype):
     """b given as panels (P, K, WIDE), column j in panel j // WIDE (the attention's k^T)."""
     rng = np.random.default_rng(M + N + K)
@@ -149,7 +153,7 @@ def _product_softmax_grad(c, a, b, alpha, p, delta):
 
 
 EPILOGUE_SHAPES = [(1, 1, 1), (12, 32, 5), (13, 33, 64), (25, 17, 3), (40, 48, 19),
-                   (130, 40, 64), (30, 70, 0), (30, 40, 700)]
+                   (130, 40, 64), (30, 70, 0), (30, 40, 700), (19, 8, 33), (9, 29, 40)]
 
 
 # float32 takes the epilogues in the register kernel (AVX-512 CPUs), float64 BLAS and loops

@@ -260,20 +260,23 @@ def _row_max_impl(x):
 
 
 def vector_exp(builder, y, scale_in_one_instruction):
-    """exp(y) on a <16 x float>: exp_f32's range reduction, SOFTMAX_EXP's degree 5, and
-    2**k applied by AVX-512's scalef where ``scale_in_one_instruction`` (one operation where
-    building the exponent bits takes four), which also zeroes the lanes with k <= -127 (as
-    exp_f32's bits do) through its mask."""
+    """exp(y) on a vector of floats (<16 x float>, or <8 x float> for AVX2's narrow blocks):
+    exp_f32's range reduction, SOFTMAX_EXP's degree 5, and 2**k applied by AVX-512's scalef
+    where ``scale_in_one_instruction`` (one operation where building the exponent bits takes
+    four; 16 lanes only), which also zeroes the lanes with k <= -127 (as exp_f32's bits do)
+    through its mask."""
     module = builder.module
+    vector, lanes = y.type, y.type.count
 
     def intrinsic_fn(name, n_args):
-        return declare(module, name, VEC, [VEC] * n_args)
+        return declare(module, name, vector, [vector] * n_args)
 
-    fma, maxnum, floor = (intrinsic_fn("llvm.fma.v16f32", 3), intrinsic_fn("llvm.maxnum.v16f32", 2),
-                          intrinsic_fn("llvm.floor.v16f32", 1))
+    fma, maxnum, floor = (intrinsic_fn(f"llvm.fma.v{lanes}f32", 3),
+                          intrinsic_fn(f"llvm.maxnum.v{lanes}f32", 2),
+                          intrinsic_fn(f"llvm.floor.v{lanes}f32", 1))
 
     def c(value):
-        return ir.Constant(VEC, [float(value)] * LANES)
+        return ir.Constant(vector, [float(value)] * lanes)
 
     if not scale_in_one_instruction:
         y = builder.call(maxnum, [y, c(f32.MIN_INPUT)])
@@ -292,11 +295,11 @@ def vector_exp(builder, y, scale_in_one_instruction):
         return builder.call(scalef, [p, k, cgutils.get_null_value(VEC),
                                      builder.bitcast(kept, ir.IntType(LANES)),
                                      ir.Constant(I32, CURRENT_ROUNDING)])
-    ints = ir.VectorType(I32, LANES)
+    ints = ir.VectorType(I32, lanes)
     exponent = builder.shl(builder.add(builder.fptosi(k, ints),
-                                       ir.Constant(ints, [int(f32.EXPONENT_BIAS)] * LANES)),
-                           ir.Constant(ints, [int(f32.MANTISSA_BITS)] * LANES))
-    return builder.fmul(p, builder.bitcast(exponent, VEC))
+                                       ir.Constant(ints, [int(f32.EXPONENT_BIAS)] * lanes)),
+                           ir.Constant(ints, [int(f32.MANTISSA_BITS)] * lanes))
+    return builder.fmul(p, builder.bitcast(exponent, vector))
 
 
 def _exp_shifted_vectors(scale_in_one_instruction):

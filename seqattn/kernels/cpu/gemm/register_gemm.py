@@ -35,7 +35,7 @@ from numba.extending import intrinsic, overload
 from .blas_gemm import gemm
 from ..called_by_name import called_by_name
 from ..softmax_rows import exp_shifted, softmax_grad_row, vector_exp
-from ..llvm_vectors import (AVX512, F32, I32, LANES, MASK, TARGET_FEATURES, VEC, declare,
+from ..llvm_vectors import (AVX512, F32, I32, LANES, TARGET_FEATURES, VEC, declare,
                            has_avx2_fma, has_avx512, lanes_below, masked_load, masked_store, splat,
                            vector_at)
 
@@ -51,9 +51,11 @@ from ..llvm_vectors import (AVX512, F32, I32, LANES, MASK, TARGET_FEATURES, VEC,
 PLAIN, LANE_MAX, EXP_SHIFTED, SOFTMAX_GRAD = 0, 1, 2, 3
 
 
-def _grow_lane_max(builder, lane_max_addr, values, masks, R, vectors):
+def _grow_lane_max(builder, lane_max_addr, values, masks, R, vectors, lanes=LANES):
     """lane_max[r] = max(lane_max[r], the block's values of row r), lanes past the product's
     columns (off in masks) left out: the row maxima while the values are in registers.
+    ``lanes``: the floats of the block's vectors (the first ones of each LANES-wide row of
+    lane_max).
 
     On AVX-512, its max merge-masked: one instruction per vector, where llvm.maxnum's NaN rules
     took three and the masking a fourth. On AVX2 a compare and select, which x86's max is. The
@@ -66,10 +68,9 @@ def _grow_lane_max(builder, lane_max_addr, values, masks, R, vectors):
     else:
         def maximum(x, y):
             return builder.select(builder.fcmp_ordered(">", x, y), x, y)
-    lanes = builder.inttoptr(lane_max_addr, F32.as_pointer())
+    rows = builder.inttoptr(lane_max_addr, F32.as_pointer())
     for r in range(R):
-        at = builder.bitcast(builder.gep(lanes, [ir.Constant(lane_max_addr.type, LANES * r)]),
-                             VEC.as_pointer())
+        at = vector_at(builder, rows, ir.Constant(lane_max_addr.type, LANES * r), lanes)
         best = builder.load(at, align=4)
         for w in range(vectors):
             grown = maximum(values[(r, w)], best)
@@ -81,146 +82,198 @@ def _grow_lane_max(builder, lane_max_addr, values, masks, R, vectors):
 CURRENT = 4
 
 
+def _emit_block(context, builder, signature, args, R, vectors, full, lanes, first_column=0):
+    """The IR of one block of exactly R rows and the columns [first_column, first_column +
+    lanes * vectors) of at most n, in vectors of ``lanes`` floats: c = f(alpha * a @ b) (+ c
+    when accumulate), given addresses and strides in elements: (c, c_row, a, a_row, a_step, b,
+    b_row, n, depth, alpha, accumulate, epilogue, rows, other). Without accumulate,
+    ``epilogue`` picks f (see EPILOGUES): rows is the address of the block's first row of
+    per-row operands, other that of the block's first value of a tile laid out as c
+    (SOFTMAX_GRAD's p), each 0 where unused. ``full``: exactly lanes * vectors columns (the
+    caller guarantees it), loaded and stored without masks."""
+    c_addr, c_row, a_addr, a_row, a_step, b_addr, b_row, n, depth = args[:9]
+    alpha_value = context.cast(builder, args[9], signature.args[9], types.float32)
+    accumulate_flag = context.cast(builder, args[10], signature.args[10], types.boolean)
+    epilogue_kind, rows_addr, other_addr = args[11:14]
+    module = builder.module
+    vector, mask_type = ir.VectorType(F32, lanes), ir.VectorType(ir.IntType(1), lanes)
+    fma = declare(module, f"llvm.fma.v{lanes}f32", vector, [vector, vector, vector])
+    load, store = masked_load(module, lanes), masked_store(module, lanes)
+    intp = context.get_value_type(types.intp)
+
+    def const(value):
+        return ir.Constant(intp, value)
+
+    def kind_is(kind):
+        return builder.icmp_signed("==", epilogue_kind, const(kind))
+
+    if first_column:
+        shift = ir.Constant(c_addr.type, first_column * _BYTES)
+        c_addr, b_addr, other_addr = (builder.add(x, shift) for x in (c_addr, b_addr,
+                                                                      other_addr))
+        # LANE_MAX's rows hold one lane per column of a LANES-wide block: this block's
+        # lanes start first_column in; the other epilogues' hold one value per row
+        rows_addr = builder.add(rows_addr, builder.select(
+            kind_is(LANE_MAX), shift, ir.Constant(rows_addr.type, 0)))
+        n = builder.sub(n, const(first_column))
+    c_data, a_data, b_data, other_data, row_data = (
+        builder.inttoptr(x, F32.as_pointer())
+        for x in (c_addr, a_addr, b_addr, other_addr, rows_addr))
+
+    zero = cgutils.get_null_value(vector)
+    align = ir.Constant(I32, 4)
+    if full:
+        masks = [ir.Constant(mask_type, [1] * lanes)] * vectors
+
+        def load_vector(at, mask):
+            return builder.load(at, align=4)
+
+        def store_vector(value, at, mask):
+            builder.store(value, at, align=4)
+    else:
+        masks = [lanes_below(builder, builder.sub(n, const(lanes * w)), lanes)
+                 for w in range(vectors)]
+
+        def load_vector(at, mask):
+            return builder.call(load, [at, align, mask, zero])
+
+        def store_vector(value, at, mask):
+            builder.call(store, [value, at, align, mask])
+
+    entry = builder.basic_block
+    loop = builder.append_basic_block("block.loop")
+    done = builder.append_basic_block("block.done")
+    builder.cbranch(builder.icmp_signed(">", depth, const(0)), loop, done)
+    builder.position_at_end(loop)
+    k = builder.phi(intp)
+    k.add_incoming(const(0), entry)
+    acc = [[builder.phi(vector) for _ in range(vectors)] for _ in range(R)]
+    for row in acc:
+        for phi in row:
+            phi.add_incoming(zero, entry)
+    b_at = builder.mul(k, b_row)
+    b_vectors = [load_vector(vector_at(builder, b_data, builder.add(b_at, const(lanes * w)),
+                                       lanes), masks[w])
+                 for w in range(vectors)]
+    a_at = builder.mul(k, a_step)
+    summed = []
+    for r in range(R):
+        x = builder.load(builder.gep(a_data, [builder.add(builder.mul(const(r), a_row),
+                                                          a_at)]))
+        xs = splat(builder, x, vector)
+        summed.append([builder.call(fma, [xs, b_vectors[w], acc[r][w]])
+                       for w in range(vectors)])
+    k_next = builder.add(k, const(1))
+    loop_end = builder.basic_block
+    k.add_incoming(k_next, loop_end)
+    for r in range(R):
+        for w in range(vectors):
+            acc[r][w].add_incoming(summed[r][w], loop_end)
+    builder.cbranch(builder.icmp_signed("<", k_next, depth), loop, done)
+    builder.position_at_end(done)
+    totals = []
+    for r in range(R):
+        for w in range(vectors):
+            total = builder.phi(vector)  # phis first: LLVM wants them on top
+            total.add_incoming(zero, entry)
+            total.add_incoming(summed[r][w], loop_end)
+            totals.append((r, w, total))
+    scale = splat(builder, alpha_value, vector)
+
+    def offset_of(r, w):
+        return builder.add(builder.mul(const(r), c_row), const(lanes * w))
+
+    def row_operand(r):
+        return splat(builder, builder.load(builder.gep(row_data, [const(r)])), vector)
+
+    def store_all(finish):
+        """c's block = finish(r, w, alpha * total); the values stored, by (r, w)."""
+        values = {}
+        for r, w, total in totals:
+            value = finish(r, w, builder.fmul(total, scale))
+            store_vector(value, vector_at(builder, c_data, offset_of(r, w), lanes), masks[w])
+            values[(r, w)] = value
+        return values
+
+    def added_to_c(r, w, value):
+        old = load_vector(vector_at(builder, c_data, offset_of(r, w), lanes), masks[w])
+        return builder.fadd(value, old)
+
+    def exp_shifted(r, w, value):
+        return vector_exp(builder, builder.fsub(value, row_operand(r)), AVX512)
+
+    def softmax_grad(r, w, value):
+        p = load_vector(vector_at(builder, other_data, offset_of(r, w), lanes), masks[w])
+        return builder.fmul(p, builder.fsub(value, row_operand(r)))
+
+    with builder.if_else(accumulate_flag) as (then, otherwise):
+        with then:
+            store_all(added_to_c)
+        with otherwise:
+            with builder.if_else(kind_is(EXP_SHIFTED)) as (exp_branch, rest):
+                with exp_branch:
+                    store_all(exp_shifted)
+                with rest:
+                    with builder.if_else(kind_is(SOFTMAX_GRAD)) as (grad_branch, plain):
+                        with grad_branch:
+                            store_all(softmax_grad)
+                        with plain:
+                            values = store_all(lambda r, w, value: value)
+                            with builder.if_then(kind_is(LANE_MAX)):
+                                _grow_lane_max(builder, rows_addr, values, masks, R, vectors,
+                                               lanes)
+
+
+def _block_signature(c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha, accumulate,
+                     epilogue, rows, other):
+    """The blocks' signature: they return nothing."""
+    return types.none(c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha, accumulate,
+                      epilogue, rows, other)
+
+
 def _block_product(R, vectors, full=False):
-    """An intrinsic for one block of exactly R rows and at most LANES * vectors columns:
-    c = f(alpha * a @ b) (+ c when accumulate), given addresses and strides in elements:
-    (c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha, accumulate, epilogue, rows, other).
-    Without accumulate, ``epilogue`` picks f (see EPILOGUES): rows is the address of the
-    block's first row of per-row operands, other that of the block's first value of a tile laid
-    out as c (SOFTMAX_GRAD's p), each 0 where unused. ``full``: exactly LANES * vectors
-    columns (the caller guarantees it), loaded and stored without masks."""
+    """An intrinsic for one block of exactly R rows and at most LANES * vectors columns
+    (:func:`_emit_block`'s arguments and ``full``)."""
     @intrinsic
     def block_product(typingctx, c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
                       accumulate, epilogue, rows, other):
         def codegen(context, builder, signature, args):
-            c_addr, c_row, a_addr, a_row, a_step, b_addr, b_row, n, depth = args[:9]
-            alpha_value = context.cast(builder, args[9], signature.args[9], types.float32)
-            accumulate_flag = context.cast(builder, args[10], signature.args[10],
-                                           types.boolean)
-            epilogue_kind, rows_addr, other_addr = args[11:14]
-            module = builder.module
-            fma = declare(module, "llvm.fma.v16f32", VEC, [VEC, VEC, VEC])
-            load, store = masked_load(module), masked_store(module)
-            intp = context.get_value_type(types.intp)
-            c_data, a_data, b_data, other_data, row_data = (
-                builder.inttoptr(x, F32.as_pointer())
-                for x in (c_addr, a_addr, b_addr, other_addr, rows_addr))
-
-            def const(value):
-                return ir.Constant(intp, value)
-
-            zero = cgutils.get_null_value(VEC)
-            align = ir.Constant(I32, 4)
-            if full:
-                masks = [ir.Constant(MASK, [1] * LANES)] * vectors
-
-                def load_vector(at, mask):
-                    return builder.load(at, align=4)
-
-                def store_vector(value, at, mask):
-                    builder.store(value, at, align=4)
-            else:
-                masks = [lanes_below(builder, builder.sub(n, const(LANES * w)))
-                         for w in range(vectors)]
-
-                def load_vector(at, mask):
-                    return builder.call(load, [at, align, mask, zero])
-
-                def store_vector(value, at, mask):
-                    builder.call(store, [value, at, align, mask])
-
-            entry = builder.basic_block
-            loop = builder.append_basic_block("block.loop")
-            done = builder.append_basic_block("block.done")
-            builder.cbranch(builder.icmp_signed(">", depth, const(0)), loop, done)
-            builder.position_at_end(loop)
-            k = builder.phi(intp)
-            k.add_incoming(const(0), entry)
-            acc = [[builder.phi(VEC) for _ in range(vectors)] for _ in range(R)]
-            for row in acc:
-                for phi in row:
-                    phi.add_incoming(zero, entry)
-            b_at = builder.mul(k, b_row)
-            b_vectors = [load_vector(vector_at(builder, b_data,
-                                               builder.add(b_at, const(LANES * w))), masks[w])
-                         for w in range(vectors)]
-            a_at = builder.mul(k, a_step)
-            summed = []
-            for r in range(R):
-                x = builder.load(builder.gep(a_data, [builder.add(builder.mul(const(r), a_row),
-                                                                  a_at)]))
-                xs = splat(builder, x, VEC)
-                summed.append([builder.call(fma, [xs, b_vectors[w], acc[r][w]])
-                               for w in range(vectors)])
-            k_next = builder.add(k, const(1))
-            loop_end = builder.basic_block
-            k.add_incoming(k_next, loop_end)
-            for r in range(R):
-                for w in range(vectors):
-                    acc[r][w].add_incoming(summed[r][w], loop_end)
-            builder.cbranch(builder.icmp_signed("<", k_next, depth), loop, done)
-            builder.position_at_end(done)
-            totals = []
-            for r in range(R):
-                for w in range(vectors):
-                    total = builder.phi(VEC)  # phis first: LLVM wants them on top
-                    total.add_incoming(zero, entry)
-                    total.add_incoming(summed[r][w], loop_end)
-                    totals.append((r, w, total))
-            scale = splat(builder, alpha_value, VEC)
-
-            def offset_of(r, w):
-                return builder.add(builder.mul(const(r), c_row), const(LANES * w))
-
-            def row_operand(r):
-                return splat(builder, builder.load(builder.gep(row_data, [const(r)])), VEC)
-
-            def store_all(finish):
-                """c's block = finish(r, w, alpha * total); the values stored, by (r, w)."""
-                values = {}
-                for r, w, total in totals:
-                    value = finish(r, w, builder.fmul(total, scale))
-                    store_vector(value, vector_at(builder, c_data, offset_of(r, w)), masks[w])
-                    values[(r, w)] = value
-                return values
-
-            def added_to_c(r, w, value):
-                old = load_vector(vector_at(builder, c_data, offset_of(r, w)), masks[w])
-                return builder.fadd(value, old)
-
-            def exp_shifted(r, w, value):
-                return vector_exp(builder, builder.fsub(value, row_operand(r)), AVX512)
-
-            def softmax_grad(r, w, value):
-                p = load_vector(vector_at(builder, other_data, offset_of(r, w)), masks[w])
-                return builder.fmul(p, builder.fsub(value, row_operand(r)))
-
-            def kind_is(kind):
-                return builder.icmp_signed("==", epilogue_kind, const(kind))
-
-            with builder.if_else(accumulate_flag) as (then, otherwise):
-                with then:
-                    store_all(added_to_c)
-                with otherwise:
-                    with builder.if_else(kind_is(EXP_SHIFTED)) as (exp_branch, rest):
-                        with exp_branch:
-                            store_all(exp_shifted)
-                        with rest:
-                            with builder.if_else(kind_is(SOFTMAX_GRAD)) as (grad_branch,
-                                                                           plain):
-                                with grad_branch:
-                                    store_all(softmax_grad)
-                                with plain:
-                                    values = store_all(lambda r, w, value: value)
-                                    with builder.if_then(kind_is(LANE_MAX)):
-                                        _grow_lane_max(builder, rows_addr, values, masks, R,
-                                                       vectors)
+            _emit_block(context, builder, signature, args, R, vectors, full, LANES)
             return context.get_dummy_value()
 
-        return types.none(c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
-                          accumulate, epilogue, rows, other), codegen
+        return _block_signature(c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
+                                accumulate, epilogue, rows, other), codegen
 
     return block_product
+
+
+def _half_blocks_product(R):
+    """AVX2's narrow block: exactly R rows and at most LANES columns, in vectors of LANES / 2
+    floats (one register each), the first LANES / 2 columns unmasked where n reaches them.
+    The masked stores of AVX2 are microcode on AMD's Zen cores, and a LANES-wide vector
+    over a head dim of 8 did twice the multiply-adds it needed."""
+    half = LANES // 2
+
+    @intrinsic
+    def half_blocks_product(typingctx, c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
+                            accumulate, epilogue, rows, other):
+        def codegen(context, builder, signature, args):
+            n = args[7]
+            with builder.if_else(builder.icmp_signed(">=", n, ir.Constant(n.type, half))) as (
+                    whole, part):
+                with whole:
+                    _emit_block(context, builder, signature, args, R, 1, True, half)
+                    with builder.if_then(builder.icmp_signed(">", n, ir.Constant(n.type, half))):
+                        _emit_block(context, builder, signature, args, R, 1, False, half,
+                                    first_column=half)
+                with part:
+                    _emit_block(context, builder, signature, args, R, 1, False, half)
+            return context.get_dummy_value()
+
+        return _block_signature(c, c_row, a, a_row, a_step, b, b_row, n, depth, alpha,
+                                accumulate, epilogue, rows, other), codegen
+
+    return half_blocks_product
 
 
 # The block shapes per CPU. AVX-512 (32 registers of 16 floats): 12 rows x 2 vectors, which
@@ -239,7 +292,8 @@ else:
 WIDE = VECTORS * LANES
 # Full blocks (all WIDE columns) and narrow ones (at most LANES columns, masked), by rows.
 _FULL = tuple(_block_product(R, VECTORS, full=not AVX512) for R in (ROWS, *TAIL_ROWS))
-_NARROW = tuple(_block_product(R, 1) for R in (ROWS, *TAIL_ROWS))
+_NARROW = tuple(_block_product(R, 1) if AVX512 else _half_blocks_product(R)
+                for R in (ROWS, *TAIL_ROWS))
 _FULL_R0, _FULL_R1, _FULL_R2, _FULL_R3 = _FULL
 _NARROW_R0, _NARROW_R1, _NARROW_R2, _NARROW_R3 = _NARROW
 _R0, (_R1, _R2, _R3) = ROWS, TAIL_ROWS

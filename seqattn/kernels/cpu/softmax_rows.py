@@ -69,6 +69,25 @@ def _unit_stride(x):
     return x.strides[0] == x.itemsize or x.shape[0] <= 1
 
 
+def _emit_tail(builder, n, full, step):
+    """The IR for a row's last n - full < LANES elements, given ``step(j, lanes, mask)``, which
+    emits one vector of ``lanes`` floats at element j (mask None: all of them, unmasked). On
+    AVX-512 one masked vector of LANES. On AVX2, whose masked stores AMD's Zen cores run as
+    microcode, vectors of LANES / 2 (one register): the first unmasked where the tail fills
+    it, a masked one for what is left."""
+    if AVX512:
+        with builder.if_then(builder.icmp_signed("<", full, n)):
+            step(full, LANES, lanes_below(builder, builder.sub(n, full)))
+        return
+    half = ir.Constant(n.type, LANES // 2)
+    whole = builder.icmp_signed(">=", builder.sub(n, full), half)
+    with builder.if_then(whole):
+        step(full, LANES // 2, None)
+    start = builder.add(full, builder.select(whole, half, ir.Constant(n.type, 0)))
+    with builder.if_then(builder.icmp_signed("<", start, n)):
+        step(start, LANES // 2, lanes_below(builder, builder.sub(n, start), LANES // 2))
+
+
 @njit(fastmath=FASTMATH, cache=True)
 def _softmax_grad_loop(ds, p, delta):
     for j in range(ds.shape[0]):
@@ -78,7 +97,7 @@ def _softmax_grad_loop(ds, p, delta):
 @intrinsic
 def _softmax_grad_f32(typingctx, ds, p, delta):
     """softmax_grad_row on float32 rows of unit stride (checked by the caller) in
-    <16 x float> vectors, the tail masked."""
+    <16 x float> vectors, the tail as :func:`_emit_tail` takes it."""
     if not (all(isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.float32
                 and x.layout in "CA" for x in (ds, p)) and delta == types.float32):
         return None
@@ -88,30 +107,30 @@ def _softmax_grad_f32(typingctx, ds, p, delta):
         p_row = context.make_array(signature.args[1])(context, builder, args[1])
         n = builder.extract_value(ds_row.shape, 0)
         intp = n.type
-        load, store = masked_load(builder.module), masked_store(builder.module)
-        shift = splat(builder, args[2], VEC)
         align = ir.Constant(I32, 4)
-        zero = cgutils.get_null_value(VEC)
 
-        def step(j, mask):
-            at, p_at = vector_at(builder, ds_row.data, j), vector_at(builder, p_row.data, j)
+        def step(j, lanes, mask):
+            vector = ir.VectorType(F32, lanes)
+            at = vector_at(builder, ds_row.data, j, lanes)
+            p_at = vector_at(builder, p_row.data, j, lanes)
             if mask is None:
                 dp, prob = builder.load(at, align=4), builder.load(p_at, align=4)
             else:
+                load = masked_load(builder.module, lanes)
+                zero = cgutils.get_null_value(vector)
                 dp = builder.call(load, [at, align, mask, zero])
                 prob = builder.call(load, [p_at, align, mask, zero])
-            value = builder.fmul(prob, builder.fsub(dp, shift))
+            value = builder.fmul(prob, builder.fsub(dp, splat(builder, args[2], vector)))
             if mask is None:
                 builder.store(value, at, align=4)
             else:
-                builder.call(store, [value, at, align, mask])
+                builder.call(masked_store(builder.module, lanes), [value, at, align, mask])
 
         full = builder.sub(n, builder.srem(n, ir.Constant(intp, LANES)))
         with cgutils.for_range_slice(builder, ir.Constant(intp, 0), full,
                                      ir.Constant(intp, LANES), intp) as (j, _):
-            step(j, None)
-        with builder.if_then(builder.icmp_signed("<", full, n)):
-            step(full, lanes_below(builder, builder.sub(n, full)))
+            step(j, LANES, None)
+        _emit_tail(builder, n, full, step)
         return context.get_dummy_value()
 
     return types.none(ds, p, delta), codegen
@@ -173,7 +192,7 @@ _UNROLL = 4  # independent vector maxima in flight, so the loop is not one depen
 @intrinsic
 def _row_max_f32(typingctx, x):
     """The max of a contiguous float32 row in <16 x float> vectors (llvm.maxnum), the tail
-    by a masked load whose other lanes read -inf."""
+    by masked loads whose other lanes read -inf (on AVX2 as :func:`_emit_tail` takes it)."""
     if not (isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.float32
             and x.layout in "CA"):  # "A": the caller checked the unit stride
         return None
@@ -226,13 +245,38 @@ def _row_max_f32(typingctx, x):
         for other in merged[1:]:
             total = builder.call(maxnum, [total, other])
         slot = cgutils.alloca_once_value(builder, total)
-        # The last n - full elements, 16 lanes at a time, lanes past the end reading -inf.
-        with cgutils.for_range_slice(builder, full, n, const(LANES), intp) as (j, _):
-            mask = lanes_below(builder, builder.sub(n, j))
-            chunk = builder.call(load, [at(j), align, mask, lowest])
-            slot_value = builder.call(maxnum, [builder.load(slot), chunk])
-            builder.store(slot_value, slot)
-        return builder.call(reduce_max, [builder.load(slot)])
+        if AVX512:
+            # The last n - full elements, 16 lanes at a time, lanes past the end reading -inf.
+            with cgutils.for_range_slice(builder, full, n, const(LANES), intp) as (j, _):
+                mask = lanes_below(builder, builder.sub(n, j))
+                chunk = builder.call(load, [at(j), align, mask, lowest])
+                slot_value = builder.call(maxnum, [builder.load(slot), chunk])
+                builder.store(slot_value, slot)
+            return builder.call(reduce_max, [builder.load(slot)])
+        # On AVX2 whole vectors of 16 while they fit, then _emit_tail's halves, whose maxima
+        # a scalar keeps.
+        whole = builder.sub(n, builder.srem(builder.sub(n, full), const(LANES)))
+        with cgutils.for_range_slice(builder, full, whole, const(LANES), intp) as (j, _):
+            builder.store(builder.call(maxnum, [builder.load(slot),
+                                                builder.load(at(j), align=4)]), slot)
+        tail_max = cgutils.alloca_once_value(builder, ir.Constant(F32, float("-inf")))
+
+        def step(j, lanes, mask):
+            vector = ir.VectorType(F32, lanes)
+            row_at = vector_at(builder, row.data, j, lanes)
+            if mask is None:
+                chunk = builder.load(row_at, align=4)
+            else:
+                chunk = builder.call(masked_load(module, lanes), [
+                    row_at, align, mask, ir.Constant(vector, [float("-inf")] * lanes)])
+            reduce = declare(module, f"llvm.vector.reduce.fmax.v{lanes}f32", F32, [vector])
+            scalar_max = declare(module, "llvm.maxnum.f32", F32, [F32, F32])
+            builder.store(builder.call(scalar_max, [builder.load(tail_max),
+                                                    builder.call(reduce, [chunk])]), tail_max)
+
+        _emit_tail(builder, n, whole, step)
+        return builder.call(declare(module, "llvm.maxnum.f32", F32, [F32, F32]), [
+            builder.call(reduce_max, [builder.load(slot)]), builder.load(tail_max)])
 
     return types.float32(x), codegen
 
@@ -306,7 +350,7 @@ def _exp_shifted_vectors(scale_in_one_instruction):
     """An intrinsic for exp_shifted on a contiguous float32 row in <16 x float> vectors
     (:func:`vector_exp`; Numba's own loops are vectorised 8 lanes wide on this CPU, LLVM
     preferring 256-bit vectors on Intel's server cores, which ran the exp at 0.41-0.51 ns per
-    element). The tail is masked."""
+    element). The tail as :func:`_emit_tail` takes it."""
     @intrinsic
     def exp_shifted_vectors(typingctx, x, shift):
         if not (isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.float32
@@ -323,11 +367,12 @@ def _exp_shifted_codegen(scale_in_one_instruction):
         n = builder.extract_value(row.shape, 0)
         intp = n.type
         module = builder.module
-        load, store = masked_load(module), masked_store(module)
         reduce_add = declare(module, "llvm.vector.reduce.fadd.v16f32", F32, [F32, VEC])
         shift = splat(builder, args[1], VEC)
         align = ir.Constant(I32, 4)
         total = cgutils.alloca_once_value(builder, cgutils.get_null_value(VEC))
+        # AVX2's tail vectors (LANES / 2) are summed apart, into a scalar
+        tail_total = cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0))
         full = builder.sub(n, builder.srem(n, ir.Constant(intp, LANES)))
         with cgutils.for_range_slice(builder, ir.Constant(intp, 0), full,
                                      ir.Constant(intp, LANES), intp) as (j, _):
@@ -336,17 +381,33 @@ def _exp_shifted_codegen(scale_in_one_instruction):
                             scale_in_one_instruction)
             builder.store(e, at, align=4)
             builder.store(builder.fadd(builder.load(total), e), total)
-        with builder.if_then(builder.icmp_signed("<", full, n)):
-            # the last n - full elements; lanes past the end read shift, so e is 1 there:
-            # they are neither stored nor summed
-            at = vector_at(builder, row.data, full)
-            mask = lanes_below(builder, builder.sub(n, full))
-            y = builder.fsub(builder.call(load, [at, align, mask, shift]), shift)
-            e = vector_exp(builder, y, scale_in_one_instruction)
-            builder.call(store, [e, at, align, mask])
-            kept = builder.select(mask, e, cgutils.get_null_value(VEC))
-            builder.store(builder.fadd(builder.load(total), kept), total)
-        return builder.call(reduce_add, [ir.Constant(F32, 0.0), builder.load(total)])
+
+        def step(j, lanes, mask):
+            # lanes past the end read the shift, so e is 1 there: they are neither stored
+            # nor summed
+            vector = ir.VectorType(F32, lanes)
+            at = vector_at(builder, row.data, j, lanes)
+            lane_shift = splat(builder, args[1], vector)
+            if mask is None:
+                y = builder.load(at, align=4)
+            else:
+                y = builder.call(masked_load(module, lanes), [at, align, mask, lane_shift])
+            e = vector_exp(builder, builder.fsub(y, lane_shift), scale_in_one_instruction)
+            if mask is None:
+                builder.store(e, at, align=4)
+            else:
+                builder.call(masked_store(module, lanes), [e, at, align, mask])
+                e = builder.select(mask, e, cgutils.get_null_value(vector))
+            if lanes == LANES:
+                builder.store(builder.fadd(builder.load(total), e), total)
+            else:
+                reduce = declare(module, f"llvm.vector.reduce.fadd.v{lanes}f32", F32,
+                                 [F32, vector])
+                builder.store(builder.call(reduce, [builder.load(tail_total), e]), tail_total)
+
+        _emit_tail(builder, n, full, step)
+        row_total = builder.call(reduce_add, [ir.Constant(F32, 0.0), builder.load(total)])
+        return row_total if AVX512 else builder.fadd(row_total, builder.load(tail_total))
 
     return codegen
 

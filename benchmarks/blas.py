@@ -114,10 +114,10 @@ def layers_take_registers(M, N, K, ta, tb):
 
     if ta:  # dout^T x: large enough products on AVX-512 (MIN_WORK, a thread's block)
         return (packed_gemm.TN_IN_REGISTERS and M * N * K >= packed_gemm.MIN_WORK
-                or packed_gemm.avx2_tn_in_registers(packed_gemm.AVX2_IN_REGISTERS, (M, N)))
+                or packed_gemm.avx2_in_registers(packed_gemm.AVX2_IN_REGISTERS, (M, N), N))
     weight = (N, K) if tb else (K, N)  # x W^T: W (O, K) = (N, K); dout W: W (O, K) = (K, N)
-    return packed_gemm.NT_NN_IN_REGISTERS or packed_gemm.avx2_nt_nn_in_registers(
-        packed_gemm.AVX2_IN_REGISTERS, weight)
+    return packed_gemm.NT_NN_IN_REGISTERS or packed_gemm.avx2_in_registers(
+        packed_gemm.AVX2_IN_REGISTERS, weight, N)
 
 
 def rates(calls, flop, rounds):

@@ -383,7 +383,7 @@ def test_the_step_end_jobs_compile_the_signatures_that_fit_launches(monkeypatch,
 def test_a_forward_whose_dweight_may_take_registers_asks_the_helper_for_the_driver(
         monkeypatch, avx512):
     """The backward of a large enough product on AVX-512 (packed_gemm.gemm_tn, MIN_WORK), of
-    a small enough weight on AVX2 (packed_gemm.avx2_tn_in_registers), takes the register
+    a small enough weight on AVX2 (packed_gemm.avx2_in_registers), takes the register
     driver: its forward asks the helper for it, which the backward then loads."""
     from seqattn import ops
     from seqattn.compile import FUNCTION_JOBS

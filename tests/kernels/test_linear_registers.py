@@ -17,9 +17,8 @@ from seqattn import ops
 from seqattn.kernels.cpu import linear
 from seqattn.kernels.cpu.gemm import blas_library, packed_gemm
 from seqattn.kernels.cpu.gemm.blas_library import single_threaded_blas
-from seqattn.kernels.cpu.gemm.packed_gemm import (AVX2_MAX_WEIGHT, avx2_nt_nn_in_registers,
-                                             avx2_tn_in_registers, gemm_in_registers,
-                                             nt_nn_in_registers)
+from seqattn.kernels.cpu.gemm.packed_gemm import (AVX2_MAX_WEIGHT, avx2_in_registers,
+                                             gemm_in_registers, nt_nn_in_registers)
 from seqattn.kernels.cpu.llvm_vectors import TARGET_FEATURES, has_avx2_fma, has_avx512
 
 # (R, K, O): token rows past 12-row blocks and 96-row strips (last strips of 11 and 34 rows),
@@ -120,25 +119,18 @@ def test_corename_is_the_kernel_family_scipys_openblas_runs():
                                                                 scipys[0])
 
 
-@pytest.mark.parametrize("weight_shape, wanted", [
-    ((192, 64), True), ((64, 128), True), ((128, 128), True), ((4, 4096), True),
-    ((129, 128), False), ((256, 256), False), ((768, 256), False), ((256, 1024), False)])
-def test_on_avx2_x_wt_and_dout_w_take_registers_for_small_weights_only(weight_shape, wanted):
-    """At most AVX2_MAX_WEIGHT entries (the small models' layers); not the encoder's."""
+@pytest.mark.parametrize("weight_shape, columns, wanted", [
+    ((192, 64), 192, True), ((192, 64), 64, True), ((64, 128), 16, True),
+    ((128, 128), 128, True), ((4, 4096), 4096, True), ((129, 128), 128, False),
+    ((256, 256), 256, False), ((768, 256), 256, False), ((256, 1024), 1024, False),
+    ((4, 64), 4, False), ((64, 4), 4, False), ((64, 15), 15, False)])
+def test_on_avx2_products_take_registers_for_small_weights_and_16_columns_or_more(
+        weight_shape, columns, wanted):
+    """At most AVX2_MAX_WEIGHT entries (the small models' layers, not the encoder's) and at
+    least 16 columns (a block's width: not the first and last layers' narrow products)."""
     assert AVX2_MAX_WEIGHT == 128 * 128
-    assert avx2_nt_nn_in_registers(True, weight_shape) is wanted
-    assert avx2_nt_nn_in_registers(False, weight_shape) is False
-
-
-@pytest.mark.parametrize("weight_shape, wanted", [
-    ((192, 64), True), ((4, 64), True), ((64, 16), True), ((128, 128), True),
-    ((64, 8), False), ((192, 4), False), ((129, 128), False), ((256, 256), False)])
-def test_on_avx2_dweight_takes_registers_for_small_weights_of_16_inputs_or_more(weight_shape,
-                                                                                wanted):
-    """dW as x W^T and dout W, and not with fewer input features (dW's columns) than a block
-    is wide."""
-    assert avx2_tn_in_registers(True, weight_shape) is wanted
-    assert avx2_tn_in_registers(False, weight_shape) is False
+    assert avx2_in_registers(True, weight_shape, columns) is wanted
+    assert avx2_in_registers(False, weight_shape, columns) is False
 
 
 def test_the_avx2_choice_is_taken_on_avx2_cpus_with_openblas_only():
@@ -150,26 +142,48 @@ def test_the_avx2_choice_is_taken_on_avx2_cpus_with_openblas_only():
     assert linear.AVX2_IN_REGISTERS is wanted
 
 
-@pytest.mark.parametrize("K, O, wanted", [(64, 192, True), (128, 128, True), (128, 129, False),
-                                          (256, 256, False)])
-def test_the_layer_takes_the_path_the_avx2_rule_chooses(K, O, wanted, monkeypatch):
+@pytest.mark.parametrize("K, O, wanted_y, wanted_dx", [
+    (64, 192, True, True), (128, 128, True, True), (128, 129, False, False),
+    (256, 256, False, False), (64, 15, False, True), (15, 64, True, False)])
+def test_the_layer_takes_the_path_the_avx2_rule_chooses(K, O, wanted_y, wanted_dx,
+                                                         monkeypatch):
     """On an AVX2 CPU (forced here, without the AVX-512 choice): y and dx of a float32 layer
-    are the register path's bits for a weight of at most AVX2_MAX_WEIGHT entries, and not
-    (BLAS's) for a larger one; float64 keeps BLAS."""
+    are the register path's bits for a weight of at most AVX2_MAX_WEIGHT entries and a product
+    of 16 columns or more (O for y, K for dx), and not (BLAS's) otherwise; float64 keeps
+    BLAS."""
     monkeypatch.setattr(linear, "NT_NN_IN_REGISTERS", False)
     monkeypatch.setattr(linear, "AVX2_IN_REGISTERS", True)
     rng = np.random.default_rng(K + O)
     R = 203
     x, weight, _, dout = _layer(rng, R, K, O)
-    assert linear._rows_in_registers(x, weight) is (True if wanted else None)
-    assert linear._rows_in_registers(x.astype(np.float64), weight.astype(np.float64)) is None
+    assert linear._rows_in_registers(x, weight, O) is (True if wanted_y else None)
+    assert linear._rows_in_registers(x, weight, K) is (True if wanted_dx else None)
+    assert linear._rows_in_registers(x.astype(np.float64), weight.astype(np.float64), O) is None
     y = ops.linear(x, weight)
     dx = ops.linear_backward(dout, x, weight, weight_grad=np.zeros_like(weight))
     same = [np.array_equal(y, _in_registers(R, O, x, weight, True)),
             np.array_equal(dx, _in_registers(R, K, dout, weight, False))]
-    assert same == [wanted, wanted]
+    assert same == [wanted_y, wanted_dx]
     assert_float32_close("y", y, x.astype(np.float64) @ weight.astype(np.float64).T,
                          x @ weight.T)
+
+
+def test_the_layer_asks_for_the_columns_of_each_product(monkeypatch):
+    """The forward's x W^T has the weight's rows as columns, the backward's dout W its
+    columns: the rule is asked about those (a first layer 4 -> 64 and a last 64 -> 4)."""
+    asked = []
+
+    def recorded(x, weight, columns):
+        asked.append((weight.shape, columns))
+        return None
+
+    monkeypatch.setattr(linear, "_rows_in_registers", recorded)
+    rng = np.random.default_rng(1)
+    for K, O in ((4, 64), (64, 4)):
+        x, weight, _, dout = _layer(rng, 30, K, O)
+        ops.linear(x, weight)
+        ops.linear_backward(dout, x, weight, weight_grad=np.zeros_like(weight))
+    assert asked == [((64, 4), 64), ((64, 4), 4), ((4, 64), 4), ((4, 64), 64)]
 
 
 @pytest.mark.skipif(packed_gemm.TN_MIN_WORK > 0, reason="dW's AVX-512 size floor applies")

@@ -9,7 +9,7 @@ block of output or of input features, whichever are more. The products go throug
 products with their inner dimension of all R token rows), forward and dx register-blocked
 where OpenBLAS runs a kernel narrower than the CPU's AVX-512 (``NT_NN_IN_REGISTERS``: 1.8-2.0x
 as fast there, as fast as an AVX-512 OpenBLAS); on CPUs with AVX2 but not AVX-512 all three for
-small weights (``packed_gemm.avx2_nt_nn_in_registers``, ``avx2_tn_in_registers``: faster
+small weights, products of 16 columns or more (``packed_gemm.avx2_in_registers``: faster
 than OpenBLAS's Haswell kernel there, not at the encoder's sizes); BLAS elsewhere. On the
 register path the threads' blocks of token rows are whole strips of the driver's, so that the
 bits do not depend on the thread count; the path itself is chosen from the layer's shape,
@@ -29,8 +29,8 @@ from .gemm import tile_linear
 from .gemm.blas_library import single_threaded_blas
 from ..compiled_elsewhere import compile_function_elsewhere
 from .gemm.packed_gemm import (AVX2_IN_REGISTERS, DRIVER, MIN_WORK, NT_NN_IN_REGISTERS,
-                               TN_IN_REGISTERS, avx2_nt_nn_in_registers, avx2_tn_in_registers,
-                               driver_address, gemm_tn, packed_gemm, strip_block)
+                               TN_IN_REGISTERS, avx2_in_registers, driver_address, gemm_tn,
+                               packed_gemm, strip_block)
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).
@@ -118,22 +118,23 @@ def _vector(x):
     return x.reshape(-1)
 
 
-def _rows_in_registers(x, weight):
-    """True where x W^T and dout W take the register path (float32 only: float64 keeps BLAS's
-    blocks of rows as well as its products; on AVX2 small weights only), else None: then the
-    kernels compile BLAS's path only (packed_gemm)."""
-    in_registers = NT_NN_IN_REGISTERS or avx2_nt_nn_in_registers(AVX2_IN_REGISTERS,
-                                                                 weight.shape)
+def _rows_in_registers(x, weight, columns):
+    """True where x W^T (``columns`` the weight's rows) or dout W (its columns) takes the
+    register path (float32 only: float64 keeps BLAS's blocks of rows as well as its products;
+    on AVX2 small weights only), else None: then the kernels compile BLAS's path only
+    (packed_gemm)."""
+    in_registers = NT_NN_IN_REGISTERS or avx2_in_registers(AVX2_IN_REGISTERS, weight.shape,
+                                                           columns)
     return True if in_registers and x.dtype == np.float32 else None
 
 
 def _dweight_in_registers(x, weight):
     """Whether dW of a layer with these x (R, K) and weight (O, K) may take the register path
     (AVX-512, gemm_tn: a block of at least MIN_WORK multiply-adds, which the whole product
-    bounds; AVX2: a small weight, ``avx2_tn_in_registers``)."""
+    bounds; AVX2: a small weight, ``avx2_in_registers``)."""
     return x.dtype == np.float32 and (
         (TN_IN_REGISTERS and x.shape[0] * x.shape[1] * weight.shape[0] >= MIN_WORK)
-        or avx2_tn_in_registers(AVX2_IN_REGISTERS, weight.shape))
+        or avx2_in_registers(AVX2_IN_REGISTERS, weight.shape, weight.shape[1]))
 
 
 def linear_forward(out, x, weight, bias, has_bias):
@@ -148,7 +149,7 @@ def linear_forward(out, x, weight, bias, has_bias):
     tasks = _linear_forward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
         _linear_forward.run(tasks, out, x, weight, _vector(bias), has_bias,
-                            _rows_in_registers(x, weight), tasks)
+                            _rows_in_registers(x, weight, weight.shape[0]), tasks)
     if _dweight_in_registers(x, weight):
         # on a first run, a helper compiles the driver for this product's dW meanwhile
         compile_function_elsewhere(DRIVER)
@@ -179,6 +180,7 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
         # The products' choices are arguments, so that cached code does not keep them; dW's
         # driver only for a product that may take it: a run of small layers never compiles it.
         _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
-                             need_dweight, has_bias, _rows_in_registers(x, weight),
+                             need_dweight, has_bias,
+                             _rows_in_registers(x, weight, weight.shape[1]),
                              driver_address() if _dweight_in_registers(x, weight) else 0,
                              tasks)

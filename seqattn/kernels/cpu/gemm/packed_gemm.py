@@ -30,18 +30,18 @@ library. On a CPU with AVX-512 (register_gemm's 12 x 32 blocks): dW always
 (``TN_IN_REGISTERS``), x W^T and dout W only where OpenBLAS's kernel is narrower than AVX-512
 (``NT_NN_IN_REGISTERS``, from the kernel family OpenBLAS names, ``blas_library.CORENAME``). On
 a CPU with AVX2 and FMA but not AVX-512 (register_gemm's 6 x 16 blocks, against OpenBLAS's
-Haswell kernel): all three products of a weight of at most AVX2_MAX_WEIGHT entries, dW only
-with at least WIDE input features (``AVX2_IN_REGISTERS``, :func:`avx2_nt_nn_in_registers`,
-:func:`avx2_tn_in_registers`); the register path's lead over OpenBLAS shrinks as the weight
-grows, and from weights of 128 x 256 (the 4-layer encoder's too) it no longer leads; dW with
-fewer input features fills too few lanes of a block. There dW reads the strips of dout^T in
-place (``TRANSPOSE_A_STRIPS``): as fast as transposing them first, and faster with few input
-features. MKL (when installed, ``blas_library``) ran dW 1.03-1.4x as fast as this driver,
-so with MKL, on other CPUs, and for float64 (gradient checks), the products are BLAS's. The
-choice depends on the layer's shape only, never on the number of threads that share its rows
-or features. The choices are passed to :func:`packed_gemm` as arguments (None for BLAS, whose
-type leaves the register path out of the compiled code): code cached on disk must not keep the
-library of the process that compiled it. dW is passed the driver's address instead
+Haswell kernel): all three products of a weight of at most AVX2_MAX_WEIGHT entries, each with
+at least WIDE columns (``AVX2_IN_REGISTERS``, :func:`avx2_in_registers`); the register path's
+lead over OpenBLAS shrinks as the weight grows, and from weights of 128 x 256 (the 4-layer
+encoder's too) it no longer leads; a product with fewer columns fills too few lanes of a
+block. There dW reads the strips of dout^T in place (``TRANSPOSE_A_STRIPS``): as fast as
+transposing them first, and faster with few input features. MKL (when installed,
+``blas_library``) ran dW 1.03-1.4x as fast as this driver, so with MKL, on other CPUs, and
+for float64 (gradient checks), the products are BLAS's. The choice depends on the layer's
+shape only, never on the number of threads that share its rows or features. The choices are
+passed to :func:`packed_gemm` as arguments (None for BLAS, whose type leaves the register path
+out of the compiled code): code cached on disk must not keep the library of the process that
+compiled it. dW is passed the driver's address instead
 (:func:`driver_address`, 0 for BLAS), asked for only by launches whose product may take it
 (on AVX-512 large enough, MIN_WORK: a run of small layers never compiles the driver there).
 """
@@ -91,23 +91,18 @@ AVX2_IN_REGISTERS = not AVX512 and IN_REGISTERS and LIBRARY == OPENBLAS
 # path on AVX2: the small models' layers (d_model up to 64: 64 x 192, 128 x 64).
 AVX2_MAX_WEIGHT = 1 << 14
 # Multiply-adds from which gemm_tn takes the driver it is given: on AVX2 the caller's choice
-# (avx2_tn_in_registers) bounds the product from above instead.
+# (avx2_in_registers) bounds the product from above instead.
 TN_MIN_WORK = MIN_WORK if AVX512 else 0
 
 
-def avx2_nt_nn_in_registers(avx2_in_registers, weight_shape):
-    """Whether float32 x W^T and dout W of a weight of ``weight_shape`` (out, in) take the
-    register path on a CPU with AVX2 but not AVX-512 (``avx2_in_registers``, there
-    AVX2_IN_REGISTERS): for weights of at most AVX2_MAX_WEIGHT entries."""
-    return bool(avx2_in_registers) and weight_shape[0] * weight_shape[1] <= AVX2_MAX_WEIGHT
-
-
-def avx2_tn_in_registers(avx2_in_registers, weight_shape):
-    """Whether float32 dW of a weight of ``weight_shape`` (out, in) takes the register path on
-    a CPU with AVX2 but not AVX-512: as x W^T and dout W, with at least WIDE input features
-    (dW's columns: fewer leave most lanes of the blocks empty)."""
-    return (avx2_nt_nn_in_registers(avx2_in_registers, weight_shape)
-            and weight_shape[1] >= WIDE)
+def avx2_in_registers(avx2_in_registers, weight_shape, columns):
+    """Whether a float32 product of a layer with a weight of ``weight_shape`` (out, in) takes
+    the register path on a CPU with AVX2 but not AVX-512 (``avx2_in_registers``, there
+    AVX2_IN_REGISTERS): for weights of at most AVX2_MAX_WEIGHT entries, and products of at
+    least WIDE ``columns`` (out for x W^T, in for dout W and dW): fewer leave most lanes of the
+    blocks empty, and the narrow blocks' masked loads and stores are slow on AVX2."""
+    return (bool(avx2_in_registers) and weight_shape[0] * weight_shape[1] <= AVX2_MAX_WEIGHT
+            and columns >= WIDE)
 
 
 # Whether the driver transposes the strips of an a read transposed (dout in dW) into rows
@@ -316,7 +311,7 @@ def _packed_gemm_impl(c, a, b, transpose_a, transpose_b, accumulate, in_register
 def gemm_tn(c, a, b, accumulate, driver):
     """c (M, N) = a (K, M)^T @ b (K, N), plus c when ``accumulate`` (dW = dout^T x): through
     :func:`packed_gemm`, in registers at ``driver`` (:func:`driver_address`, where
-    ``TN_IN_REGISTERS`` or :func:`avx2_tn_in_registers`; 0 for BLAS) when the product has at
+    ``TN_IN_REGISTERS`` or :func:`avx2_in_registers`; 0 for BLAS) when the product has at
     least TN_MIN_WORK multiply-adds."""
     big = c.shape[0] * c.shape[1] * a.shape[0] >= TN_MIN_WORK
     # views of any layout: one compiled packed_gemm for the blocks of either operand

@@ -42,7 +42,8 @@ backward gathers from each dS tile in :func:`_structured_grads`.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from .gemm.amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_configuration,
                         tile_release)
@@ -56,7 +57,7 @@ from .gemm.bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, exp_split_proba
 from .gemm.blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .host_caches import L2_BYTES
-from .llvm_vectors import LANES as VECTOR_LANES
+from .llvm_vectors import AVX512, LANES as VECTOR_LANES
 from .gemm.register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_exp,
                             register_gemm_lane_max, register_gemm_softmax_grad, transpose)
 from .softmax_rows import exp_scalar, exp_shifted, row_max, softmax_grad_row
@@ -358,6 +359,47 @@ def _lse_shift(shift, lse_rows):
         shift[r] = -lse_rows[r] if lse_rows[r] == NEG_INF else lse_rows[r]
 
 
+# Whether the forward's float32 score product also keeps each row's maximum
+# (register_gemm_lane_max): on AVX-512. On AVX2 (Zen 3) that epilogue cost more than the plain
+# product and a max pass over the strip's rows together (BENCHMARKS.md, "CPUs with AVX2 but
+# not AVX-512"), so there the fold takes the maxima from the scores.
+MAXIMA_FROM_PRODUCT = AVX512
+
+
+def _strip_scores(s, q_strip, kt, b, hk, j0, scale, lane_max):
+    """s (rows, cols) = scale * q_strip @ k[j0:j0 + cols]^T, kt holding k's key panels
+    (:func:`_key_panels`), a strip's panels in one product call where they start on a panel;
+    where the product keeps the row maxima (MAXIMA_FROM_PRODUCT, and other dtypes than
+    float32), lane_max (rows, VECTOR_LANES) is set to them (``register_gemm_lane_max``).
+    Returns whether the maxima must be taken from s instead. Callable from @njit code only."""
+    raise NotImplementedError("_strip_scores is only callable from @njit code")
+
+
+@overload(_strip_scores, jit_options={"cache": True, "fastmath": FASTMATH})
+def _strip_scores_impl(s, q_strip, kt, b, hk, j0, scale, lane_max):
+    if s.dtype == types.float32 and not MAXIMA_FROM_PRODUCT:
+        def plain_product(s, q_strip, kt, b, hk, j0, scale, lane_max):
+            block_k = _block_keys(kt)
+            if kt.shape[5] == WIDE and j0 % WIDE == 0:
+                register_gemm(s, q_strip, kt[b, hk, j0 // block_k, j0 % block_k // WIDE:],
+                              scale, False)
+            else:
+                _panel_product(s, q_strip, kt, b, hk, j0, scale, None)
+            return True
+        return plain_product
+
+    def with_maxima(s, q_strip, kt, b, hk, j0, scale, lane_max):
+        block_k = _block_keys(kt)
+        lane_max[:] = NEG_INF
+        if kt.shape[5] == WIDE and j0 % WIDE == 0:
+            register_gemm_lane_max(s, q_strip, kt[b, hk, j0 // block_k, j0 % block_k // WIDE:],
+                                   scale, lane_max)
+        else:
+            _panel_product(s, q_strip, kt, b, hk, j0, scale, lane_max)
+        return False
+    return with_maxima
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mods):
     """Online-softmax attention of queries [i0, i1) of (b, h) over all visible keys; kt
@@ -366,7 +408,7 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
     M = v.shape[2]
     off = M - N
     hk = h // (q.shape[1] // v.shape[1])
-    block_k, width = _block_keys(kt), kt.shape[5]
+    block_k = _block_keys(kt)
     rows = i1 - i0
     dtype = q.dtype
     left, right = mods[4], mods[5]
@@ -388,18 +430,13 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
             if j0 >= j1:
                 continue
             s = s_buf[:r1 - r0, :j1 - j0]
-            lane_max[:] = NEG_INF
-            if width == WIDE and j0 % WIDE == 0:  # the strip's panels in one product call
-                register_gemm_lane_max(s, q_rows[r0:r1], kt[b, hk, kb, j0 % block_k // WIDE:],
-                                       scale, lane_max)
-            else:
-                _panel_product(s, q_rows[r0:r1], kt, b, hk, j0, scale, lane_max)
-            # the product's maxima hold unless a score modification changed the scores; a
-            # plain strip skips the call, which passes the whole mods tuple (its arrays'
-            # reference counts) for nothing
+            rescan = _strip_scores(s, q_rows[r0:r1], kt, b, hk, j0, scale, lane_max)
+            # the product's maxima (where it keeps them) hold unless a score modification
+            # changed the scores; a plain strip skips the call, which passes the whole mods
+            # tuple (its arrays' reference counts) for nothing
             plain = band_only and _inside_band(r1 - r0, j1 - j0, i0 + r0, j0, off, left, right)
             modified = not plain and _modify_scores(s, b, h, i0 + r0, j0, off, mods)
-            _fold_strip(s, lane_max, modified, running_max[r0:r1], running_sum[r0:r1],
+            _fold_strip(s, lane_max, modified or rescan, running_max[r0:r1], running_sum[r0:r1],
                         acc[r0:r1])
             register_gemm(acc[r0:r1], s, v[b, hk, j0:j1], 1.0, True)  # acc += P v
     _write_rows(out, lse, acc, running_max, running_sum, b, h, i0)

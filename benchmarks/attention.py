@@ -14,6 +14,11 @@ machine falls on all of them alike.
     python benchmarks/attention.py --structured      # distance and pair-code biases vs plain
     python benchmarks/attention.py --structured --threads 1 --clock cpu
     python benchmarks/attention.py --device cuda     # CUDA kernels vs torch on the GPU
+
+seqattn runs on all the threads asked for, as torch does, even where other processes keep cores
+busy (``threads.follow_machine_load(False)``): following the load, seqattn ran on one thread
+whenever another job held half a core, against torch's two. ``--follow-load`` times it as a
+user's call runs, leaving those cores.
 """
 import argparse
 import os
@@ -26,6 +31,7 @@ import time
 import numpy as np
 
 import seqattn
+from seqattn.kernels.cpu.threads import follow_machine_load
 from seqattn.kernels.cpu.workspace import held_bytes
 
 
@@ -203,11 +209,12 @@ def run_case(device, B, H, N, D, causal, repeats, with_naive, clock=time.perf_co
     return row
 
 
-def print_header(device, threads, clock_name):
+def print_header(device, threads, clock_name, follow_load=False):
     import numba
 
     print(f"# seqattn attention benchmark, device={device}, threads={threads}, "
-          f"clock={clock_name}, 1-min load {os.getloadavg()[0]:.1f}, "
+          f"clock={clock_name}, follow load {'on' if follow_load else 'off'}, "
+          f"1-min load {os.getloadavg()[0]:.1f}, "
           f"numba {numba.__version__}, numpy {np.__version__}, {platform.processor() or ''} "
           f"{platform.machine()}, {os.cpu_count()} logical CPUs")
     print("| N | D | causal | pass | seqattn GFLOP/s | torch GFLOP/s | naive NumPy GFLOP/s "
@@ -345,6 +352,9 @@ def main(argv=None):
                         help="wall: time.perf_counter; cpu: time.process_time, the CPU seconds "
                              "of the process (with --threads 1, unaffected by other jobs taking "
                              "the core between time slices)")
+    parser.add_argument("--follow-load", action="store_true",
+                        help="seqattn leaves the cores that other processes keep busy (its "
+                             "default for users); without it, both sides run on --threads")
     parser.add_argument("--quick", action="store_true", help="one small size only")
     parser.add_argument("--causal", choices=["both", "no", "yes"], default="both")
     parser.add_argument("--no-naive", action="store_true", help="leave out the NumPy forward")
@@ -364,6 +374,7 @@ def main(argv=None):
     import numba
 
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    follow_machine_load(args.follow_load)
     if args.long:
         long_sequence(args.device)
         return 0
@@ -372,7 +383,7 @@ def main(argv=None):
                           dense=not args.no_dense)
         return 0
     sizes, dims = (([512], [64]) if args.quick else (args.sizes, args.head_dims))
-    print_header(args.device, args.threads, args.clock)
+    print_header(args.device, args.threads, args.clock, args.follow_load)
     for N in sizes:
         for D in dims:
             for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[args.causal]:

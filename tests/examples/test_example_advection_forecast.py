@@ -5,10 +5,11 @@ library's ridge on each patch's history per lead ("lead token ridge"), and start
 fitted ridge: the test checks that the starting model predicts what the ridge does on every
 test sample. Attending to its west and east neighbours, it beats every baseline at both leads,
 the strongest among them, that ridge, included, in the mean RMSE over the quick run's seed and
-two more (each seed simulates its own world and trains its own model). One seed's 6 h margin is
-at the level of the floating-point rounding that training amplifies: seed 0 beat the ridge by
-3.6 % with OpenBLAS 0.3.30's Haswell kernel and lost by 0.3 % (1.737 against 1.732 ppb) with
-0.3.31's SkylakeX kernel on the same kind of machine, while seeds 1 and 2 won by 3-4 %."""
+two more (each seed simulates its own world and trains its own model). The 6 h margin is the
+smaller one: without the weights' moving average, which epoch early stopping kept followed the
+floating-point rounding of the CPU and BLAS at hand, and one seed's 6 h forecast won or lost
+against the ridge from one machine kind to another (BENCHMARKS.md, "CPUs with AVX2 but not
+AVX-512")."""
 import dataclasses
 
 import numpy as np

@@ -26,3 +26,18 @@ if config.ENABLE_CUDASIM:
     from simulator_shared_arrays import serialise_shared_array_creation
 
     serialise_shared_array_creation()
+
+
+def pytest_configure(config):
+    """pytest-xdist's ``--dist loadfile`` hands out the files with the most tests first, which
+    leaves the few-test files that take minutes (the CUDA compiler's census, the examples) to
+    the end of the session, one worker busy and the other idle: keep the order below instead."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The files with a test marked ``slow`` first, in collection order (each file's tests in
+    theirs), then the rest: the workers start on the long files and end on short ones."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)

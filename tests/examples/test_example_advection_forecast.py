@@ -13,11 +13,14 @@ AVX-512")."""
 import dataclasses
 
 import numpy as np
+import pytest
 
 import seqattn
 from test_examples import load_example
 from train_tasks import one_numba_thread  # noqa: F401  (tiny shapes run faster on one thread)
 from seqattn.baselines import LeadRidge, warm_start
+
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
 
 
 def test_advection_quick_starts_at_the_ridge_and_beats_the_strongest_baseline():

@@ -11,6 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
 import protein_ligand as example  # noqa: E402
 
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 CONFIG = example.ExampleConfig(**example.QUICK)
 
 

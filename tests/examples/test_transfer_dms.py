@@ -19,6 +19,8 @@ import seqattn
 from seqattn.adapters import ResidueAdapter
 from selection_spy import recorded_selections
 
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

@@ -12,6 +12,8 @@ from attention_cases import (CASES, Case, check_backward, check_forward, check_w
                              finite_difference_check)
 from cpu_tiny_tiles import tiny_tile_attention, tiny_tile_backward
 
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 DTYPES = [np.float32, np.float64]
 
 

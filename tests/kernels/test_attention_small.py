@@ -15,6 +15,8 @@ from seqattn.kernels.cpu import attention_small as short
 from seqattn.ops.attention import AttentionGradients
 from seqattn.ops.attention_inputs import prepare_attention
 
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 DTYPES = [np.float32, np.float64]
 # the cases without structured biases (tests/kernels/test_structured_bias_cpu.py runs those on
 # this kernel and on the tiled one): all of CASES

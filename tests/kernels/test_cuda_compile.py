@@ -21,6 +21,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 CENSUS = pathlib.Path(__file__).resolve().parents[1] / "helpers" / "cuda_kernel_census.py"
 ROOT = CENSUS.parents[2]
 EVERY_SIGNATURE_CC = "9.0"

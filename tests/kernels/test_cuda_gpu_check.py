@@ -7,6 +7,10 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 SCRIPT = pathlib.Path(__file__).resolve().parent.parent.parent / "benchmarks" / "gpu_check.py"
 
 

@@ -24,6 +24,8 @@ from seqattn.kernels.cpu.threads import CoresInUseElsewhere, SizedKernel, sized_
 from seqattn.ops.attention_inputs import prepare_attention
 from structured_bias_cases import STRUCTURED_CASES, check_structured
 
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 GRAIN = 8
 
 

@@ -19,6 +19,8 @@ from structured_bias_cases import (FD_CASES, STRUCTURED_CASES, StructuredCase,
                                    backward_inputs, check_pair_at_the_cutoff, check_structured,
                                    check_structured_finite_differences, dense_options)
 
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 DTYPES = [np.float32, np.float64]
 
 

@@ -9,6 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 cuda = pytest.importorskip("numba.cuda")
 if not cuda.is_available():
     pytest.skip("numba.cuda has no GPU and the simulator is off (NUMBA_ENABLE_CUDASIM=1)",

@@ -13,6 +13,8 @@ from seqattn.ops.attention import AttentionGradients
 from seqattn.ops.packed_attention import prepare_packed_attention
 from structured_bias_cases import BASE, STRUCTURED_CASES, backward_inputs, check_structured
 
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
+
 DTYPES = [np.float32, np.float64]
 # Self-attention (M = N, Hkv = H): every option of attention, key padding with a fully padded
 # batch and with padded tails, a dense bias of each broadcast shape

@@ -4,9 +4,12 @@ same step on the CPU; and cached generation of an N -> N' model on the device. T
 pooling and optimizer kernels are compared one by one in their own tests; the simulator runs
 every GPU thread in Python, so a decoder training step (90 s) is left to real-GPU runs."""
 import numpy as np
+import pytest
 
 from seqattn.models import Seq2SeqConfig, Seq2SeqModel, TokenModel, TokenModelConfig, generate
 from seqattn.train import AdamW, CrossEntropyLoss, MSELoss, fit
+
+pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
 
 RNG = np.random.default_rng(0)
 TINY = dict(d_model=4, nhead=2, num_layers=1, dim_feedforward=4, max_len=4, dtype="float64")

@@ -5,10 +5,11 @@ Backward overwrites dx with dout * f'(x). Exact GELU on float32 takes a vectoris
 (``float32_math``); everything else evaluates the shared libm formulas of ``scalar_math``.
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .. import scalar_math
 from .float32_math import FASTMATH, gelu_parts_f32
+from .jit_options import njit
 from .threads import sized_kernel
 
 _gelu = njit(inline="always")(scalar_math.gelu)

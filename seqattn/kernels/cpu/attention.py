@@ -42,7 +42,7 @@ backward gathers from each dS tile in :func:`_structured_grads`.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, prange, types
+from numba import prange, types
 from numba.extending import overload
 
 from .gemm.amx_tiles import (AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_configuration,
@@ -57,6 +57,7 @@ from .gemm.bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, exp_split_proba
 from .gemm.blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .host_caches import L2_BYTES
+from .jit_options import CACHED, njit
 from .llvm_vectors import AVX512, LANES as VECTOR_LANES
 from .gemm.register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_exp,
                             register_gemm_lane_max, register_gemm_softmax_grad, transpose)
@@ -375,7 +376,7 @@ def _strip_scores(s, q_strip, kt, b, hk, j0, scale, lane_max):
     raise NotImplementedError("_strip_scores is only callable from @njit code")
 
 
-@overload(_strip_scores, jit_options={"cache": True, "fastmath": FASTMATH})
+@overload(_strip_scores, jit_options={**CACHED, "fastmath": FASTMATH})
 def _strip_scores_impl(s, q_strip, kt, b, hk, j0, scale, lane_max):
     if s.dtype == types.float32 and not MAXIMA_FROM_PRODUCT:
         def plain_product(s, q_strip, kt, b, hk, j0, scale, lane_max):

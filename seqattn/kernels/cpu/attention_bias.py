@@ -32,11 +32,12 @@ offset into an end code): one accumulator would make each add wait for the previ
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from .. import structured_bias_math as sbm
 from .float32_math import FASTMATH
+from .jit_options import njit
 from .llvm_vectors import LANES as VECTOR_LANES, unit_stride_row
 from .structured_bias_rows import (FEW_CODES, IN_REGISTERS, SUMMED_CODES, TABLE_ENTRIES,
                                    code_row_add, code_sums_8, code_sums_16, distance_row_add,

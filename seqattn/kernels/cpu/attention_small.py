@@ -36,7 +36,7 @@ the next layer and the backward share (batch_geometry.py). The op
 (``seqattn.ops.attention``) sends the longer sequences (beyond MAX_LENGTH) to attention.py.
 """
 import numpy as np
-from numba import njit, prange, types
+from numba import prange, types
 from numba.extending import overload
 
 from .attention import (PAIR_AT, STRUCTURED_AT, _mods, _structured_biases, _structured_parts,
@@ -47,6 +47,7 @@ from .distance_geometry import add_shared_distance_bias, shared_distance_bias_gr
 from .float32_math import FASTMATH
 from .gemm.register_gemm import (register_gemm, register_gemm_softmax_grad,
                                  transpose)
+from .jit_options import njit
 from .softmax_rows import exp_shifted, row_max
 from .threads import sized_kernel
 

@@ -15,9 +15,10 @@ import functools
 import threading
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .distance_geometry import DistanceGeometry, _fill_called_by_name
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Pairs a thread must have before a launch takes it (a pair's fill is several nanoseconds).

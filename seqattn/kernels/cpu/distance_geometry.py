@@ -29,7 +29,7 @@ here first.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from .attention_bias import (DistanceArgs, _cartesian, _fractional, _log_envelope,
@@ -38,6 +38,7 @@ from .attention_bias import (DistanceArgs, _cartesian, _fractional, _log_envelop
 from .called_by_name import called_by_name
 from .. import structured_bias_math as sbm
 from .float32_math import FASTMATH, log_f32, sin_cos_f32
+from .jit_options import CACHED, njit
 
 NEG_INF = -np.inf
 
@@ -183,7 +184,7 @@ def _fill_called_by_name(geometry, b, dist):
     raise NotImplementedError("callable from @njit code only")
 
 
-@overload(_fill_called_by_name, jit_options={"cache": True})
+@overload(_fill_called_by_name, jit_options=CACHED)
 def _fill_called_by_name_impl(geometry, b, dist):
     """The C function of the geometry's dtype where every array is row-major, the same
     signature as the C function's; else :func:`_fill` compiled into the caller. Any integer

@@ -3,10 +3,10 @@
 Arrays are flat. Element i is kept when uniform(seed, i) >= p and then scaled by 1 / (1 - p);
 the CUDA twin draws the same mask for the same seed.
 """
-from numba import njit, prange
+from numba import prange
 
 from .. import scalar_math
-
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it (benchmarks/small_launches.py).

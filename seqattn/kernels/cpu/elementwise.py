@@ -4,8 +4,9 @@ moving toward another array (weight averaging).
 Arrays are flat (the ops layer ravels them). ``b`` of size S broadcasts over a of size G * S:
 a[g * S + s] pairs with b[s] (a bias (E,), a positional table (N * E,), or a full residual).
 """
-from numba import njit, prange
+from numba import prange
 
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it (benchmarks/small_launches.py).

@@ -32,8 +32,10 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from .jit_options import njit
 
 # Reassociation and contraction let loops vectorise; no nnan/ninf since -inf is meaningful.
 FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}

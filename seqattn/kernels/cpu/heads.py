@@ -11,8 +11,9 @@ split than looping over tokens). The merge picks its block out of the tuple once
 per row of D it made the merge several times slower than the split (measured at the small
 models' sizes).
 """
-from numba import njit, prange
+from numba import prange
 
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it (benchmarks/small_launches.py).

@@ -9,9 +9,10 @@ short row (measured on rows of 16-64 features, forward and backward). Reassociat
 sums vectorise (NaN and inf keep their meaning).
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .float32_math import FASTMATH
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it (benchmarks/small_launches.py): the

@@ -23,7 +23,7 @@ On CPUs with AMX tiles, the forward, dx and dW of large enough products run ther
 (tile_linear.py), each in a parallel region of its own; db stays here.
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .gemm import tile_linear
 from .gemm.blas_library import single_threaded_blas
@@ -31,6 +31,7 @@ from ..compiled_elsewhere import compile_function_elsewhere
 from .gemm.packed_gemm import (AVX2_IN_REGISTERS, DRIVER, MIN_WORK, NT_NN_IN_REGISTERS,
                                TN_IN_REGISTERS, avx2_in_registers, driver_address, gemm_tn,
                                packed_gemm, strip_block)
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Multiply-adds a thread must have before a launch takes it (benchmarks/small_launches.py).

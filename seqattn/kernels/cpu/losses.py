@@ -14,10 +14,10 @@ False). Cross-entropy shapes: logits (R, C), targets (R,) integers, class_weight
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .. import loss_math
-
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it: as for GELU (an exp per element),

@@ -13,9 +13,10 @@ through the same :func:`_adam_element` as in :func:`adam_update`: the same bits 
 import math
 
 import numpy as np
-from numba import carray, njit, prange, types
+from numba import carray, prange, types
 from numba.extending import intrinsic
 
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it (benchmarks/small_launches.py).

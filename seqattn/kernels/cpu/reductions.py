@@ -3,8 +3,9 @@
 Shapes: x (G, S) is G repeats of a block of S values; out (S,).
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it (benchmarks/small_launches.py).

@@ -4,8 +4,9 @@ Shapes: x (B, H, N, D) with D even; cos and sin (N, D / 2) for the position of e
 Feature pair (j, j + D/2) of token n is rotated by the angle whose cosine and sine are
 cos[n, j], sin[n, j]. Backward rotates the gradient back by the opposite angle.
 """
-from numba import njit, prange
+from numba import prange
 
+from .jit_options import njit
 from .threads import sized_kernel
 
 # Elements a thread must have before a launch takes it: as for the add and the head split,

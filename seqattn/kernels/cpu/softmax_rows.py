@@ -14,12 +14,13 @@ The float32 exp takes ``float32_math.exp_f32``'s range reduction with a degree-5
 """
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from . import float32_math as f32
 from .float32_math import FASTMATH
+from .jit_options import CACHED, njit
 from .llvm_vectors import (AVX512, F32, I32, LANES, VEC, declare, lanes_below, masked_load,
                            masked_store, splat, vector_at)
 
@@ -49,7 +50,7 @@ def exp_shifted(x, shift):
 # the caller. LLVM inlined it in the copy inside a cached kernel's object but not in the
 # caller's own, to which a process that compiles the kernel links it: other bits in that
 # process than in those that load the cache (tests/kernels/test_cached_kernels_bits.py).
-@overload(exp_shifted, inline="always", jit_options={"cache": True})
+@overload(exp_shifted, inline="always", jit_options=CACHED)
 def _exp_shifted_impl(x, shift):
     if x.dtype == types.float32 and x.layout in "CA":
         vectors = _exp_shifted_scalef if AVX512 else _exp_shifted_bits
@@ -145,7 +146,7 @@ def softmax_grad_row(ds, p, delta):
     raise NotImplementedError("softmax_grad_row is only callable from @njit code")
 
 
-@overload(softmax_grad_row, jit_options={"cache": True})
+@overload(softmax_grad_row, jit_options=CACHED)
 def _softmax_grad_row_impl(ds, p, delta):
     if ds.dtype == types.float32 and p.dtype == types.float32:
         def float32_rows(ds, p, delta):
@@ -179,7 +180,7 @@ def exp_scalar(x):
 
 
 # Inlined by Numba for the same reason as exp_shifted.
-@overload(exp_scalar, inline="always", jit_options={"cache": True})
+@overload(exp_scalar, inline="always", jit_options=CACHED)
 def _exp_scalar_impl(x):
     if x == types.float32:
         return lambda x: f32.exp_f32(x)
@@ -296,7 +297,7 @@ def row_max(x):
     raise NotImplementedError("row_max is only callable from @njit code")
 
 
-@overload(row_max, jit_options={"cache": True})
+@overload(row_max, jit_options=CACHED)
 def _row_max_impl(x):
     if x.dtype == types.float32 and x.layout in "CA":
         return lambda x: _row_max_f32(x) if _unit_stride(x) else _row_max_loop(x)

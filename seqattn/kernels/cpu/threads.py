@@ -31,10 +31,11 @@ import time
 import types
 
 import numba
-from numba import njit
 from numba.core.compiler_lock import global_compiler_lock
 
 from ..compiled_elsewhere import wait_for
+from .jit_options import njit
+
 # Seconds over which the cores that other processes use are measured. The kernel counts CPU
 # time in /proc/stat in ticks (10 ms): over 0.2 s on 2 cores that is 40 ticks, enough to tell
 # a busy core from an idle one; reading the file costs 30-60 us, once per window.

@@ -17,12 +17,13 @@ of x - hi - mid, which has at most 8 significant bits left, so the three add up 
 (inputs below 2^-110 lose their lo term, as the tiles flush bf16 subnormals)."""
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .amx_tiles import (TILE_ELEMENTS, TILE_ROWS, tile_dot_bf16, tile_load, tile_store,
                         tile_zero)
+from ..jit_options import njit
 from ..llvm_vectors import AVX512, F32, I32, LANES, VEC, declare, splat, unit_stride_row, vector_at
 from .register_gemm import transpose
 from ..softmax_rows import vector_exp

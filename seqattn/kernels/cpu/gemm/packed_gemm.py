@@ -46,12 +46,13 @@ compiled it. dW is passed the driver's address instead
 (on AVX-512 large enough, MIN_WORK: a run of small layers never compiles the driver there).
 """
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from .blas_gemm import gemm
 from ..called_by_name import address_of, called_at_address, called_by_name
 from .blas_library import CORENAME, LIBRARY, OPENBLAS
+from ..jit_options import CACHED, njit
 from ..llvm_vectors import AVX512
 from .register_gemm import IN_REGISTERS, WIDE, register_gemm, transpose
 
@@ -138,7 +139,7 @@ def _panels_product(c, a, panels, accumulate):
     raise NotImplementedError("_panels_product is only callable from @njit code")
 
 
-@overload(_panels_product, jit_options={"cache": True})
+@overload(_panels_product, jit_options=CACHED)
 def _panels_product_impl(c, a, panels, accumulate):
     if IN_REGISTERS:
         return lambda c, a, panels, accumulate: register_gemm(c, a, panels, 1.0, accumulate)
@@ -256,7 +257,7 @@ def _through_blas_of_dtype(c, a, b, transpose_a, transpose_b, accumulate):
     raise NotImplementedError("callable from @njit code only")
 
 
-@overload(_through_blas_of_dtype, jit_options={"cache": True})
+@overload(_through_blas_of_dtype, jit_options=CACHED)
 def _through_blas_of_dtype_impl(c, a, b, transpose_a, transpose_b, accumulate):
     call = _THROUGH_BLAS.get(c.dtype)
     if call is None:
@@ -284,7 +285,7 @@ def packed_gemm(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
     raise NotImplementedError("packed_gemm is only callable from @njit code")
 
 
-@overload(packed_gemm, jit_options={"cache": True})
+@overload(packed_gemm, jit_options=CACHED)
 def _packed_gemm_impl(c, a, b, transpose_a, transpose_b, accumulate, in_registers):
     if c.dtype == types.float32 and isinstance(in_registers, types.Integer):
         def by_address(c, a, b, transpose_a, transpose_b, accumulate, in_registers):

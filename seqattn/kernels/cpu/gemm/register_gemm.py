@@ -28,12 +28,13 @@ that Numba compiles for.
 """
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .blas_gemm import gemm
 from ..called_by_name import called_by_name
+from ..jit_options import CACHED, njit
 from ..softmax_rows import exp_shifted, softmax_grad_row, vector_exp
 from ..llvm_vectors import (AVX512, F32, I32, LANES, TARGET_FEATURES, VEC, declare,
                            has_avx2_fma, has_avx512, lanes_below, masked_load, masked_store, splat,
@@ -528,7 +529,7 @@ def register_gemm(c, a, b, alpha, accumulate):
     raise NotImplementedError("register_gemm is only callable from @njit code")
 
 
-@overload(register_gemm, jit_options={"cache": True})
+@overload(register_gemm, jit_options=CACHED)
 def _register_gemm_impl(c, a, b, alpha, accumulate):
     if c.dtype == types.float32 and IN_REGISTERS and (AVX512 or b.ndim == 3):
         return lambda c, a, b, alpha, accumulate: _register_gemm_f32(c, a, b, alpha, accumulate,
@@ -576,7 +577,7 @@ def register_gemm_lane_max(c, a, b, alpha, lane_max):
     raise NotImplementedError("register_gemm_lane_max is only callable from @njit code")
 
 
-@overload(register_gemm_lane_max, jit_options={"cache": True})
+@overload(register_gemm_lane_max, jit_options=CACHED)
 def _register_gemm_lane_max_impl(c, a, b, alpha, lane_max):
     if c.dtype == types.float32 and IN_REGISTERS:
         return lambda c, a, b, alpha, lane_max: _register_gemm_f32(
@@ -597,7 +598,7 @@ def register_gemm_exp(c, a, b, alpha, shift):
     raise NotImplementedError("register_gemm_exp is only callable from @njit code")
 
 
-@overload(register_gemm_exp, jit_options={"cache": True})
+@overload(register_gemm_exp, jit_options=CACHED)
 def _register_gemm_exp_impl(c, a, b, alpha, shift):
     if c.dtype == types.float32 and IN_REGISTERS:
         return lambda c, a, b, alpha, shift: _register_gemm_f32(
@@ -625,7 +626,7 @@ def _check_layout_of_p(c, p):
         raise ValueError("p must be laid out as c")
 
 
-@overload(register_gemm_softmax_grad, jit_options={"cache": True})
+@overload(register_gemm_softmax_grad, jit_options=CACHED)
 def _register_gemm_softmax_grad_impl(c, a, b, alpha, p, delta):
     if c.dtype == types.float32 and IN_REGISTERS:
         def in_registers(c, a, b, alpha, p, delta):
@@ -745,7 +746,7 @@ def transpose(dst, src):
     raise NotImplementedError("transpose is only callable from @njit code")
 
 
-@overload(transpose, jit_options={"cache": True})
+@overload(transpose, jit_options=CACHED)
 def _transpose_impl(dst, src):
     if dst.dtype == types.float32 and src.dtype == types.float32:
         return lambda dst, src: _transpose_f32((dst.ctypes.data, dst.strides[0] // _BYTES,

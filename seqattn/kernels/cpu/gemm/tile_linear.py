@@ -17,12 +17,13 @@ neither is ever split whole in memory. Each element of dW adds up its chunks' su
 order whatever the number of tasks, so its bits do not depend on it either.
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .amx_tiles import AMX_BF16, TILE_ELEMENTS, TILE_ROWS, tile_config, tile_configuration, \
     tile_release
 from .bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, keys_as_columns, pairs_as_depth,
                           product_32x32, rows_as_depth, split_rows_into)
+from ..jit_options import njit
 from .register_gemm import transpose
 from ..threads import sized_kernel
 from ..workspace import scratch

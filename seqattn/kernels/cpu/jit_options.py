@@ -5,8 +5,8 @@ pointer (first-class function values, ``cfunc`` callbacks). seqattn calls its ke
 Python, through the CPython wrapper, or from other kernels, directly; never through a pointer.
 The C wrapper was compiled, optimized and emitted for nothing (a first run's compilation
 measured with and without it: BENCHMARKS.md, "Kernels without Numba's C-callable wrapper").
-Here it is left out. The C functions of
-called_by_name.py are ``numba.cfunc`` and keep theirs, which is what they are for.
+Here it is left out. The C functions of called_by_name.py are ``numba.cfunc`` and keep
+theirs, which is what they are for.
 """
 import numba
 

@@ -139,9 +139,9 @@ class CompileNotice(event.Listener):
 
     def hand_over_backward_of(self, call):
         """On a first run with a helper: hand it the short attention backward of ``call``, a
-        call with structured biases, once per signature of its score modifications (which the
-        biases it has decide) and of its heads (views of a packed projection or not); the run's
-        first backward launch waits for it."""
+        call with structured biases or dense score modifications, once per signature of its
+        score modifications (which the biases it has decide) and of its heads (views of a
+        packed projection or not); the run's first backward launch waits for it."""
         if self._helper_lock is None:
             return
         from .compile import PACKED_STRUCTURED_JOB, STRUCTURED_JOB, hand_over

@@ -124,14 +124,18 @@ def attention_of_call(call, return_lse=False, out=None):
         out = empty_like_on(call.device, (B, H, N, D), call.q.dtype)
     lse = empty_like_on(call.device, (B, H, N), call.q.dtype)
     short = _short_sequence_kernels(call)
-    if short is not None and (call.distance.has or call.pair.mode):
+    if short is not None and (call.distance.has or call.pair.mode or call.has_bias
+                              or call.has_mask or call.has_alibi):
         _hand_over_backward(call)
     (short or _attention_kernels(call)).attention_forward(out, lse, call)
     return (out, lse) if return_lse else out
 
 
 def _hand_over_backward(call):
-    """On a first run, the compile helper compiles this call's backward meanwhile."""
+    """On a first run, the compile helper compiles this call's backward meanwhile: a call of
+    the short kernels whose signature none of its fixed jobs has (structured biases, or a
+    dense bias, mask or ALiBi: kernels/cpu/attention_small.py leaves those out of the
+    others')."""
     from ..first_run import hand_over_structured_backward
 
     hand_over_structured_backward(call)

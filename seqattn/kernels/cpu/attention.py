@@ -60,7 +60,8 @@ from .host_caches import L2_BYTES
 from .jit_options import CACHED, njit
 from .llvm_vectors import AVX512, LANES as VECTOR_LANES
 from .gemm.register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_exp,
-                            register_gemm_lane_max, register_gemm_softmax_grad, transpose)
+                                 register_gemm_lane_max, register_gemm_softmax_grad,
+                                 register_gemm_untransposed, transpose)
 from .softmax_rows import exp_scalar, exp_shifted, row_max, softmax_grad_row
 from .threads import sized_kernel
 from .workspace import scratch
@@ -328,7 +329,7 @@ def _panel_product(c, a, panels, b, hk, j0, alpha, lane_max):
         n = min(width - first, j0 + cols - j)
         piece, panel = c[:, j - j0:j - j0 + n], panels[b, hk, kb, p, :, first:first + n]
         if lane_max is None:
-            register_gemm(piece, a, panel, alpha, False)
+            register_gemm_untransposed(piece, a, panel, alpha, False)
         else:
             register_gemm_lane_max(piece, a, panel, alpha, lane_max)
         j += n
@@ -439,7 +440,7 @@ def _forward_query_block(out, lse, q, kt, v, scale, b, h, i0, i1, strip_rows, mo
             modified = not plain and _modify_scores(s, b, h, i0 + r0, j0, off, mods)
             _fold_strip(s, lane_max, modified or rescan, running_max[r0:r1], running_sum[r0:r1],
                         acc[r0:r1])
-            register_gemm(acc[r0:r1], s, v[b, hk, j0:j1], 1.0, True)  # acc += P v
+            register_gemm_untransposed(acc[r0:r1], s, v[b, hk, j0:j1], 1.0, True)  # acc += P v
     _write_rows(out, lse, acc, running_max, running_sum, b, h, i0)
 
 

@@ -46,7 +46,7 @@ from .batch_geometry import batch_view, no_geometry, shared_geometry
 from .distance_geometry import add_shared_distance_bias, shared_distance_bias_grads
 from .float32_math import FASTMATH
 from .gemm.register_gemm import (register_gemm, register_gemm_softmax_grad,
-                                 transpose)
+                                 register_gemm_untransposed, transpose)
 from .jit_options import njit
 from .softmax_rows import exp_shifted, row_max
 from .threads import sized_kernel
@@ -97,6 +97,25 @@ def _add_dense_modifications(s, b, h, i, off, bias, attn_mask, alibi_slopes, has
         for c in range(width):
             if not mrow[c if mrow.shape[0] > 1 else 0]:
                 s[c] = NEG_INF
+
+
+def _add_dense_modifications_if_any(s, b, h, i, off, bias, attn_mask, alibi_slopes, has_bias,
+                                    has_mask, has_alibi):
+    """:func:`_add_dense_modifications` where the call has any (its arrays are given), nothing
+    where it has none (its arrays are None: :func:`_mods_and_geometry`), chosen once per
+    signature: the kernels of the calls without them, nearly all, compile none of their code."""
+    raise NotImplementedError("callable from @njit code only")
+
+
+@overload(_add_dense_modifications_if_any, inline="always")
+def _choose_dense_modifications(s, b, h, i, off, bias, attn_mask, alibi_slopes, has_bias,
+                                has_mask, has_alibi):
+    if isinstance(bias, types.NoneType):
+        return lambda s, b, h, i, off, bias, attn_mask, alibi_slopes, has_bias, has_mask, \
+            has_alibi: None
+    return lambda s, b, h, i, off, bias, attn_mask, alibi_slopes, has_bias, has_mask, \
+        has_alibi: _add_dense_modifications(s, b, h, i, off, bias, attn_mask, alibi_slopes,
+                                            has_bias, has_mask, has_alibi)
 
 
 @njit(inline="always")
@@ -230,7 +249,7 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry)
             transpose(kt, k[b, hk, :keys])
             # s = scale q k^T (every product's operands as views of any layout, [:, :]: one
             # compiled register_gemm serves them all, where C, F and A layouts compiled three)
-            register_gemm(scores[:, :], q[b, h, :, :], kt[:, :], scale, False)
+            register_gemm_untransposed(scores[:, :], q[b, h, :, :], kt[:, :], scale, False)
             # a run-time flag as well as the compile-time choice of _with_structured_biases:
             # the backward would otherwise take views of its gradient buffers per head
             if structured:
@@ -245,8 +264,8 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry)
                     continue
                 # the modifications of s; the rare dense ones in a call of their own
                 if has_bias or has_mask or has_alibi:
-                    _add_dense_modifications(s, b, h, i, off, bias, attn_mask, alibi_slopes,
-                                             has_bias, has_mask, has_alibi)
+                    _add_dense_modifications_if_any(s, b, h, i, off, bias, attn_mask,
+                                                    alibi_slopes, has_bias, has_mask, has_alibi)
                 _hide_keys(s, padded, hide_padded, lo, hi)
                 m = row_max(s)
                 if m == NEG_INF:  # every key it may see is masked: zeros
@@ -256,7 +275,8 @@ def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry)
                 factors[i] = one / total
                 lse[b, h, i] = m + np.log(total)
             # out_i = p_i v / sum p_i
-            register_gemm(out[b, h, :, :], scores[:, :], v[b, hk, :keys, :], one, False)
+            register_gemm_untransposed(out[b, h, :, :], scores[:, :], v[b, hk, :keys, :], one,
+                                       False)
             for i in range(N):
                 for d in range(D):
                     out[b, h, i, d] *= factors[i]
@@ -321,8 +341,9 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
                         p[i] = 0
                         continue
                     if has_bias or has_mask or has_alibi:
-                        _add_dense_modifications(p[i], b, h, i, off, bias, attn_mask,
-                                                 alibi_slopes, has_bias, has_mask, has_alibi)
+                        _add_dense_modifications_if_any(p[i], b, h, i, off, bias, attn_mask,
+                                                        alibi_slopes, has_bias, has_mask,
+                                                        has_alibi)
                     _hide_keys(p[i], padded, hide_padded, lo, hi)
                     # forward: p = exp(s - m) / sum = exp(s - lse)
                     exp_shifted(p[i], row_lse)
@@ -365,10 +386,13 @@ def _launch(kernel, tasks, *args):
 
 
 def _mods_and_geometry(call):
-    """(the flat mods tuple, the distance bias's batch geometry: shared with the other calls
+    """(the flat mods tuple, None in place of the dense modifications' placeholders where
+    the call has none of them; the distance bias's batch geometry: shared with the other calls
     on the same positions, batch_geometry.py; a stand-in for a pair bias alone, None for a
     call without structured biases)."""
     mods = _mods(call)
+    if not (call.has_bias or call.has_mask or call.has_alibi):  # _add_dense_modifications_if_any
+        mods = (None, None, mods[2], None) + mods[4:]
     if not _structured(call):
         return mods, None
     B, N = call.q.shape[0], call.q.shape[2]

@@ -544,6 +544,23 @@ def _register_gemm_impl(c, a, b, alpha, accumulate):
     return lambda c, a, b, alpha, accumulate: blas_product(c, a, b, alpha, accumulate)
 
 
+def register_gemm_untransposed(c, a, b, alpha, accumulate):
+    """:func:`register_gemm` for an ``a`` that is not a transposed view (unit stride along its
+    rows, as the attention forward's q and P are). The same products and bits (such an a never
+    takes the AVX2 route to BLAS of :func:`_transposed_a_through_blas`), but a kernel that
+    calls only this compiles none of that route's code, which register_gemm links into every
+    caller on AVX2. Callable from @njit code only."""
+    raise NotImplementedError("register_gemm_untransposed is only callable from @njit code")
+
+
+@overload(register_gemm_untransposed, jit_options=CACHED)
+def _register_gemm_untransposed_impl(c, a, b, alpha, accumulate):
+    if c.dtype == types.float32 and IN_REGISTERS:
+        return lambda c, a, b, alpha, accumulate: _register_gemm_f32(c, a, b, alpha, accumulate,
+                                                                     PLAIN, 0, 0)
+    return lambda c, a, b, alpha, accumulate: blas_product(c, a, b, alpha, accumulate)
+
+
 @njit(cache=True)
 def _product_through_blas(c, a, b, alpha):
     """c = alpha * a @ b through BLAS, b row-major (K, N) or panels (P, K, W)."""

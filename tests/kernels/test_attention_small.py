@@ -270,3 +270,36 @@ def test_a_call_without_structured_biases_compiles_none_of_their_code(structured
     typed = [numba.typeof(mods) in signature
              for signature in short._structured_biases_added.overloads]
     assert any(typed) == structured, "the structured biases' code compiled for a plain call"
+
+
+@njit  # not cached, as _structured_probe
+def _dense_probe(s, mods):
+    bias, attn_mask, _, alibi_slopes, _, _, has_bias, has_mask, _, has_alibi = \
+        mods[:tiled.STRUCTURED_AT]
+    short._add_dense_modifications_if_any(s, 0, 0, 0, 0, bias, attn_mask, alibi_slopes,
+                                          has_bias, has_mask, has_alibi)
+
+
+@pytest.mark.parametrize("dense", [None, "bias", "attn_mask", "alibi_slopes"])
+def test_a_call_without_dense_modifications_compiles_none_of_their_code(dense):
+    q = np.random.default_rng(0).standard_normal((1, 2, 4, 8)).astype(np.float32)
+    opts = {"bias": np.ones((1, 2, 4, 4), np.float32),
+            "attn_mask": np.tril(np.ones((4, 4), bool)),
+            "alibi_slopes": np.ones(2, np.float32)}
+    call = prepare_attention(q, q, q, **({dense: opts[dense]} if dense else {}))
+    mods, _ = short._mods_and_geometry(call)
+    # None where the call has none of them (the kernels then type the no-op), else all three
+    assert [m is None for m in (mods[0], mods[1], mods[3])] == [dense is None] * 3
+    s = np.zeros(4, np.float32)
+    _dense_probe(s, mods)
+    assert (s != 0).any() == (dense is not None)
+
+
+def test_a_short_call_with_dense_modifications_hands_its_backward_to_the_helper(monkeypatch):
+    handed = []
+    monkeypatch.setattr(seqattn.first_run, "hand_over_structured_backward", handed.append)
+    q = np.random.default_rng(1).standard_normal((1, 2, 8, 8)).astype(np.float32)
+    seqattn.ops.attention(q, q, q)  # the helper's fixed short-backward job has its signature
+    assert handed == []
+    seqattn.ops.attention(q, q, q, alibi_slopes=np.ones(2, np.float32))
+    assert len(handed) == 1 and handed[0].has_alibi

@@ -531,17 +531,14 @@ def register_gemm(c, a, b, alpha, accumulate):
 
 @overload(register_gemm, jit_options=CACHED)
 def _register_gemm_impl(c, a, b, alpha, accumulate):
-    if c.dtype == types.float32 and IN_REGISTERS and (AVX512 or b.ndim == 3):
-        return lambda c, a, b, alpha, accumulate: _register_gemm_f32(c, a, b, alpha, accumulate,
-                                                                     PLAIN, 0, 0)
-    if c.dtype == types.float32 and IN_REGISTERS:
+    if c.dtype == types.float32 and IN_REGISTERS and not AVX512 and b.ndim == 2:
         def avx2_blocks_or_blas(c, a, b, alpha, accumulate):
             if _transposed_a_through_blas(a):
                 blas_product(c, a, b, alpha, accumulate)
             else:
                 _register_gemm_f32(c, a, b, alpha, accumulate, PLAIN, 0, 0)
         return avx2_blocks_or_blas
-    return lambda c, a, b, alpha, accumulate: blas_product(c, a, b, alpha, accumulate)
+    return _register_gemm_untransposed_impl(c, a, b, alpha, accumulate)
 
 
 def register_gemm_untransposed(c, a, b, alpha, accumulate):

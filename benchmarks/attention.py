@@ -89,15 +89,15 @@ def timed(fn, sync, clock=time.perf_counter):
     return clock() - start
 
 
-def interleaved_medians(timers, repeats):
+def interleaved_medians(timers, repeats, warmup=True):
     """Median seconds per contender, timing one call of each per round in turn, so that load
-    from other jobs on a shared machine falls on all contenders alike. The first round is a
-    warm-up (compilation, first-touch allocations) and is not counted."""
+    from other jobs on a shared machine falls on all contenders alike. With ``warmup`` the first
+    round is a warm-up (compilation, first-touch allocations) and is not counted."""
     samples = {name: [] for name in timers}
-    for round_ in range(repeats + 1):
+    for round_ in range(repeats + int(warmup)):
         for name, timer in timers.items():
             elapsed = timer()
-            if round_:
+            if round_ or not warmup:
                 samples[name].append(elapsed)
     return {name: statistics.median(times) for name, times in samples.items()}
 

@@ -46,13 +46,13 @@ def torch_twin(ours, args, device):
     return theirs.to(device).train()
 
 
-def step_seconds(steps, repeats):
+def step_seconds(steps, repeats, warmup=True):
     """Per (step, synchronize) pair: (median wall, min wall, max wall, median CPU) seconds per
     step. The steps alternate, so a load that other users put on a shared machine meanwhile
     falls on both sides alike; the process's CPU time (all its threads, spinning included) is
-    the figure such load disturbs least."""
-    for step, synchronize in steps:
-        step()  # warm-up: compilation, allocator
+    the figure such load disturbs least. With ``warmup`` each step runs once untimed first."""
+    for step, synchronize in steps if warmup else ():
+        step()  # compilation, allocator
         synchronize()
     wall = [[] for _ in steps]
     cpu = [[] for _ in steps]

@@ -61,12 +61,15 @@ class Shapes:
             self.gemms = [(8, 8, 8)]
             self.encoder = dict(layers=1, d_model=8, heads=2, ffn=16, batch=2, n=4)
             self.repeats = 1
+            # The simulator compiles nothing: a warm-up round would only run everything twice.
+            self.warmup = False
         else:
             self.check_attention = dict(B=2, H=8, Hkv=2, N=333, M=400, D=64)
             self.bench_attention = [dict(B=1, H=8, N=4096, D=D) for D in (64, 128)]
             self.gemms = [(4096, 4096, 4096), (8192, 1024, 256), (8192, 256, 1024)]
             self.encoder = dict(layers=4, d_model=256, heads=8, ffn=1024, batch=8, n=1024)
             self.repeats = repeats
+            self.warmup = True
 
 
 def sync_all():
@@ -207,7 +210,7 @@ def torch_sdpa_contenders(q, k, v, dout, causal):
     return contenders
 
 
-def bench_attention(shape, causal, repeats):
+def bench_attention(shape, causal, repeats, warmup):
     """Forward and forward + backward TFLOP/s of each contender; backward alone is derived as
     the backward FLOPs over the difference of the two medians."""
     B, H, N, D = shape["B"], shape["H"], shape["N"], shape["D"]
@@ -231,7 +234,7 @@ def bench_attention(shape, causal, repeats):
     for phase, index in (("forward", 0), ("forward_backward", 1)):
         timers = {name: (lambda fn=fns[index]: timed(fn, sync_all))
                   for name, fns in contenders.items()}
-        seconds[phase] = interleaved_medians(timers, repeats)
+        seconds[phase] = interleaved_medians(timers, repeats, warmup)
     forward_flops = attention_flops(B, H, N, N, D, causal)
     backward_flops = attention_flops(B, H, N, N, D, causal, backward=True)
     results = {}
@@ -250,7 +253,7 @@ def bench_attention(shape, causal, repeats):
 
 # --- 3. GEMM throughput ---------------------------------------------------------------------
 
-def bench_gemm(M, N, K, repeats):
+def bench_gemm(M, N, K, repeats, warmup):
     from seqattn.kernels.cuda.gemm import gemm, gemm_backend
     from seqattn.kernels.cuda.sgemm import sgemm
 
@@ -264,7 +267,7 @@ def bench_gemm(M, N, K, repeats):
         "numba_sgemm": lambda: timed(lambda: sgemm(dc, da, db, False, False, False), sync_all),
         "torch_matmul": lambda: timed(lambda: torch.matmul(ta, tb), sync_all),
     }
-    seconds = interleaved_medians(timers, repeats)
+    seconds = interleaved_medians(timers, repeats, warmup)
     gemm(dc, da, db, False, False, False)
     error = relative_error(dc.copy_to_host(), a.astype(np.float64) @ b)
     return {"shape": (M, N, K), "seqattn_gemm_uses": gemm_backend(dc, da, db),
@@ -274,7 +277,7 @@ def bench_gemm(M, N, K, repeats):
 
 # --- 4. encoder -----------------------------------------------------------------------------
 
-def bench_encoder(shape, repeats):
+def bench_encoder(shape, repeats, warmup):
     args = argparse.Namespace(**shape)
     ours = encoder_benchmark.build(args).train()
     theirs = encoder_benchmark.torch_twin(ours, args, torch_device())
@@ -294,7 +297,7 @@ def bench_encoder(shape, repeats):
         theirs(x_torch).backward(dout_torch)
 
     ours_time, torch_time = encoder_benchmark.step_seconds(
-        [(step_ours, sync_all), (step_torch, sync_all)], repeats)
+        [(step_ours, sync_all), (step_torch, sync_all)], repeats, warmup)
     tokens = shape["batch"] * shape["n"]
     return {"shape": shape, "seqattn_tokens_per_s": tokens / ours_time[0],
             "torch_tokens_per_s": tokens / torch_time[0],
@@ -356,13 +359,14 @@ def main(argv=None):
             lambda: check_attention(shapes.check_attention), results, "attention_check")
     section("one encoder training step (GPU vs CPU), and the memory pool",
             lambda: check_training_step(shapes.encoder), results, "training_step_check")
-    section("attention TFLOP/s", lambda: [bench_attention(s, causal, shapes.repeats)
+    timing = (shapes.repeats, shapes.warmup)
+    section("attention TFLOP/s", lambda: [bench_attention(s, causal, *timing)
                                           for s in shapes.bench_attention
                                           for causal in (False, True)],
             results, "attention_bench")
-    section("GEMM TFLOP/s", lambda: [bench_gemm(*mnk, shapes.repeats) for mnk in shapes.gemms],
+    section("GEMM TFLOP/s", lambda: [bench_gemm(*mnk, *timing) for mnk in shapes.gemms],
             results, "gemm_bench")
-    section("encoder forward+backward", lambda: bench_encoder(shapes.encoder, shapes.repeats),
+    section("encoder forward+backward", lambda: bench_encoder(shapes.encoder, *timing),
             results, "encoder_bench")
     if args.dry_run:
         results["registers"] = "not available under the simulator"

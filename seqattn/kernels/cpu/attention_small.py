@@ -42,7 +42,7 @@ from numba.extending import overload
 from .attention import (PAIR_AT, STRUCTURED_AT, _mods, _structured_biases, _structured_parts,
                         _sum_structured_parts)
 from .attention_bias import DistanceArgs, add_pair_bias, pair_bias_grads
-from .batch_geometry import batch_view, no_geometry, shared_geometry
+from .batch_geometry import batch_view, shared_geometry
 from .distance_geometry import add_shared_distance_bias, shared_distance_bias_grads
 from .float32_math import FASTMATH
 from .gemm.register_gemm import (register_gemm, register_gemm_softmax_grad,
@@ -164,12 +164,24 @@ def _hide_keys(s, padded, hide_padded, lo, hi):
         s[c] = NEG_INF
 
 
+def _batch_view_if_any(geometry, b):
+    """batch_view(geometry, b), or None for a call without a distance bias (geometry None)."""
+    raise NotImplementedError("callable from @njit code only")
+
+
+@overload(_batch_view_if_any, inline="always")
+def _choose_batch_view(geometry, b):
+    if isinstance(geometry, types.NoneType):
+        return lambda geometry, b: None
+    return lambda geometry, b: batch_view(geometry, b)
+
+
 @njit(cache=True)
 def _structured_biases_added(s, b, h, mods, geometry):
     """Add the call's structured biases to the (N, M) scores s of (b, h); geometry: the
-    batch geometry of batch_geometry.py."""
+    batch geometry of batch_geometry.py, None without a distance bias."""
     distance, pair = _structured_biases(mods)
-    add_shared_distance_bias(s, b, h, distance, batch_view(geometry, b))
+    add_shared_distance_bias(s, b, h, distance, _batch_view_if_any(geometry, b))
     add_pair_bias(s, b, h, 0, 0, pair)
 
 
@@ -181,7 +193,7 @@ def _structured_grads(ds, b, h, mods, geometry, task_grads):
     (h itself in the distance table's)."""
     distance, pair = _structured_biases(mods)
     dtable, dpair, dx, dy = task_grads
-    shared_distance_bias_grads(ds, b, h, distance, batch_view(geometry, b),
+    shared_distance_bias_grads(ds, b, h, distance, _batch_view_if_any(geometry, b),
                                dtable[h % dtable.shape[0]], dx, dy)
     pair_bias_grads(ds, b, 0, 0, pair, dpair[h % dpair.shape[0]])
 
@@ -385,19 +397,26 @@ def _launch(kernel, tasks, *args):
     kernel.run(threads, min(threads, tasks), *args)
 
 
+def _arrays_as_none(fields):
+    """An absent bias's kernel form with None for its placeholder arrays, which no kernel reads
+    (its flag is None): the kernels' wrappers then unbox none of them."""
+    return tuple(None if isinstance(field, np.ndarray) else field for field in fields)
+
+
 def _mods_and_geometry(call):
     """(the flat mods tuple, None in place of the dense modifications' placeholders where
-    the call has none of them; the distance bias's batch geometry: shared with the other calls
-    on the same positions, batch_geometry.py; a stand-in for a pair bias alone, None for a
-    call without structured biases)."""
+    the call has none of them, and of an absent structured bias's arrays; the distance bias's
+    batch geometry: shared with the other calls on the same positions, batch_geometry.py; None
+    for a call without a distance bias)."""
     mods = _mods(call)
     if not (call.has_bias or call.has_mask or call.has_alibi):  # _add_dense_modifications_if_any
         mods = (None, None, mods[2], None) + mods[4:]
-    if not _structured(call):
+    distance, pair = mods[STRUCTURED_AT:PAIR_AT], mods[PAIR_AT:]
+    mods = (mods[:STRUCTURED_AT] + (_arrays_as_none(distance) if distance[0] is None else distance)
+            + (_arrays_as_none(pair) if pair[0] is None else pair))
+    if not call.distance.has:
         return mods, None
     B, N = call.q.shape[0], call.q.shape[2]
-    if not call.distance.has:
-        return mods, no_geometry(B, call.q.dtype)
     # split in Python, not by the @njit _structured_biases: that would box the scalars as
     # Python floats, and a fill typed with float64 scalars compiles apart from the kernels'
     distance = DistanceArgs(*mods[STRUCTURED_AT:PAIR_AT])

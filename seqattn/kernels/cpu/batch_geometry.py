@@ -11,7 +11,6 @@ in one launch and kept, keyed by the values it was made from, for the calls that
 ones: the next layer and the backward passes.
 """
 from collections import OrderedDict
-import functools
 import threading
 
 import numpy as np
@@ -46,12 +45,6 @@ def batch_view(geometry, b):
 def _fill_batches(geometry, dist):
     for b in prange(geometry.entry.shape[0]):
         _fill_called_by_name(batch_view(geometry, b), b, dist)
-
-
-@functools.lru_cache(maxsize=None)
-def no_geometry(B, dtype):
-    """The stand-in of a call without a distance bias: B batches of no pairs (never read)."""
-    return _buffers(B, 0, 0, np.dtype(dtype))
 
 
 def _key(dist, B, rows, cols, dtype):

@@ -971,10 +971,19 @@ def _weights_tasks(weights, q, kt, scale, block_q, mods):
 
 
 def _mods(call):
-    """The score modifications of a prepared call, as the flat tuple the kernels unpack."""
+    """The score modifications of a prepared call, as the flat tuple the kernels unpack; an
+    absent structured bias's placeholder arrays are None there."""
+    distance, pair = distance_args(call.distance, call.q.dtype), pair_args(call.pair)
     return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes,
             call.left, call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi,
-            *distance_args(call.distance, call.q.dtype), *pair_args(call.pair))
+            *(_arrays_as_none(distance) if distance.has is None else distance),
+            *(_arrays_as_none(pair) if pair.mode is None else pair))
+
+
+def _arrays_as_none(fields):
+    """An absent bias's kernel form with None for its arrays, which no kernel reads (its flag
+    is None): the kernels' wrappers then unbox none of them."""
+    return tuple(None if isinstance(field, np.ndarray) else field for field in fields)
 
 
 def _scale(call):

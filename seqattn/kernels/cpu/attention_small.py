@@ -397,23 +397,14 @@ def _launch(kernel, tasks, *args):
     kernel.run(threads, min(threads, tasks), *args)
 
 
-def _arrays_as_none(fields):
-    """An absent bias's kernel form with None for its placeholder arrays, which no kernel reads
-    (its flag is None): the kernels' wrappers then unbox none of them."""
-    return tuple(None if isinstance(field, np.ndarray) else field for field in fields)
-
-
 def _mods_and_geometry(call):
     """(the flat mods tuple, None in place of the dense modifications' placeholders where
-    the call has none of them, and of an absent structured bias's arrays; the distance bias's
-    batch geometry: shared with the other calls on the same positions, batch_geometry.py; None
-    for a call without a distance bias)."""
+    the call has none of them; the distance bias's batch geometry: shared with the other
+    calls on the same positions, batch_geometry.py; None for a call without a distance
+    bias)."""
     mods = _mods(call)
     if not (call.has_bias or call.has_mask or call.has_alibi):  # _add_dense_modifications_if_any
         mods = (None, None, mods[2], None) + mods[4:]
-    distance, pair = mods[STRUCTURED_AT:PAIR_AT], mods[PAIR_AT:]
-    mods = (mods[:STRUCTURED_AT] + (_arrays_as_none(distance) if distance[0] is None else distance)
-            + (_arrays_as_none(pair) if pair[0] is None else pair))
     if not call.distance.has:
         return mods, None
     B, N = call.q.shape[0], call.q.shape[2]

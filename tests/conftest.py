@@ -23,11 +23,9 @@ if not os.path.exists("/dev/nvidia0") and "NUMBA_ENABLE_CUDASIM" not in os.envir
     config.ENABLE_CUDASIM = True
 
 if config.ENABLE_CUDASIM:
-    from simulator_polling import yield_while_polling
     from simulator_shared_arrays import serialise_shared_array_creation
 
     serialise_shared_array_creation()
-    yield_while_polling()
 
 
 def pytest_configure(config):

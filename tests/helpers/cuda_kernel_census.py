@@ -261,9 +261,6 @@ def workload():
 def census():
     """The launches of :func:`workload`, or an AssertionError naming what it did not cover."""
     sys.path.insert(0, str(HERE))
-    from simulator_polling import yield_while_polling
-
-    yield_while_polling()
     recorder = _Recorder()
     recorder.install()
     workload()

@@ -11,28 +11,14 @@ import pytest
 
 pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
 
-TESTS = pathlib.Path(__file__).resolve().parent.parent
-SCRIPT = TESTS.parent / "benchmarks" / "gpu_check.py"
-
-# The script under the simulator as tests/conftest.py sets it up for every test: one shared
-# array per declaring line, and a launch that does not busy-wait for its threads.
-SIMULATOR_AS_IN_THE_TESTS = """
-import runpy, sys
-from simulator_polling import yield_while_polling
-from simulator_shared_arrays import serialise_shared_array_creation
-serialise_shared_array_creation()
-yield_while_polling()
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
+SCRIPT = pathlib.Path(__file__).resolve().parent.parent.parent / "benchmarks" / "gpu_check.py"
 
 
 def test_gpu_check_dry_run(tmp_path):
     out = tmp_path / "results.json"
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join(
-        [str(TESTS.parent), str(TESTS / "helpers"), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, "-c", SIMULATOR_AS_IN_THE_TESTS, str(SCRIPT),
-                             "--dry-run", "--out", str(out)],
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(SCRIPT.parent.parent), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)],
                             env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     results = json.loads(out.read_text())

@@ -272,6 +272,27 @@ def test_a_call_without_structured_biases_compiles_none_of_their_code(structured
     assert any(typed) == structured, "the structured biases' code compiled for a plain call"
 
 
+@pytest.mark.parametrize("name", [None, "distance", "pair_codes", "distance_and_pair"])
+def test_an_absent_structured_bias_passes_none_for_its_arrays(name):
+    """The kernels' wrappers unbox no placeholder: an absent bias's arrays are None in the
+    mods tuple (attention._mods, which the tiled kernels take too), and a call without a
+    distance bias passes no batch geometry."""
+    if name is None:
+        dout, q, k, v, opts = _parallel_case_inputs(structured=False)
+    else:
+        case = next(c for c in STRUCTURED_CASES if c.name == name)
+        dout, q, k, v, opts = structured_backward_inputs(case, np.float32)
+    call = prepare_attention(q, k, v, **opts)
+    mods, geometry = short._mods_and_geometry(call)
+    distance, pair = tiled._structured_biases(mods)
+    assert tiled._mods(call)[tiled.STRUCTURED_AT:] == mods[tiled.STRUCTURED_AT:]
+    for present, fields in ((call.distance.has, distance), (bool(call.pair.mode), pair)):
+        arrays = [field for field in fields if isinstance(field, np.ndarray)]
+        assert bool(arrays) == present, f"{type(fields).__name__}: {fields}"
+    assert (geometry is None) == (not call.distance.has)
+    assert name is None or (distance.has, pair.mode) != (None, None)
+
+
 @njit  # not cached, as _structured_probe
 def _dense_probe(s, mods):
     bias, attn_mask, _, alibi_slopes, _, _, has_bias, has_mask, _, has_alibi = \

@@ -11,6 +11,7 @@ from attention_cases import (CASES, Case, backward_inputs, check_backward, check
 from structured_bias_cases import STRUCTURED_CASES
 from structured_bias_cases import backward_inputs as structured_backward_inputs
 from seqattn.kernels.cpu import attention as tiled
+from seqattn.kernels.cpu.attention_bias import DistanceArgs, PairArgs
 from seqattn.kernels.cpu import attention_small as short
 from seqattn.ops.attention import AttentionGradients
 from seqattn.ops.attention_inputs import prepare_attention
@@ -284,7 +285,9 @@ def test_an_absent_structured_bias_passes_none_for_its_arrays(name):
         dout, q, k, v, opts = structured_backward_inputs(case, np.float32)
     call = prepare_attention(q, k, v, **opts)
     mods, geometry = short._mods_and_geometry(call)
-    distance, pair = tiled._structured_biases(mods)
+    # split in Python: the @njit _structured_biases would compile for each case's tuple
+    distance = DistanceArgs(*mods[tiled.STRUCTURED_AT:tiled.PAIR_AT])
+    pair = PairArgs(*mods[tiled.PAIR_AT:])
     assert tiled._mods(call)[tiled.STRUCTURED_AT:] == mods[tiled.STRUCTURED_AT:]
     for present, fields in ((call.distance.has, distance), (bool(call.pair.mode), pair)):
         arrays = [field for field in fields if isinstance(field, np.ndarray)]

@@ -12,6 +12,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 from numba import njit, types
 
 from cache_child import run_on_cache
@@ -141,3 +142,55 @@ def test_a_mark_left_by_an_ended_process_is_taken_over(tmp_path):
     with compiling_here(str(tmp_path), "seqattn_toy"):
         assert mark.read_text() == str(os.getpid())
     assert time.monotonic() - started < 0.5
+
+
+def test_a_launch_holds_a_declaration_of_its_task_function_not_its_code():
+    """linear's and the short attention's prange kernels call their task body by symbol
+    (called_natively): the body is compiled once for both versions, not linked into each."""
+    from seqattn.kernels.cpu import linear
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(40, 8)).astype(np.float32)
+    w = rng.normal(size=(12, 8)).astype(np.float32)
+    out = np.zeros((40, 12), np.float32)
+    linear._linear_forward.serial(out, x, w, np.zeros(12, np.float32), False, True, 2)
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-5, atol=1e-5)
+    ir = next(iter(linear._linear_forward.serial.inspect_llvm().values()))
+    symbol = by_name.native_symbol(linear._forward_task,
+                                   (types.int64,) + linear._linear_forward.serial.signatures[0])
+    assert any(line.startswith("declare") and symbol in line for line in ir.splitlines())
+    defined = [line for line in ir.splitlines() if line.startswith("define")]
+    assert not any("_forward_task" in line for line in defined)
+
+
+@njit
+def _checked_half(x):
+    if x % 2:
+        raise ValueError("odd")
+    return x // 2
+
+
+_HALF = by_name.called_natively(_checked_half)
+
+
+@njit
+def _call_half(x):
+    return _HALF((x,)) + 1
+
+
+def test_a_function_called_natively_returns_its_value_and_raises_its_exceptions():
+    assert _call_half(10) == 6
+    with pytest.raises(ValueError, match="odd"):
+        _call_half(7)
+
+
+def test_a_cached_launch_whose_task_function_left_the_cache_compiles_it_and_runs(tmp_path):
+    """The symbol is the same in every process: a launch loaded from the cache finds a task
+    function compiled afresh (its cache files deleted) as well as one loaded."""
+    compiled = run_on_cache(_CHILD, tmp_path)
+    removed = [f for f in tmp_path.rglob("*") if f.is_file() and "_forward_task" in f.name]
+    assert removed, "the task function was not cached on its own"
+    for f in removed:
+        f.unlink()
+    loaded = run_on_cache(_CHILD, tmp_path)
+    assert compiled["misses"] == 2 and loaded["misses"] == 0
+    assert loaded["same"] and loaded["error"] == compiled["error"]

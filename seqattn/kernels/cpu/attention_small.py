@@ -12,7 +12,8 @@ register-blocked ``register_gemm`` (k and v transposed into (D, M) rows of the t
 a product runs along the keys), and a query's row of scores is complete at once: an exact
 softmax (max, exp and sum over the row), no online rescaling. The same numbers come out (the
 same masks, band, biases, scale, lse saved per row), within rounding. The scratch (transposed
-k and v, score tiles) is allocated once per chunk of tasks, not per task. With a key padding
+k and v, score tiles) is allocated once per chunk of tasks, not per task; a chunk's work is an
+@njit function of its own, which the serial and the parallel kernel call by symbol (threads.py). With a key padding
 mask, a batch's tasks take its keys up to the last unpadded one only (the score tile then has
 fewer columns): the keys after it add nothing to any output or gradient.
 
@@ -43,6 +44,7 @@ from .attention import (PAIR_AT, STRUCTURED_AT, _mods, _structured_biases, _stru
                         _sum_structured_parts)
 from .attention_bias import DistanceArgs, add_pair_bias, pair_bias_grads
 from .batch_geometry import batch_view, shared_geometry
+from .called_by_name import called_natively
 from .distance_geometry import add_shared_distance_bias, shared_distance_bias_grads
 from .float32_math import FASTMATH
 from .gemm.register_gemm import (register_gemm, register_gemm_softmax_grad,
@@ -232,73 +234,72 @@ def _set_of(task, tasks, sets):
     return ((task + 1) * sets - 1) // tasks
 
 
-@sized_kernel(GRAIN, work=lambda chunks, out, lse, q, k, *rest: _score_work(
-    *q.shape[:3], k.shape[2], q.shape[3]))
-def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry):
+@njit(cache=True, error_model="numpy")
+def _forward_chunk(chunk, chunks, out, lse, q, k, v, scale, structured, mods, geometry):
+    """The forward of the tasks in chunk number ``chunk`` of ``chunks`` (_chunk)."""
     bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
         has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
     B, H, N, D = q.shape
     Hkv, M = k.shape[1], k.shape[2]
     group, off = H // Hkv, M - N
     one = q.dtype.type(1)
-    for chunk in prange(chunks):
-        kt_buffer = np.empty(D * M, q.dtype)
-        scores_buffer = np.empty(N * M, q.dtype)
-        factors = np.empty(N, q.dtype)
-        start, stop = _chunk(chunk, chunks, B * H)
-        for task in range(start, stop):
-            b, h = task // H, task % H
-            hk = h // group
-            padded = key_padding_mask[b if has_kpm else 0]
-            keys, hide_padded = _keys_of_task(padded, has_kpm, M, structured)
-            if keys == 0 or N == 0:  # no key to see: zeros (BLAS rejects empty operands)
-                out[b, h] = 0
-                lse[b, h] = NEG_INF
+    kt_buffer = np.empty(D * M, q.dtype)
+    scores_buffer = np.empty(N * M, q.dtype)
+    factors = np.empty(N, q.dtype)
+    start, stop = _chunk(chunk, chunks, B * H)
+    for task in range(start, stop):
+        b, h = task // H, task % H
+        hk = h // group
+        padded = key_padding_mask[b if has_kpm else 0]
+        keys, hide_padded = _keys_of_task(padded, has_kpm, M, structured)
+        if keys == 0 or N == 0:  # no key to see: zeros (BLAS rejects empty operands)
+            out[b, h] = 0
+            lse[b, h] = NEG_INF
+            continue
+        # C-contiguous (D, keys) and (N, keys), as the whole buffers were: no new signature
+        kt = kt_buffer[:D * keys].reshape((D, keys))
+        scores = scores_buffer[:N * keys].reshape((N, keys))
+        transpose(kt, k[b, hk, :keys])
+        # s = scale q k^T (every product's operands as views of any layout, [:, :]: one
+        # compiled register_gemm serves them all, where C, F and A layouts compiled three)
+        register_gemm_untransposed(scores[:, :], q[b, h, :, :], kt[:, :], scale, False)
+        # a run-time flag as well as the compile-time choice of _with_structured_biases:
+        # the backward would otherwise take views of its gradient buffers per head
+        if structured:
+            _add_structured_biases(scores, b, h, mods, geometry)
+        for i in range(N):
+            s = scores[i]
+            factors[i] = 0
+            lse[b, h, i] = NEG_INF
+            lo, hi = _band(i, off, left, right, keys)
+            if hi <= lo:  # the band leaves it no key: zeros
+                s[:] = 0
                 continue
-            # C-contiguous (D, keys) and (N, keys), as the whole buffers were: no new signature
-            kt = kt_buffer[:D * keys].reshape((D, keys))
-            scores = scores_buffer[:N * keys].reshape((N, keys))
-            transpose(kt, k[b, hk, :keys])
-            # s = scale q k^T (every product's operands as views of any layout, [:, :]: one
-            # compiled register_gemm serves them all, where C, F and A layouts compiled three)
-            register_gemm_untransposed(scores[:, :], q[b, h, :, :], kt[:, :], scale, False)
-            # a run-time flag as well as the compile-time choice of _with_structured_biases:
-            # the backward would otherwise take views of its gradient buffers per head
-            if structured:
-                _add_structured_biases(scores, b, h, mods, geometry)
-            for i in range(N):
-                s = scores[i]
-                factors[i] = 0
-                lse[b, h, i] = NEG_INF
-                lo, hi = _band(i, off, left, right, keys)
-                if hi <= lo:  # the band leaves it no key: zeros
-                    s[:] = 0
-                    continue
-                # the modifications of s; the rare dense ones in a call of their own
-                if has_bias or has_mask or has_alibi:
-                    _add_dense_modifications_if_any(s, b, h, i, off, bias, attn_mask,
-                                                    alibi_slopes, has_bias, has_mask, has_alibi)
-                _hide_keys(s, padded, hide_padded, lo, hi)
-                m = row_max(s)
-                if m == NEG_INF:  # every key it may see is masked: zeros
-                    s[:] = 0
-                    continue
-                total = exp_shifted(s, m)  # s holds exp(s - m) from here
-                factors[i] = one / total
-                lse[b, h, i] = m + np.log(total)
-            # out_i = p_i v / sum p_i
-            register_gemm_untransposed(out[b, h, :, :], scores[:, :], v[b, hk, :keys, :], one,
-                                       False)
-            for i in range(N):
-                for d in range(D):
-                    out[b, h, i, d] *= factors[i]
+            # the modifications of s; the rare dense ones in a call of their own
+            if has_bias or has_mask or has_alibi:
+                _add_dense_modifications_if_any(s, b, h, i, off, bias, attn_mask,
+                                                alibi_slopes, has_bias, has_mask, has_alibi)
+            _hide_keys(s, padded, hide_padded, lo, hi)
+            m = row_max(s)
+            if m == NEG_INF:  # every key it may see is masked: zeros
+                s[:] = 0
+                continue
+            total = exp_shifted(s, m)  # s holds exp(s - m) from here
+            factors[i] = one / total
+            lse[b, h, i] = m + np.log(total)
+        # out_i = p_i v / sum p_i
+        register_gemm_untransposed(out[b, h, :, :], scores[:, :], v[b, hk, :keys, :], one,
+                                   False)
+        for i in range(N):
+            for d in range(D):
+                out[b, h, i, d] *= factors[i]
 
 
-@sized_kernel(GRAIN, work=lambda chunks, dq, dk, dv, parts, dout, out, lse, q, k, *rest:
-              _score_work(*q.shape[:3], k.shape[2], q.shape[3]))
-def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale,
+@njit(cache=True, error_model="numpy")
+def _backward_chunk(chunk, chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale,
                     structured, mods, geometry):
-    """structured_parts: :func:`task_parts` (task b * Hkv + hk owns dpair[task], dx[0, hk, b],
+    """The backward of the tasks in chunk number ``chunk`` of ``chunks``, whole sets of them.
+    structured_parts: :func:`task_parts` (task b * Hkv + hk owns dpair[task], dx[0, hk, b],
     dy[hk, b] and adds into its set's dtable; a chunk takes whole sets); structured: whether
     the call has a structured bias."""
     bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
@@ -309,77 +310,97 @@ def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, 
     group, off = H // Hkv, M - N
     one = q.dtype.type(1)
     tasks, sets = B * Hkv, dtable.shape[0]
+    # (D, keys) for k, v and dK, dV transposed (their products run along the keys, below)
+    # and (N, keys) for P and dS, out of buffers for all M keys (see the forward)
+    kt_buffer = np.empty(D * M, q.dtype)
+    vt_buffer = np.empty(D * M, q.dtype)
+    dkt_buffer = np.empty(D * M, q.dtype)
+    dvt_buffer = np.empty(D * M, q.dtype)
+    p_buffer = np.empty(N * M, q.dtype)
+    ds_buffer = np.empty(N * M, q.dtype)
+    delta = np.empty(N, q.dtype)
+    first_set, stop_set = _chunk(chunk, chunks, sets)
+    for task in range(first_set * tasks // sets, stop_set * tasks // sets):
+        b, hk = task // Hkv, task % Hkv
+        padded = key_padding_mask[b if has_kpm else 0]
+        keys, hide_padded = _keys_of_task(padded, has_kpm, M, structured)
+        if keys == 0 or N == 0:  # no key or no query: no gradient (BLAS rejects empty operands)
+            dq[b, hk * group:(hk + 1) * group] = 0
+            dk[b, hk] = 0
+            dv[b, hk] = 0
+            continue
+        # the keys past the last unpadded one get no gradient
+        dk[b, hk, keys:] = 0
+        dv[b, hk, keys:] = 0
+        kt = kt_buffer[:D * keys].reshape((D, keys))
+        vt = vt_buffer[:D * keys].reshape((D, keys))
+        dkt = dkt_buffer[:D * keys].reshape((D, keys))
+        dvt = dvt_buffer[:D * keys].reshape((D, keys))
+        p = p_buffer[:N * keys].reshape((N, keys))
+        ds = ds_buffer[:N * keys].reshape((N, keys))
+        transpose(kt, k[b, hk, :keys])
+        transpose(vt, v[b, hk, :keys])
+        for h in range(hk * group, (hk + 1) * group):
+            # forward: s = scale q k^T, modified, outside the row's band -inf
+            register_gemm(p[:, :], q[b, h, :, :], kt[:, :], scale, False)
+            if structured:
+                _add_structured_biases(p, b, h, mods, geometry)
+            for i in range(N):
+                row_lse = lse[b, h, i]
+                delta[i] = 0
+                lo, hi = _band(i, off, left, right, keys)
+                if row_lse == NEG_INF or hi <= lo:  # saw no key: no gradient
+                    p[i] = 0
+                    continue
+                if has_bias or has_mask or has_alibi:
+                    _add_dense_modifications_if_any(p[i], b, h, i, off, bias, attn_mask,
+                                                    alibi_slopes, has_bias, has_mask,
+                                                    has_alibi)
+                _hide_keys(p[i], padded, hide_padded, lo, hi)
+                # forward: p = exp(s - m) / sum = exp(s - lse)
+                exp_shifted(p[i], row_lse)
+                total = dout.dtype.type(0)
+                for d in range(D):
+                    total += dout[b, h, i, d] * out[b, h, i, d]
+                delta[i] = total
+            first = h == hk * group  # the group's first head sets dK, dV; the others add
+            # forward: out = P v  ->  dV^T += dout^T P, dP = dout v^T (as dV^T, the
+            # product's rows run along the keys: from N 32 on faster than dV = P^T dout,
+            # whose rows are only D wide; measured)
+            register_gemm(dvt[:, :], dout[b, h].T[:, :], p[:, :], one, not first)
+            # softmax: dS = P (dP - delta)
+            register_gemm_softmax_grad(ds, dout[b, h], vt, one, p, delta)
+            if structured:
+                _add_structured_grads(ds, b, h, mods, geometry, (
+                    dtable[_set_of(task, tasks, sets)], dpair[task % dpair.shape[0]],
+                    dx[0, hk % dx.shape[1], b % dx.shape[2]],
+                    dy[hk % dy.shape[0], b % dy.shape[1]]))
+            # forward: s = scale q k^T  ->  dq = scale dS k, dK^T += scale q^T dS
+            register_gemm(dq[b, h, :, :], ds[:, :], k[b, hk, :keys, :], scale, False)
+            register_gemm(dkt[:, :], q[b, h].T[:, :], ds[:, :], scale, not first)
+        transpose(dk[b, hk, :keys], dkt)
+        transpose(dv[b, hk, :keys], dvt)
+
+
+_forward_chunk_by_symbol = called_natively(_forward_chunk)
+_backward_chunk_by_symbol = called_natively(_backward_chunk)
+
+
+@sized_kernel(GRAIN, work=lambda chunks, out, lse, q, k, *rest: _score_work(
+    *q.shape[:3], k.shape[2], q.shape[3]), chunk=_forward_chunk)
+def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry):
     for chunk in prange(chunks):
-        # (D, keys) for k, v and dK, dV transposed (their products run along the keys, below)
-        # and (N, keys) for P and dS, out of buffers for all M keys (see the forward)
-        kt_buffer = np.empty(D * M, q.dtype)
-        vt_buffer = np.empty(D * M, q.dtype)
-        dkt_buffer = np.empty(D * M, q.dtype)
-        dvt_buffer = np.empty(D * M, q.dtype)
-        p_buffer = np.empty(N * M, q.dtype)
-        ds_buffer = np.empty(N * M, q.dtype)
-        delta = np.empty(N, q.dtype)
-        first_set, stop_set = _chunk(chunk, chunks, sets)
-        for task in range(first_set * tasks // sets, stop_set * tasks // sets):
-            b, hk = task // Hkv, task % Hkv
-            padded = key_padding_mask[b if has_kpm else 0]
-            keys, hide_padded = _keys_of_task(padded, has_kpm, M, structured)
-            if keys == 0 or N == 0:  # no key or no query: no gradient (BLAS rejects empty operands)
-                dq[b, hk * group:(hk + 1) * group] = 0
-                dk[b, hk] = 0
-                dv[b, hk] = 0
-                continue
-            # the keys past the last unpadded one get no gradient
-            dk[b, hk, keys:] = 0
-            dv[b, hk, keys:] = 0
-            kt = kt_buffer[:D * keys].reshape((D, keys))
-            vt = vt_buffer[:D * keys].reshape((D, keys))
-            dkt = dkt_buffer[:D * keys].reshape((D, keys))
-            dvt = dvt_buffer[:D * keys].reshape((D, keys))
-            p = p_buffer[:N * keys].reshape((N, keys))
-            ds = ds_buffer[:N * keys].reshape((N, keys))
-            transpose(kt, k[b, hk, :keys])
-            transpose(vt, v[b, hk, :keys])
-            for h in range(hk * group, (hk + 1) * group):
-                # forward: s = scale q k^T, modified, outside the row's band -inf
-                register_gemm(p[:, :], q[b, h, :, :], kt[:, :], scale, False)
-                if structured:
-                    _add_structured_biases(p, b, h, mods, geometry)
-                for i in range(N):
-                    row_lse = lse[b, h, i]
-                    delta[i] = 0
-                    lo, hi = _band(i, off, left, right, keys)
-                    if row_lse == NEG_INF or hi <= lo:  # saw no key: no gradient
-                        p[i] = 0
-                        continue
-                    if has_bias or has_mask or has_alibi:
-                        _add_dense_modifications_if_any(p[i], b, h, i, off, bias, attn_mask,
-                                                        alibi_slopes, has_bias, has_mask,
-                                                        has_alibi)
-                    _hide_keys(p[i], padded, hide_padded, lo, hi)
-                    # forward: p = exp(s - m) / sum = exp(s - lse)
-                    exp_shifted(p[i], row_lse)
-                    total = dout.dtype.type(0)
-                    for d in range(D):
-                        total += dout[b, h, i, d] * out[b, h, i, d]
-                    delta[i] = total
-                first = h == hk * group  # the group's first head sets dK, dV; the others add
-                # forward: out = P v  ->  dV^T += dout^T P, dP = dout v^T (as dV^T, the
-                # product's rows run along the keys: from N 32 on faster than dV = P^T dout,
-                # whose rows are only D wide; measured)
-                register_gemm(dvt[:, :], dout[b, h].T[:, :], p[:, :], one, not first)
-                # softmax: dS = P (dP - delta)
-                register_gemm_softmax_grad(ds, dout[b, h], vt, one, p, delta)
-                if structured:
-                    _add_structured_grads(ds, b, h, mods, geometry, (
-                        dtable[_set_of(task, tasks, sets)], dpair[task % dpair.shape[0]],
-                        dx[0, hk % dx.shape[1], b % dx.shape[2]],
-                        dy[hk % dy.shape[0], b % dy.shape[1]]))
-                # forward: s = scale q k^T  ->  dq = scale dS k, dK^T += scale q^T dS
-                register_gemm(dq[b, h, :, :], ds[:, :], k[b, hk, :keys, :], scale, False)
-                register_gemm(dkt[:, :], q[b, h].T[:, :], ds[:, :], scale, not first)
-            transpose(dk[b, hk, :keys], dkt)
-            transpose(dv[b, hk, :keys], dvt)
+        _forward_chunk_by_symbol((np.int64(chunk), chunks, out, lse, q, k, v, scale, structured,
+                                  mods, geometry))
+
+
+@sized_kernel(GRAIN, work=lambda chunks, dq, dk, dv, parts, dout, out, lse, q, k, *rest:
+              _score_work(*q.shape[:3], k.shape[2], q.shape[3]), chunk=_backward_chunk)
+def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale,
+                    structured, mods, geometry):
+    for chunk in prange(chunks):
+        _backward_chunk_by_symbol((np.int64(chunk), chunks, dq, dk, dv, structured_parts, dout,
+                                   out, lse, q, k, v, scale, structured, mods, geometry))
 
 
 def _scale(call):

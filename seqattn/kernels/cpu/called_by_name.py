@@ -1,5 +1,5 @@
-"""Large CPU functions compiled once, as C functions, and called by symbol name, so that their
-code is not copied into every kernel that calls them.
+"""Large CPU functions compiled once and called by symbol name, so that their code is not copied
+into every kernel that calls them.
 
 Numba links the LLVM IR of every function a kernel calls into that kernel's own module, then
 optimizes the whole module and emits its machine code: a callee of half a megabyte of IR
@@ -18,10 +18,19 @@ Nothing is compiled at import.
 The call is not inlined: use this for functions whose calls are few and long (a product over
 a whole tile), never in an inner loop.
 
+``called_natively(dispatcher)`` does the same for an @njit function whose argument types vary
+from call to call (arrays, tuples, None), which one C signature cannot serve: it is compiled as
+usual for the arguments of each call site, and its code is called by a symbol that its types
+name, the same in every process. Numba's disk cache does not know that a caller needs it, so
+whoever loads a caller from the cache must make it ready first (:func:`compile_natively`;
+threads.SizedKernel does so for the chunk functions of the prange kernels).
+
 ``called_at_address(signature)`` calls such a function at an address passed in at run time
 (:func:`address_of`): a kernel that takes a C function only for some sizes compiles and
 loads it only when a launch of those sizes asks for its address.
 """
+import hashlib
+
 import llvmlite.binding as llvm
 from llvmlite import ir
 from numba import cfunc, types
@@ -150,4 +159,61 @@ def _caller(symbol, signature):
                 builder.module, _function_type(context, signature), symbol)
             return _call(context, builder, function, signature, arguments, args[0])
         return signature.return_type(arguments), codegen
+    return call
+
+
+# Numba-compiled functions called by symbol: symbol -> their compile result (kept loaded)
+_NATIVE = {}
+
+
+def native_symbol(dispatcher, argtypes):
+    """The symbol of ``dispatcher``'s code for ``argtypes``: the same in every process (Numba's
+    own mangled names carry a per-process counter), so that a cached caller finds it."""
+    py_func = dispatcher.py_func
+    key = ",".join(str(t) for t in argtypes)
+    return (f"seqattn_native_{py_func.__module__}.{py_func.__qualname__}_"
+            f"{hashlib.sha256(key.encode()).hexdigest()[:20]}")
+
+
+def compile_natively(dispatcher, argtypes):
+    """Compile (or load from the cache) ``dispatcher`` for ``argtypes`` and give LLVM the address
+    of its code under :func:`native_symbol`; returns that symbol and its compile result. A
+    kernel that calls it through :func:`called_natively` must have it registered before its own
+    code is compiled or loaded (the intrinsic's typing registers it for a fresh compilation;
+    threads.SizedKernel for a load)."""
+    argtypes = tuple(argtypes)
+    symbol = native_symbol(dispatcher, argtypes)
+    if symbol not in _NATIVE:
+        with global_compiler_lock:
+            dispatcher.compile(argtypes)
+            compiled = dispatcher.overloads[argtypes]
+            llvm.add_symbol(symbol, compiled.library.get_pointer_to_function(
+                compiled.fndesc.llvm_func_name))
+            _NATIVE[symbol] = compiled
+    return symbol, _NATIVE[symbol]
+
+
+def called_natively(dispatcher):
+    """An intrinsic, called from @njit code as ``f((arg0, arg1, ...))``: ``dispatcher`` (an
+    @njit function) compiled on its own for the arguments' types and called by symbol, its
+    code neither inlined nor linked into the caller (an exception it raises propagates)."""
+    @intrinsic
+    def call(typingctx, arguments):
+        if not isinstance(arguments, types.BaseTuple):
+            return None
+        argtypes = tuple(arguments)
+        symbol, compiled = compile_natively(dispatcher, argtypes)
+        return_type = compiled.signature.return_type
+
+        def codegen(context, builder, sig, args):
+            function = cgutils.get_or_insert_function(
+                builder.module, context.call_conv.get_function_type(return_type, argtypes),
+                symbol)
+            values = [builder.extract_value(args[0], i) for i in range(len(argtypes))]
+            status, result = context.call_conv.call_function(builder, function, return_type,
+                                                             argtypes, values)
+            with cgutils.if_unlikely(builder, status.is_error):
+                context.call_conv.return_status_propagate(builder, status)
+            return result
+        return return_type(arguments), codegen
     return call

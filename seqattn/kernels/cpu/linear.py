@@ -3,7 +3,8 @@
 Shapes: x (R, K) with R = B * N token rows, weight (O, K), bias (O,), y (R, O).
 
 Each op is one parallel region in which every Numba thread runs single-threaded products on its
-own block: forward and dx on a block of token rows, db on a block of output features, dW on a
+own block (a task, an @njit function of its own that the serial and the parallel kernel call by
+symbol: threads.py): forward and dx on a block of token rows, db on a block of output features, dW on a
 block of output or of input features, whichever are more. The products go through
 ``packed_gemm``: dW register-blocked on AVX-512 CPUs with OpenBLAS (which it beat on these
 products with their inner dimension of all R token rows), forward and dx register-blocked
@@ -31,6 +32,7 @@ from ..compiled_elsewhere import compile_function_elsewhere
 from .gemm.packed_gemm import (AVX2_IN_REGISTERS, DRIVER, MIN_WORK, NT_NN_IN_REGISTERS,
                                TN_IN_REGISTERS, avx2_in_registers, driver_address, gemm_tn,
                                packed_gemm, strip_block)
+from .called_by_name import called_natively
 from .jit_options import njit
 from .threads import sized_kernel
 
@@ -73,44 +75,65 @@ def _add_column_sums(dbias, dout, o0, o1):
         dbias[o0 + o] += total[o]
 
 
-@sized_kernel(GRAIN)
+@njit(cache=True, error_model="numpy")
+def _forward_task(t, out, x, weight, bias, has_bias, in_registers, tasks):
+    """Task t of ``tasks``: its block of token rows of out = x W^T + b."""
+    r0, r1 = _row_block(t, tasks, x.shape[0], in_registers)
+    if r1 > r0:
+        if has_bias:
+            _fill_rows(out, bias, r0, r1)
+        # views of any layout, as gemm_tn's: one compiled packed_gemm for every product
+        packed_gemm(out[r0:r1, :], x[r0:r1, :], weight[:, :], False, True, has_bias,
+                    in_registers)
+
+
+_forward_task_by_symbol = called_natively(_forward_task)
+
+
+@sized_kernel(GRAIN, chunk=_forward_task)
 def _linear_forward(out, x, weight, bias, has_bias, in_registers, tasks):
-    R = x.shape[0]
     for t in prange(tasks):
-        r0, r1 = _row_block(t, tasks, R, in_registers)
-        if r1 > r0:
-            if has_bias:
-                _fill_rows(out, bias, r0, r1)
-            # views of any layout, as gemm_tn's: one compiled packed_gemm for every product
-            packed_gemm(out[r0:r1, :], x[r0:r1, :], weight[:, :], False, True, has_bias,
-                        in_registers)
+        _forward_task_by_symbol((np.int64(t), out, x, weight, bias, has_bias, in_registers,
+                                 tasks))
 
 
-@sized_kernel(GRAIN)
-def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight, has_bias,
-                     nn_in_registers, dweight_driver, tasks):
+@njit(cache=True, error_model="numpy")
+def _backward_task(t, dx, dweight, dbias, dout, x, weight, need_dx, need_dweight, has_bias,
+                   nn_in_registers, dweight_driver, tasks):
+    """Task t of ``tasks``: its block of token rows of dx, and its block of dW's output (or
+    input) features and of db."""
     R, O = dout.shape
     K = x.shape[1]
+    r0, r1 = _row_block(t, tasks, R, nn_in_registers)
+    if need_dx and r1 > r0:
+        # out = x W^T  ->  dx = dout W
+        packed_gemm(dx[r0:r1, :], dout[r0:r1, :], weight[:, :], False, False, False,
+                    nn_in_registers)
+    # out = x W^T  ->  dW += dout^T x, summed over all token rows. Each task packs the
+    # whole of one operand and its block of the other: blocks of the wider one, so that
+    # less is packed (with K > O, 256 -> 1024 features, 1.19x faster a block, measured).
+    o0, o1 = _block(t, tasks, O)
+    if need_dweight and K > O:
+        k0, k1 = _block(t, tasks, K)
+        if k1 > k0:
+            gemm_tn(dweight[:, k0:k1], dout[:, :], x[:, k0:k1], True, dweight_driver)
+    elif need_dweight and o1 > o0:
+        # views of any layout, as in the branch above: gemm_tn compiles once
+        gemm_tn(dweight[o0:o1, :], dout[:, o0:o1], x[:, :], True, dweight_driver)
+    if has_bias and o1 > o0:
+        # out += b  ->  db += sum of dout over rows
+        _add_column_sums(dbias, dout, o0, o1)
+
+
+_backward_task_by_symbol = called_natively(_backward_task)
+
+
+@sized_kernel(GRAIN, chunk=_backward_task)
+def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight, has_bias,
+                     nn_in_registers, dweight_driver, tasks):
     for t in prange(tasks):
-        r0, r1 = _row_block(t, tasks, R, nn_in_registers)
-        if need_dx and r1 > r0:
-            # out = x W^T  ->  dx = dout W
-            packed_gemm(dx[r0:r1, :], dout[r0:r1, :], weight[:, :], False, False, False,
-                        nn_in_registers)
-        # out = x W^T  ->  dW += dout^T x, summed over all token rows. Each task packs the
-        # whole of one operand and its block of the other: blocks of the wider one, so that
-        # less is packed (with K > O, 256 -> 1024 features, 1.19x faster a block, measured).
-        o0, o1 = _block(t, tasks, O)
-        if need_dweight and K > O:
-            k0, k1 = _block(t, tasks, K)
-            if k1 > k0:
-                gemm_tn(dweight[:, k0:k1], dout[:, :], x[:, k0:k1], True, dweight_driver)
-        elif need_dweight and o1 > o0:
-            # views of any layout, as in the branch above: gemm_tn compiles once
-            gemm_tn(dweight[o0:o1, :], dout[:, o0:o1], x[:, :], True, dweight_driver)
-        if has_bias and o1 > o0:
-            # out += b  ->  db += sum of dout over rows
-            _add_column_sums(dbias, dout, o0, o1)
+        _backward_task_by_symbol((np.int64(t), dx, dweight, dbias, dout, x, weight, need_dx,
+                                  need_dweight, has_bias, nn_in_registers, dweight_driver, tasks))
 
 
 def _vector(x):

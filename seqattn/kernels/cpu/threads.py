@@ -19,6 +19,13 @@ how many threads run it: the same call gives the same bits on a busy machine as 
 one. The grain of each op family is the work that pays for one more thread, measured with
 ``benchmarks/small_launches.py`` (BENCHMARKS.md, "Small launches run serial").
 
+A kernel whose ``prange`` loop runs one chunk of tasks per iteration keeps the chunk's body in
+an @njit function of its own, called by symbol (``sized_kernel(chunk=...)``,
+``called_by_name.called_natively``): the body then compiles once, and both versions are thin
+loops around its call. Inlined, the body was compiled into each version, and the parallel one
+took several times the serial one's compile time (BENCHMARKS.md, "Chunk functions called by
+symbol").
+
 On a first run, a launch whose version is not compiled yet may run the other version, when
 that one is at hand or cheaper to compile (the serial one), and leave the missing version to
 the helper process of seqattn.compile (:func:`compile_twins_elsewhere`): same plan, same bits,
@@ -34,6 +41,7 @@ import numba
 from numba.core.compiler_lock import global_compiler_lock
 
 from ..compiled_elsewhere import wait_for
+from .called_by_name import compile_natively
 from .jit_options import njit
 
 # Seconds over which the cores that other processes use are measured. The kernel counts CPU
@@ -178,12 +186,15 @@ def start_helper_at_first_miss(start):
     _start_helper = start
 
 
-def _load_from_cache(dispatcher, argtypes):
+def _load_from_cache(dispatcher, argtypes, kernel=None):
     """Whether ``dispatcher`` has a version for ``argtypes`` now, loaded from Numba's disk cache
-    if need be: what ``Dispatcher.compile`` does before it compiles."""
+    if need be: what ``Dispatcher.compile`` does before it compiles (``kernel``: the
+    SizedKernel of the version, whose chunk function must be loaded first)."""
     with global_compiler_lock:
         if argtypes in dispatcher.overloads:
             return True
+        if kernel is not None and not kernel.chunk_loaded(argtypes):
+            return False  # compiling the version compiles its chunk function as well
         cres = dispatcher._cache.load_overload(argtypes, dispatcher.targetctx)
         if cres is None:
             return False
@@ -212,9 +223,10 @@ class SizedKernel:
     argument (to split work into that many tasks) call ``threads(work)`` and ``run``.
     """
 
-    def __init__(self, py_func, grain, work, jit_options):
+    def __init__(self, py_func, grain, work, jit_options, chunk=None):
         self.grain = grain
         self.work = work
+        self.chunk = chunk
         self.parallel = njit(parallel=True, cache=True, **jit_options)(py_func)
         # Numba compiles the body of a parallel loop with NumPy's error model (a division by
         # zero gives inf, no check that blocks vectorisation); the serial version does too.
@@ -229,6 +241,36 @@ class SizedKernel:
         for version in ("serial", "parallel"):
             dispatcher = getattr(self, version)
             dispatcher._compile_for_args = self._on_miss(version, dispatcher._compile_for_args)
+            if chunk is not None:
+                dispatcher.compile = self._chunk_first(dispatcher.compile)
+
+    def _chunk_first(self, compile_version):
+        """``compile_version`` (a dispatcher's compile, which loads from the cache or
+        compiles), after the chunk function it calls by symbol is ready for the arguments."""
+        def compile(argtypes):
+            self.chunk_ready(argtypes)
+            return compile_version(argtypes)
+        return compile
+
+    def _chunk_types(self, argtypes):
+        """The chunk function's argument types for a launch with ``argtypes``."""
+        return (numba.types.int64,) + tuple(argtypes)
+
+    def chunk_ready(self, argtypes):
+        """Compile or load the chunk function for a launch with ``argtypes`` and register its
+        symbol: its code must be there before a version's code that calls it is loaded."""
+        if self.chunk is not None:
+            compile_natively(self.chunk, self._chunk_types(argtypes))
+
+    def chunk_loaded(self, argtypes):
+        """Whether the chunk function for ``argtypes`` is compiled or in the disk cache (then
+        loaded and registered), compiling nothing; True for a kernel without one."""
+        if self.chunk is None:
+            return True
+        if not _load_from_cache(self.chunk, self._chunk_types(argtypes)):
+            return False
+        self.chunk_ready(argtypes)
+        return True
 
     def _on_miss(self, version, compile_here):
         """What a launch of ``version`` does where it has no compiled code for its arguments
@@ -242,7 +284,7 @@ class SizedKernel:
             dispatcher = getattr(self, version)
             argtypes = tuple(dispatcher.typeof_pyval(a) for a in args)
             if _request_twin is None and _start_helper is not None \
-                    and not _load_from_cache(dispatcher, argtypes):
+                    and not _load_from_cache(dispatcher, argtypes, self):
                 _start_helper()
             if _request_twin is None:
                 compiled = compile_here(*args)
@@ -254,17 +296,17 @@ class SizedKernel:
             asked = self._asked.get((version, argtypes))
             if asked is not None and time.monotonic() - asked < RECHECK_SECONDS:
                 return self._stand_in(version)
-            if _load_from_cache(dispatcher, argtypes):
+            if _load_from_cache(dispatcher, argtypes, self):
                 self._asked.pop((version, argtypes), None)
                 return dispatcher
             if version == "parallel":
                 # the serial version compiles several times faster: it runs this launch
                 if _request_twin(self, version, argtypes):
                     self._asked[(version, argtypes)] = time.monotonic()
-                    if not _load_from_cache(self.serial, argtypes):
+                    if not _load_from_cache(self.serial, argtypes, self):
                         self.serial.compile(argtypes)
                     return self.serial
-            elif _load_from_cache(self.parallel, argtypes) and \
+            elif _load_from_cache(self.parallel, argtypes, self) and \
                     _request_twin(self, version, argtypes):
                 self._asked[(version, argtypes)] = time.monotonic()
                 return self._parallel_on_one_thread
@@ -323,9 +365,10 @@ def _size_of_first(*args):
     return args[0].size
 
 
-def sized_kernel(grain, work=_size_of_first, **jit_options):
+def sized_kernel(grain, work=_size_of_first, chunk=None, **jit_options):
     """Decorator: compile a ``prange`` kernel serial and parallel (``cache=True``), launched by
-    size; ``grain`` is in the units of ``work(*args)``."""
+    size; ``grain`` is in the units of ``work(*args)``. ``chunk``: the @njit function that the
+    kernel calls by symbol (called_by_name.called_natively) with (chunk number, its arguments)."""
     def compile_both(py_func):
-        return SizedKernel(py_func, grain, work, jit_options)
+        return SizedKernel(py_func, grain, work, jit_options, chunk)
     return compile_both

@@ -57,6 +57,7 @@ from .gemm.bf16x3_gemm import (TERMS, TILE_DEPTH, aligned_empty, exp_split_proba
 from .gemm.blas_library import single_threaded_blas
 from .float32_math import FASTMATH
 from .host_caches import L2_BYTES
+from .called_by_name import called_natively
 from .jit_options import CACHED, njit
 from .llvm_vectors import AVX512, LANES as VECTOR_LANES
 from .gemm.register_gemm import (IN_REGISTERS, WIDE, register_gemm, register_gemm_exp,
@@ -504,18 +505,29 @@ def _write_rows(out, lse, acc, running_max, running_sum, b, h, i0):
             lse[b, h, i0 + r] = NEG_INF
 
 
-@sized_kernel(GRAIN)
+@njit(cache=True, error_model="numpy")
+def _forward_task(t, out, lse, q, kt, v, scale, block_q, strip_rows, mods):
+    """Task t: a block of query rows of one (batch, head)."""
+    H, N = q.shape[1], q.shape[2]
+    n_blocks = _ceil_div(N, block_q)
+    bh, u = t // n_blocks, t % n_blocks
+    # Pair block u with block n-1-u: with causal masks their costs add up to a constant, so
+    # prange's equal static split gives each thread the same work.
+    qb = u // 2 if u % 2 == 0 else n_blocks - 1 - u // 2
+    i0 = qb * block_q
+    _forward_query_block(out, lse, q, kt, v, scale, bh // H, bh % H, i0,
+                         min(i0 + block_q, N), strip_rows, mods)
+
+
+_forward_task_by_symbol = called_natively(_forward_task)
+
+
+@sized_kernel(GRAIN, chunk=_forward_task)
 def _forward_tasks(out, lse, q, kt, v, scale, block_q, strip_rows, mods):
     B, H, N = q.shape[0], q.shape[1], q.shape[2]
-    n_blocks = _ceil_div(N, block_q)
-    for t in prange(B * H * n_blocks):
-        bh, u = t // n_blocks, t % n_blocks
-        # Pair block u with block n-1-u: with causal masks their costs add up to a constant, so
-        # prange's equal static split gives each thread the same work.
-        qb = u // 2 if u % 2 == 0 else n_blocks - 1 - u // 2
-        i0 = qb * block_q
-        _forward_query_block(out, lse, q, kt, v, scale, bh // H, bh % H, i0,
-                             min(i0 + block_q, N), strip_rows, mods)
+    for t in prange(B * H * _ceil_div(N, block_q)):
+        _forward_task_by_symbol((np.int64(t), out, lse, q, kt, v, scale, block_q, strip_rows,
+                                 mods))
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -866,29 +878,40 @@ def _dk_dv_on_tiles(dk_t, dv_t, p_slab, ds_slab, s_buf, ds_buf, rows, width, fir
                           depth * 2, ds_slab, 0, column_step, steps)
 
 
-@sized_kernel(GRAIN)
+@njit(cache=True, error_model="numpy")
+def _backward_worker(w, dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, kt, vt,
+                     scale, block_q, mods, tiles, workers):
+    """Worker w's share of the (batch, kv head, key chunk) tasks (see _backward_tasks)."""
+    n_chunks = dq_parts.shape[0]
+    B, Hkv = k.shape[0], k.shape[1]
+    n_tasks = B * Hkv * n_chunks
+    dtable, dpair, dx, dy = structured_parts
+    for t in range(w * n_tasks // workers, (w + 1) * n_tasks // workers):
+        bhk, chunk = t // n_chunks, t % n_chunks
+        b, hk = bhk // Hkv, bhk % Hkv
+        task_grads = (dtable[t % dtable.shape[0]], dpair[t % dpair.shape[0]],
+                      dx[chunk % dx.shape[0], hk % dx.shape[1], b % dx.shape[2]],
+                      dy[hk % dy.shape[0], b % dy.shape[1]])
+        _backward_key_chunk(dq_parts[chunk], dk, dv, task_grads, dout, lse, delta, q, k, v,
+                            kt, vt, scale, b, hk, chunk, n_chunks, block_q, mods, tiles, w)
+
+
+_backward_worker_by_symbol = called_natively(_backward_worker)
+
+
+@sized_kernel(GRAIN, chunk=_backward_worker)
 def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, kt, vt,
                     scale, block_q, mods, tiles, workers):
     """The (batch, kv head, key chunk) tasks, split evenly between ``workers`` (the plan's
     threads; the tile operands of :func:`_backward_operands` hold a key block for each).
     structured_parts = (dtable (tasks, group, LANES, P, C), dpair (tasks, group, LANES, C),
     dx (chunks, Hkv, B, 3, N), dy (Hkv, B, 3, M)), zeroed: each task writes only its own part."""
-    n_chunks = dq_parts.shape[0]
-    B, Hkv = k.shape[0], k.shape[1]
-    n_tasks = B * Hkv * n_chunks
-    dtable, dpair, dx, dy = structured_parts
     for w in prange(workers):
-        for t in range(w * n_tasks // workers, (w + 1) * n_tasks // workers):
-            bhk, chunk = t // n_chunks, t % n_chunks
-            b, hk = bhk // Hkv, bhk % Hkv
-            task_grads = (dtable[t % dtable.shape[0]], dpair[t % dpair.shape[0]],
-                          dx[chunk % dx.shape[0], hk % dx.shape[1], b % dx.shape[2]],
-                          dy[hk % dy.shape[0], b % dy.shape[1]])
-            # w as int64: the parallel loop's index is unsigned, which would compile
-            # _backward_key_chunk a second time for the parallel version
-            _backward_key_chunk(dq_parts[chunk], dk, dv, task_grads, dout, lse, delta, q, k, v,
-                                kt, vt, scale, b, hk, chunk, n_chunks, block_q, mods, tiles,
-                                np.int64(w))
+        # w as int64: the parallel loop's index is unsigned, which would compile the worker a
+        # second time for the parallel version
+        _backward_worker_by_symbol((np.int64(w), dq_parts, dk, dv, structured_parts, dout, lse,
+                                    delta, q, k, v, kt, vt, scale, block_q, mods, tiles,
+                                    workers))
 
 
 @njit(cache=True, fastmath=FASTMATH)

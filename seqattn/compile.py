@@ -58,6 +58,8 @@ JOB_PRIORITY, SMALL_JOB_PRIORITY, STEP_END_PRIORITY, VERSION_PRIORITY, LATER_PRI
 # reaches last, then small ones whose signature does not depend on the model: merging the
 # heads also ends the attention's forward), and the launches that wait for that job;
 # (forward, job, launches, priority).
+# A forward's name is the prefix of its chunk function's too (threads.sized_kernel(chunk=...)),
+# which its version's compilation compiles first: the job is handed over at that one.
 HANDOVERS = (
     (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS, JOB_PRIORITY),
     (SHORT_FORWARD, "short-backward", ("seqattn.kernels.cpu.attention_small._backward_tasks",),

@@ -155,11 +155,11 @@ def test_a_launch_holds_a_declaration_of_its_task_function_not_its_code():
     linear._linear_forward.serial(out, x, w, np.zeros(12, np.float32), False, True, 2)
     np.testing.assert_allclose(out, x @ w.T, rtol=1e-5, atol=1e-5)
     ir = next(iter(linear._linear_forward.serial.inspect_llvm().values()))
-    symbol = by_name.native_symbol(linear._forward_task,
+    symbol = by_name.native_symbol(linear._linear_forward_task,
                                    (types.int64,) + linear._linear_forward.serial.signatures[0])
     assert any(line.startswith("declare") and symbol in line for line in ir.splitlines())
     defined = [line for line in ir.splitlines() if line.startswith("define")]
-    assert not any("_forward_task" in line for line in defined)
+    assert not any("_linear_forward_task" in line for line in defined)
 
 
 @njit
@@ -187,7 +187,8 @@ def test_a_cached_launch_whose_task_function_left_the_cache_compiles_it_and_runs
     """The symbol is the same in every process: a launch loaded from the cache finds a task
     function compiled afresh (its cache files deleted) as well as one loaded."""
     compiled = run_on_cache(_CHILD, tmp_path)
-    removed = [f for f in tmp_path.rglob("*") if f.is_file() and "_forward_task" in f.name]
+    removed = [f for f in tmp_path.rglob("*")
+               if f.is_file() and "_linear_forward_task" in f.name]
     assert removed, "the task function was not cached on its own"
     for f in removed:
         f.unlink()

@@ -506,7 +506,7 @@ def _write_rows(out, lse, acc, running_max, running_sum, b, h, i0):
 
 
 @njit(cache=True, error_model="numpy")
-def _forward_task(t, out, lse, q, kt, v, scale, block_q, strip_rows, mods):
+def _forward_tasks_block(t, out, lse, q, kt, v, scale, block_q, strip_rows, mods):
     """Task t: a block of query rows of one (batch, head)."""
     H, N = q.shape[1], q.shape[2]
     n_blocks = _ceil_div(N, block_q)
@@ -519,15 +519,15 @@ def _forward_task(t, out, lse, q, kt, v, scale, block_q, strip_rows, mods):
                          min(i0 + block_q, N), strip_rows, mods)
 
 
-_forward_task_by_symbol = called_natively(_forward_task)
+_forward_tasks_block_by_symbol = called_natively(_forward_tasks_block)
 
 
-@sized_kernel(GRAIN, chunk=_forward_task)
+@sized_kernel(GRAIN, chunk=_forward_tasks_block)
 def _forward_tasks(out, lse, q, kt, v, scale, block_q, strip_rows, mods):
     B, H, N = q.shape[0], q.shape[1], q.shape[2]
     for t in prange(B * H * _ceil_div(N, block_q)):
-        _forward_task_by_symbol((np.int64(t), out, lse, q, kt, v, scale, block_q, strip_rows,
-                                 mods))
+        _forward_tasks_block_by_symbol((np.int64(t), out, lse, q, kt, v, scale, block_q,
+                                        strip_rows, mods))
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -879,8 +879,8 @@ def _dk_dv_on_tiles(dk_t, dv_t, p_slab, ds_slab, s_buf, ds_buf, rows, width, fir
 
 
 @njit(cache=True, error_model="numpy")
-def _backward_worker(w, dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, kt, vt,
-                     scale, block_q, mods, tiles, workers):
+def _backward_tasks_worker(w, dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, kt,
+                           vt, scale, block_q, mods, tiles, workers):
     """Worker w's share of the (batch, kv head, key chunk) tasks (see _backward_tasks)."""
     n_chunks = dq_parts.shape[0]
     B, Hkv = k.shape[0], k.shape[1]
@@ -896,10 +896,10 @@ def _backward_worker(w, dq_parts, dk, dv, structured_parts, dout, lse, delta, q,
                             kt, vt, scale, b, hk, chunk, n_chunks, block_q, mods, tiles, w)
 
 
-_backward_worker_by_symbol = called_natively(_backward_worker)
+_backward_tasks_worker_by_symbol = called_natively(_backward_tasks_worker)
 
 
-@sized_kernel(GRAIN, chunk=_backward_worker)
+@sized_kernel(GRAIN, chunk=_backward_tasks_worker)
 def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, v, kt, vt,
                     scale, block_q, mods, tiles, workers):
     """The (batch, kv head, key chunk) tasks, split evenly between ``workers`` (the plan's
@@ -909,9 +909,9 @@ def _backward_tasks(dq_parts, dk, dv, structured_parts, dout, lse, delta, q, k, 
     for w in prange(workers):
         # w as int64: the parallel loop's index is unsigned, which would compile the worker a
         # second time for the parallel version
-        _backward_worker_by_symbol((np.int64(w), dq_parts, dk, dv, structured_parts, dout, lse,
-                                    delta, q, k, v, kt, vt, scale, block_q, mods, tiles,
-                                    workers))
+        _backward_tasks_worker_by_symbol((np.int64(w), dq_parts, dk, dv, structured_parts, dout,
+                                          lse, delta, q, k, v, kt, vt, scale, block_q, mods,
+                                          tiles, workers))
 
 
 @njit(cache=True, fastmath=FASTMATH)

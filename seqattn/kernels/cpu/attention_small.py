@@ -13,9 +13,10 @@ a product runs along the keys), and a query's row of scores is complete at once:
 softmax (max, exp and sum over the row), no online rescaling. The same numbers come out (the
 same masks, band, biases, scale, lse saved per row), within rounding. The scratch (transposed
 k and v, score tiles) is allocated once per chunk of tasks, not per task; a chunk's work is an
-@njit function of its own, which the serial and the parallel kernel call by symbol (threads.py). With a key padding
-mask, a batch's tasks take its keys up to the last unpadded one only (the score tile then has
-fewer columns): the keys after it add nothing to any output or gradient.
+@njit function of its own, which the serial and the parallel kernel call by symbol
+(threads.py). With a key padding mask, a batch's tasks take its keys up to the last unpadded
+one only (the score tile then has fewer columns): the keys after it add nothing to any output
+or gradient.
 
 Forward, per (b, h): S = scale q k^T; per query row i the dense score modifications (bias,
 ALiBi, attn_mask, key padding) and the band (keys outside it -inf); m = max s_i,
@@ -235,7 +236,7 @@ def _set_of(task, tasks, sets):
 
 
 @njit(cache=True, error_model="numpy")
-def _forward_chunk(chunk, chunks, out, lse, q, k, v, scale, structured, mods, geometry):
+def _forward_tasks_chunk(chunk, chunks, out, lse, q, k, v, scale, structured, mods, geometry):
     """The forward of the tasks in chunk number ``chunk`` of ``chunks`` (_chunk)."""
     bias, attn_mask, key_padding_mask, alibi_slopes, left, right, \
         has_bias, has_mask, has_kpm, has_alibi = mods[:STRUCTURED_AT]
@@ -296,8 +297,8 @@ def _forward_chunk(chunk, chunks, out, lse, q, k, v, scale, structured, mods, ge
 
 
 @njit(cache=True, error_model="numpy")
-def _backward_chunk(chunk, chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale,
-                    structured, mods, geometry):
+def _backward_tasks_chunk(chunk, chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v,
+                          scale, structured, mods, geometry):
     """The backward of the tasks in chunk number ``chunk`` of ``chunks``, whole sets of them.
     structured_parts: :func:`task_parts` (task b * Hkv + hk owns dpair[task], dx[0, hk, b],
     dy[hk, b] and adds into its set's dtable; a chunk takes whole sets); structured: whether
@@ -382,25 +383,26 @@ def _backward_chunk(chunk, chunks, dq, dk, dv, structured_parts, dout, out, lse,
         transpose(dv[b, hk, :keys], dvt)
 
 
-_forward_chunk_by_symbol = called_natively(_forward_chunk)
-_backward_chunk_by_symbol = called_natively(_backward_chunk)
+_forward_tasks_chunk_by_symbol = called_natively(_forward_tasks_chunk)
+_backward_tasks_chunk_by_symbol = called_natively(_backward_tasks_chunk)
 
 
 @sized_kernel(GRAIN, work=lambda chunks, out, lse, q, k, *rest: _score_work(
-    *q.shape[:3], k.shape[2], q.shape[3]), chunk=_forward_chunk)
+    *q.shape[:3], k.shape[2], q.shape[3]), chunk=_forward_tasks_chunk)
 def _forward_tasks(chunks, out, lse, q, k, v, scale, structured, mods, geometry):
     for chunk in prange(chunks):
-        _forward_chunk_by_symbol((np.int64(chunk), chunks, out, lse, q, k, v, scale, structured,
-                                  mods, geometry))
+        _forward_tasks_chunk_by_symbol((np.int64(chunk), chunks, out, lse, q, k, v, scale,
+                                        structured, mods, geometry))
 
 
 @sized_kernel(GRAIN, work=lambda chunks, dq, dk, dv, parts, dout, out, lse, q, k, *rest:
-              _score_work(*q.shape[:3], k.shape[2], q.shape[3]), chunk=_backward_chunk)
+              _score_work(*q.shape[:3], k.shape[2], q.shape[3]), chunk=_backward_tasks_chunk)
 def _backward_tasks(chunks, dq, dk, dv, structured_parts, dout, out, lse, q, k, v, scale,
                     structured, mods, geometry):
     for chunk in prange(chunks):
-        _backward_chunk_by_symbol((np.int64(chunk), chunks, dq, dk, dv, structured_parts, dout,
-                                   out, lse, q, k, v, scale, structured, mods, geometry))
+        _backward_tasks_chunk_by_symbol((np.int64(chunk), chunks, dq, dk, dv, structured_parts,
+                                         dout, out, lse, q, k, v, scale, structured, mods,
+                                         geometry))
 
 
 def _scale(call):

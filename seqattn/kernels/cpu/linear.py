@@ -4,8 +4,8 @@ Shapes: x (R, K) with R = B * N token rows, weight (O, K), bias (O,), y (R, O).
 
 Each op is one parallel region in which every Numba thread runs single-threaded products on its
 own block (a task, an @njit function of its own that the serial and the parallel kernel call by
-symbol: threads.py): forward and dx on a block of token rows, db on a block of output features, dW on a
-block of output or of input features, whichever are more. The products go through
+symbol: threads.py): forward and dx on a block of token rows, db on a block of output features,
+dW on a block of output or of input features, whichever are more. The products go through
 ``packed_gemm``: dW register-blocked on AVX-512 CPUs with OpenBLAS (which it beat on these
 products with their inner dimension of all R token rows), forward and dx register-blocked
 where OpenBLAS runs a kernel narrower than the CPU's AVX-512 (``NT_NN_IN_REGISTERS``: 1.8-2.0x
@@ -76,7 +76,7 @@ def _add_column_sums(dbias, dout, o0, o1):
 
 
 @njit(cache=True, error_model="numpy")
-def _forward_task(t, out, x, weight, bias, has_bias, in_registers, tasks):
+def _linear_forward_task(t, out, x, weight, bias, has_bias, in_registers, tasks):
     """Task t of ``tasks``: its block of token rows of out = x W^T + b."""
     r0, r1 = _row_block(t, tasks, x.shape[0], in_registers)
     if r1 > r0:
@@ -87,19 +87,19 @@ def _forward_task(t, out, x, weight, bias, has_bias, in_registers, tasks):
                     in_registers)
 
 
-_forward_task_by_symbol = called_natively(_forward_task)
+_linear_forward_task_by_symbol = called_natively(_linear_forward_task)
 
 
-@sized_kernel(GRAIN, chunk=_forward_task)
+@sized_kernel(GRAIN, chunk=_linear_forward_task)
 def _linear_forward(out, x, weight, bias, has_bias, in_registers, tasks):
     for t in prange(tasks):
-        _forward_task_by_symbol((np.int64(t), out, x, weight, bias, has_bias, in_registers,
-                                 tasks))
+        _linear_forward_task_by_symbol((np.int64(t), out, x, weight, bias, has_bias,
+                                        in_registers, tasks))
 
 
 @njit(cache=True, error_model="numpy")
-def _backward_task(t, dx, dweight, dbias, dout, x, weight, need_dx, need_dweight, has_bias,
-                   nn_in_registers, dweight_driver, tasks):
+def _linear_backward_task(t, dx, dweight, dbias, dout, x, weight, need_dx, need_dweight,
+                          has_bias, nn_in_registers, dweight_driver, tasks):
     """Task t of ``tasks``: its block of token rows of dx, and its block of dW's output (or
     input) features and of db."""
     R, O = dout.shape
@@ -125,15 +125,16 @@ def _backward_task(t, dx, dweight, dbias, dout, x, weight, need_dx, need_dweight
         _add_column_sums(dbias, dout, o0, o1)
 
 
-_backward_task_by_symbol = called_natively(_backward_task)
+_linear_backward_task_by_symbol = called_natively(_linear_backward_task)
 
 
-@sized_kernel(GRAIN, chunk=_backward_task)
+@sized_kernel(GRAIN, chunk=_linear_backward_task)
 def _linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, need_dweight, has_bias,
                      nn_in_registers, dweight_driver, tasks):
     for t in prange(tasks):
-        _backward_task_by_symbol((np.int64(t), dx, dweight, dbias, dout, x, weight, need_dx,
-                                  need_dweight, has_bias, nn_in_registers, dweight_driver, tasks))
+        _linear_backward_task_by_symbol((np.int64(t), dx, dweight, dbias, dout, x, weight,
+                                         need_dx, need_dweight, has_bias, nn_in_registers,
+                                         dweight_driver, tasks))
 
 
 def _vector(x):

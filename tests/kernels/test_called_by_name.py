@@ -198,3 +198,20 @@ def test_a_cached_launch_whose_task_function_left_the_cache_compiles_it_and_runs
     loaded = run_on_cache(_CHILD, tmp_path)
     assert compiled["misses"] == 2 and loaded["misses"] == 0
     assert loaded["same"] and loaded["error"] == compiled["error"]
+
+
+def test_a_chunk_function_not_named_after_its_kernel_is_refused():
+    """A first run hands the helper a backward at its forward's name (seqattn.compile.HANDOVERS),
+    which a chunk function compiles first: named otherwise, the hand-over would come late."""
+    from seqattn.kernels.cpu.threads import sized_kernel
+
+    @njit
+    def _elsewhere(t, out):
+        out[t] = t
+
+    def _kernel(out):
+        for t in range(out.size):
+            _elsewhere(t, out)
+
+    with pytest.raises(ValueError, match="must be named after it"):
+        sized_kernel(1, chunk=_elsewhere)(_kernel)

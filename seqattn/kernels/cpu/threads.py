@@ -226,6 +226,11 @@ class SizedKernel:
     def __init__(self, py_func, grain, work, jit_options, chunk=None):
         self.grain = grain
         self.work = work
+        # A first run hands the helper a backward when its forward's name first compiles
+        # (seqattn.compile.HANDOVERS), which is the chunk function's where it has one.
+        if chunk is not None and not chunk.py_func.__qualname__.startswith(py_func.__qualname__):
+            raise ValueError(f"the chunk function {chunk.py_func.__qualname__} of "
+                             f"{py_func.__qualname__} must be named after it (a prefix)")
         self.chunk = chunk
         self.parallel = njit(parallel=True, cache=True, **jit_options)(py_func)
         # Numba compiles the body of a parallel loop with NumPy's error model (a division by
@@ -368,7 +373,8 @@ def _size_of_first(*args):
 def sized_kernel(grain, work=_size_of_first, chunk=None, **jit_options):
     """Decorator: compile a ``prange`` kernel serial and parallel (``cache=True``), launched by
     size; ``grain`` is in the units of ``work(*args)``. ``chunk``: the @njit function that the
-    kernel calls by symbol (called_by_name.called_natively) with (chunk number, its arguments)."""
+    kernel calls by symbol (called_by_name.called_natively) with (chunk number, its arguments),
+    the number as int64 (a prange index is unsigned), its name the kernel's and a suffix."""
     def compile_both(py_func):
         return SizedKernel(py_func, grain, work, jit_options, chunk)
     return compile_both

@@ -1,5 +1,7 @@
 """The short-sequence attention kernels (kernels/cpu/attention_small.py) against the NumPy
 reference, finite differences and the tiled kernel, and the op's choice between the two."""
+import pickle
+
 import numba
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from attention_cases import (CASES, Case, backward_inputs, check_backward, check
 from structured_bias_cases import STRUCTURED_CASES
 from structured_bias_cases import backward_inputs as structured_backward_inputs
 from seqattn.kernels.cpu import attention as tiled
-from seqattn.kernels.cpu.attention_bias import DistanceArgs, PairArgs
+from seqattn.kernels.cpu.attention_bias import DistanceArgs, PairArgs, distance_args, pair_args
 from seqattn.kernels.cpu import attention_small as short
 from seqattn.ops.attention import AttentionGradients
 from seqattn.ops.attention_inputs import prepare_attention
@@ -294,6 +296,29 @@ def test_an_absent_structured_bias_passes_none_for_its_arrays(name):
         assert bool(arrays) == present, f"{type(fields).__name__}: {fields}"
     assert (geometry is None) == (not call.distance.has)
     assert name is None or (distance.has, pair.mode) != (None, None)
+
+
+def test_an_absent_bias_kernel_form_is_made_once_and_its_cache_stays_small():
+    """attention._mods takes an absent structured bias's kernel form from a cache, one entry per
+    placeholder: the same fields as made afresh, for the shared placeholder and for copies of
+    it (a call the compile helper unpickled), which do not grow the cache past its bound."""
+    dout, q, k, v, opts = _parallel_case_inputs(structured=False)
+    call = prepare_attention(q, k, v, **opts)
+    fresh = (tiled._arrays_as_none(distance_args(call.distance, call.q.dtype))
+             + tiled._arrays_as_none(pair_args(call.pair)))
+    assert tiled._mods(call)[tiled.STRUCTURED_AT:] == fresh
+    assert tiled._mods(call)[tiled.STRUCTURED_AT:] == fresh  # from the cache
+    for _ in range(3 * tiled.ABSENT_FORMS_KEPT):
+        copy = pickle.loads(pickle.dumps(call))
+        assert tiled._mods(copy)[tiled.STRUCTURED_AT:] == fresh
+        assert len(tiled._ABSENT_FORMS) <= tiled.ABSENT_FORMS_KEPT
+    # a present bias still passes its own arrays (not a cached form)
+    case = next(c for c in STRUCTURED_CASES if c.name == "distance_and_pair")
+    dout, q, k, v, opts = structured_backward_inputs(case, np.float32)
+    present = prepare_attention(q, k, v, **opts)
+    mods = tiled._mods(present)
+    assert mods[tiled.STRUCTURED_AT + DistanceArgs._fields.index("x")] is present.distance.x
+    assert mods[tiled.PAIR_AT + PairArgs._fields.index("table")] is present.pair.table
 
 
 @njit  # not cached, as _structured_probe

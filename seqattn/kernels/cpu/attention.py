@@ -996,11 +996,35 @@ def _weights_tasks(weights, q, kt, scale, block_q, mods):
 def _mods(call):
     """The score modifications of a prepared call, as the flat tuple the kernels unpack; an
     absent structured bias's placeholder arrays are None there."""
-    distance, pair = distance_args(call.distance, call.q.dtype), pair_args(call.pair)
+    dtype = call.q.dtype
+    distance = (distance_args(call.distance, dtype) if call.distance.has else
+                _absent_form(call.distance, dtype, lambda: distance_args(call.distance, dtype)))
+    pair = (pair_args(call.pair) if call.pair.mode != NO_PAIR else
+            _absent_form(call.pair, dtype, lambda: pair_args(call.pair)))
     return (call.bias, call.attn_mask, call.key_padding_mask, call.alibi_slopes,
             call.left, call.right, call.has_bias, call.has_mask, call.has_kpm, call.has_alibi,
-            *(_arrays_as_none(distance) if distance.has is None else distance),
-            *(_arrays_as_none(pair) if pair.mode is None else pair))
+            *distance, *pair)
+
+
+# The kernel forms of absent structured biases, by the placeholder that stands in for each
+# (ops/structured_bias.py makes one per device and dtype, and every call without the bias
+# shares it): made once, not on every attention call (converting the placeholder's scalars and
+# checking its positions cost more than a small call's kernel; BENCHMARKS.md).
+_ABSENT_FORMS = {}
+# More than the placeholders: an absent bias that is not one (a call the compile helper
+# unpickled) starts the cache afresh rather than growing it
+ABSENT_FORMS_KEPT = 16
+
+
+def _absent_form(bias, dtype, make):
+    """The kernel form ``make()`` of the absent structured bias ``bias`` with None for its
+    arrays, made once per bias."""
+    entry = _ABSENT_FORMS.get((id(bias), dtype))
+    if entry is None or entry[0] is not bias:
+        if len(_ABSENT_FORMS) >= ABSENT_FORMS_KEPT:
+            _ABSENT_FORMS.clear()
+        entry = _ABSENT_FORMS[id(bias), dtype] = (bias, _arrays_as_none(make()))
+    return entry[1]
 
 
 def _arrays_as_none(fields):

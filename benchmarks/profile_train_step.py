@@ -346,7 +346,8 @@ def profile(config, steps):
 
 
 def profile_example(path, arguments):
-    """Seconds per category and launches over one run of the example script at ``path``."""
+    """(seconds per category, launches, seconds per (category, function)) over one run of the
+    example script at ``path``."""
     import runpy
 
     sys.argv = [path, *arguments]
@@ -356,17 +357,26 @@ def profile_example(path, arguments):
         LEDGER.run("outside the stack", runpy.run_path, (path,), {"run_name": "__main__"})
     finally:
         LEDGER.active = False
-    return {c: LEDGER.seconds[c] for c in EXAMPLE_CATEGORIES}, LEDGER.launches
+    return ({c: LEDGER.seconds[c] for c in EXAMPLE_CATEGORIES}, LEDGER.launches,
+            dict(LEDGER.by_function))
 
 
-def print_example(path, arguments, threads):
-    seconds, launches = profile_example(path, arguments)
+def print_top(by_function, count, unit, scale):
+    """The ``count`` functions that took the most exclusive time, in ``unit``."""
+    top = sorted(by_function.items(), key=lambda item: -item[1])[:count]
+    for (category, name), spent in top:
+        print(f"    {scale * spent:8.3f} {unit}  {category:25} {name}")
+
+
+def print_example(path, arguments, threads, detail):
+    seconds, launches, by_function = profile_example(path, arguments)
     total = sum(seconds.values())
     print(f"{path} {' '.join(arguments)}: {total:.1f} CPU s of the main thread, {threads} "
           f"threads, {launches} launches")
     for category in EXAMPLE_CATEGORIES:
         share = 100 * seconds[category] / total
         print(f"  {category:25} {seconds[category]:8.2f} s {share:6.1f}%")
+    print_top(by_function, detail, "s", 1)
 
 
 def main():
@@ -393,7 +403,7 @@ def main():
     if args.example is not None:
         instrument_around_the_model()
         with threadpool_limits(args.threads):
-            print_example(args.example, example_arguments, args.threads)
+            print_example(args.example, example_arguments, args.threads, args.detail)
         return
     load_before = os.getloadavg()[0]
     rows = [c for c in GRID if args.only is None or args.only in c[0]]
@@ -414,9 +424,7 @@ def main():
             if args.detail:
                 print("    calls per step: " + ", ".join(f"{c} {calls[c]:.0f}"
                                                        for c in CATEGORIES if calls[c]))
-                top = sorted(by_function.items(), key=lambda item: -item[1])[:args.detail]
-                for (category, name), spent in top:
-                    print(f"    {1e3 * spent:8.3f} ms  {category:20} {name}")
+                print_top(by_function, args.detail, "ms", 1e3)
     print(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
 
 

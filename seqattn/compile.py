@@ -236,10 +236,13 @@ def merge_heads_job():
 
 
 def linear_backward_job():
-    """The linear map's backward (float32, with a bias and an input gradient)."""
+    """The linear map's backward (float32, with a bias and an input gradient), for a layer of
+    16 inputs: its dx takes the register path where a model's wider layers do (on AVX2, a
+    product of 16 columns or more), and the version compiled for it serves the model's layers
+    on BLAS as well (linear._path_argument)."""
     from .kernels.cpu.linear import linear_backward
 
-    x, weight = np.ones((4, 3), np.float32), np.ones((2, 3), np.float32)
+    x, weight = np.ones((4, 16), np.float32), np.ones((2, 16), np.float32)
     dout = np.ones((4, 2), np.float32)
     linear_backward(np.empty_like(x), np.zeros_like(weight), np.zeros(2, np.float32), dout, x,
                     weight, True, True)

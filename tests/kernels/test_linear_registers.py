@@ -186,6 +186,42 @@ def test_the_layer_asks_for_the_columns_of_each_product(monkeypatch):
     assert asked == [((64, 4), 64), ((64, 4), 4), ((4, 64), 4), ((4, 64), 64)]
 
 
+def test_layers_on_blas_share_the_kernel_version_of_the_register_path(monkeypatch):
+    """On AVX2 (forced), a float32 layer whose products take BLAS's path passes None (its
+    kernel compiled for BLAS alone) until a layer has taken the register path through the same
+    launcher, and False from then on: one compiled version serves a model with layers of both
+    kinds. The BLAS layer's bits do not change; float64 layers keep None."""
+    import numba
+
+    monkeypatch.setattr(linear, "NT_NN_IN_REGISTERS", False)
+    monkeypatch.setattr(linear, "AVX2_IN_REGISTERS", True)
+    monkeypatch.setattr(linear, "_FLAGGED", set())
+    passed = []
+    for kernel, at in ((linear._linear_forward, 5), (linear._linear_backward, 9)):
+        def run(threads, *args, kernel=kernel, at=at, run=kernel.run):
+            passed.append((kernel.__name__, numba.typeof(args[at])))
+            return run(threads, *args)
+        monkeypatch.setattr(kernel, "run", run)
+    rng = np.random.default_rng(3)
+    narrow, wide = _layer(rng, 40, 64, 4), _layer(rng, 40, 4, 64)
+
+    def layer(x, weight, bias, dout):
+        return (ops.linear(x, weight, bias),
+                ops.linear_backward(dout, x, weight, weight_grad=np.zeros_like(weight),
+                                    bias_grad=np.zeros_like(bias), need_input_grad=True))
+    alone = layer(*narrow)  # y's 4 columns and dx's 64: BLAS, then the registers
+    layer(*wide)  # y's 64 columns: the registers; dx's 4: BLAS after them
+    beside = layer(*narrow)
+    layer(*(a.astype(np.float64) for a in narrow))
+    flag, none = numba.types.boolean, numba.types.none
+    assert passed == [("_linear_forward", none), ("_linear_backward", flag),
+                      ("_linear_forward", flag), ("_linear_backward", flag),
+                      ("_linear_forward", flag), ("_linear_backward", flag),
+                      ("_linear_forward", none), ("_linear_backward", none)]
+    for before, after in zip(alone, beside):
+        np.testing.assert_array_equal(before, after)
+
+
 @pytest.mark.skipif(packed_gemm.TN_MIN_WORK > 0, reason="dW's AVX-512 size floor applies")
 @pytest.mark.parametrize("O, K, wanted", [(64, 64, True), (192, 64, True), (4, 64, True),
                                           (64, 8, False), (256, 256, False)])

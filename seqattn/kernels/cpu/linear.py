@@ -147,10 +147,30 @@ def _rows_in_registers(x, weight, columns):
     """True where x W^T (``columns`` the weight's rows) or dout W (its columns) takes the
     register path (float32 only: float64 keeps BLAS's blocks of rows as well as its products;
     on AVX2 small weights only), else None: then the kernels compile BLAS's path only
-    (packed_gemm)."""
+    (packed_gemm), unless :func:`_path_argument` passes False for it."""
     in_registers = NT_NN_IN_REGISTERS or avx2_in_registers(AVX2_IN_REGISTERS, weight.shape,
                                                            columns)
     return True if in_registers and x.dtype == np.float32 else None
+
+
+# The launchers (forward, backward) that have run a layer on the register path in this process.
+_FLAGGED = set()
+
+
+def _path_argument(launcher, in_registers, dtype):
+    """The ``in_registers`` argument of ``launcher``'s kernel for a layer whose products take
+    the register path (``in_registers`` True) or BLAS's (None, :func:`_rows_in_registers`).
+    A float32 layer on BLAS passes False instead of None once a layer of this process took the
+    register path through the same launcher: the version compiled for that layer (a flag,
+    checked at run time) runs BLAS's products as well, where None would compile the kernel a
+    second time, for BLAS alone. Most models have both kinds on AVX2: a narrow input or
+    output layer, wider ones inside."""
+    if in_registers:
+        _FLAGGED.add(launcher)
+        return True
+    if dtype == np.float32 and launcher in _FLAGGED:
+        return False
+    return None
 
 
 def _dweight_in_registers(x, weight):
@@ -173,8 +193,8 @@ def linear_forward(out, x, weight, bias, has_bias):
     # cached), the product's path as an argument (so that cached code does not keep it).
     tasks = _linear_forward.threads(x.shape[0] * x.shape[1] * weight.shape[0])
     with single_threaded_blas():
-        _linear_forward.run(tasks, out, x, weight, _vector(bias), has_bias,
-                            _rows_in_registers(x, weight, weight.shape[0]), tasks)
+        _linear_forward.run(tasks, out, x, weight, _vector(bias), has_bias, _path_argument(
+            "forward", _rows_in_registers(x, weight, weight.shape[0]), x.dtype), tasks)
     if _dweight_in_registers(x, weight):
         # on a first run, a helper compiles the driver for this product's dW meanwhile
         compile_function_elsewhere(DRIVER)
@@ -205,7 +225,8 @@ def linear_backward(dx, dweight, dbias, dout, x, weight, need_dx, has_bias):
         # The products' choices are arguments, so that cached code does not keep them; dW's
         # driver only for a product that may take it: a run of small layers never compiles it.
         _linear_backward.run(tasks, dx, dweight, _vector(dbias), dout, x, weight, need_dx,
-                             need_dweight, has_bias,
-                             _rows_in_registers(x, weight, weight.shape[1]),
+                             need_dweight, has_bias, _path_argument(
+                                 "backward", _rows_in_registers(x, weight, weight.shape[1]),
+                                 x.dtype),
                              driver_address() if _dweight_in_registers(x, weight) else 0,
                              tasks)

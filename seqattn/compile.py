@@ -45,17 +45,14 @@ HELPER_AFTER = "seqattn.kernels.cpu.attention._forward_tasks"
 BACKWARD_KERNELS = ("seqattn.kernels.cpu.attention._backward_tasks",
                     "seqattn.kernels.cpu.attention._row_delta_rows")
 SHORT_FORWARD = "seqattn.kernels.cpu.attention_small._forward_tasks"
-# Request file names sort by priority: the attention's backward (the slowest kernels, handed
-# over at the attention's forward, after the jobs of the linear maps before it: it goes ahead
-# of those the helper has not started, which the run may take back and compile meanwhile),
-# then another job that the run waits for, then small kernels that the run reaches after some
-# of those, then the kernels that end its first training step, then a version that a launch
-# misses (the other version runs meanwhile), then the other version of one compiled in the
-# run, for later runs: those wait until the run has ended, so as not to slow it down. A job
-# that the helper has not started when the run reaches it, the run takes back
-# (kernels/compiled_elsewhere.py).
-(ATTENTION_JOB_PRIORITY, JOB_PRIORITY, SMALL_JOB_PRIORITY, STEP_END_PRIORITY, VERSION_PRIORITY,
- LATER_PRIORITY) = ("0", "1", "2", "3", "4", "5")
+# Request file names sort by priority: a job that the run waits for (the slowest backward
+# kernels), then small kernels that the run reaches after some of those, then the
+# kernels that end its first training step, then a version that a launch misses (the other
+# version runs meanwhile), then the other version of one compiled in the run, for later runs:
+# those wait until the run has ended, so as not to slow it down. A job that the helper has not
+# started when the run reaches it, the run takes back (kernels/compiled_elsewhere.py).
+JOB_PRIORITY, SMALL_JOB_PRIORITY, STEP_END_PRIORITY, VERSION_PRIORITY, LATER_PRIORITY = (
+    "0", "1", "2", "3", "4")
 # What a first run hands the helper at the first compilation of a float32 forward kernel: the
 # job that compiles its backward (the slowest kernels of a training step, which the run
 # reaches last, then small ones whose signature does not depend on the model: merging the
@@ -73,9 +70,9 @@ LINEAR_FORWARD = "seqattn.kernels.cpu.linear._linear_forward"
 LAYER_NORM_BACKWARD = ("seqattn.kernels.cpu.layer_norm._layer_norm_backward",)
 GELU_BACKWARD = ("seqattn.kernels.cpu.activations._gelu_backward_f32",)
 HANDOVERS = (
-    (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS, ATTENTION_JOB_PRIORITY),
+    (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS, JOB_PRIORITY),
     (SHORT_FORWARD, "short-backward", ("seqattn.kernels.cpu.attention_small._backward_tasks",),
-     ATTENTION_JOB_PRIORITY),
+     JOB_PRIORITY),
     (LINEAR_FORWARD, "layer-forwards", ("seqattn.kernels.cpu.layer_norm.layer_norm_forward",
                                         "seqattn.kernels.cpu.elementwise._add_same_size",
                                         "seqattn.kernels.cpu.activations._gelu_forward_f32"),

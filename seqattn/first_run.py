@@ -144,8 +144,7 @@ class CompileNotice(event.Listener):
         packed projection or not); the run's first backward launch waits for it."""
         if self._helper_lock is None:
             return
-        from .compile import (ATTENTION_JOB_PRIORITY, PACKED_STRUCTURED_JOB, STRUCTURED_JOB,
-                              hand_over)
+        from .compile import PACKED_STRUCTURED_JOB, STRUCTURED_JOB, hand_over
 
         key = _signature_key(call)
         if key in self._handed:
@@ -156,8 +155,7 @@ class CompileNotice(event.Listener):
         try:
             hand_over(self._helper_lock, job,
                       ("seqattn.kernels.cpu.attention_small._backward_tasks",),
-                      on_wait=lambda: self._show(WAITING), call=call,
-                      priority=ATTENTION_JOB_PRIORITY)
+                      on_wait=lambda: self._show(WAITING), call=call)
         except (OSError, pickle.PicklingError):  # compiled here, as without a helper
             pass
 

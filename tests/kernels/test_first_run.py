@@ -217,9 +217,9 @@ def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once
         _compile_named(notice, module, name, args)
     assert helpers == [1], "one helper, from the first compilation on"
     assert products == ["lock"], "the register products, once, at the helper's start"
-    handed = [("lock", "layer-forwards", "1"), ("lock", "layer-norm-backward", "1"),
-              ("lock", "gelu-backward", "1"), ("lock", "linear-backward", "1"),
-              ("lock", "short-backward", "0"), ("lock", "merge-heads", "2")]
+    handed = [("lock", "layer-forwards", "0"), ("lock", "layer-norm-backward", "0"),
+              ("lock", "gelu-backward", "0"), ("lock", "linear-backward", "0"),
+              ("lock", "short-backward", "0"), ("lock", "merge-heads", "1")]
     assert started == handed, "a backward for a forward whose signature it lacks"
     for name in ("_forward_tasks_serial", "_forward_tasks"):
         _compile_named(notice, "seqattn.kernels.cpu.attention", name, (f32, plain))
@@ -550,11 +550,9 @@ def test_the_helper_compiles_each_requested_version_once_then_ends(tmp_path):
     assert not requests(_toy_kernel, "parallel", argtypes), "no helper is running any more"
 
 
-def test_the_helper_serves_the_attention_backward_first_and_the_end_of_a_step_last(
-        tmp_path, monkeypatch):
+def test_the_helper_serves_the_end_of_a_step_after_the_backward_jobs(tmp_path, monkeypatch):
     import seqattn.compile
-    from seqattn.compile import (ATTENTION_JOB_PRIORITY, JOB_PRIORITY, STEP_END_PRIORITY,
-                                 _write_request)
+    from seqattn.compile import JOB_PRIORITY, STEP_END_PRIORITY, _write_request
 
     served = []
     monkeypatch.setattr(seqattn.compile, "run_job", lambda job, parallel_twins: served.append(job))
@@ -562,11 +560,10 @@ def test_the_helper_serves_the_attention_backward_first_and_the_end_of_a_step_la
     lock.write_text(str(os.getpid()))
     (tmp_path / "seqattn-compile-helper-requests").mkdir()
     for priority, job in ((STEP_END_PRIORITY, "adam-step"), (JOB_PRIORITY, "linear-backward"),
-                          (JOB_PRIORITY, "layer-norm-backward"),
-                          (ATTENTION_JOB_PRIORITY, "short-backward")):
+                          (JOB_PRIORITY, "short-backward")):
         _write_request(str(lock), priority, dict(job=job, call=None))
     serve(str(lock), client=_ended_process())
-    assert served == ["short-backward", "linear-backward", "layer-norm-backward", "adam-step"]
+    assert served == ["linear-backward", "short-backward", "adam-step"]
 
 
 _TWINS_CHILD = """
@@ -626,10 +623,9 @@ def _distance_bias(rng):
 def test_a_structured_call_hands_the_helper_its_backward_once_per_signature(monkeypatch):
     import seqattn.compile
 
-    handed, priorities = [], []
+    handed = []
     monkeypatch.setattr(seqattn.compile, "hand_over",
-                        lambda lock, job, launches, on_wait, call, priority:
-                        handed.append((job, call)) or priorities.append(priority))
+                        lambda lock, job, launches, on_wait, call: handed.append((job, call)))
     notice = CompileNotice(_Stream(False), start_helper=True)
     distance, pair = _structured_call("distance"), _structured_call("pair")
     notice.hand_over_backward_of(distance)  # no helper: nothing
@@ -639,7 +635,6 @@ def test_a_structured_call_hands_the_helper_its_backward_once_per_signature(monk
         notice.hand_over_backward_of(call)
     assert [(job, call.distance.has, bool(call.pair.mode)) for job, call in handed] == [
         ("structured-backward", True, False), ("structured-backward", False, True)]
-    assert priorities == [seqattn.compile.ATTENTION_JOB_PRIORITY] * 2
 
 
 def _short_backward_launches(monkeypatch):
@@ -696,8 +691,7 @@ def test_a_packed_structured_call_hands_the_helper_a_job_that_compiles_its_signa
 
     handed = []
     monkeypatch.setattr(seqattn.compile, "hand_over",
-                        lambda lock, job, launches, on_wait, call, priority:
-                        handed.append((job, call)))
+                        lambda lock, job, launches, on_wait, call: handed.append((job, call)))
     notice = CompileNotice(_Stream(False), start_helper=True)
     notice._helper_lock = "lock"
     packed = _packed_structured_call()

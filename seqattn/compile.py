@@ -60,31 +60,16 @@ JOB_PRIORITY, SMALL_JOB_PRIORITY, STEP_END_PRIORITY, VERSION_PRIORITY, LATER_PRI
 # (forward, job, launches, priority).
 # A forward's name is the prefix of its chunk function's too (threads.sized_kernel(chunk=...)),
 # which its version's compilation compiles first: the job is handed over at that one.
-# The run's first linear map hands over, before its own backward, the small kernels of an
-# encoder layer (layer norm, GELU, the residual add), whose signatures no model changes: the
-# map's compilation (the register products) keeps the run busy for seconds, and the helper,
-# whose linear-backward job needs those products too, would wait for them with nothing to do.
-# A layer norm or GELU forward compiled in a run whose linear maps were cached hands over its
-# backward itself (each job is handed once).
-LINEAR_FORWARD = "seqattn.kernels.cpu.linear._linear_forward"
-LAYER_NORM_BACKWARD = ("seqattn.kernels.cpu.layer_norm._layer_norm_backward",)
-GELU_BACKWARD = ("seqattn.kernels.cpu.activations._gelu_backward_f32",)
 HANDOVERS = (
     (HELPER_AFTER, "tiled-backward", BACKWARD_KERNELS, JOB_PRIORITY),
     (SHORT_FORWARD, "short-backward", ("seqattn.kernels.cpu.attention_small._backward_tasks",),
      JOB_PRIORITY),
-    (LINEAR_FORWARD, "layer-forwards", ("seqattn.kernels.cpu.layer_norm.layer_norm_forward",
-                                        "seqattn.kernels.cpu.elementwise._add_same_size",
-                                        "seqattn.kernels.cpu.activations._gelu_forward_f32"),
-     JOB_PRIORITY),
-    (LINEAR_FORWARD, "layer-norm-backward", LAYER_NORM_BACKWARD, JOB_PRIORITY),
-    (LINEAR_FORWARD, "gelu-backward", GELU_BACKWARD, JOB_PRIORITY),
-    (LINEAR_FORWARD, "linear-backward", ("seqattn.kernels.cpu.linear._linear_backward",),
-     JOB_PRIORITY),
+    ("seqattn.kernels.cpu.linear._linear_forward", "linear-backward",
+     ("seqattn.kernels.cpu.linear._linear_backward",), JOB_PRIORITY),
     ("seqattn.kernels.cpu.layer_norm.layer_norm_forward", "layer-norm-backward",
-     LAYER_NORM_BACKWARD, SMALL_JOB_PRIORITY),
-    ("seqattn.kernels.cpu.activations._gelu_forward_f32", "gelu-backward", GELU_BACKWARD,
-     SMALL_JOB_PRIORITY),
+     ("seqattn.kernels.cpu.layer_norm._layer_norm_backward",), SMALL_JOB_PRIORITY),
+    ("seqattn.kernels.cpu.activations._gelu_forward_f32", "gelu-backward",
+     ("seqattn.kernels.cpu.activations._gelu_backward_f32",), SMALL_JOB_PRIORITY),
     ("seqattn.kernels.cpu.heads.split_heads_forward", "merge-heads",
      ("seqattn.kernels.cpu.heads.split_heads_backward",), SMALL_JOB_PRIORITY),
 )
@@ -223,17 +208,6 @@ def dweight_driver_job():
         driver_address()
 
 
-def layer_forwards_job():
-    """The forwards of an encoder layer's small kernels (float32): the layer norm, GELU and
-    the residual add of two arrays of one shape."""
-    from .ops import add, gelu, layer_norm
-
-    x, weight = np.ones((4, 3), np.float32), np.ones(3, np.float32)
-    layer_norm(x, weight, weight)
-    gelu(x)
-    add(x, x)
-
-
 def layer_norm_backward_job():
     """The layer norm's backward (float32), from made-up saved statistics."""
     from .ops import layer_norm_backward
@@ -349,7 +323,6 @@ JOBS = {"attention-backward": attention_backward_job,
         "packed-backward": packed_backward_job,
         "packed-one-head-backward": packed_one_head_backward_job,
         "linear-backward": linear_backward_job,
-        "layer-forwards": layer_forwards_job,
         "layer-norm-backward": layer_norm_backward_job,
         "gelu-backward": gelu_backward_job,
         "merge-heads": merge_heads_job,
@@ -360,12 +333,12 @@ JOBS = {"attention-backward": attention_backward_job,
 # Helper jobs of small kernels that a run compiled itself before they were handed over, with
 # their parallel versions for later runs (threads.py: a launch on a quieter machine may take
 # one): the helper asks itself for those, for when the run has ended.
-TWINNED_JOBS = ("layer-forwards", "layer-norm-backward", "gelu-backward", "merge-heads",
-                "gradient-norm", "adam-step")
+TWINNED_JOBS = ("layer-norm-backward", "gelu-backward", "merge-heads", "gradient-norm",
+                "adam-step")
 # Jobs that only the helper runs (compile_all's jobs include what they compile).
 HELPER_JOBS = ("tiled-backward", "short-backward", "packed-backward", "packed-one-head-backward",
-               "linear-backward", "layer-forwards", "layer-norm-backward", "gelu-backward",
-               "merge-heads", "register-products", "gradient-norm", "adam-step")
+               "linear-backward", "layer-norm-backward", "gelu-backward", "merge-heads",
+               "register-products", "gradient-norm", "adam-step")
 
 
 def compile_parallel_twins():

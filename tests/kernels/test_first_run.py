@@ -217,9 +217,8 @@ def test_the_helper_starts_at_the_first_compilation_and_takes_each_backward_once
         _compile_named(notice, module, name, args)
     assert helpers == [1], "one helper, from the first compilation on"
     assert products == ["lock"], "the register products, once, at the helper's start"
-    handed = [("lock", "layer-forwards", "0"), ("lock", "layer-norm-backward", "0"),
-              ("lock", "gelu-backward", "0"), ("lock", "linear-backward", "0"),
-              ("lock", "short-backward", "0"), ("lock", "merge-heads", "1")]
+    handed = [("lock", "linear-backward", "0"), ("lock", "short-backward", "0"),
+              ("lock", "layer-norm-backward", "1"), ("lock", "merge-heads", "1")]
     assert started == handed, "a backward for a forward whose signature it lacks"
     for name in ("_forward_tasks_serial", "_forward_tasks"):
         _compile_named(notice, "seqattn.kernels.cpu.attention", name, (f32, plain))
@@ -277,34 +276,30 @@ MODEL_ATTENTION_JOBS = [(2, "sinusoidal", "packed-backward", False),
 
 
 @pytest.mark.parametrize("nhead, positions, attention_job, splits", MODEL_ATTENTION_JOBS)
-def test_the_helper_jobs_compile_the_signatures_a_model_trains_with(
+def test_the_helper_jobs_compile_the_backward_signatures_a_model_trains_with(
         monkeypatch, nhead, positions, attention_job, splits):
     """What the helper compiles is of use only if the run's launches have its signatures."""
-    from seqattn.compile import (JOBS, gelu_backward_job, layer_forwards_job,
-                                 layer_norm_backward_job, linear_backward_job, merge_heads_job)
-    from seqattn.kernels.cpu import (activations, attention_small, elementwise, heads,
-                                     layer_norm, linear)
+    from seqattn.compile import (JOBS, gelu_backward_job, layer_norm_backward_job,
+                                 linear_backward_job, merge_heads_job)
+    from seqattn.kernels.cpu import activations, attention_small, heads, layer_norm, linear
     from seqattn.models import TokenModel, TokenModelConfig
     from seqattn.train import AdamW, MSELoss, fit
 
     launched = {}
     for kernel in (linear._linear_backward, attention_small._backward_tasks,
                    layer_norm._layer_norm_backward, activations._gelu_backward_f32,
-                   heads.split_heads_backward, layer_norm.layer_norm_forward,
-                   activations._gelu_forward_f32, elementwise._add_same_size):
+                   heads.split_heads_backward):
         def run(threads, *args, kernel=kernel, run=kernel.run):
             launched[(kernel.__name__, tuple(numba.typeof(a) for a in args))] = source[0]
             return run(threads, *args)
         monkeypatch.setattr(kernel, "run", run)
     source = ["job"]
     for job in (linear_backward_job, JOBS[attention_job], layer_norm_backward_job,
-                gelu_backward_job, layer_forwards_job) + ((merge_heads_job,) if splits else ()):
+                gelu_backward_job) + ((merge_heads_job,) if splits else ()):
         job()
     jobs = set(launched)
     assert {name for name, _ in jobs} == {"_linear_backward", "_backward_tasks",
-                                          "_layer_norm_backward", "_gelu_backward_f32",
-                                          "layer_norm_forward", "_gelu_forward_f32",
-                                          "_add_same_size"} | (
+                                          "_layer_norm_backward", "_gelu_backward_f32"} | (
         {"split_heads_backward"} if splits else set())
     source[0] = "model"
     x = np.random.default_rng(0).standard_normal((4, 6, 3)).astype(np.float32)

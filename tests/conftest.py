@@ -23,9 +23,9 @@ if not os.path.exists("/dev/nvidia0") and "NUMBA_ENABLE_CUDASIM" not in os.envir
     config.ENABLE_CUDASIM = True
 
 if config.ENABLE_CUDASIM:
-    from simulator_shared_arrays import serialise_shared_array_creation
+    import simulator_setup
 
-    serialise_shared_array_creation()
+    simulator_setup.prepare()
 
 
 def pytest_configure(config):

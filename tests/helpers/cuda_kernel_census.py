@@ -261,6 +261,9 @@ def workload():
 def census():
     """The launches of :func:`workload`, or an AssertionError naming what it did not cover."""
     sys.path.insert(0, str(HERE))
+    import simulator_setup  # the kernels run as the tests run them
+
+    simulator_setup.prepare()
     recorder = _Recorder()
     recorder.install()
     workload()

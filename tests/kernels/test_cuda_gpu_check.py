@@ -12,13 +12,15 @@ import pytest
 pytestmark = pytest.mark.slow  # minutes in all: the file runs first (tests/conftest.py)
 
 SCRIPT = pathlib.Path(__file__).resolve().parent.parent.parent / "benchmarks" / "gpu_check.py"
+# Runs the script with the simulator the tests use (its barrier and shared arrays).
+SIMULATOR = SCRIPT.parent.parent / "tests" / "helpers" / "simulator_setup.py"
 
 
 def test_gpu_check_dry_run(tmp_path):
     out = tmp_path / "results.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(SCRIPT.parent.parent), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)],
+    result = subprocess.run([sys.executable, str(SIMULATOR), str(SCRIPT), "--dry-run", "--out", str(out)],
                             env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     results = json.loads(out.read_text())

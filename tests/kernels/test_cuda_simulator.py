@@ -3,6 +3,11 @@
 Every thread of a block must get the same shared array, even when a thread is preempted while
 the simulator creates it (``simulator_shared_arrays``): here np.empty sleeps, which gives the
 other threads the time a loaded machine gives them.
+
+``syncthreads`` is a barrier of the block's live threads (``simulator_barrier``, which waits
+where the simulator polled): a thread that has returned no longer holds the others, no thread
+passes a barrier before every live one has reached it, and an error in one thread stops the
+block and reaches the launch.
 """
 import time
 
@@ -41,3 +46,77 @@ def test_threads_of_a_block_share_one_array_when_creation_is_preempted(monkeypat
     expected = (np.arange(THREADS) + 1) % THREADS
     apart = np.flatnonzero(out != expected)
     assert apart.size == 0, f"threads {apart.tolist()} read a shared array of their own"
+
+
+@cuda.jit
+def tree_sum(values, out, rounds):
+    """out[r] = the sum of values, by a tree reduction in shared memory, ``rounds`` times over:
+    a thread that passed a barrier early would read a partial sum."""
+    shared = cuda.shared.array(THREADS, np.float64)
+    t = cuda.threadIdx.x
+    for r in range(rounds):
+        shared[t] = values[t] * (r + 1)
+        cuda.syncthreads()
+        stride = THREADS // 2
+        while stride:
+            if t < stride:
+                shared[t] += shared[t + stride]
+            cuda.syncthreads()
+            stride //= 2
+        if t == 0:
+            out[r] = shared[0]
+        cuda.syncthreads()
+
+
+def test_no_thread_passes_a_barrier_before_every_thread_reaches_it():
+    values = np.arange(THREADS, dtype=np.float64) ** 2
+    out = np.zeros(6)
+    tree_sum[1, THREADS](values, out, out.size)
+    assert np.array_equal(out, values.sum() * np.arange(1, out.size + 1))
+
+
+@cuda.jit
+def half_the_block_returns(out):
+    """The upper half returns at once; the lower half passes two barriers without it."""
+    shared = cuda.shared.array(THREADS, np.float64)
+    t = cuda.threadIdx.x
+    if t >= THREADS // 2:
+        return
+    shared[t] = t
+    cuda.syncthreads()
+    out[t] = shared[THREADS // 2 - 1 - t]
+    cuda.syncthreads()
+
+
+def test_a_thread_that_returned_holds_no_barrier():
+    out = np.full(THREADS, -1.0)
+    half_the_block_returns[2, THREADS](out)
+    half = THREADS // 2
+    assert np.array_equal(out[:half], np.arange(half)[::-1])
+    assert np.all(out[half:] == -1.0)
+
+
+@cuda.jit
+def one_thread_reads_out_of_bounds(values, out):
+    t = cuda.threadIdx.x
+    cuda.syncthreads()
+    out[t] = values[t + 1000 * (t == 5)]
+    cuda.syncthreads()
+
+
+def test_an_error_in_one_thread_stops_the_block_and_names_the_thread():
+    values, out = np.ones(THREADS), np.zeros(THREADS)
+    with pytest.raises(IndexError, match=r"tid=\[5, 0, 0\] ctaid=\[0, 0, 0\]"):
+        one_thread_reads_out_of_bounds[1, THREADS](values, out)
+
+
+@cuda.jit
+def count_the_odd_threads(out):
+    t = cuda.threadIdx.x
+    out[t] = cuda.syncthreads_count(t % 2)
+
+
+def test_syncthreads_count_counts_every_thread():
+    out = np.zeros(THREADS, np.int64)
+    count_the_odd_threads[1, THREADS](out)
+    assert np.all(out == THREADS // 2)

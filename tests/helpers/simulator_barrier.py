@@ -14,7 +14,12 @@ an exception in any thread stops the block and reaches the launch, as in the sim
 """
 import threading
 
+import numpy as np
 from numba.cuda.simulator import kernel as simulator
+
+# What a thread stopped by another thread's error raises (the simulator's words).
+_ABORTED_AT_CALL = "abort flag set on syncthreads call"
+_ABORTED_WHILE_WAITING = "abort flag set on syncthreads clear"
 
 
 class _Block:
@@ -39,25 +44,24 @@ def _syncthreads(thread):
     block = thread.block
     with block.condition:
         if block.aborted:
-            raise RuntimeError("abort flag set on syncthreads call")
+            raise RuntimeError(_ABORTED_AT_CALL)
         block.waiting += 1
         generation = block.generation
         block.release_if_complete()
         while block.generation == generation and not block.aborted:
             block.condition.wait()
         if block.aborted:
-            raise RuntimeError("abort flag set on syncthreads clear")
+            raise RuntimeError(_ABORTED_WHILE_WAITING)
 
 
 def _run_thread(thread):
     block = thread.block
     try:
-        simulator.threading.Thread.run(thread)
+        threading.Thread.run(thread)
     except Exception as error:
-        tid = "tid=%s" % list(thread.threadIdx)
-        ctaid = "ctaid=%s" % list(thread.blockIdx)
-        thread.exception = (type(error)(f"{tid} {ctaid}: {error}" if str(error)
-                                        else f"{tid} {ctaid}"), error.__traceback__)
+        where = f"tid={list(thread.threadIdx)} ctaid={list(thread.blockIdx)}"
+        thread.exception = (type(error)(f"{where}: {error}" if str(error) else where),
+                            error.__traceback__)
         with block.condition:
             block.aborted = True
             block.condition.notify_all()
@@ -69,9 +73,9 @@ def _run_thread(thread):
 
 def _run_block(manager, grid_point, *args):
     shape = manager._block_dim
-    block = _Block(int(simulator.np.prod(shape)))
+    block = _Block(int(np.prod(shape)))
     threads = []
-    for block_point in simulator.np.ndindex(*shape):
+    for block_point in np.ndindex(*shape):
         thread = simulator.BlockThread(lambda: manager._f(*args), manager, grid_point,
                                        block_point, manager._debug)
         thread.block = block
@@ -81,9 +85,9 @@ def _run_block(manager, grid_point, *args):
     for thread in threads:
         thread.join()
     # The first thread that failed, not a thread stopped by its abort.
-    failed = [t.exception for t in threads if t.exception
-              and not str(t.exception[0]).endswith(("syncthreads call", "syncthreads clear"))]
-    failed = failed or [t.exception for t in threads if t.exception]
+    errors = [t.exception for t in threads if t.exception]
+    failed = [e for e in errors if not str(e[0]).endswith(
+        (_ABORTED_AT_CALL, _ABORTED_WHILE_WAITING))] or errors
     if failed:
         raise failed[0][0].with_traceback(failed[0][1])
 

@@ -20,7 +20,8 @@ def test_gpu_check_dry_run(tmp_path):
     out = tmp_path / "results.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(SCRIPT.parent.parent), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, str(SIMULATOR), str(SCRIPT), "--dry-run", "--out", str(out)],
+    result = subprocess.run([sys.executable, str(SIMULATOR), str(SCRIPT), "--dry-run",
+                             "--out", str(out)],
                             env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     results = json.loads(out.read_text())

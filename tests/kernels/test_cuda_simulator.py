@@ -9,6 +9,7 @@ where the simulator polled): a thread that has returned no longer holds the othe
 passes a barrier before every live one has reached it, and an error in one thread stops the
 block and reaches the launch.
 """
+import threading
 import time
 
 import numpy as np
@@ -90,7 +91,13 @@ def half_the_block_returns(out):
 
 def test_a_thread_that_returned_holds_no_barrier():
     out = np.full(THREADS, -1.0)
-    half_the_block_returns[2, THREADS](out)
+    # In a thread of its own, so that a barrier waiting for the returned threads fails the
+    # test instead of hanging it.
+    launch = threading.Thread(target=half_the_block_returns[2, THREADS], args=(out,),
+                              daemon=True)
+    launch.start()
+    launch.join(timeout=60)
+    assert not launch.is_alive(), "the block waited at a barrier for threads that returned"
     half = THREADS // 2
     assert np.array_equal(out[:half], np.arange(half)[::-1])
     assert np.all(out[half:] == -1.0)
